@@ -204,7 +204,7 @@ func (x *ActionEnvelope) encode(w *writer) {
 	w.int(x.ServerSeq)
 	if x.Origin != nil {
 		w.key("\"origin\":")
-		(&(*x.Origin)).encode(w)
+		x.Origin.encode(w)
 	}
 	if x.RejectionReason != nil {
 		w.key("\"rejectionReason\":")
@@ -575,7 +575,7 @@ func (x *AnnotationsUpdatedAction) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Resolved != nil {
 		w.key("\"resolved\":")
@@ -706,7 +706,7 @@ func (x *ChangesetContentChangedAction) encode(w *writer) {
 	}
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -946,7 +946,7 @@ func (x *ChangesetOperationStatusChangedAction) encode(w *writer) {
 	w.string(string(x.Status))
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1070,7 +1070,7 @@ func (x *ChangesetStatusChangedAction) encode(w *writer) {
 	w.string(string(x.Status))
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1334,7 +1334,7 @@ func (x *ChatDraftChangedAction) encode(w *writer) {
 	w.literal("\"chat/draftChanged\"")
 	if x.Draft != nil {
 		w.key("\"draft\":")
-		(&(*x.Draft)).encode(w)
+		x.Draft.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -2263,11 +2263,11 @@ func (x *ChatToolCallConfirmedAction) encode(w *writer) {
 	}
 	if x.UserSuggestion != nil {
 		w.key("\"userSuggestion\":")
-		(&(*x.UserSuggestion)).encode(w)
+		x.UserSuggestion.encode(w)
 	}
 	if x.ReasonMessage != nil {
 		w.key("\"reasonMessage\":")
-		(&(*x.ReasonMessage)).encode(w)
+		x.ReasonMessage.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -2453,7 +2453,7 @@ func (x *ChatToolCallDeltaAction) encode(w *writer) {
 	}
 	if x.InvocationMessage != nil {
 		w.key("\"invocationMessage\":")
-		(&(*x.InvocationMessage)).encode(w)
+		x.InvocationMessage.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -2543,11 +2543,11 @@ func (x *ChatToolCallReadyAction) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	if x.ConfirmationTitle != nil {
 		w.key("\"confirmationTitle\":")
-		(&(*x.ConfirmationTitle)).encode(w)
+		x.ConfirmationTitle.encode(w)
 	}
 	if x.RiskAssessment != nil {
 		w.key("\"riskAssessment\":")
@@ -2555,7 +2555,7 @@ func (x *ChatToolCallReadyAction) encode(w *writer) {
 	}
 	if x.Edits != nil {
 		w.key("\"edits\":")
-		(&(*x.Edits)).encode(w)
+		x.Edits.encode(w)
 	}
 	if x.Editable != nil {
 		w.key("\"editable\":")

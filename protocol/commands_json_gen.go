@@ -656,7 +656,7 @@ func (x *CreateChatParams) encode(w *writer) {
 	w.string(x.Chat)
 	if x.InitialMessage != nil {
 		w.key("\"initialMessage\":")
-		(&(*x.InitialMessage)).encode(w)
+		x.InitialMessage.encode(w)
 	}
 	if x.Source != nil {
 		w.key("\"source\":")
@@ -747,11 +747,11 @@ func (x *CreateResourceWatchParams) encode(w *writer) {
 	}
 	if x.Excludes != nil {
 		w.key("\"excludes\":")
-		(&(*x.Excludes)).encode(w)
+		x.Excludes.encode(w)
 	}
 	if x.Includes != nil {
 		w.key("\"includes\":")
-		(&(*x.Includes)).encode(w)
+		x.Includes.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -881,7 +881,7 @@ func (x *CreateSessionParams) encode(w *writer) {
 	}
 	if x.Fork != nil {
 		w.key("\"fork\":")
-		(&(*x.Fork)).encode(w)
+		x.Fork.encode(w)
 	}
 	if x.Config != nil {
 		w.key("\"config\":")
@@ -889,7 +889,7 @@ func (x *CreateSessionParams) encode(w *writer) {
 	}
 	if x.ActiveClient != nil {
 		w.key("\"activeClient\":")
-		(&(*x.ActiveClient)).encode(w)
+		x.ActiveClient.encode(w)
 	}
 	if x.ProgressToken != nil {
 		w.key("\"progressToken\":")
@@ -1613,7 +1613,7 @@ func (x *InitializeParams) encode(w *writer) {
 	w.string(x.ClientID)
 	if x.ClientInfo != nil {
 		w.key("\"clientInfo\":")
-		(&(*x.ClientInfo)).encode(w)
+		x.ClientInfo.encode(w)
 	}
 	if x.InitialSubscriptions != nil {
 		w.key("\"initialSubscriptions\":")
@@ -1629,7 +1629,7 @@ func (x *InitializeParams) encode(w *writer) {
 	}
 	if x.Capabilities != nil {
 		w.key("\"capabilities\":")
-		(&(*x.Capabilities)).encode(w)
+		x.Capabilities.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1709,7 +1709,7 @@ func (x *InitializeResult) encode(w *writer) {
 	w.int(x.ServerSeq)
 	if x.ServerInfo != nil {
 		w.key("\"serverInfo\":")
-		(&(*x.ServerInfo)).encode(w)
+		x.ServerInfo.encode(w)
 	}
 	w.key("\"snapshots\":")
 	w.beginArray()
@@ -1735,7 +1735,7 @@ func (x *InitializeResult) encode(w *writer) {
 	}
 	if x.Telemetry != nil {
 		w.key("\"telemetry\":")
-		(&(*x.Telemetry)).encode(w)
+		x.Telemetry.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1881,11 +1881,11 @@ func (x *InvokeChangesetOperationResult) encode(w *writer) {
 	w.beginObject()
 	if x.Message != nil {
 		w.key("\"message\":")
-		(&(*x.Message)).encode(w)
+		x.Message.encode(w)
 	}
 	if x.FollowUp != nil {
 		w.key("\"followUp\":")
-		(&(*x.FollowUp)).encode(w)
+		x.FollowUp.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -3909,7 +3909,7 @@ func (x *SideChatSource) encode(w *writer) {
 	w.string(x.TurnID)
 	if x.Selection != nil {
 		w.key("\"selection\":")
-		(&(*x.Selection)).encode(w)
+		x.Selection.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -3979,11 +3979,11 @@ func (x *SubscribeParams) encode(w *writer) {
 	}
 	if x.Delivery != nil {
 		w.key("\"delivery\":")
-		(&(*x.Delivery)).encode(w)
+		x.Delivery.encode(w)
 	}
 	if x.View != nil {
 		w.key("\"view\":")
-		(&(*x.View)).encode(w)
+		x.View.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -4040,7 +4040,7 @@ func (x *SubscribeResult) encode(w *writer) {
 	w.beginObject()
 	if x.Snapshot != nil {
 		w.key("\"snapshot\":")
-		(&(*x.Snapshot)).encode(w)
+		x.Snapshot.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()

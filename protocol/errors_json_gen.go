@@ -62,7 +62,7 @@ func (x *PermissionDeniedErrorData) encode(w *writer) {
 	w.beginObject()
 	if x.Request != nil {
 		w.key("\"request\":")
-		(&(*x.Request)).encode(w)
+		x.Request.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()

@@ -255,7 +255,7 @@ func (x *PartialSessionSummary) encode(w *writer) {
 	}
 	if x.Project != nil {
 		w.key("\"project\":")
-		(&(*x.Project)).encode(w)
+		x.Project.encode(w)
 	}
 	if x.WorkingDirectories != nil {
 		w.key("\"workingDirectories\":")
@@ -267,7 +267,7 @@ func (x *PartialSessionSummary) encode(w *writer) {
 	}
 	if x.Annotations != nil {
 		w.key("\"annotations\":")
-		(&(*x.Annotations)).encode(w)
+		x.Annotations.encode(w)
 	}
 	if x.Resource != nil {
 		w.key("\"resource\":")
@@ -283,7 +283,7 @@ func (x *PartialSessionSummary) encode(w *writer) {
 	}
 	if x.Changes != nil {
 		w.key("\"changes\":")
-		(&(*x.Changes)).encode(w)
+		x.Changes.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")

@@ -12,11 +12,11 @@ func (x *AHPMCPUIHostCapabilities) encode(w *writer) {
 	w.beginObject()
 	if x.ServerTools != nil {
 		w.key("\"serverTools\":")
-		(&(*x.ServerTools)).encode(w)
+		x.ServerTools.encode(w)
 	}
 	if x.ServerResources != nil {
 		w.key("\"serverResources\":")
-		(&(*x.ServerResources)).encode(w)
+		x.ServerResources.encode(w)
 	}
 	if x.Logging != nil {
 		w.key("\"logging\":")
@@ -24,7 +24,7 @@ func (x *AHPMCPUIHostCapabilities) encode(w *writer) {
 	}
 	if x.Sampling != nil {
 		w.key("\"sampling\":")
-		(&(*x.Sampling)).encode(w)
+		x.Sampling.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -88,7 +88,7 @@ func (x *ActiveTurn) encode(w *writer) {
 	w.endArray()
 	if x.Usage != nil {
 		w.key("\"usage\":")
-		(&(*x.Usage)).encode(w)
+		x.Usage.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -159,11 +159,11 @@ func (x *AgentCapabilities) encode(w *writer) {
 	w.beginObject()
 	if x.MultipleChats != nil {
 		w.key("\"multipleChats\":")
-		(&(*x.MultipleChats)).encode(w)
+		x.MultipleChats.encode(w)
 	}
 	if x.MultipleWorkingDirectories != nil {
 		w.key("\"multipleWorkingDirectories\":")
-		(&(*x.MultipleWorkingDirectories)).encode(w)
+		x.MultipleWorkingDirectories.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -225,7 +225,7 @@ func (x *AgentCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -380,7 +380,7 @@ func (x *AgentInfo) encode(w *writer) {
 	}
 	if x.Capabilities != nil {
 		w.key("\"capabilities\":")
-		(&(*x.Capabilities)).encode(w)
+		x.Capabilities.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -510,7 +510,7 @@ func (x *Annotation) encode(w *writer) {
 	w.string(x.Resource)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	w.key("\"resolved\":")
 	w.bool(x.Resolved)
@@ -846,7 +846,7 @@ func (x *Changeset) encode(w *writer) {
 	w.string(x.ChangeKind)
 	if x.Capabilities != nil {
 		w.key("\"capabilities\":")
-		(&(*x.Capabilities)).encode(w)
+		x.Capabilities.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1039,7 +1039,7 @@ func (x *ChangesetOperation) encode(w *writer) {
 	w.endArray()
 	if x.Confirmation != nil {
 		w.key("\"confirmation\":")
-		(&(*x.Confirmation)).encode(w)
+		x.Confirmation.encode(w)
 	}
 	if x.Icon != nil {
 		w.key("\"icon\":")
@@ -1053,7 +1053,7 @@ func (x *ChangesetOperation) encode(w *writer) {
 	w.string(string(x.Status))
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1139,7 +1139,7 @@ func (x *ChangesetState) encode(w *writer) {
 	w.string(string(x.Status))
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.key("\"files\":")
 	w.beginArray()
@@ -2543,7 +2543,7 @@ func (x *ChatOriginSideChat) encode(w *writer) {
 	w.string(x.TurnID)
 	if x.Selection != nil {
 		w.key("\"selection\":")
-		(&(*x.Selection)).encode(w)
+		x.Selection.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -2753,11 +2753,11 @@ func (x *ChatState) encode(w *writer) {
 	}
 	if x.ActiveTurn != nil {
 		w.key("\"activeTurn\":")
-		(&(*x.ActiveTurn)).encode(w)
+		x.ActiveTurn.encode(w)
 	}
 	if x.SteeringMessage != nil {
 		w.key("\"steeringMessage\":")
-		(&(*x.SteeringMessage)).encode(w)
+		x.SteeringMessage.encode(w)
 	}
 	if x.QueuedMessages != nil {
 		w.key("\"queuedMessages\":")
@@ -2769,7 +2769,7 @@ func (x *ChatState) encode(w *writer) {
 	}
 	if x.Draft != nil {
 		w.key("\"draft\":")
-		(&(*x.Draft)).encode(w)
+		x.Draft.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -3028,7 +3028,7 @@ func (x *ChildCustomizationBase) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -3126,7 +3126,7 @@ func (x *ClientPluginCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -3295,7 +3295,7 @@ func (x *ConfigPropertySchema) encode(w *writer) {
 	}
 	if x.Items != nil {
 		w.key("\"items\":")
-		(&(*x.Items)).encode(w)
+		x.Items.encode(w)
 	}
 	if x.Properties != nil {
 		w.key("\"properties\":")
@@ -3317,7 +3317,7 @@ func (x *ConfigPropertySchema) encode(w *writer) {
 	}
 	if x.AdditionalProperties != nil {
 		w.key("\"additionalProperties\":")
-		(&(*x.AdditionalProperties)).encode(w)
+		x.AdditionalProperties.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -3558,7 +3558,7 @@ func (x *ContainerCustomizationBase) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -3772,7 +3772,7 @@ func (x *CustomizationBase) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -4137,7 +4137,7 @@ func (x *DirectoryCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -4339,15 +4339,15 @@ func (x *FileEdit) encode(w *writer) {
 	w.beginObject()
 	if x.Before != nil {
 		w.key("\"before\":")
-		(&(*x.Before)).encode(w)
+		x.Before.encode(w)
 	}
 	if x.After != nil {
 		w.key("\"after\":")
-		(&(*x.After)).encode(w)
+		x.After.encode(w)
 	}
 	if x.Diff != nil {
 		w.key("\"diff\":")
-		(&(*x.Diff)).encode(w)
+		x.Diff.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -4516,7 +4516,7 @@ func (x *HookCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -4780,7 +4780,7 @@ func (x *MCPAuthRequirement) encode(w *writer) {
 	w.string(string(x.Reason))
 	if x.OauthClient != nil {
 		w.key("\"oauthClient\":")
-		(&(*x.OauthClient)).encode(w)
+		x.OauthClient.encode(w)
 	}
 	w.key("\"resource\":")
 	(&x.Resource).encode(w)
@@ -4914,7 +4914,7 @@ func (x *MCPServerAuthRequiredState) encode(w *writer) {
 	w.string(string(x.Reason))
 	if x.OauthClient != nil {
 		w.key("\"oauthClient\":")
-		(&(*x.OauthClient)).encode(w)
+		x.OauthClient.encode(w)
 	}
 	w.key("\"resource\":")
 	(&x.Resource).encode(w)
@@ -5013,7 +5013,7 @@ func (x *MCPServerCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -5029,7 +5029,7 @@ func (x *MCPServerCustomization) encode(w *writer) {
 	}
 	if x.MCPApp != nil {
 		w.key("\"mcpApp\":")
-		(&(*x.MCPApp)).encode(w)
+		x.MCPApp.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -5462,11 +5462,11 @@ func (x *Message) encode(w *writer) {
 	}
 	if x.Model != nil {
 		w.key("\"model\":")
-		(&(*x.Model)).encode(w)
+		x.Model.encode(w)
 	}
 	if x.Agent != nil {
 		w.key("\"agent\":")
-		(&(*x.Agent)).encode(w)
+		x.Agent.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -5540,7 +5540,7 @@ func (x *MessageAnnotationsAttachment) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -5661,7 +5661,7 @@ func (x *MessageAttachmentBase) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -5730,7 +5730,7 @@ func (x *MessageChatAttachment) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -5821,7 +5821,7 @@ func (x *MessageEmbeddedResourceAttachment) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -5837,7 +5837,7 @@ func (x *MessageEmbeddedResourceAttachment) encode(w *writer) {
 	w.string(x.ContentType)
 	if x.Selection != nil {
 		w.key("\"selection\":")
-		(&(*x.Selection)).encode(w)
+		x.Selection.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -5967,7 +5967,7 @@ func (x *MessageResourceAttachment) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -5993,7 +5993,7 @@ func (x *MessageResourceAttachment) encode(w *writer) {
 	}
 	if x.Selection != nil {
 		w.key("\"selection\":")
-		(&(*x.Selection)).encode(w)
+		x.Selection.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -6291,7 +6291,7 @@ func (x *PluginCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -6484,7 +6484,7 @@ func (x *PromptCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -6908,11 +6908,11 @@ func (x *ResourceWatchState) encode(w *writer) {
 	w.bool(x.Recursive)
 	if x.Excludes != nil {
 		w.key("\"excludes\":")
-		(&(*x.Excludes)).encode(w)
+		x.Excludes.encode(w)
 	}
 	if x.Includes != nil {
 		w.key("\"includes\":")
-		(&(*x.Includes)).encode(w)
+		x.Includes.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -7075,7 +7075,7 @@ func (x *RootState) encode(w *writer) {
 	}
 	if x.Config != nil {
 		w.key("\"config\":")
-		(&(*x.Config)).encode(w)
+		x.Config.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -7155,7 +7155,7 @@ func (x *RuleCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -7499,7 +7499,7 @@ func (x *SessionConfigPropertySchema) encode(w *writer) {
 	}
 	if x.Items != nil {
 		w.key("\"items\":")
-		(&(*x.Items)).encode(w)
+		x.Items.encode(w)
 	}
 	if x.Properties != nil {
 		w.key("\"properties\":")
@@ -7521,7 +7521,7 @@ func (x *SessionConfigPropertySchema) encode(w *writer) {
 	}
 	if x.AdditionalProperties != nil {
 		w.key("\"additionalProperties\":")
-		(&(*x.AdditionalProperties)).encode(w)
+		x.AdditionalProperties.encode(w)
 	}
 	if x.EnumDynamic != nil {
 		w.key("\"enumDynamic\":")
@@ -7836,7 +7836,7 @@ func (x *SessionMetadata) encode(w *writer) {
 	}
 	if x.Project != nil {
 		w.key("\"project\":")
-		(&(*x.Project)).encode(w)
+		x.Project.encode(w)
 	}
 	if x.WorkingDirectories != nil {
 		w.key("\"workingDirectories\":")
@@ -7848,7 +7848,7 @@ func (x *SessionMetadata) encode(w *writer) {
 	}
 	if x.Annotations != nil {
 		w.key("\"annotations\":")
-		(&(*x.Annotations)).encode(w)
+		x.Annotations.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -7948,7 +7948,7 @@ func (x *SessionModelInfo) encode(w *writer) {
 	}
 	if x.ConfigSchema != nil {
 		w.key("\"configSchema\":")
-		(&(*x.ConfigSchema)).encode(w)
+		x.ConfigSchema.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -8045,7 +8045,7 @@ func (x *SessionState) encode(w *writer) {
 	}
 	if x.Project != nil {
 		w.key("\"project\":")
-		(&(*x.Project)).encode(w)
+		x.Project.encode(w)
 	}
 	if x.WorkingDirectories != nil {
 		w.key("\"workingDirectories\":")
@@ -8057,13 +8057,13 @@ func (x *SessionState) encode(w *writer) {
 	}
 	if x.Annotations != nil {
 		w.key("\"annotations\":")
-		(&(*x.Annotations)).encode(w)
+		x.Annotations.encode(w)
 	}
 	w.key("\"lifecycle\":")
 	w.string(string(x.Lifecycle))
 	if x.CreationError != nil {
 		w.key("\"creationError\":")
-		(&(*x.CreationError)).encode(w)
+		x.CreationError.encode(w)
 	}
 	if x.ServerTools != nil {
 		w.key("\"serverTools\":")
@@ -8091,7 +8091,7 @@ func (x *SessionState) encode(w *writer) {
 	}
 	if x.Config != nil {
 		w.key("\"config\":")
-		(&(*x.Config)).encode(w)
+		x.Config.encode(w)
 	}
 	if x.Customizations != nil {
 		w.key("\"customizations\":")
@@ -8248,7 +8248,7 @@ func (x *SessionSummary) encode(w *writer) {
 	}
 	if x.Project != nil {
 		w.key("\"project\":")
-		(&(*x.Project)).encode(w)
+		x.Project.encode(w)
 	}
 	if x.WorkingDirectories != nil {
 		w.key("\"workingDirectories\":")
@@ -8260,7 +8260,7 @@ func (x *SessionSummary) encode(w *writer) {
 	}
 	if x.Annotations != nil {
 		w.key("\"annotations\":")
-		(&(*x.Annotations)).encode(w)
+		x.Annotations.encode(w)
 	}
 	w.key("\"resource\":")
 	w.string(x.Resource)
@@ -8270,7 +8270,7 @@ func (x *SessionSummary) encode(w *writer) {
 	w.string(x.ModifiedAt)
 	if x.Changes != nil {
 		w.key("\"changes\":")
-		(&(*x.Changes)).encode(w)
+		x.Changes.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -8683,7 +8683,7 @@ func (x *SimpleMessageAttachment) encode(w *writer) {
 	w.string(x.Label)
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.DisplayKind != nil {
 		w.key("\"displayKind\":")
@@ -8777,7 +8777,7 @@ func (x *SkillCustomization) encode(w *writer) {
 	}
 	if x.Range != nil {
 		w.key("\"range\":")
-		(&(*x.Range)).encode(w)
+		x.Range.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -9873,13 +9873,13 @@ func (x *ToolCallAuthRequiredState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.key("\"confirmed\":")
 	w.string(string(x.Confirmed))
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	w.key("\"auth\":")
 	(&x.Auth).encode(w)
@@ -10104,21 +10104,21 @@ func (x *ToolCallCancelledState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.key("\"reason\":")
 	w.string(string(x.Reason))
 	if x.ReasonMessage != nil {
 		w.key("\"reasonMessage\":")
-		(&(*x.ReasonMessage)).encode(w)
+		x.ReasonMessage.encode(w)
 	}
 	if x.UserSuggestion != nil {
 		w.key("\"userSuggestion\":")
-		(&(*x.UserSuggestion)).encode(w)
+		x.UserSuggestion.encode(w)
 	}
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -10296,7 +10296,7 @@ func (x *ToolCallCompletedState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.key("\"success\":")
 	w.bool(x.Success)
@@ -10316,13 +10316,13 @@ func (x *ToolCallCompletedState) encode(w *writer) {
 	}
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.key("\"confirmed\":")
 	w.string(string(x.Confirmed))
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -10540,7 +10540,7 @@ func (x *ToolCallParameterFields) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -10612,11 +10612,11 @@ func (x *ToolCallPendingConfirmationState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	if x.ConfirmationTitle != nil {
 		w.key("\"confirmationTitle\":")
-		(&(*x.ConfirmationTitle)).encode(w)
+		x.ConfirmationTitle.encode(w)
 	}
 	if x.RiskAssessment != nil {
 		w.key("\"riskAssessment\":")
@@ -10624,7 +10624,7 @@ func (x *ToolCallPendingConfirmationState) encode(w *writer) {
 	}
 	if x.Edits != nil {
 		w.key("\"edits\":")
-		(&(*x.Edits)).encode(w)
+		x.Edits.encode(w)
 	}
 	if x.Editable != nil {
 		w.key("\"editable\":")
@@ -10761,7 +10761,7 @@ func (x *ToolCallPendingResultConfirmationState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.key("\"success\":")
 	w.bool(x.Success)
@@ -10781,13 +10781,13 @@ func (x *ToolCallPendingResultConfirmationState) encode(w *writer) {
 	}
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.key("\"confirmed\":")
 	w.string(string(x.Confirmed))
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -10907,7 +10907,7 @@ func (x *ToolCallPostConfirmationFields) encode(w *writer) {
 	w.string(string(x.Confirmed))
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -11028,7 +11028,7 @@ func (x *ToolCallResult) encode(w *writer) {
 	}
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -11306,13 +11306,13 @@ func (x *ToolCallRunningState) encode(w *writer) {
 	(&x.InvocationMessage).encode(w)
 	if x.ToolInput != nil {
 		w.key("\"toolInput\":")
-		(&(*x.ToolInput)).encode(w)
+		x.ToolInput.encode(w)
 	}
 	w.key("\"confirmed\":")
 	w.string(string(x.Confirmed))
 	if x.SelectedOption != nil {
 		w.key("\"selectedOption\":")
-		(&(*x.SelectedOption)).encode(w)
+		x.SelectedOption.encode(w)
 	}
 	if x.Content != nil {
 		w.key("\"content\":")
@@ -11475,7 +11475,7 @@ func (x *ToolCallStreamingState) encode(w *writer) {
 	}
 	if x.InvocationMessage != nil {
 		w.key("\"invocationMessage\":")
-		(&(*x.InvocationMessage)).encode(w)
+		x.InvocationMessage.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -11568,15 +11568,15 @@ func (x *ToolDefinition) encode(w *writer) {
 	}
 	if x.InputSchema != nil {
 		w.key("\"inputSchema\":")
-		(&(*x.InputSchema)).encode(w)
+		x.InputSchema.encode(w)
 	}
 	if x.OutputSchema != nil {
 		w.key("\"outputSchema\":")
-		(&(*x.OutputSchema)).encode(w)
+		x.OutputSchema.encode(w)
 	}
 	if x.Annotations != nil {
 		w.key("\"annotations\":")
-		(&(*x.Annotations)).encode(w)
+		x.Annotations.encode(w)
 	}
 	if x.Meta != nil {
 		w.key("\"_meta\":")
@@ -11794,15 +11794,15 @@ func (x *ToolResultFileEditContent) encode(w *writer) {
 	w.literal("\"fileEdit\"")
 	if x.Before != nil {
 		w.key("\"before\":")
-		(&(*x.Before)).encode(w)
+		x.Before.encode(w)
 	}
 	if x.After != nil {
 		w.key("\"after\":")
-		(&(*x.After)).encode(w)
+		x.After.encode(w)
 	}
 	if x.Diff != nil {
 		w.key("\"diff\":")
-		(&(*x.Diff)).encode(w)
+		x.Diff.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -12020,7 +12020,7 @@ func (x *ToolResultTerminalContent) encode(w *writer) {
 	}
 	if x.Result != nil {
 		w.key("\"result\":")
-		(&(*x.Result)).encode(w)
+		x.Result.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -12222,13 +12222,13 @@ func (x *Turn) encode(w *writer) {
 	w.endArray()
 	if x.Usage != nil {
 		w.key("\"usage\":")
-		(&(*x.Usage)).encode(w)
+		x.Usage.encode(w)
 	}
 	w.key("\"state\":")
 	w.string(string(x.State))
 	if x.Error != nil {
 		w.key("\"error\":")
-		(&(*x.Error)).encode(w)
+		x.Error.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()

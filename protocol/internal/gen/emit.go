@@ -270,7 +270,11 @@ func (b *builder) emitStructCodec(o *out, d *typeDef) {
 		case pointerWhenOptional(f.t):
 			o.p("if %s != nil {", expr)
 			o.p("w.key(%s)", quotedKey(f.json))
-			encode(o, f.t, "(*"+expr+")", 0)
+			if f.t.k == kDef {
+				o.p("%s.encode(w)", expr)
+			} else {
+				encode(o, f.t, "(*"+expr+")", 0)
+			}
 			o.p("}")
 		default:
 			o.p("if %s != nil {", expr)
