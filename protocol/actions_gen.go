@@ -305,9 +305,9 @@ func (*ChatInputAnswerChangedAction) isChatAction() {}
 
 // ChatInputCompletedAction is the "chat/inputCompleted" action.
 type ChatInputCompletedAction struct {
-	RequestID string                     `json:"requestId"`
-	Response  ChatInputResponseKind      `json:"response"`
-	Answers   map[string]ChatInputAnswer `json:"answers,omitzero"`
+	RequestID string                `json:"requestId"`
+	Response  ChatInputResponseKind `json:"response"`
+	Answers   Map[ChatInputAnswer]  `json:"answers,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

@@ -1536,12 +1536,11 @@ func (x *ChatInputCompletedAction) encode(w *writer) {
 	w.string(x.RequestID)
 	w.key("\"response\":")
 	w.string(string(x.Response))
-	if x.Answers != nil {
+	if !x.Answers.IsZero() {
 		w.key("\"answers\":")
 		w.beginObject()
-		for _, k0 := range sortedKeys(x.Answers) {
+		for k0, v0 := range x.Answers.All() {
 			w.name(k0)
-			v0 := x.Answers[k0]
 			encodeUnion(w, v0)
 		}
 		w.endObject()

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"maps"
 	"slices"
 	"time"
 )
@@ -330,7 +329,7 @@ func inputRequested(s *ChatState, a *ChatInputRequestedAction, now time.Time) *C
 	var next *ChatState
 	if i, existing := openInputRequest(s, a.Request.ID); existing != nil {
 		// A re-sent request keeps the answers drafted so far.
-		if part.Request.Answers == nil {
+		if part.Request.Answers.IsZero() {
 			part.Request.Answers = existing.Request.Answers
 		}
 		next = replacePart(s, i, part)
@@ -349,17 +348,14 @@ func inputAnswerChanged(s *ChatState, a *ChatInputAnswerChangedAction, now time.
 	if existing == nil {
 		return s
 	}
-	answers := maps.Clone(existing.Request.Answers)
-	if answers == nil {
-		answers = map[string]ChatInputAnswer{}
-	}
+	answers := existing.Request.Answers.Clone()
 	if a.Answer == nil {
-		delete(answers, a.QuestionID)
+		answers.Delete(a.QuestionID)
 	} else {
-		answers[a.QuestionID] = a.Answer
+		answers.Set(a.QuestionID, a.Answer)
 	}
-	if len(answers) == 0 {
-		answers = nil
+	if answers.Len() == 0 {
+		answers = Map[ChatInputAnswer]{}
 	}
 	part := *existing
 	part.Request.Answers = answers
@@ -373,13 +369,12 @@ func inputCompleted(s *ChatState, a *ChatInputCompletedAction, now time.Time) *C
 	if existing == nil {
 		return s
 	}
-	answers := maps.Clone(existing.Request.Answers)
-	if answers == nil {
-		answers = map[string]ChatInputAnswer{}
+	answers := existing.Request.Answers.Clone()
+	for k, v := range a.Answers.All() {
+		answers.Set(k, v)
 	}
-	maps.Copy(answers, a.Answers)
-	if len(answers) == 0 {
-		answers = nil
+	if answers.Len() == 0 {
+		answers = Map[ChatInputAnswer]{}
 	}
 	part := *existing
 	part.Request.Answers = answers

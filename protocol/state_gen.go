@@ -366,11 +366,11 @@ type ChatInputQuestionBase struct {
 
 // ChatInputRequest is the AHP ChatInputRequest object.
 type ChatInputRequest struct {
-	ID        string                     `json:"id"`
-	Message   *string                    `json:"message,omitzero"`
-	URL       *URI                       `json:"url,omitzero"`
-	Questions []ChatInputQuestion        `json:"questions,omitzero"`
-	Answers   map[string]ChatInputAnswer `json:"answers,omitzero"`
+	ID        string               `json:"id"`
+	Message   *string              `json:"message,omitzero"`
+	URL       *URI                 `json:"url,omitzero"`
+	Questions []ChatInputQuestion  `json:"questions,omitzero"`
+	Answers   Map[ChatInputAnswer] `json:"answers,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -621,18 +621,18 @@ type ClientPluginCustomization struct {
 
 // ConfigPropertySchema is the AHP ConfigPropertySchema object.
 type ConfigPropertySchema struct {
-	Type                 string                          `json:"type"`
-	Title                string                          `json:"title"`
-	Description          *string                         `json:"description,omitzero"`
-	Default              jsontext.Value                  `json:"default,omitzero"`
-	Enum                 []jsontext.Value                `json:"enum,omitzero"`
-	EnumLabels           []string                        `json:"enumLabels,omitzero"`
-	EnumDescriptions     []string                        `json:"enumDescriptions,omitzero"`
-	ReadOnly             *bool                           `json:"readOnly,omitzero"`
-	Items                *ConfigPropertySchema           `json:"items,omitzero"`
-	Properties           map[string]ConfigPropertySchema `json:"properties,omitzero"`
-	Required             []string                        `json:"required,omitzero"`
-	AdditionalProperties *ConfigPropertySchema           `json:"additionalProperties,omitzero"`
+	Type                 string                    `json:"type"`
+	Title                string                    `json:"title"`
+	Description          *string                   `json:"description,omitzero"`
+	Default              jsontext.Value            `json:"default,omitzero"`
+	Enum                 []jsontext.Value          `json:"enum,omitzero"`
+	EnumLabels           []string                  `json:"enumLabels,omitzero"`
+	EnumDescriptions     []string                  `json:"enumDescriptions,omitzero"`
+	ReadOnly             *bool                     `json:"readOnly,omitzero"`
+	Items                *ConfigPropertySchema     `json:"items,omitzero"`
+	Properties           Map[ConfigPropertySchema] `json:"properties,omitzero"`
+	Required             []string                  `json:"required,omitzero"`
+	AdditionalProperties *ConfigPropertySchema     `json:"additionalProperties,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -640,8 +640,8 @@ type ConfigPropertySchema struct {
 
 // ConfigSchema is the AHP ConfigSchema object.
 type ConfigSchema struct {
-	Properties map[string]ConfigPropertySchema `json:"properties"`
-	Required   []string                        `json:"required,omitzero"`
+	Properties Map[ConfigPropertySchema] `json:"properties"`
+	Required   []string                  `json:"required,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1378,20 +1378,20 @@ func (*SessionChatInputRequest) isSessionInputRequest() {}
 
 // SessionConfigPropertySchema is the AHP SessionConfigPropertySchema object.
 type SessionConfigPropertySchema struct {
-	Type                 string                          `json:"type"`
-	Title                string                          `json:"title"`
-	Description          *string                         `json:"description,omitzero"`
-	Default              jsontext.Value                  `json:"default,omitzero"`
-	Enum                 []jsontext.Value                `json:"enum,omitzero"`
-	EnumLabels           []string                        `json:"enumLabels,omitzero"`
-	EnumDescriptions     []string                        `json:"enumDescriptions,omitzero"`
-	ReadOnly             *bool                           `json:"readOnly,omitzero"`
-	Items                *ConfigPropertySchema           `json:"items,omitzero"`
-	Properties           map[string]ConfigPropertySchema `json:"properties,omitzero"`
-	Required             []string                        `json:"required,omitzero"`
-	AdditionalProperties *ConfigPropertySchema           `json:"additionalProperties,omitzero"`
-	EnumDynamic          *bool                           `json:"enumDynamic,omitzero"`
-	SessionMutable       *bool                           `json:"sessionMutable,omitzero"`
+	Type                 string                    `json:"type"`
+	Title                string                    `json:"title"`
+	Description          *string                   `json:"description,omitzero"`
+	Default              jsontext.Value            `json:"default,omitzero"`
+	Enum                 []jsontext.Value          `json:"enum,omitzero"`
+	EnumLabels           []string                  `json:"enumLabels,omitzero"`
+	EnumDescriptions     []string                  `json:"enumDescriptions,omitzero"`
+	ReadOnly             *bool                     `json:"readOnly,omitzero"`
+	Items                *ConfigPropertySchema     `json:"items,omitzero"`
+	Properties           Map[ConfigPropertySchema] `json:"properties,omitzero"`
+	Required             []string                  `json:"required,omitzero"`
+	AdditionalProperties *ConfigPropertySchema     `json:"additionalProperties,omitzero"`
+	EnumDynamic          *bool                     `json:"enumDynamic,omitzero"`
+	SessionMutable       *bool                     `json:"sessionMutable,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1399,8 +1399,8 @@ type SessionConfigPropertySchema struct {
 
 // SessionConfigSchema is the AHP SessionConfigSchema object.
 type SessionConfigSchema struct {
-	Properties map[string]SessionConfigPropertySchema `json:"properties"`
-	Required   []string                               `json:"required,omitzero"`
+	Properties Map[SessionConfigPropertySchema] `json:"properties"`
+	Required   []string                         `json:"required,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

@@ -1936,12 +1936,11 @@ func (x *ChatInputRequest) encode(w *writer) {
 		}
 		w.endArray()
 	}
-	if x.Answers != nil {
+	if !x.Answers.IsZero() {
 		w.key("\"answers\":")
 		w.beginObject()
-		for _, k0 := range sortedKeys(x.Answers) {
+		for k0, v0 := range x.Answers.All() {
 			w.name(k0)
-			v0 := x.Answers[k0]
 			encodeUnion(w, v0)
 		}
 		w.endObject()
@@ -3297,12 +3296,11 @@ func (x *ConfigPropertySchema) encode(w *writer) {
 		w.key("\"items\":")
 		x.Items.encode(w)
 	}
-	if x.Properties != nil {
+	if !x.Properties.IsZero() {
 		w.key("\"properties\":")
 		w.beginObject()
-		for _, k0 := range sortedKeys(x.Properties) {
+		for k0, v0 := range x.Properties.All() {
 			w.name(k0)
-			v0 := x.Properties[k0]
 			(&v0).encode(w)
 		}
 		w.endObject()
@@ -3404,9 +3402,8 @@ func (x *ConfigSchema) encode(w *writer) {
 	w.literal("\"object\"")
 	w.key("\"properties\":")
 	w.beginObject()
-	for _, k0 := range sortedKeys(x.Properties) {
+	for k0, v0 := range x.Properties.All() {
 		w.name(k0)
-		v0 := x.Properties[k0]
 		(&v0).encode(w)
 	}
 	w.endObject()
@@ -7501,12 +7498,11 @@ func (x *SessionConfigPropertySchema) encode(w *writer) {
 		w.key("\"items\":")
 		x.Items.encode(w)
 	}
-	if x.Properties != nil {
+	if !x.Properties.IsZero() {
 		w.key("\"properties\":")
 		w.beginObject()
-		for _, k0 := range sortedKeys(x.Properties) {
+		for k0, v0 := range x.Properties.All() {
 			w.name(k0)
-			v0 := x.Properties[k0]
 			(&v0).encode(w)
 		}
 		w.endObject()
@@ -7622,9 +7618,8 @@ func (x *SessionConfigSchema) encode(w *writer) {
 	w.literal("\"object\"")
 	w.key("\"properties\":")
 	w.beginObject()
-	for _, k0 := range sortedKeys(x.Properties) {
+	for k0, v0 := range x.Properties.All() {
 		w.name(k0)
-		v0 := x.Properties[k0]
 		(&v0).encode(w)
 	}
 	w.endObject()

@@ -494,30 +494,6 @@ func arrayOf[T any](fn func(*decoder) (T, error)) func(*decoder) ([]T, error) {
 	return func(d *decoder) ([]T, error) { return decodeArray(d, fn) }
 }
 
-func decodeMap[T any](d *decoder, fn func(*decoder) (T, error)) (map[string]T, error) {
-	if err := d.beginObject(); err != nil {
-		return nil, err
-	}
-	out := map[string]T{}
-	for d.more() {
-		name, err := d.name()
-		if err != nil {
-			return nil, err
-		}
-		key := string(name)
-		v, err := fn(d)
-		if err != nil {
-			return nil, inField(key, err)
-		}
-		out[key] = v
-	}
-	return out, d.endObject()
-}
-
-func mapOf[T any](fn func(*decoder) (T, error)) func(*decoder) (map[string]T, error) {
-	return func(d *decoder) (map[string]T, error) { return decodeMap(d, fn) }
-}
-
 // variant reads an object whole and returns it with the string value of its
 // discriminating member ("" when absent). raw is valid until the next read.
 func (d *decoder) variant(disc string) (raw []byte, tag string, err error) {

@@ -129,3 +129,23 @@ func FuzzUnmarshalAction(f *testing.F) {
 		}
 	})
 }
+
+// TestObjectOrderKept checks that a typed JSON object keeps its members'
+// order: a client draws config properties in the order they come.
+func TestObjectOrderKept(t *testing.T) {
+	in := `{"type":"object","properties":{"isolation":{"type":"string","title":"I"},"branch":{"type":"string","title":"B"},"autoApprove":{"type":"string","title":"A"}}}`
+	var s protocol.SessionConfigSchema
+	if err := json.Unmarshal([]byte(in), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.Properties.Keys(), ","); got != "isolation,branch,autoApprove" {
+		t.Errorf("keys = %s", got)
+	}
+	out, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != in {
+		t.Errorf("re-encoded\n got: %s\nwant: %s", out, in)
+	}
+}

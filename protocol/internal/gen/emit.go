@@ -65,7 +65,7 @@ func goType(t *typ, optional bool) string {
 	case kArray:
 		return "[]" + goType(t.elem, false)
 	case kMap:
-		return "map[string]" + goType(t.elem, false)
+		return "Map[" + goType(t.elem, false) + "]"
 	case kDef:
 		if t.def.kind == dUnion {
 			return t.def.goName
@@ -276,6 +276,11 @@ func (b *builder) emitStructCodec(o *out, d *typeDef) {
 				encode(o, f.t, "(*"+expr+")", 0)
 			}
 			o.p("}")
+		case f.t.k == kMap:
+			o.p("if !%s.IsZero() {", expr)
+			o.p("w.key(%s)", quotedKey(f.json))
+			encode(o, f.t, expr, 0)
+			o.p("}")
 		default:
 			o.p("if %s != nil {", expr)
 			o.p("w.key(%s)", quotedKey(f.json))
@@ -435,9 +440,8 @@ func encode(o *out, t *typ, expr string, depth int) {
 	case kMap:
 		k, v := fmt.Sprintf("k%d", depth), fmt.Sprintf("v%d", depth)
 		o.p("w.beginObject()")
-		o.p("for _, %s := range sortedKeys(%s) {", k, expr)
+		o.p("for %s, %s := range %s.All() {", k, v, expr)
 		o.p("w.name(%s)", k)
-		o.p("%s := %s[%s]", v, expr, k)
 		encode(o, t.elem, v, depth+1)
 		o.p("}")
 		o.p("w.endObject()")
