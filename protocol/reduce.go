@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"slices"
 	"time"
 )
@@ -61,6 +62,9 @@ func ReduceRoot(s *RootState, a Action) *RootState {
 		}
 		config := *s.Config
 		config.Values = mergeValues(config.Values, a.Config, a.Replace != nil && *a.Replace)
+		if sameObject(config.Values, s.Config.Values) {
+			return s
+		}
 		next.Config = &config
 	default:
 		return s
@@ -119,4 +123,35 @@ func upsert[T any](list []T, v T, match func(T) bool) []T {
 // without removes the element at i, in a new slice.
 func without[T any](list []T, i int) []T {
 	return slices.Delete(slices.Clone(list), i, i+1)
+}
+
+func sameString(a, b *string) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+// sameObject compares open objects member by member, by JSON text.
+func sameObject(a, b Object) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for k, v := range a {
+		w, ok := b[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameValue compares two optional wire values by their encoding.
+func sameValue[T any, P interface {
+	*T
+	wireValue
+}](a, b P) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, errA := marshal(a)
+	y, errB := marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
 }

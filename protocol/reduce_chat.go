@@ -49,6 +49,9 @@ func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
 		next.ActiveTurn = &turn
 		return &next
 	case *ChatActivityChangedAction:
+		if sameString(s.Activity, a.Activity) {
+			return s
+		}
 		next := *s
 		next.Activity = a.Activity
 		return &next
@@ -89,6 +92,11 @@ func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
 	case *ChatQueuedMessagesReorderedAction:
 		return queuedMessagesReordered(s, a)
 	case *ChatDraftChangedAction:
+		// Clients sync drafts as people type; an unchanged draft must not
+		// cost every subscriber a message.
+		if sameValue(s.Draft, a.Draft) {
+			return s
+		}
 		next := *s
 		next.Draft = a.Draft
 		return &next

@@ -32,14 +32,27 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		next.Chats = slices.Clone(s.Chats)
 		next.Chats[i] = next.Chats[i].Merge(&a.Changes)
 	case *SessionDefaultChatChangedAction:
+		if sameString(s.DefaultChat, a.DefaultChat) {
+			return s
+		}
 		next.DefaultChat = a.DefaultChat
 	case *SessionTitleChangedAction:
+		if s.Title == a.Title {
+			return s
+		}
 		next.Title = a.Title
 	case *SessionIsReadChangedAction:
-		next.Status = s.Status.With(StatusIsRead, a.IsRead)
+		if next.Status = s.Status.With(StatusIsRead, a.IsRead); next.Status == s.Status {
+			return s
+		}
 	case *SessionIsArchivedChangedAction:
-		next.Status = s.Status.With(StatusIsArchived, a.IsArchived)
+		if next.Status = s.Status.With(StatusIsArchived, a.IsArchived); next.Status == s.Status {
+			return s
+		}
 	case *SessionActivityChangedAction:
+		if sameString(s.Activity, a.Activity) {
+			return s
+		}
 		next.Activity = a.Activity
 	case *SessionChangesetsChangedAction:
 		next.Changesets = a.Changesets
@@ -49,6 +62,9 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		}
 		config := *s.Config
 		config.Values = mergeValues(config.Values, a.Config, a.Replace != nil && *a.Replace)
+		if sameObject(config.Values, s.Config.Values) {
+			return s
+		}
 		next.Config = &config
 	case *SessionMetaChangedAction:
 		next.Meta = a.Meta

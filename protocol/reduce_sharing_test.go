@@ -86,3 +86,31 @@ func BenchmarkDeltaOnLongChat(b *testing.B) {
 		})
 	}
 }
+
+// TestSettersToTheSameValueAreNoOps checks the client actions people
+// repeat (a draft synced as they type, a session marked read again).
+func TestSettersToTheSameValueAreNoOps(t *testing.T) {
+	draft := &protocol.Message{Text: "half a thought", Origin: protocol.MessageOrigin{}}
+	chat := &protocol.ChatState{Resource: "ahp-chat://default/x", Draft: draft}
+	same := &protocol.ChatDraftChangedAction{Draft: &protocol.Message{Text: "half a thought", Origin: protocol.MessageOrigin{}}}
+	if protocol.ReduceChat(chat, same, time.Now()) != chat {
+		t.Error("an unchanged draft changed the chat")
+	}
+	if protocol.ReduceChat(chat, &protocol.ChatDraftChangedAction{}, time.Now()) == chat {
+		t.Error("clearing the draft changed nothing")
+	}
+	s := &protocol.SessionState{Title: "t", Status: protocol.StatusIdle | protocol.StatusIsRead}
+	for _, a := range []protocol.Action{
+		&protocol.SessionTitleChangedAction{Title: "t"},
+		&protocol.SessionIsReadChangedAction{IsRead: true},
+		&protocol.SessionIsArchivedChangedAction{IsArchived: false},
+		&protocol.SessionActivityChangedAction{},
+	} {
+		if protocol.ReduceSession(s, a) != s {
+			t.Errorf("%s to the same value changed the session", a.Type())
+		}
+	}
+	if protocol.ReduceSession(s, &protocol.SessionIsReadChangedAction{IsRead: false}) == s {
+		t.Error("marking unread changed nothing")
+	}
+}

@@ -1,0 +1,193 @@
+// Package plugins defines how ahpd runs agents: the Backend every agent
+// runtime implements, the Agent that runs one conversation, the Turn an
+// agent reports a turn's progress to, and the registry of backends by
+// provider. The host reaches backends only through these interfaces.
+package plugins
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// ErrNotFound is returned for a conversation the backend has no record of.
+var ErrNotFound = errors.New("conversation not found")
+
+// Backend is an agent runtime, named by its provider ("claude", "script",
+// a configured ACP agent). Its methods may be called concurrently.
+type Backend interface {
+	// Info describes the backend as root/agentsChanged lists it.
+	Info() protocol.AgentInfo
+
+	// ConfigProperties are the session config keys the backend offers, in
+	// the order a client should draw them.
+	ConfigProperties() []Property
+
+	// Start starts a new conversation or resumes one the backend already
+	// has (opts.Resume). The agent runs until Close.
+	Start(ctx context.Context, opts StartOptions) (Agent, error)
+
+	// Turns reads a conversation's finished turns from the backend's own
+	// record (its transcript), oldest first. A conversation with no
+	// record gives ErrNotFound.
+	Turns(ctx context.Context, conv Conversation) ([]protocol.Turn, error)
+
+	// Delete removes the backend's copy of a conversation. Deleting one
+	// that does not exist is not an error.
+	Delete(ctx context.Context, conv Conversation) error
+}
+
+// Conversation names one conversation of a backend.
+type Conversation struct {
+	// ID is the conversation's id: the id the client chose for the
+	// session, or one the backend assigned and the host recorded.
+	ID string
+	// Dir is the absolute path of the directory the agent works in.
+	Dir string
+}
+
+// StartOptions are what a backend needs to start an agent.
+type StartOptions struct {
+	Conversation Conversation
+	// Resume continues a conversation the backend already has.
+	Resume bool
+	// Config holds the session's config values, keyed as the properties
+	// the backends and the host offer.
+	Config protocol.Object
+}
+
+// Property is one session config key a backend offers.
+type Property struct {
+	Key    string
+	Schema protocol.SessionConfigPropertySchema
+}
+
+// Agent is one running conversation.
+type Agent interface {
+	// ID returns the conversation's id, which may be one the backend
+	// assigned; the host records it to resume the conversation later.
+	ID() string
+
+	// Prompt runs one turn to its end, reporting what happens to t. It
+	// returns nil when the turn completed, ctx.Err() when it was
+	// cancelled, and any other error when the turn failed. Only one
+	// Prompt runs at a time.
+	Prompt(ctx context.Context, msg protocol.Message, t Turn) error
+
+	// Close lets the agent go: its process ends, its conversation stays
+	// with the backend.
+	Close() error
+}
+
+// Turn receives what an agent does during a turn. Its methods are safe to
+// call from any goroutine; they return at once unless they say they wait.
+type Turn interface {
+	// Text appends Markdown to the response.
+	Text(s string)
+
+	// Reasoning appends to the response's reasoning.
+	Reasoning(s string)
+
+	// ToolStart reports a tool call the agent is preparing.
+	ToolStart(call ToolCall)
+
+	// ToolRunning reports that a started tool call runs without asking.
+	ToolRunning(id string, invocation protocol.StringOrMarkdown, input string)
+
+	// Confirm asks the user to allow a tool call and waits for the
+	// answer or for ctx to end. A call not yet started is started.
+	Confirm(ctx context.Context, call ToolCall) (bool, error)
+
+	// ToolDone reports a tool call's result; a failed tool is a result
+	// with Success false, not an error of the turn.
+	ToolDone(id string, result protocol.ToolCallResult)
+
+	// Ask puts questions to the user and waits for the answer or for ctx
+	// to end.
+	Ask(ctx context.Context, req protocol.ChatInputRequest) (Answer, error)
+
+	// Usage reports the tokens the turn used so far.
+	Usage(u protocol.UsageInfo)
+
+	// Title sets the session's title.
+	Title(s string)
+
+	// Busy reports background work the agent does outside the turn (a
+	// timer, a task): a session with background work does not sleep.
+	Busy(busy bool)
+}
+
+// ToolCall describes a tool call.
+type ToolCall struct {
+	ID          string
+	Name        string // the tool's name, as the agent knows it
+	DisplayName string // the tool's name, for people
+	// Invocation says what the call will do ("Write a.txt").
+	Invocation protocol.StringOrMarkdown
+	// Input is the call's arguments as JSON text.
+	Input string
+}
+
+// Answer is the user's reply to an input request.
+type Answer struct {
+	Response protocol.ChatInputResponseKind
+	Answers  protocol.Map[protocol.ChatInputAnswer]
+}
+
+// Registry holds the backends by provider. It is safe for concurrent use.
+type Registry struct {
+	mu       sync.RWMutex
+	backends map[string]Backend
+	order    []string
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{backends: map[string]Backend{}}
+}
+
+// Register adds b under its provider.
+func (r *Registry) Register(b Backend) error {
+	provider := b.Info().Provider
+	if provider == "" {
+		return errors.New("plugins: a backend needs a provider name")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.backends[provider]; ok {
+		return fmt.Errorf("plugins: provider %q is registered twice", provider)
+	}
+	r.backends[provider] = b
+	r.order = append(r.order, provider)
+	return nil
+}
+
+// Get returns the backend of provider.
+func (r *Registry) Get(provider string) (Backend, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	b, ok := r.backends[provider]
+	return b, ok
+}
+
+// Providers returns the providers in the order they were registered.
+func (r *Registry) Providers() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.order)
+}
+
+// Infos returns every backend's Info, in registration order.
+func (r *Registry) Infos() []protocol.AgentInfo {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]protocol.AgentInfo, 0, len(r.order))
+	for _, p := range r.order {
+		out = append(out, r.backends[p].Info())
+	}
+	return out
+}
