@@ -53,6 +53,9 @@ func ReduceRoot(s *RootState, a Action) *RootState {
 	case *RootAgentsChangedAction:
 		next.Agents = a.Agents
 	case *RootActiveSessionsChangedAction:
+		if s.ActiveSessions != nil && *s.ActiveSessions == a.ActiveSessions {
+			return s
+		}
 		next.ActiveSessions = new(a.ActiveSessions)
 	case *RootTerminalsChangedAction:
 		next.Terminals = a.Terminals

@@ -1,0 +1,267 @@
+// Package chats runs one conversation of a session: it holds the chat's
+// state, decides what a client's chat action means (start a turn, cancel
+// it, answer a tool call or a question), and drives the backend's agent
+// through a turn, turning what the agent reports into chat actions.
+//
+// A chat has no lock of its own. Its owner (the host's session) holds one
+// lock for the session and every chat in it; the methods documented as
+// "called with the owner's lock held" rely on it, and everything the turn
+// runner does goes through Owner.Emit, which takes it.
+package chats
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Owner is the session a chat belongs to. It holds the lock that guards
+// the chat.
+type Owner interface {
+	// Do runs fn with the owner's lock held.
+	Do(fn func())
+
+	// Emit applies a chat action to c (through Chat.Apply) and publishes
+	// it. Called with the owner's lock held. It reports whether the state
+	// changed.
+	Emit(c *Chat, a protocol.Action) bool
+
+	// Started is told when a turn has reached the backend: the agent took
+	// the prompt. A provisional session becomes a real one here.
+	Started(c *Chat)
+
+	// StartFailed is told when a turn could not reach the backend.
+	StartFailed(c *Chat, err error)
+
+	// Ended is told when a turn has ended, after its ending action.
+	Ended(c *Chat, turnID string, state protocol.TurnState)
+
+	// SetTitle sets the session's title.
+	SetTitle(title string)
+
+	// Busy reports background work of the chat's agent.
+	Busy(c *Chat, busy bool)
+}
+
+// Options describe a chat.
+type Options struct {
+	URI   string
+	State *protocol.ChatState
+	Owner Owner
+	// Start starts or resumes the chat's conversation with its backend.
+	Start func(ctx context.Context) (plugins.Agent, error)
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Chat is one conversation.
+type Chat struct {
+	uri   string
+	owner Owner
+	start func(ctx context.Context) (plugins.Agent, error)
+	now   func() time.Time
+
+	// Guarded by the owner's lock.
+	state   *protocol.ChatState
+	run     *run                           // the running turn
+	confirm map[string]chan bool           // tool call id -> the runner waiting on it
+	answers map[string]chan plugins.Answer // input request id -> the runner waiting on it
+	busy    bool
+
+	agentMu sync.Mutex // serializes starting and closing the agent
+	agent   plugins.Agent
+}
+
+// New returns a chat with the given state.
+func New(opts Options) *Chat {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Chat{
+		uri:     opts.URI,
+		owner:   opts.Owner,
+		start:   opts.Start,
+		now:     now,
+		state:   opts.State,
+		confirm: map[string]chan bool{},
+		answers: map[string]chan plugins.Answer{},
+	}
+}
+
+// URI returns the chat's channel URI.
+func (c *Chat) URI() string { return c.uri }
+
+// State returns the chat's state. Called with the owner's lock held; the
+// state returned is never modified, so it may be read after unlocking.
+func (c *Chat) State() *protocol.ChatState { return c.state }
+
+// SetState replaces the state (turns loaded from a transcript). Called
+// with the owner's lock held.
+func (c *Chat) SetState(s *protocol.ChatState) { c.state = s }
+
+// Apply applies an action to the state and reports whether it changed.
+// Called with the owner's lock held.
+func (c *Chat) Apply(a protocol.Action) bool {
+	next := protocol.ReduceChat(c.state, a, c.now())
+	if next == c.state {
+		return false
+	}
+	c.state = next
+	return true
+}
+
+// Running reports whether a turn runs or waits on somebody, or the agent
+// has background work. Called with the owner's lock held.
+func (c *Chat) Running() bool {
+	return c.run != nil || c.state.ActiveTurn != nil || c.busy
+}
+
+// Validate says why a client's action cannot be taken, or "" when it can.
+// Called with the owner's lock held, before Apply.
+func (c *Chat) Validate(a protocol.Action, clientID string) string {
+	s := c.state
+	switch a := a.(type) {
+	case *protocol.ChatTurnStartedAction:
+		if a.TurnID == "" {
+			return "a turn needs an id"
+		}
+		if s.ActiveTurn != nil || c.run != nil {
+			return "a turn is already running in this chat; queue the message instead"
+		}
+		for _, t := range s.Turns {
+			if t.ID == a.TurnID {
+				return fmt.Sprintf("turn %q already exists", a.TurnID)
+			}
+		}
+	case *protocol.ChatTurnCancelledAction:
+		if s.ActiveTurn == nil || s.ActiveTurn.ID != a.TurnID {
+			return "no active turn to cancel"
+		}
+	case *protocol.ChatToolCallCompleteAction, *protocol.ChatToolCallContentChangedAction:
+		// Only a tool the client itself runs is the client's to complete.
+		return "the tool call is not run by this client"
+	case *protocol.ChatTruncatedAction:
+		if a.TurnID != nil && !hasTurn(s, *a.TurnID) {
+			return fmt.Sprintf("no turn %q to truncate after", *a.TurnID)
+		}
+	}
+	return ""
+}
+
+func hasTurn(s *protocol.ChatState, id string) bool {
+	for _, t := range s.Turns {
+		if t.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// RejectUnchanged reports whether a client action that changed nothing is
+// refused (a tool call not waiting, a request nobody asked) rather than
+// accepted as a no-op.
+func RejectUnchanged(a protocol.Action) string {
+	switch a.(type) {
+	case *protocol.ChatToolCallConfirmedAction:
+		return "the tool call is not waiting for confirmation"
+	case *protocol.ChatToolCallResultConfirmedAction:
+		return "the tool call's result is not waiting for confirmation"
+	case *protocol.ChatInputAnswerChangedAction, *protocol.ChatInputCompletedAction:
+		return "no open input request with that id"
+	case *protocol.ChatPendingMessageRemovedAction:
+		return "no pending message with that id and kind"
+	}
+	return ""
+}
+
+// React does what an applied client action asks of the runner. Called with
+// the owner's lock held, after Apply.
+func (c *Chat) React(a protocol.Action) {
+	switch a := a.(type) {
+	case *protocol.ChatTurnStartedAction:
+		c.begin(a.TurnID, a.Message)
+	case *protocol.ChatTurnCancelledAction:
+		c.cancel(a.TurnID)
+	case *protocol.ChatTruncatedAction:
+		if c.run != nil && c.state.ActiveTurn == nil {
+			c.cancel(c.run.turnID)
+		}
+	case *protocol.ChatToolCallConfirmedAction:
+		if ch, ok := c.confirm[a.ToolCallID]; ok {
+			delete(c.confirm, a.ToolCallID)
+			ch <- a.Approved
+		}
+	case *protocol.ChatInputCompletedAction:
+		if ch, ok := c.answers[a.RequestID]; ok {
+			delete(c.answers, a.RequestID)
+			ch <- c.answerOf(a)
+		}
+	case *protocol.ChatPendingMessageSetAction:
+		if a.Kind == protocol.PendingMessageKindQueued {
+			c.consumeQueued()
+		}
+	}
+}
+
+// answerOf collects the final answers of a completed input request: the
+// drafts the reducer kept and the ones the completion carried.
+func (c *Chat) answerOf(a *protocol.ChatInputCompletedAction) plugins.Answer {
+	ans := plugins.Answer{Response: a.Response, Answers: a.Answers.Clone()}
+	if t := c.state.ActiveTurn; t != nil {
+		for _, p := range t.ResponseParts {
+			if ir, ok := p.(*protocol.InputRequestResponsePart); ok && ir.Request.ID == a.RequestID {
+				ans.Answers = ir.Request.Answers.Clone()
+			}
+		}
+	}
+	return ans
+}
+
+// consumeQueued starts the first queued message when the chat is idle.
+// Called with the owner's lock held.
+func (c *Chat) consumeQueued() {
+	s := c.state
+	if s.ActiveTurn != nil || c.run != nil || len(s.QueuedMessages) == 0 {
+		return
+	}
+	next := s.QueuedMessages[0]
+	c.owner.Emit(c, &protocol.ChatPendingMessageRemovedAction{Kind: protocol.PendingMessageKindQueued, ID: next.ID})
+	turnID := "turn-" + next.ID
+	for hasTurn(c.state, turnID) {
+		turnID += "'"
+	}
+	started := &protocol.ChatTurnStartedAction{
+		TurnID:          turnID,
+		StartedAt:       protocol.FormatTime(c.now()),
+		Message:         next.Message,
+		QueuedMessageID: new(next.ID),
+	}
+	if c.owner.Emit(c, started) {
+		c.begin(turnID, next.Message)
+	}
+}
+
+// Close lets the chat's agent go and waits for a running turn to end.
+// The caller must not hold the owner's lock.
+func (c *Chat) Close() error {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent == nil {
+		return nil
+	}
+	err := c.agent.Close()
+	c.agent = nil
+	return err
+}
+
+// HasAgent reports whether the chat's agent is running.
+func (c *Chat) HasAgent() bool {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	return c.agent != nil
+}

@@ -1,0 +1,296 @@
+package chats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// run is one turn on its way through the agent.
+type run struct {
+	turnID  string
+	started time.Time
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	// Guarded by the owner's lock.
+	textPart      string // the markdown part text goes into
+	reasoningPart string // the reasoning part reasoning goes into
+	parts         int
+	tools         map[string]bool // tool calls started
+}
+
+// begin starts the runner of a turn the state already holds. Called with
+// the owner's lock held.
+func (c *Chat) begin(turnID string, msg protocol.Message) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &run{turnID: turnID, started: c.now(), cancel: cancel, done: make(chan struct{}), tools: map[string]bool{}}
+	c.run = r
+	go c.drive(ctx, r, msg)
+}
+
+// cancel stops the running turn. Called with the owner's lock held.
+func (c *Chat) cancel(turnID string) {
+	if c.run != nil && c.run.turnID == turnID {
+		c.run.cancel()
+	}
+}
+
+// Cancel stops the running turn, if any, and returns a channel closed once
+// it has ended. Called with the owner's lock held.
+func (c *Chat) Cancel() <-chan struct{} {
+	if c.run == nil {
+		return closed
+	}
+	c.run.cancel()
+	return c.run.done
+}
+
+// Done returns a channel closed once the running turn, if any, has ended.
+// Called with the owner's lock held.
+func (c *Chat) Done() <-chan struct{} {
+	if c.run == nil {
+		return closed
+	}
+	return c.run.done
+}
+
+var closed = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
+
+// drive takes a turn through the agent and ends it.
+func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
+	defer close(r.done)
+	defer r.cancel()
+	agent, err := c.agentFor(ctx)
+	if err != nil {
+		err = fmt.Errorf("starting the agent: %w", err)
+		c.finish(r, err)
+		c.owner.StartFailed(c, err)
+		return
+	}
+	c.owner.Started(c)
+	err = agent.Prompt(ctx, msg, &turn{c: c, r: r})
+	c.finish(r, err)
+}
+
+// agentFor returns the chat's agent, starting it on first use.
+func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent != nil {
+		return c.agent, nil
+	}
+	if c.start == nil {
+		return nil, errors.New("the chat has no backend")
+	}
+	a, err := c.start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.agent = a
+	return a, nil
+}
+
+// finish ends the turn with the action its outcome calls for. A turn the
+// client cancelled has ended already, and its ending action changes
+// nothing.
+func (c *Chat) finish(r *run, err error) {
+	duration := float64(c.now().Sub(r.started).Microseconds()) / 1000
+	state := protocol.TurnStateComplete
+	var end protocol.Action
+	switch {
+	case err == nil:
+		end = &protocol.ChatTurnCompleteAction{TurnID: r.turnID, Duration: duration}
+	case errors.Is(err, context.Canceled):
+		state = protocol.TurnStateCancelled
+		end = &protocol.ChatTurnCancelledAction{TurnID: r.turnID, Duration: duration}
+	default:
+		state = protocol.TurnStateError
+		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Error: protocol.ErrorInfo{
+			ErrorType: "agentError",
+			Message:   err.Error(),
+		}}
+	}
+	c.owner.Do(func() {
+		c.owner.Emit(c, end)
+		c.run = nil
+		// Waiters of the turn get no answer now: closing wakes them.
+		for id, ch := range c.confirm {
+			close(ch)
+			delete(c.confirm, id)
+		}
+		for id, ch := range c.answers {
+			close(ch)
+			delete(c.answers, id)
+		}
+	})
+	c.owner.Ended(c, r.turnID, state)
+	c.owner.Do(c.consumeQueued)
+}
+
+// turn is what the agent reports a turn's progress to.
+type turn struct {
+	c *Chat
+	r *run
+}
+
+var _ plugins.Turn = (*turn)(nil)
+
+// emit applies an action of this turn, taking the owner's lock.
+func (t *turn) emit(a protocol.Action) {
+	t.c.owner.Do(func() { t.c.owner.Emit(t.c, a) })
+}
+
+// lastPart returns the id of the active turn's last part, when it is a
+// part text can be appended to.
+func (t *turn) lastPart() string {
+	at := t.c.state.ActiveTurn
+	if at == nil || at.ID != t.r.turnID || len(at.ResponseParts) == 0 {
+		return ""
+	}
+	switch p := at.ResponseParts[len(at.ResponseParts)-1].(type) {
+	case *protocol.MarkdownResponsePart:
+		return p.ID
+	case *protocol.ReasoningResponsePart:
+		return p.ID
+	}
+	return ""
+}
+
+func (t *turn) newPartID(kind string) string {
+	t.r.parts++
+	return t.r.turnID + "." + kind + "-" + strconv.Itoa(t.r.parts)
+}
+
+// Text goes into the markdown part at the end of the response, or a new
+// one when something else came last. A client must see a part before any
+// delta to it, so a new part carries its first text itself.
+func (t *turn) Text(s string) {
+	if s == "" {
+		return
+	}
+	t.c.owner.Do(func() {
+		if id := t.r.textPart; id != "" && t.lastPart() == id {
+			t.c.owner.Emit(t.c, &protocol.ChatDeltaAction{TurnID: t.r.turnID, PartID: id, Content: s})
+			return
+		}
+		id := t.newPartID("text")
+		if t.c.owner.Emit(t.c, &protocol.ChatResponsePartAction{TurnID: t.r.turnID,
+			Part: &protocol.MarkdownResponsePart{ID: id, Content: s}}) {
+			t.r.textPart = id
+		}
+	})
+}
+
+// Reasoning goes into a reasoning part of its own, never into text.
+func (t *turn) Reasoning(s string) {
+	if s == "" {
+		return
+	}
+	t.c.owner.Do(func() {
+		if id := t.r.reasoningPart; id != "" && t.lastPart() == id {
+			t.c.owner.Emit(t.c, &protocol.ChatReasoningAction{TurnID: t.r.turnID, PartID: id, Content: s})
+			return
+		}
+		id := t.newPartID("reasoning")
+		if t.c.owner.Emit(t.c, &protocol.ChatResponsePartAction{TurnID: t.r.turnID,
+			Part: &protocol.ReasoningResponsePart{ID: id, Content: s}}) {
+			t.r.reasoningPart = id
+		}
+	})
+}
+
+// startLocked opens a tool call once. Called with the owner's lock held.
+func (t *turn) startLocked(call plugins.ToolCall) {
+	if t.r.tools[call.ID] {
+		return
+	}
+	t.r.tools[call.ID] = true
+	name := call.DisplayName
+	if name == "" {
+		name = call.Name
+	}
+	t.c.owner.Emit(t.c, &protocol.ChatToolCallStartAction{
+		TurnID: t.r.turnID, ToolCallID: call.ID, ToolName: call.Name, DisplayName: name,
+	})
+}
+
+func (t *turn) ToolStart(call plugins.ToolCall) {
+	t.c.owner.Do(func() { t.startLocked(call) })
+}
+
+func (t *turn) ToolRunning(id string, invocation protocol.StringOrMarkdown, input string) {
+	t.emit(&protocol.ChatToolCallReadyAction{
+		TurnID:            t.r.turnID,
+		ToolCallID:        id,
+		InvocationMessage: invocation,
+		ToolInput:         protocol.InlineInput(input),
+		Confirmed:         new(protocol.ToolCallConfirmationReasonNotNeeded),
+	})
+}
+
+// Confirm puts the call in pending-confirmation and waits for the client's
+// chat/toolCallConfirmed, which React hands over.
+func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error) {
+	ch := make(chan bool, 1)
+	t.c.owner.Do(func() {
+		t.startLocked(call)
+		t.c.confirm[call.ID] = ch
+		t.c.owner.Emit(t.c, &protocol.ChatToolCallReadyAction{
+			TurnID:            t.r.turnID,
+			ToolCallID:        call.ID,
+			InvocationMessage: call.Invocation,
+			ToolInput:         protocol.InlineInput(call.Input),
+		})
+	})
+	select {
+	case ok, open := <-ch:
+		if !open {
+			return false, context.Canceled
+		}
+		return ok, nil
+	case <-ctx.Done():
+		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
+		return false, ctx.Err()
+	}
+}
+
+func (t *turn) ToolDone(id string, result protocol.ToolCallResult) {
+	t.emit(&protocol.ChatToolCallCompleteAction{TurnID: t.r.turnID, ToolCallID: id, Result: result})
+}
+
+// Ask puts an input request in the turn and waits for the client's
+// chat/inputCompleted, which React hands over.
+func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
+	ch := make(chan plugins.Answer, 1)
+	t.c.owner.Do(func() {
+		t.c.answers[req.ID] = ch
+		t.c.owner.Emit(t.c, &protocol.ChatInputRequestedAction{Request: req})
+	})
+	select {
+	case ans, open := <-ch:
+		if !open {
+			return plugins.Answer{}, context.Canceled
+		}
+		return ans, nil
+	case <-ctx.Done():
+		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
+		return plugins.Answer{}, ctx.Err()
+	}
+}
+
+func (t *turn) Usage(u protocol.UsageInfo) {
+	t.emit(&protocol.ChatUsageAction{TurnID: t.r.turnID, Usage: u})
+}
+
+func (t *turn) Title(s string) { t.c.owner.SetTitle(s) }
+
+func (t *turn) Busy(busy bool) {
+	t.c.owner.Do(func() { t.c.busy = busy })
+	t.c.owner.Busy(t.c, busy)
+}

@@ -1,0 +1,66 @@
+// Command ahpd is the Agent Host Protocol daemon: it hosts AI coding-agent
+// sessions for VS Code and any other AHP client.
+//
+//	ahpd [serve] [flags]
+//
+// With no flags it serves on ws://127.0.0.1:9187, asks clients for the
+// connection token it keeps in its state directory, and stores sessions
+// there. See docs/HOST.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is ahpd with its arguments, streams and a context that ends on
+// SIGINT or SIGTERM. It returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "serve" {
+		args = args[1:]
+	}
+	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	cfg, err := parseConfig(args, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "ahpd:", err)
+		return 2
+	}
+	if err := serve(ctx, cfg, stdin, stdout, stderr); err != nil {
+		fmt.Fprintln(stderr, "ahpd:", err)
+		return 1
+	}
+	return 0
+}
+
+const usage = `ahpd hosts AI coding-agent sessions over the Agent Host Protocol.
+
+Usage:
+  ahpd [serve] [flags]
+
+Flags:
+  --listen ADDR                  address to serve on (default 127.0.0.1:9187; port 0 picks one)
+  --connection-token T           the token clients must present
+  --connection-token-file F      read the token from F
+  --without-connection-token     ask no token (only on loopback addresses you trust)
+  --stdio                        serve one connection on stdin/stdout
+  --state-dir DIR                where sessions and the token are kept
+                                 (default $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd)
+  --sessions file|memory         keep sessions across restarts, or not (default file)
+  --config FILE                  YAML config file; flags win over it
+  --log-level debug|info|warn|error  (default info)
+
+A client presents the token as ?tkn=T or as "Authorization: Bearer T".
+`

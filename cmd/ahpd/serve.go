@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/script"
+)
+
+// version is ahpd's version, set at build time with -ldflags.
+var version = "dev"
+
+// serve runs the daemon until ctx ends or, with --stdio, stdin does.
+func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.Writer) error {
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("making the state directory: %w", err)
+	}
+	backends := plugins.NewRegistry()
+	if err := backends.Register(script.New(filepath.Join(cfg.StateDir, "transcripts", "script"))); err != nil {
+		return err
+	}
+	h, err := host.New(host.Options{
+		StateDir: cfg.StateDir,
+		Sessions: cfg.Sessions,
+		Backends: backends,
+		Logger:   log,
+		Version:  version,
+	})
+	if err != nil {
+		return err
+	}
+	if cfg.Stdio {
+		return serveStdio(ctx, cfg, h, stdin, stdout, log)
+	}
+	return serveWebSocket(ctx, cfg, h, stdout, stderr, log)
+}
+
+func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
+	done := make(chan error, 1)
+	go func() { done <- h.ServeStdio(stdin, stdout) }()
+	select {
+	case err := <-done:
+		return errors.Join(err, shutdown(h, cfg, log))
+	case <-ctx.Done():
+		err := shutdown(h, cfg, log)
+		// The reader may be blocked on stdin, which nothing can interrupt;
+		// the process is about to exit anyway.
+		return err
+	}
+}
+
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, stdout, stderr io.Writer, log *slog.Logger) error {
+	token, kept, err := connectionToken(cfg, log)
+	if err != nil {
+		_ = h.Close(context.Background())
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = h.Close(context.Background())
+		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{
+		Handler:           h.Handler(authorizer(token), token == ""),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
+	if kept != "" {
+		// Said once, to the person who started ahpd; the log never carries it.
+		fmt.Fprintf(stderr, "ahpd: connect with ws://%s?tkn=%s (the token is kept in %s)\n", ln.Addr(), token, kept)
+	}
+	log.Info("serving", "addr", ln.Addr().String(), "stateDir", cfg.StateDir, "sessions", cfg.Sessions, "version", version)
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		_ = h.Close(context.Background())
+		return fmt.Errorf("serving: %w", err)
+	}
+	log.Info("shutting down")
+	stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = srv.Shutdown(stopCtx) // stop accepting; connections are the host's to end
+	cancel()
+	err = shutdown(h, cfg, log)
+	_ = srv.Close()
+	<-served
+	return err
+}
+
+// shutdown lets running turns end within the grace period, then stops
+// everything.
+func shutdown(h *host.Host, cfg *config, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	err := h.Close(ctx)
+	if err != nil {
+		log.Warn("shutdown finished with errors", "err", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// connectionToken returns the token clients must present, or "" when none
+// is asked. A host listening beyond loopback must be told explicitly; on
+// loopback with nothing said, ahpd keeps a token of its own in the state
+// directory, whose path it returns as kept.
+func connectionToken(cfg *config, log *slog.Logger) (token, kept string, err error) {
+	switch {
+	case cfg.WithoutConnectionToken:
+		log.Warn("serving without a connection token: anyone who can reach the address can run agents")
+		return "", "", nil
+	case cfg.ConnectionToken != "":
+		return cfg.ConnectionToken, "", nil
+	case cfg.ConnectionTokenFile != "":
+		data, err := os.ReadFile(cfg.ConnectionTokenFile)
+		if err != nil {
+			return "", "", fmt.Errorf("reading the connection token: %w", err)
+		}
+		token := strings.TrimSpace(string(data))
+		if token == "" {
+			return "", "", fmt.Errorf("the connection token file %s is empty", cfg.ConnectionTokenFile)
+		}
+		return token, "", nil
+	}
+	if !loopback(cfg.Listen) {
+		return "", "", fmt.Errorf("listening on %s, beyond this machine, needs --connection-token, --connection-token-file or --without-connection-token", cfg.Listen)
+	}
+	path := filepath.Join(cfg.StateDir, "connection-token")
+	data, err := os.ReadFile(path)
+	if err == nil && strings.TrimSpace(string(data)) != "" {
+		return strings.TrimSpace(string(data)), path, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("reading the connection token: %w", err)
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", err
+	}
+	token = hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("keeping the connection token: %w", err)
+	}
+	log.Info("generated a connection token", "file", path)
+	return token, path, nil
+}
+
+// loopback reports whether addr listens only on this machine.
+func loopback(addr string) bool {
+	hostname, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if hostname == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(hostname)
+	return ip != nil && ip.IsLoopback()
+}
+
+// authorizer accepts a request carrying the token as ?tkn= or as a Bearer
+// token. The comparison takes the same time whatever the guess.
+func authorizer(token string) func(*http.Request) bool {
+	if token == "" {
+		return func(*http.Request) bool { return true }
+	}
+	want := []byte(token)
+	return func(r *http.Request) bool {
+		got := r.URL.Query().Get("tkn")
+		if auth := r.Header.Get("Authorization"); got == "" && strings.HasPrefix(auth, "Bearer ") {
+			got = strings.TrimPrefix(auth, "Bearer ")
+		}
+		return subtle.ConstantTimeCompare([]byte(got), want) == 1
+	}
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

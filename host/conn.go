@@ -1,0 +1,281 @@
+package host
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// Limits of one connection's outbound queue. A client further behind than
+// this is dropped and catches up on reconnect, by replay or by snapshot.
+const (
+	maxQueuedFrames = 16384
+	maxQueuedBytes  = 64 << 20
+	writeTimeout    = 30 * time.Second
+)
+
+// transport carries whole JSON-RPC messages: WebSocket text frames, or
+// lines on stdio.
+type transport interface {
+	read(ctx context.Context) ([]byte, error)
+	write(ctx context.Context, msg []byte) error
+	// close ends the transport; reason says why, where it can be said.
+	close(reason string) error
+}
+
+// frame is one message on its way out. Frames are shared by every
+// connection they go to and never modified.
+type frame struct {
+	data    []byte
+	channel string              // the channel of an action or notification
+	action  protocol.ActionType // the action's type, for version gating
+}
+
+// conn is one client connection. Its state after initialize (clientId,
+// version) is set once by the initialize handler and read after.
+type conn struct {
+	h      *Host
+	id     int64
+	t      transport
+	log    *slog.Logger
+	stdio  bool // the host's own connection
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	ready     bool // initialize has answered
+	clientID  string
+	version   string
+	queue     []*frame
+	queued    int                 // bytes in queue
+	held      map[string][]*frame // channel -> frames held until a response is out
+	holds     map[string][]string // request id -> channels it holds
+	subs      map[string]bool     // the channels this connection watches
+	closed    bool
+	closeWhy  string
+	wake      chan struct{}
+	writerEnd chan struct{}
+}
+
+func newConn(h *Host, id int64, t transport, stdio bool) *conn {
+	ctx, cancel := context.WithCancel(h.ctx)
+	c := &conn{
+		h: h, id: id, t: t, stdio: stdio, ctx: ctx, cancel: cancel,
+		log:       h.log.With("conn", id),
+		held:      map[string][]*frame{},
+		holds:     map[string][]string{},
+		subs:      map[string]bool{},
+		wake:      make(chan struct{}, 1),
+		writerEnd: make(chan struct{}),
+	}
+	go c.writer()
+	return c
+}
+
+// send queues a frame of a channel the connection watches. Frames of a
+// channel whose snapshot is still on its way are held back until it is out.
+func (c *conn) send(f *frame) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.action != "" && c.version != "" && !f.action.KnownTo(c.version) {
+		return // an action this connection's protocol version does not know
+	}
+	if held, ok := c.held[f.channel]; ok && f.channel != "" {
+		c.held[f.channel] = append(held, f)
+		return
+	}
+	c.enqueueLocked(f)
+}
+
+// respond queues a response. A response that carries a snapshot releases
+// the frames held for its channels, after itself.
+func (c *conn) respond(data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.enqueueLocked(&frame{data: data})
+	if len(c.holds) == 0 {
+		return
+	}
+	for _, id := range responseIDs(data) {
+		for _, ch := range c.holds[id] {
+			for _, f := range c.held[ch] {
+				c.enqueueLocked(f)
+			}
+			delete(c.held, ch)
+		}
+		delete(c.holds, id)
+	}
+}
+
+// hold starts holding back the channel's frames until the response to
+// requestID is sent. Called with the bus lock held.
+func (c *conn) hold(channel, requestID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs[channel] = true
+	if requestID == "" {
+		return
+	}
+	if _, ok := c.held[channel]; !ok {
+		c.held[channel] = nil
+	}
+	c.holds[requestID] = append(c.holds[requestID], channel)
+}
+
+// release stops holding for a request that failed, dropping nothing.
+func (c *conn) release(requestID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.holds[requestID] {
+		for _, f := range c.held[ch] {
+			c.enqueueLocked(f)
+		}
+		delete(c.held, ch)
+	}
+	delete(c.holds, requestID)
+}
+
+func (c *conn) forget(channel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.subs, channel)
+	delete(c.held, channel)
+}
+
+func (c *conn) subscriptions() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.subs))
+	for ch := range c.subs {
+		out = append(out, ch)
+	}
+	return out
+}
+
+func (c *conn) enqueueLocked(f *frame) {
+	if c.closed {
+		return
+	}
+	if len(c.queue) >= maxQueuedFrames || c.queued+len(f.data) > maxQueuedBytes {
+		// The client is too far behind to catch up live. Drop it; it will
+		// reconnect and be replayed what it missed, or sent snapshots.
+		c.queue, c.queued = nil, 0
+		c.closeLocked("client too slow: outbound queue full")
+		return
+	}
+	c.queue = append(c.queue, f)
+	c.queued += len(f.data)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writer sends queued frames in order until the connection closes.
+func (c *conn) writer() {
+	defer close(c.writerEnd)
+	for {
+		select {
+		case <-c.wake:
+		case <-c.ctx.Done():
+			c.flush()
+			return
+		}
+		if err := c.drain(); err != nil {
+			c.close("write failed: " + err.Error())
+			return
+		}
+	}
+}
+
+func (c *conn) drain() error {
+	for {
+		c.mu.Lock()
+		batch := c.queue
+		c.queue, c.queued = nil, 0
+		c.mu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, f := range batch {
+			ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
+			err := c.t.write(ctx, f.data)
+			cancel()
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// flush writes what is queued when the connection is being closed
+// politely, so a final response or error reaches the client.
+func (c *conn) flush() {
+	c.mu.Lock()
+	batch := c.queue
+	c.queue = nil
+	c.mu.Unlock()
+	for _, f := range batch {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.t.write(ctx, f.data)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// close ends the connection: the writer stops, the transport closes and
+// the host forgets the connection's subscriptions.
+func (c *conn) close(reason string) {
+	c.mu.Lock()
+	c.closeLocked(reason)
+	c.mu.Unlock()
+}
+
+func (c *conn) closeLocked(reason string) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.closeWhy = reason
+	c.cancel()
+	go func() {
+		<-c.writerEnd
+		_ = c.t.close(reason)
+		c.h.connClosed(c)
+	}()
+}
+
+// responseIDs returns the ids of the responses in a JSON-RPC message or
+// batch, as the JSON text jrpc2 reports request ids in.
+func responseIDs(data []byte) []string {
+	var ids []string
+	var msgs []jsontext.Value
+	v := jsontext.Value(data)
+	if len(v) > 0 && v[0] == '[' {
+		var batch []protocol.RPCMessage
+		if err := jsonUnmarshal(data, &batch); err != nil {
+			return nil
+		}
+		for _, m := range batch {
+			msgs = append(msgs, m.ID)
+		}
+	} else {
+		var m protocol.RPCMessage
+		if err := m.UnmarshalJSON(data); err != nil {
+			return nil
+		}
+		msgs = append(msgs, m.ID)
+	}
+	for _, id := range msgs {
+		if id != nil {
+			ids = append(ids, string(id))
+		}
+	}
+	return ids
+}

@@ -1,0 +1,288 @@
+// Package host is ahpd's session host. It owns the sessions (their
+// registry, the order they are made and disposed in, their chats), the
+// serverSeq journal and the fan-out of every change to the connections
+// subscribed to it, the store that keeps sessions across restarts, and the
+// JSON-RPC surface clients reach it by, over WebSocket and stdio.
+//
+// It knows no backend's details: agents are reached through package
+// plugins, and a chat's turns are run by package chats.
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Options configure a Host.
+type Options struct {
+	// StateDir is where the file store keeps sessions.
+	StateDir string
+	// Sessions is "file" (the default) or "memory".
+	Sessions string
+	// Backends are the agent runtimes sessions run on.
+	Backends *plugins.Registry
+	// Logger receives the host's logs; nil discards them.
+	Logger *slog.Logger
+	// Replay is how many changes are kept for reconnecting clients.
+	Replay int
+	// Version is ahpd's version, for serverInfo.
+	Version string
+	// DefaultDirectory is the directory a session works in when the
+	// client names none; empty means the home directory.
+	DefaultDirectory string
+	// TurnWindow is how many finished turns of a chat are held in its
+	// state; older ones are paged in with fetchTurns.
+	TurnWindow int
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Host serves sessions to clients.
+type Host struct {
+	opts  Options
+	log   *slog.Logger
+	now   func() time.Time
+	ctx   context.Context
+	stop  context.CancelFunc
+	bus   *bus
+	store store
+	keys  cursorKey
+
+	mu       sync.Mutex
+	sessions map[string]*session // by session id
+	conns    map[*conn]struct{}
+	nextConn int64
+	versions map[string]string // clientId -> negotiated version, for reconnect
+	closing  bool
+
+	rootMu sync.Mutex // guards root; taken before bus.mu
+	root   *protocol.RootState
+
+	wg sync.WaitGroup // background work that must end before Close returns
+}
+
+// New returns a Host with the sessions its store holds.
+func New(opts Options) (*Host, error) {
+	if opts.Backends == nil {
+		opts.Backends = plugins.NewRegistry()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Replay <= 0 {
+		opts.Replay = 4096
+	}
+	if opts.TurnWindow <= 0 {
+		opts.TurnWindow = 200
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.DefaultDirectory == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return nil, fmt.Errorf("host: no default directory: %w", err)
+		}
+		opts.DefaultDirectory = home
+	}
+	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger)
+	if err != nil {
+		return nil, err
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	h := &Host{
+		opts:     opts,
+		log:      opts.Logger,
+		now:      opts.Now,
+		ctx:      ctx,
+		stop:     stop,
+		bus:      newBus(opts.Replay),
+		store:    st,
+		keys:     newCursorKey(),
+		sessions: map[string]*session{},
+		conns:    map[*conn]struct{}{},
+		versions: map[string]string{},
+		root:     &protocol.RootState{Agents: opts.Backends.Infos(), ActiveSessions: new(int64(0))},
+	}
+	// serverSeq continues across restarts: it starts from the clock in
+	// microseconds, which no earlier run of this host can have reached, so
+	// a client's lastSeenServerSeq from before a restart is never mistaken
+	// for one of this run.
+	h.bus.seq = h.now().UnixMicro()
+	if err := h.loadSessions(); err != nil {
+		stop()
+		return nil, err
+	}
+	return h, nil
+}
+
+// loadSessions makes a session of every record in the store. Sessions come
+// back asleep: their agents start on their next turn.
+func (h *Host) loadSessions() error {
+	recs, err := h.store.load()
+	if err != nil {
+		return fmt.Errorf("host: reading sessions: %w", err)
+	}
+	for _, rec := range recs {
+		s, err := h.restore(rec)
+		if err != nil {
+			h.log.Warn("skipping stored session", "session", rec.URI, "err", err)
+			continue
+		}
+		h.sessions[s.id] = s
+	}
+	h.log.Info("sessions loaded", "count", len(h.sessions))
+	return nil
+}
+
+// Close ends every connection, cancels running turns (giving them until
+// ctx ends to finish), writes what the store keeps, and stops every
+// agent. The Host cannot be used after.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closing = true
+	sessions := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+
+	// Let running turns end on their own until ctx ends, then cancel them.
+	for _, s := range sessions {
+		s.waitTurns(ctx)
+	}
+	var errs []error
+	for _, s := range sessions {
+		if err := s.shutdown(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.stop()
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	for _, c := range conns {
+		c.close("ahpd is shutting down")
+	}
+	h.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (h *Host) connClosed(c *conn) {
+	for _, ch := range c.subscriptions() {
+		h.bus.unsubscribe(c, ch)
+	}
+	h.mu.Lock()
+	delete(h.conns, c)
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// newConnection registers a connection on a transport.
+func (h *Host) newConnection(t transport, stdio bool) (*conn, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return nil, errors.New("ahpd is shutting down")
+	}
+	h.nextConn++
+	c := newConn(h, h.nextConn, t, stdio)
+	h.conns[c] = struct{}{}
+	h.wg.Add(1)
+	return c, nil
+}
+
+// session returns the session a session URI (either form) names.
+func (h *Host) session(uri string) (*session, error) {
+	su, err := protocol.ParseSessionURI(uri)
+	if err != nil {
+		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+	}
+	h.mu.Lock()
+	s := h.sessions[su.ID]
+	h.mu.Unlock()
+	if s == nil {
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
+	}
+	return s, nil
+}
+
+// chat returns the session and chat a chat URI names.
+func (h *Host) chat(uri string) (*session, *chatEntry, error) {
+	cu, err := protocol.ParseChatURI(uri)
+	if err != nil {
+		return nil, nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+	}
+	s, err := h.session(cu.Session)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.mu.Lock()
+	e := s.chatLocked(uri)
+	s.mu.Unlock()
+	if e == nil {
+		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "no chat %s in session %s", uri, s.uri)
+	}
+	return s, e, nil
+}
+
+// sessionList returns the sessions sorted most recently modified first.
+func (h *Host) sessionList() []*session {
+	h.mu.Lock()
+	list := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		list = append(list, s)
+	}
+	h.mu.Unlock()
+	return list
+}
+
+// addActive moves root's count of sessions running a turn.
+func (h *Host) addActive(delta int64) {
+	h.rootMu.Lock()
+	defer h.rootMu.Unlock()
+	n := delta
+	if h.root.ActiveSessions != nil {
+		n += *h.root.ActiveSessions
+	}
+	h.applyRootLocked(&protocol.RootActiveSessionsChangedAction{ActiveSessions: max(n, 0)}, nil)
+}
+
+// applyRootLocked applies a root action and publishes it when it changed
+// the state. The caller holds rootMu.
+func (h *Host) applyRootLocked(a protocol.Action, origin *protocol.ActionOrigin) bool {
+	next := protocol.ReduceRoot(h.root, a)
+	if next == h.root {
+		return false
+	}
+	h.root = next
+	h.bus.publish(protocol.RootURI, a, origin)
+	return true
+}
+
+// sortByModified orders summaries most recently modified first; ties go
+// by URI so paging is stable.
+func sortByModified(list []protocol.SessionSummary) {
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].ModifiedAt != list[j].ModifiedAt {
+			return list[i].ModifiedAt > list[j].ModifiedAt
+		}
+		return list[i].Resource < list[j].Resource
+	})
+}

@@ -1,0 +1,222 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/script"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// testHost is a host serving on a real WebSocket on 127.0.0.1.
+type testHost struct {
+	t     *testing.T
+	h     *host.Host
+	srv   *httptest.Server
+	url   string
+	state string // the state directory
+	work  string // a working directory for sessions
+}
+
+type hostOption func(*host.Options)
+
+// startHost starts a host with the script backend. It stops when the test
+// ends.
+func startHost(t *testing.T, state string, opts ...hostOption) *testHost {
+	t.Helper()
+	if state == "" {
+		state = t.TempDir()
+	}
+	work := filepath.Join(state, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	backends := plugins.NewRegistry()
+	if err := backends.Register(script.New(filepath.Join(state, "transcripts", "script"))); err != nil {
+		t.Fatal(err)
+	}
+	o := host.Options{
+		StateDir:         state,
+		Backends:         backends,
+		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Version:          "test",
+		DefaultDirectory: work,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h, err := host.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h.Handler(func(*http.Request) bool { return true }, false))
+	th := &testHost{t: t, h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http"), state: state, work: work}
+	t.Cleanup(th.stop)
+	return th
+}
+
+func (th *testHost) stop() {
+	if th.h == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := th.h.Close(ctx); err != nil {
+		th.t.Errorf("closing the host: %v", err)
+	}
+	th.srv.Close()
+	th.h = nil
+}
+
+// testWriter sends logs to the test's log, so they show with a failure.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// client connects and initializes a client subscribed to root.
+func (th *testHost) client(id string) *hosttest.Client {
+	th.t.Helper()
+	c := hosttest.Dial(th.t, th.url)
+	c.Initialize(id, protocol.RootURI)
+	return c
+}
+
+// newSession creates a script session and subscribes c to it and its
+// default chat.
+func (th *testHost) newSession(c *hosttest.Client, id string, config map[string]any) (sessionURI, chatURI string) {
+	th.t.Helper()
+	sessionURI = "ahp-session:/" + id
+	params := map[string]any{
+		"channel":            sessionURI,
+		"provider":           "script",
+		"workingDirectories": []string{"file://" + th.work},
+	}
+	if config != nil {
+		params["config"] = config
+	}
+	c.MustCall("createSession", params)
+	c.Subscribe(sessionURI)
+	chatURI = protocol.DefaultChatURI(sessionURI)
+	c.Subscribe(chatURI)
+	return sessionURI, chatURI
+}
+
+// send starts a turn and waits for it to end.
+func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
+	t.Helper()
+	c.Dispatch(chat, &protocol.ChatTurnStartedAction{
+		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
+		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
+	})
+	return waitTurnEnd(t, c, chat, turnID)
+}
+
+func waitTurnEnd(t *testing.T, c *hosttest.Client, chat, turnID string) *protocol.ChatState {
+	t.Helper()
+	st := c.WaitState(chat, "turn "+turnID+" to end", func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return len(cs.Turns) > 0 && cs.Turns[len(cs.Turns)-1].ID == turnID && cs.ActiveTurn == nil
+	})
+	return st.(*protocol.ChatState)
+}
+
+// text returns the markdown of a turn.
+func text(parts []protocol.ResponsePart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if md, ok := p.(*protocol.MarkdownResponsePart); ok {
+			b.WriteString(md.Content)
+		}
+	}
+	return b.String()
+}
+
+// sameState compares a client's state with the host's snapshot. The chat
+// reducer stamps modifiedAt with the clock of whoever applies it, so those
+// are left out.
+func sameState(t *testing.T, got, want protocol.ChannelState) {
+	t.Helper()
+	a, b := masked(t, got), masked(t, want)
+	if !reflect.DeepEqual(a, b) {
+		ga, _ := json.Marshal(a)
+		gb, _ := json.Marshal(b)
+		t.Errorf("client state differs from the host's snapshot:\nclient: %s\n  host: %s", ga, gb)
+	}
+}
+
+func masked(t *testing.T, s protocol.ChannelState) any {
+	t.Helper()
+	data, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(any) any
+	strip = func(v any) any {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, e := range x {
+				if k == "modifiedAt" {
+					delete(x, k)
+					continue
+				}
+				x[k] = strip(e)
+			}
+		case []any:
+			for i := range x {
+				x[i] = strip(x[i])
+			}
+		}
+		return v
+	}
+	return strip(v)
+}
+
+func TestTurnStreamsAndStateAgrees(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+
+	cs := send(t, c, chat, "t1", "say hello there, general kenobi\nthink about it\ntitle A title")
+	last := cs.Turns[len(cs.Turns)-1]
+	if last.State != protocol.TurnStateComplete {
+		t.Fatalf("turn state %s, error %+v", last.State, last.Error)
+	}
+	if got := text(last.ResponseParts); !strings.Contains(got, "hello there, general kenobi") {
+		t.Errorf("turn text = %q", got)
+	}
+	c.WaitState(session, "the title", func(s protocol.ChannelState) bool {
+		return s.(*protocol.SessionState).Title == "A title"
+	})
+
+	// A second client's fresh snapshots equal what the first computed.
+	c2 := th.client("c2")
+	sameState(t, c.State(chat), c2.Subscribe(chat).State)
+	sameState(t, c.State(session), c2.Subscribe(session).State)
+	sameState(t, c.State(protocol.RootURI), c2.Subscribe(protocol.RootURI).State)
+}

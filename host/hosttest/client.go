@@ -1,0 +1,465 @@
+// Package hosttest is an AHP client for tests: it speaks to a host over a
+// real WebSocket, validates every message the host sends against the
+// official schemas, and keeps the state of every channel it subscribes to
+// by applying the actions it receives through the protocol's reducers, as
+// a real client does.
+package hosttest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/protocol/protocoltest"
+)
+
+// Timeout bounds every wait of a test client.
+const Timeout = 20 * time.Second
+
+// Client is one connection to a host.
+type Client struct {
+	t       testing.TB
+	ws      *websocket.Conn
+	ctx     context.Context
+	cancel  context.CancelFunc
+	schemas *protocoltest.Schemas
+	done    chan struct{}
+
+	mu       sync.Mutex
+	nextID   int64
+	seq      int64 // the client's own clientSeq
+	pending  map[string]pendingCall
+	states   map[string]protocol.ChannelState
+	fromSeq  map[string]int64
+	lastSeq  int64
+	messages []Message // every notification received, in order
+	changed  chan struct{}
+	closed   error
+
+	// Invalid records messages that failed validation; the test fails at
+	// Close when it is not empty.
+	invalid []string
+}
+
+// Message is a notification the client received.
+type Message struct {
+	Method string
+	Params json.RawMessage
+	// Envelope is set for an `action` notification.
+	Envelope *protocol.ActionEnvelope
+}
+
+type pendingCall struct {
+	method string
+	ch     chan response
+}
+
+type response struct {
+	result json.RawMessage
+	err    *RPCError
+}
+
+// RPCError is an error response.
+type RPCError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }
+
+// Dial connects to url (ws://...). The connection closes when the test
+// ends.
+func Dial(t testing.TB, url string) *Client {
+	t.Helper()
+	c, err := DialErr(t, url)
+	if err != nil {
+		t.Fatalf("dial %s: %v", url, err)
+	}
+	return c
+}
+
+// DialErr is Dial returning the error instead of failing the test.
+func DialErr(t testing.TB, url string) (*Client, error) {
+	schemas, err := protocoltest.Default()
+	if err != nil {
+		t.Fatalf("loading AHP schemas: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	dialCtx, stop := context.WithTimeout(ctx, Timeout)
+	defer stop()
+	ws, _, err := websocket.Dial(dialCtx, url, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	ws.SetReadLimit(64 << 20)
+	c := &Client{
+		t: t, ws: ws, ctx: ctx, cancel: cancel, schemas: schemas, done: make(chan struct{}),
+		pending: map[string]pendingCall{},
+		states:  map[string]protocol.ChannelState{},
+		fromSeq: map[string]int64{},
+		changed: make(chan struct{}),
+	}
+	go c.read()
+	t.Cleanup(c.Close)
+	return c, nil
+}
+
+// Close ends the connection and reports messages that did not validate.
+func (c *Client) Close() {
+	c.cancel()
+	_ = c.ws.Close(websocket.StatusNormalClosure, "")
+	<-c.done
+	c.mu.Lock()
+	invalid := c.invalid
+	c.invalid = nil
+	c.mu.Unlock()
+	for _, msg := range invalid {
+		c.t.Errorf("the host sent an invalid message: %s", msg)
+	}
+}
+
+// Done is closed when the connection has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Err returns why the connection ended.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Client) read() {
+	defer close(c.done)
+	for {
+		_, data, err := c.ws.Read(c.ctx)
+		if err != nil {
+			c.mu.Lock()
+			c.closed = err
+			for id, p := range c.pending {
+				close(p.ch)
+				delete(c.pending, id)
+			}
+			c.signalLocked()
+			c.mu.Unlock()
+			return
+		}
+		c.handle(data)
+	}
+}
+
+func (c *Client) handle(data []byte) {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+		Result json.RawMessage `json:"result"`
+		Error  *RPCError       `json:"error"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		c.bad("not JSON: %v: %s", err, data)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.Method != "" {
+		c.notification(m.Method, m.Params, data)
+		return
+	}
+	id := string(m.ID)
+	p, ok := c.pending[id]
+	if !ok {
+		c.badLocked("a response to no request: %s", data)
+		return
+	}
+	delete(c.pending, id)
+	if m.Error == nil {
+		if def := resultDefs[p.method]; def != "" {
+			if err := c.schemas.Validate(def, m.Result); err != nil {
+				c.badLocked("%s result: %v", p.method, err)
+			}
+		}
+		c.takeSnapshots(p.method, m.Result)
+	}
+	p.ch <- response{result: m.Result, err: m.Error}
+}
+
+// resultDefs names the schema definition of each method's result.
+var resultDefs = map[string]string{
+	"initialize":               "InitializeResult",
+	"subscribe":                "SubscribeResult",
+	"listSessions":             "ListSessionsResult",
+	"resolveSessionConfig":     "ResolveSessionConfigResult",
+	"sessionConfigCompletions": "SessionConfigCompletionsResult",
+	"fetchTurns":               "FetchTurnsResult",
+}
+
+// notificationDefs names the schema definition of each notification's params.
+var notificationDefs = map[string]string{
+	"action":                     "ActionEnvelope",
+	"root/sessionAdded":          "SessionAddedParams",
+	"root/sessionRemoved":        "SessionRemovedParams",
+	"root/sessionSummaryChanged": "SessionSummaryChangedParams",
+	"root/progress":              "ProgressParams",
+}
+
+func (c *Client) notification(method string, params json.RawMessage, data []byte) {
+	def, ok := notificationDefs[method]
+	if !ok {
+		c.badLocked("an unknown notification: %s", data)
+		return
+	}
+	if err := c.schemas.Validate(def, params); err != nil {
+		c.badLocked("%s: %v", method, err)
+	}
+	msg := Message{Method: method, Params: params}
+	if method == "action" {
+		var env protocol.ActionEnvelope
+		if err := json.Unmarshal(params, &env); err != nil {
+			c.badLocked("action: %v", err)
+			return
+		}
+		msg.Envelope = &env
+		c.applyLocked(&env)
+	}
+	c.messages = append(c.messages, msg)
+	c.signalLocked()
+}
+
+// applyLocked brings a channel's state up to date with an envelope, as a
+// client does: after its snapshot, in serverSeq order; refused actions
+// change nothing.
+func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
+	if env.RejectionReason != nil {
+		return
+	}
+	if env.ServerSeq <= c.lastSeq && env.Origin == nil {
+		c.badLocked("serverSeq went back: %d after %d", env.ServerSeq, c.lastSeq)
+	}
+	if env.ServerSeq > c.lastSeq {
+		c.lastSeq = env.ServerSeq
+	}
+	state, ok := c.states[env.Channel]
+	if !ok {
+		c.badLocked("an action on %s, which this client does not watch", env.Channel)
+		return
+	}
+	if env.ServerSeq <= c.fromSeq[env.Channel] {
+		return // already in the snapshot
+	}
+	c.states[env.Channel] = protocol.Apply(state, env.Action, time.Now())
+}
+
+func (c *Client) takeSnapshots(method string, result json.RawMessage) {
+	var snaps []protocol.Snapshot
+	switch method {
+	case "initialize":
+		var r protocol.InitializeResult
+		if json.Unmarshal(result, &r) == nil {
+			snaps = r.Snapshots
+			c.lastSeq = max(c.lastSeq, r.ServerSeq)
+		}
+	case "subscribe":
+		var r protocol.SubscribeResult
+		if json.Unmarshal(result, &r) == nil && r.Snapshot != nil {
+			snaps = []protocol.Snapshot{*r.Snapshot}
+		}
+	case "reconnect":
+		if r, err := protocol.UnmarshalReconnectResult(result); err == nil {
+			switch r := r.(type) {
+			case *protocol.ReconnectSnapshotResult:
+				snaps = r.Snapshots
+			case *protocol.ReconnectReplayResult:
+				for i := range r.Actions {
+					c.applyLocked(&r.Actions[i])
+				}
+			}
+		}
+	}
+	for _, s := range snaps {
+		c.states[s.Resource] = s.State
+		c.fromSeq[s.Resource] = s.FromSeq
+	}
+}
+
+func (c *Client) bad(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.badLocked(format, args...)
+}
+
+func (c *Client) badLocked(format string, args ...any) {
+	c.invalid = append(c.invalid, fmt.Sprintf(format, args...))
+}
+
+func (c *Client) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// Call sends a request and waits for its answer.
+func (c *Client) Call(method string, params any) (json.RawMessage, *RPCError) {
+	c.t.Helper()
+	ch, err := c.send(method, params, true)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	select {
+	case r, ok := <-ch:
+		if !ok {
+			c.t.Fatalf("%s: the connection ended: %v", method, c.Err())
+		}
+		return r.result, r.err
+	case <-time.After(Timeout):
+		c.t.Fatalf("%s: no answer in %v", method, Timeout)
+	}
+	return nil, nil
+}
+
+// MustCall is Call failing the test on an error response.
+func (c *Client) MustCall(method string, params any) json.RawMessage {
+	c.t.Helper()
+	res, err := c.Call(method, params)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	return res
+}
+
+// Notify sends a notification.
+func (c *Client) Notify(method string, params any) {
+	c.t.Helper()
+	if _, err := c.send(method, params, false); err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+}
+
+// SendRaw writes a frame as it is.
+func (c *Client) SendRaw(data []byte) error {
+	return c.ws.Write(c.ctx, websocket.MessageText, data)
+}
+
+func (c *Client) send(method string, params any, call bool) (chan response, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": json.RawMessage(p)}
+	var ch chan response
+	if call {
+		c.mu.Lock()
+		c.nextID++
+		id := c.nextID
+		ch = make(chan response, 1)
+		c.pending[strconv.FormatInt(id, 10)] = pendingCall{method: method, ch: ch}
+		c.mu.Unlock()
+		msg["id"] = id
+	}
+	data, err := json.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	return ch, c.ws.Write(c.ctx, websocket.MessageText, data)
+}
+
+// Dispatch sends a client action on a channel and returns its clientSeq.
+func (c *Client) Dispatch(channel string, a protocol.Action) int64 {
+	c.t.Helper()
+	c.mu.Lock()
+	c.seq++
+	seq := c.seq
+	c.mu.Unlock()
+	c.Notify("dispatchAction", map[string]any{"channel": channel, "clientSeq": seq, "action": a})
+	return seq
+}
+
+// State returns the client's state of a channel.
+func (c *Client) State(channel string) protocol.ChannelState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.states[channel]
+}
+
+// Messages returns every notification received so far.
+func (c *Client) Messages() []Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]Message(nil), c.messages...)
+}
+
+// Wait waits until cond, called with what was received so far, holds.
+func (c *Client) Wait(what string, cond func(msgs []Message) bool) {
+	c.t.Helper()
+	deadline := time.After(Timeout)
+	for {
+		c.mu.Lock()
+		msgs := append([]Message(nil), c.messages...)
+		changed := c.changed
+		closed := c.closed
+		c.mu.Unlock()
+		if cond(msgs) {
+			return
+		}
+		if closed != nil {
+			c.t.Fatalf("waiting for %s: the connection ended: %v", what, closed)
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			c.t.Fatalf("waiting for %s: not in %v", what, Timeout)
+		}
+	}
+}
+
+// WaitState waits until cond holds for the client's state of a channel.
+func (c *Client) WaitState(channel, what string, cond func(protocol.ChannelState) bool) protocol.ChannelState {
+	c.t.Helper()
+	var last protocol.ChannelState
+	c.Wait(what, func([]Message) bool {
+		last = c.State(channel)
+		return last != nil && cond(last)
+	})
+	return last
+}
+
+// Initialize performs the handshake, subscribing to subs.
+func (c *Client) Initialize(clientID string, subs ...string) *protocol.InitializeResult {
+	c.t.Helper()
+	if subs == nil {
+		subs = []string{}
+	}
+	raw := c.MustCall("initialize", map[string]any{
+		"channel":              protocol.RootURI,
+		"protocolVersions":     []string{"0.8.0"},
+		"clientId":             clientID,
+		"initialSubscriptions": subs,
+	})
+	var r protocol.InitializeResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		c.t.Fatal(err)
+	}
+	return &r
+}
+
+// Subscribe subscribes to a channel and returns its snapshot.
+func (c *Client) Subscribe(channel string) *protocol.Snapshot {
+	c.t.Helper()
+	raw := c.MustCall("subscribe", map[string]any{"channel": channel})
+	var r protocol.SubscribeResult
+	if err := json.Unmarshal(raw, &r); err != nil {
+		c.t.Fatal(err)
+	}
+	return r.Snapshot
+}
+
+// ErrClosed is returned by calls on a closed client.
+var ErrClosed = errors.New("hosttest: connection closed")

@@ -1,0 +1,286 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+const defaultTitle = "New Session"
+
+// newSession makes a provisional session: there for the client that made
+// it, announced to everyone when its first turn reaches the backend.
+func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, backend plugins.Backend, dirs []string, config protocol.SessionConfigState) *session {
+	now := protocol.FormatTime(h.now())
+	uri := su.String()
+	s := &session{
+		h: h, uri: uri, id: su.ID, provider: provider, backend: backend, dir: dirs[0],
+		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
+		provisional: true, creator: c,
+	}
+	chatURI := protocol.DefaultChatURI(uri)
+	s.rec = record{
+		AHPD: recordVersion, URI: uri, Provider: provider, Title: defaultTitle,
+		CreatedAt: now, ModifiedAt: now, WorkingDirectories: dirs, Config: config.Values,
+		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
+		Chats: []*chatRecord{{URI: chatURI, Title: defaultTitle, ModifiedAt: now, Conversation: su.ID}},
+	}
+	s.build(config)
+	return s
+}
+
+// restore makes a session of a stored record. It comes back asleep: its
+// agents start again on its next turn.
+func (h *Host) restore(rec *record) (*session, error) {
+	su, err := protocol.ParseSessionURI(rec.URI)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec.WorkingDirectories) == 0 || len(rec.Chats) == 0 {
+		return nil, errors.New("the record has no working directory or no chat")
+	}
+	backend, _ := h.opts.Backends.Get(rec.Provider)
+	s := &session{
+		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend, dir: rec.WorkingDirectories[0],
+		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
+		rec: *rec, announced: true,
+	}
+	config, _ := h.resolveConfig(backend, rec.Config)
+	s.build(config)
+	if rec.CreationError != "" {
+		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
+	}
+	return s, nil
+}
+
+// build makes the session's state and chats from its record.
+func (s *session) build(config protocol.SessionConfigState) {
+	rec := &s.rec
+	status := protocol.StatusIdle.With(protocol.StatusIsRead, rec.Read).With(protocol.StatusIsArchived, rec.Archived)
+	dirs := make([]protocol.URI, len(rec.WorkingDirectories))
+	for i, d := range rec.WorkingDirectories {
+		dirs[i] = fileURI(d)
+	}
+	s.state = &protocol.SessionState{
+		Provider:           rec.Provider,
+		Title:              rec.Title,
+		Status:             status,
+		Lifecycle:          protocol.SessionLifecycle(rec.Lifecycle),
+		WorkingDirectories: dirs,
+		ActiveClients:      []protocol.SessionActiveClient{},
+		DefaultChat:        new(rec.DefaultChat),
+		Config:             &config,
+	}
+	for _, cr := range rec.Chats {
+		cs := &protocol.ChatState{
+			Resource:   cr.URI,
+			Title:      cr.Title,
+			Status:     protocol.StatusIdle,
+			ModifiedAt: cr.ModifiedAt,
+			Origin:     &protocol.ChatOriginUser{},
+			Turns:      []protocol.Turn{},
+		}
+		s.newChat(cr, cs)
+		s.state.Chats = append(s.state.Chats, chatSummary(cs))
+	}
+	s.summary = s.computeSummaryLocked()
+}
+
+func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {
+	return protocol.ChatSummary{
+		Resource: cs.Resource, Title: cs.Title, Status: cs.Status, Activity: cs.Activity,
+		ModifiedAt: cs.ModifiedAt, Origin: cs.Origin, Interactivity: cs.Interactivity,
+		WorkingDirectories: cs.WorkingDirectories,
+	}
+}
+
+// persistLocked writes what the store keeps of the session. A provisional
+// session is not kept: nothing announced it, and a restart forgets it.
+func (s *session) persistLocked() {
+	if s.provisional || s.disposed {
+		return
+	}
+	rec := &s.rec
+	rec.Title = s.state.Title
+	rec.Read = s.state.Status&protocol.StatusIsRead != 0
+	rec.Archived = s.state.Status&protocol.StatusIsArchived != 0
+	rec.Lifecycle = string(s.state.Lifecycle)
+	rec.CreationError = ""
+	if s.state.CreationError != nil {
+		rec.CreationError = s.state.CreationError.Message
+	}
+	if s.state.Config != nil {
+		rec.Config = s.state.Config.Values
+	}
+	if s.summary.ModifiedAt > rec.ModifiedAt {
+		rec.ModifiedAt = s.summary.ModifiedAt
+	}
+	for _, cr := range rec.Chats {
+		if e := s.chats[cr.URI]; e != nil {
+			cr.ModifiedAt = e.chat.State().ModifiedAt
+		}
+	}
+	if err := s.h.store.save(s.id, rec); err != nil {
+		s.h.log.Error("could not store a session", "session", s.uri, "err", err)
+	}
+}
+
+// loadTurns reads a chat's finished turns from its backend once, keeping
+// the last TurnWindow of them in its state.
+func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
+	e.loadMu.Lock()
+	defer e.loadMu.Unlock()
+	if e.loaded {
+		return
+	}
+	e.loaded = true
+	s.mu.Lock()
+	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+	started := e.rec.Started
+	s.mu.Unlock()
+	if !started || s.backend == nil {
+		return
+	}
+	turns, err := s.backend.Turns(ctx, conv)
+	if err != nil {
+		if !errors.Is(err, plugins.ErrNotFound) {
+			s.h.log.Warn("could not read a chat's turns", "chat", e.rec.URI, "err", err)
+		}
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cs := *e.chat.State()
+	if len(cs.Turns) > 0 || cs.ActiveTurn != nil {
+		return // turns came in while reading: the live ones win
+	}
+	window := s.h.opts.TurnWindow
+	if len(turns) > window {
+		cs.TurnsNextCursor = new(turnCursor(len(turns) - window))
+		turns = turns[len(turns)-window:]
+	}
+	cs.Turns = turns
+	e.chat.SetState(&cs)
+}
+
+// dispose ends the session: its turns stop, its agents go, the backend's
+// copy of its conversations is deleted, its record is dropped and every
+// client is told.
+func (h *Host) dispose(ctx context.Context, s *session) error {
+	s.mu.Lock()
+	if s.disposed {
+		s.mu.Unlock()
+		return nil
+	}
+	var done []<-chan struct{}
+	var list []*chatEntry
+	for _, uri := range s.order {
+		e := s.chats[uri]
+		done = append(done, e.chat.Cancel())
+		list = append(list, e)
+	}
+	s.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+	s.mu.Lock()
+	s.disposed = true
+	announced := s.announced
+	s.mu.Unlock()
+
+	var errs []error
+	for _, e := range list {
+		if err := e.chat.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.backend != nil && e.rec.Started {
+			conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+			if err := s.backend.Delete(ctx, conv); err != nil {
+				errs = append(errs, fmt.Errorf("deleting the backend's copy of %s: %w", e.rec.URI, err))
+			}
+		}
+	}
+	if err := h.store.remove(s.id); err != nil {
+		errs = append(errs, fmt.Errorf("removing the stored session: %w", err))
+	}
+	h.mu.Lock()
+	delete(h.sessions, s.id)
+	h.mu.Unlock()
+	for _, e := range list {
+		h.unsubscribeAll(e.rec.URI)
+	}
+	h.unsubscribeAll(s.uri)
+	s.mu.Lock()
+	if s.running {
+		s.running = false
+		h.addActive(-1)
+	}
+	s.mu.Unlock()
+	if announced {
+		h.bus.notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: s.uri}, nil)
+	}
+	return errors.Join(errs...)
+}
+
+// unsubscribeAll drops every subscription of a channel that is gone.
+func (h *Host) unsubscribeAll(channel string) {
+	for _, c := range h.bus.drop(channel) {
+		c.forget(channel)
+	}
+}
+
+// fileURI turns a path into a file URI.
+func fileURI(path string) string {
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(path)}).String()
+}
+
+// dirOf returns the path of a working directory URI; it must name a
+// directory that exists.
+func dirOf(uri string) (string, error) {
+	u, err := url.Parse(uri)
+	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
+		return "", fmt.Errorf("working directory %q is not a file:// URI", uri)
+	}
+	path := filepath.FromSlash(u.Path)
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("working directory %q is not an absolute path", uri)
+	}
+	path = filepath.Clean(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("working directory %q: %w", uri, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("working directory %q is not a directory", uri)
+	}
+	return path, nil
+}
+
+// checkSessionID refuses ids a backend cannot file a conversation under.
+func checkSessionID(id string) error {
+	switch {
+	case strings.HasPrefix(id, "."):
+		return fmt.Errorf("session id %q starts with a dot", id)
+	case strings.ContainsAny(id, "\\\x00"):
+		return fmt.Errorf("session id %q has a character a file name cannot hold", id)
+	case len(id) > 200:
+		return fmt.Errorf("session id is longer than 200 characters")
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

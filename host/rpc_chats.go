@@ -1,0 +1,195 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// createChat adds a chat, under the URI the client chose, to a session.
+func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.CreateChatParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	s, err := h.session(p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if !s.visibleTo(c) {
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
+	}
+	cu, err := protocol.ParseChatURI(p.Chat)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %v", err)
+	}
+	if su, err := cu.SessionURI(); err != nil || su.ID != s.id {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %s does not belong to session %s", p.Chat, s.uri)
+	}
+	if p.Source != nil {
+		return nil, notImplemented("creating a chat from another chat (fork or side chat)")
+	}
+	if p.WorkingDirectories != nil {
+		return nil, notImplemented("a chat with working directories of its own")
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disposed {
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
+	}
+	if s.chats[p.Chat] != nil {
+		return nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", p.Chat)
+	}
+	now := protocol.FormatTime(h.now())
+	rec := &chatRecord{URI: p.Chat, Title: "Chat " + strconv.Itoa(len(s.rec.Chats)+1), ModifiedAt: now,
+		Conversation: s.id + "-" + randomID()}
+	cs := &protocol.ChatState{
+		Resource: p.Chat, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
+		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{},
+	}
+	e := s.newChat(rec, cs)
+	e.loaded = true // a new conversation has no turns to read
+	s.rec.Chats = append(s.rec.Chats, rec)
+	s.emitSessionLocked(&protocol.SessionChatAddedAction{Summary: chatSummary(cs)}, nil)
+	s.persistLocked()
+	if p.InitialMessage != nil {
+		start := &protocol.ChatTurnStartedAction{TurnID: "turn-" + randomID(), StartedAt: now, Message: *p.InitialMessage}
+		if s.emitChatLocked(e.chat, start, nil) {
+			rec.Senders = map[string]string{start.TurnID: c.client()}
+			e.chat.React(start)
+		}
+	}
+	return nil, nil
+}
+
+// disposeChat ends one chat of a session; the session keeps its default
+// chat while it is the last one.
+func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.DisposeChatParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	s, e, err := h.chat(p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if !s.visibleTo(c) {
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session for %s", p.Channel)
+	}
+	s.mu.Lock()
+	if len(s.chats) == 1 {
+		s.mu.Unlock()
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "chat %s is the session's last chat: dispose the session instead", p.Channel)
+	}
+	done := e.chat.Cancel()
+	s.mu.Unlock()
+	<-done
+	var errs []error
+	if err := e.chat.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	s.mu.Lock()
+	if s.chats[p.Channel] == e {
+		delete(s.chats, p.Channel)
+		s.order = deleteString(s.order, p.Channel)
+		for i, cr := range s.rec.Chats {
+			if cr.URI == p.Channel {
+				s.rec.Chats = append(s.rec.Chats[:i:i], s.rec.Chats[i+1:]...)
+				break
+			}
+		}
+		if s.rec.DefaultChat == p.Channel {
+			s.rec.DefaultChat = s.order[0]
+		}
+		s.syncInputsLocked(e.chat) // nothing waits in a chat that is gone
+		s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: p.Channel}, nil)
+		if s.state.DefaultChat == nil {
+			s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)
+		}
+		s.updateActiveLocked()
+		s.persistLocked()
+	}
+	s.mu.Unlock()
+	if s.backend != nil && e.rec.Started {
+		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.unsubscribeAll(p.Channel)
+	if err := errors.Join(errs...); err != nil {
+		h.log.Warn("chat disposed with errors", "chat", p.Channel, "err", err)
+	}
+	return nil, nil
+}
+
+func deleteString(list []string, s string) []string {
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// fetchTurns pages older turns into a chat with chat/turnsLoaded, so every
+// client watching the chat gets the page.
+func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.FetchTurnsParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	s, e, err := h.chat(p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	s.loadTurns(ctx, e)
+	s.mu.Lock()
+	cs := e.chat.State()
+	cursor := cs.TurnsNextCursor
+	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+	s.mu.Unlock()
+	if cursor == nil {
+		return &protocol.FetchTurnsResult{}, nil // everything is loaded
+	}
+	if p.Cursor != nil && *p.Cursor != *cursor {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: not the chat's turnsNextCursor")
+	}
+	end, err := parseTurnCursor(*cursor)
+	if err != nil || s.backend == nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: %v", err)
+	}
+	turns, err := s.backend.Turns(ctx, conv)
+	if err != nil {
+		return nil, fmt.Errorf("reading the chat's turns: %w", err)
+	}
+	end = min(end, len(turns))
+	start := max(0, end-h.opts.TurnWindow)
+	page := &protocol.ChatTurnsLoadedAction{Turns: turns[start:end]}
+	if start > 0 {
+		page.TurnsNextCursor = new(turnCursor(start))
+	}
+	s.mu.Lock()
+	s.emitChatLocked(e.chat, page, nil)
+	s.mu.Unlock()
+	return &protocol.FetchTurnsResult{}, nil
+}
+
+// A turn cursor is the index of the oldest turn loaded.
+func turnCursor(index int) string { return "before:" + strconv.Itoa(index) }
+
+func parseTurnCursor(s string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(s, "before:"))
+	if err != nil || !strings.HasPrefix(s, "before:") || n < 0 {
+		return 0, errors.New("not a turn cursor of this host")
+	}
+	return n, nil
+}

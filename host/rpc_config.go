@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"strings"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// resolveSessionConfig answers the schema and values a session would have,
+// before one exists.
+func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.ResolveSessionConfigParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	backend, err := h.configBackend(p.Provider)
+	if err != nil {
+		return nil, err
+	}
+	if p.WorkingDirectory != nil {
+		if _, err := dirOf(*p.WorkingDirectory); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for resolveSessionConfig: workingDirectory: %v", err)
+		}
+	}
+	state, _ := h.resolveConfig(backend, p.Config)
+	return &protocol.ResolveSessionConfigResult{Schema: state.Schema, Values: state.Values}, nil
+}
+
+// sessionConfigCompletions answers the values of a key whose list is too
+// long to send with the schema.
+func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.SessionConfigCompletionsParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	backend, err := h.configBackend(p.Provider)
+	if err != nil {
+		return nil, err
+	}
+	state, _ := h.resolveConfig(backend, nil)
+	prop, ok := state.Schema.Properties.Get(p.Property)
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %q", p.Property)
+	}
+	items := []protocol.SessionConfigValueItem{}
+	query := ""
+	if p.Query != nil {
+		query = strings.ToLower(*p.Query)
+	}
+	for i, v := range prop.Enum {
+		var s string
+		if err := jsonUnmarshal(v, &s); err != nil {
+			continue
+		}
+		label := s
+		if i < len(prop.EnumLabels) {
+			label = prop.EnumLabels[i]
+		}
+		if query != "" && !strings.Contains(strings.ToLower(s), query) && !strings.Contains(strings.ToLower(label), query) {
+			continue
+		}
+		items = append(items, protocol.SessionConfigValueItem{Value: s, Label: label})
+	}
+	return &protocol.SessionConfigCompletionsResult{Items: items}, nil
+}
+
+// configBackend returns the backend a config question is about: the named
+// provider, else the first one the host has.
+func (h *Host) configBackend(provider *string) (plugins.Backend, error) {
+	if provider == nil {
+		names := h.opts.Backends.Providers()
+		if len(names) == 0 {
+			return nil, nil
+		}
+		provider = &names[0]
+	}
+	b, ok := h.opts.Backends.Get(*provider)
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %q on this host (it has %s)", *provider, strings.Join(h.opts.Backends.Providers(), ", "))
+	}
+	return b, nil
+}

@@ -1,0 +1,151 @@
+package host
+
+import (
+	"context"
+	"slices"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// initialized reports whether initialize (or reconnect) has answered.
+func (c *conn) initialized() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
+
+func (c *conn) setClient(clientID, version string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clientID, c.version, c.ready = clientID, version, true
+}
+
+func (c *conn) client() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clientID
+}
+
+// initialize negotiates the protocol version and answers with snapshots of
+// the channels the client subscribes to at once.
+func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.InitializeParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	version, err := protocol.Negotiate(p.ProtocolVersions)
+	if err != nil {
+		return nil, err
+	}
+	if p.ClientID == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for initialize: clientId: must not be empty")
+	}
+	c.setClient(p.ClientID, version)
+	h.mu.Lock()
+	h.versions[p.ClientID] = version
+	h.mu.Unlock()
+	c.log.Info("client connected", "client", p.ClientID, "version", version, "info", clientName(p.ClientInfo))
+
+	res := protocol.InitializeResult{
+		ProtocolVersion:  version,
+		ServerSeq:        h.bus.current(),
+		ServerInfo:       &protocol.Implementation{Name: "ahpd", Version: new(h.opts.Version)},
+		Snapshots:        []protocol.Snapshot{},
+		DefaultDirectory: new(fileURI(h.opts.DefaultDirectory)),
+	}
+	for _, ch := range slices.Compact(slices.Clone(p.InitialSubscriptions)) {
+		snap, err := h.attach(ctx, c, ch, req.ID())
+		if err != nil {
+			// A channel that is gone is left out, as reconnect leaves it out.
+			c.log.Debug("initial subscription refused", "channel", ch, "err", err)
+			continue
+		}
+		res.Snapshots = append(res.Snapshots, snap)
+	}
+	return res, nil
+}
+
+func clientName(info *protocol.Implementation) string {
+	if info == nil {
+		return ""
+	}
+	if info.Version != nil {
+		return info.Name + " " + *info.Version
+	}
+	return info.Name
+}
+
+// reconnect resumes a client's subscriptions: the changes it missed when
+// they are still held, else fresh snapshots.
+func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.ReconnectParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	version, ok := h.versions[p.ClientID]
+	h.mu.Unlock()
+	if !ok {
+		version = protocol.ProtocolVersion
+	}
+	c.setClient(p.ClientID, version)
+
+	// Channels that still exist, and those that do not.
+	var live []string
+	missing := []protocol.URI{}
+	for _, ch := range slices.Compact(slices.Clone(p.Subscriptions)) {
+		if h.exists(c, ch) {
+			live = append(live, ch)
+		} else {
+			missing = append(missing, ch)
+		}
+	}
+	if actions, ok := h.replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
+		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
+	}
+	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}}
+	for _, ch := range live {
+		snap, err := h.attach(ctx, c, ch, req.ID())
+		if err != nil {
+			continue
+		}
+		res.Snapshots = append(res.Snapshots, snap)
+	}
+	return res, nil
+}
+
+// replay subscribes c to channels and returns what they missed after seq,
+// in one step under the bus lock, so nothing is missed or sent twice. It
+// fails when the changes are no longer held.
+func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
+	want := make(map[string]bool, len(channels))
+	for _, ch := range channels {
+		want[ch] = true
+	}
+	b := h.bus
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if seq > b.seq || b.seq-seq > int64(len(b.ring)) {
+		return nil, false
+	}
+	out := []protocol.ActionEnvelope{}
+	missed := int(b.seq - seq)
+	for i := 0; i < missed; i++ {
+		env := b.ring[(b.next-missed+i+len(b.ring))%len(b.ring)]
+		if want[env.Channel] && env.Action.Type().KnownTo(c.version) {
+			out = append(out, env)
+		}
+	}
+	for _, ch := range channels {
+		subs := b.subs[ch]
+		if subs == nil {
+			subs = map[*conn]struct{}{}
+			b.subs[ch] = subs
+		}
+		subs[c] = struct{}{}
+		c.hold(ch, requestID)
+	}
+	return out, true
+}

@@ -1,0 +1,168 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/creachadair/jrpc2"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// dispatchParams are dispatchAction's params with the action kept whole, so
+// an action that does not decode can still be echoed back refused.
+type dispatchParams struct {
+	Channel   string         `json:"channel"`
+	ClientSeq int64          `json:"clientSeq"`
+	Action    jsontext.Value `json:"action"`
+}
+
+// dispatchAction takes a client's action. An accepted action is applied
+// and echoed to every subscriber with its origin; a refused one goes back
+// to its sender alone with rejectionReason. An accepted action that
+// changes nothing goes back to its sender alone, with the serverSeq
+// unchanged.
+func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p dispatchParams
+	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil || p.Channel == "" || p.Action == nil {
+		c.log.Debug("dropping a malformed dispatchAction", "err", err)
+		return nil, nil
+	}
+	origin := &protocol.ActionOrigin{ClientID: c.client(), ClientSeq: p.ClientSeq}
+	a, err := protocol.UnmarshalAction(p.Action)
+	if err != nil {
+		h.refuse(c, p.Channel, &protocol.Unknown{Raw: p.Action}, origin, "invalid action: "+err.Error())
+		return nil, nil
+	}
+	if reason := h.checkDispatch(p.Channel, a); reason != "" {
+		h.refuse(c, p.Channel, a, origin, reason)
+		return nil, nil
+	}
+	kind, _ := protocol.ClassifyChannel(p.Channel)
+	switch kind {
+	case protocol.ChannelRoot:
+		h.dispatchRoot(c, a, origin)
+	case protocol.ChannelSession:
+		s, err := h.session(p.Channel)
+		if err != nil || !s.visibleTo(c) {
+			return nil, nil // a channel that does not exist: ignored, as the protocol says
+		}
+		s.dispatch(c, a, origin)
+	case protocol.ChannelChat:
+		s, e, err := h.chat(p.Channel)
+		if err != nil || !s.visibleTo(c) {
+			return nil, nil
+		}
+		s.dispatchChat(c, e, a, origin)
+	}
+	return nil, nil
+}
+
+// checkDispatch refuses actions no client may send on a channel.
+func (h *Host) checkDispatch(channel string, a protocol.Action) string {
+	t := a.Type()
+	if _, known := t.IntroducedIn(); !known {
+		return fmt.Sprintf("unknown action type %q", t)
+	}
+	if !t.ClientDispatchable() {
+		return fmt.Sprintf("%s is the host's to send, not a client's", t)
+	}
+	kind, err := protocol.ClassifyChannel(channel)
+	if err != nil {
+		return err.Error()
+	}
+	want := map[protocol.ChannelKind]string{
+		protocol.ChannelRoot: "root", protocol.ChannelSession: "session", protocol.ChannelChat: "chat",
+	}[kind]
+	if want == "" || t.Channel() != want {
+		return fmt.Sprintf("%s does not belong on channel %s", t, channel)
+	}
+	return ""
+}
+
+func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+	c.log.Debug("refused a client action", "channel", channel, "reason", reason)
+	h.bus.echo(c, channel, a, origin, reason)
+}
+
+func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+	h.rootMu.Lock()
+	defer h.rootMu.Unlock()
+	if h.root.Config == nil {
+		h.bus.echo(c, protocol.RootURI, a, origin, "this host has no root config")
+		return
+	}
+	if !h.applyRootLocked(a, origin) {
+		h.bus.echo(c, protocol.RootURI, a, origin, "")
+	}
+}
+
+// dispatch takes a client's session action.
+func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.h
+	if s.disposed {
+		return
+	}
+	switch a := a.(type) {
+	case *protocol.SessionConfigChangedAction:
+		if reason := configChange(s.state.Config, a.Config); reason != "" && !(a.Replace != nil && *a.Replace) {
+			h.bus.echo(c, s.uri, a, origin, reason)
+			return
+		}
+	case *protocol.SessionWorkingDirectorySetAction:
+		if _, err := dirOf(a.Directory); err != nil {
+			h.bus.echo(c, s.uri, a, origin, err.Error())
+			return
+		}
+	case *protocol.SessionWorkingDirectoryRemovedAction:
+		if len(s.state.WorkingDirectories) > 0 && s.state.WorkingDirectories[0] == a.Directory {
+			h.bus.echo(c, s.uri, a, origin, "the first working directory is the session's root and cannot be removed")
+			return
+		}
+	}
+	if !s.emitSessionLocked(a, origin) {
+		h.bus.echo(c, s.uri, a, origin, "")
+		return
+	}
+	s.persistLocked()
+}
+
+// dispatchChat takes a client's chat action.
+func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
+	if _, ok := a.(*protocol.ChatTurnStartedAction); ok {
+		// The turn builds on what came before it: have the turns in hand.
+		s.loadTurns(context.Background(), e)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.h
+	if s.disposed || s.chats[e.rec.URI] != e {
+		return
+	}
+	ch := e.chat
+	if reason := ch.Validate(a, origin.ClientID); reason != "" {
+		h.bus.echo(c, ch.URI(), a, origin, reason)
+		return
+	}
+	if s.backend == nil {
+		if _, ok := a.(*protocol.ChatTurnStartedAction); ok {
+			h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %q is not available on this host", s.provider))
+			return
+		}
+	}
+	if !s.emitChatLocked(ch, a, origin) {
+		h.bus.echo(c, ch.URI(), a, origin, chats.RejectUnchanged(a))
+		return
+	}
+	if t, ok := a.(*protocol.ChatTurnStartedAction); ok {
+		if e.rec.Senders == nil {
+			e.rec.Senders = map[string]string{}
+		}
+		e.rec.Senders[t.TurnID] = origin.ClientID
+	}
+	ch.React(a)
+}

@@ -1,0 +1,209 @@
+package host
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+const (
+	maxPage     = 500  // the most rows one listSessions answers with a limit
+	defaultPage = 1000 // the rows it answers without one: the whole catalogue, as clients do not page
+)
+
+// createSession makes a provisional session under the URI the client chose.
+func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.CreateSessionParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	su, err := protocol.ParseSessionURI(p.Channel)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: channel: %v", err)
+	}
+	if err := checkSessionID(su.ID); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: channel: %v", err)
+	}
+	if p.Fork != nil {
+		return nil, notImplemented("forking a session")
+	}
+	provider := su.Provider()
+	if p.Provider != nil {
+		provider = *p.Provider
+	}
+	if provider == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: provider: name a provider (one of %s)", strings.Join(h.opts.Backends.Providers(), ", "))
+	}
+	backend, ok := h.opts.Backends.Get(provider)
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %q on this host (it has %s)", provider, strings.Join(h.opts.Backends.Providers(), ", "))
+	}
+	dirs := []string{h.opts.DefaultDirectory}
+	if len(p.WorkingDirectories) > 0 {
+		dirs = dirs[:0]
+		for i, uri := range p.WorkingDirectories {
+			dir, err := dirOf(uri)
+			if err != nil {
+				return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: workingDirectories[%d]: %v", i, err)
+			}
+			if !slices.Contains(dirs, dir) {
+				dirs = append(dirs, dir)
+			}
+		}
+	}
+	config, ignored := h.resolveConfig(backend, p.Config)
+	if len(ignored) > 0 {
+		h.log.Info("config values left at their defaults", "session", p.Channel, "keys", ignored)
+	}
+
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
+	}
+	if old := h.sessions[su.ID]; old != nil {
+		h.mu.Unlock()
+		return nil, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", p.Channel, old.uri)
+	}
+	s := h.newSession(c, su, provider, backend, dirs, config)
+	h.sessions[su.ID] = s
+	h.mu.Unlock()
+
+	if p.ActiveClient != nil {
+		s.mu.Lock()
+		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
+		s.mu.Unlock()
+	}
+	h.log.Info("session created", "session", s.uri, "provider", provider, "dir", s.dir)
+	return nil, nil
+}
+
+// disposeSession ends a session and deletes the backend's copy of it.
+func (h *Host) disposeSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.DisposeSessionParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	s, err := h.session(p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if !s.visibleTo(c) {
+		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
+	}
+	if err := h.dispose(ctx, s); err != nil {
+		h.log.Warn("session disposed with errors", "session", s.uri, "err", err)
+	}
+	h.log.Info("session disposed", "session", s.uri)
+	return nil, nil
+}
+
+// listSessions answers a page of the catalogue, most recently modified
+// first.
+func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.ListSessionsParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	limit := defaultPage
+	if p.Limit != nil {
+		if *p.Limit < 1 {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for listSessions: limit: must be at least 1")
+		}
+		limit = int(min(*p.Limit, maxPage))
+	}
+	var after *pageKey
+	if p.Cursor != nil {
+		k, err := h.keys.open(*p.Cursor)
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for listSessions: cursor: %v", err)
+		}
+		after = &k
+	}
+	rows := make([]protocol.SessionSummary, 0, 64)
+	for _, s := range h.sessionList() {
+		s.mu.Lock()
+		if !s.disposed && (!s.provisional || s.creator == c) {
+			rows = append(rows, s.summary)
+		}
+		s.mu.Unlock()
+	}
+	sortByModified(rows)
+	if p.Limit == nil && len(rows) > defaultPage {
+		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "sessions", len(rows), "listed", defaultPage)
+	}
+	start := 0
+	if after != nil {
+		start, _ = slices.BinarySearchFunc(rows, *after, func(r protocol.SessionSummary, k pageKey) int {
+			switch {
+			case r.ModifiedAt > k.ModifiedAt:
+				return -1
+			case r.ModifiedAt < k.ModifiedAt:
+				return 1
+			}
+			return strings.Compare(r.Resource, k.Resource)
+		})
+		if start < len(rows) && rows[start].Resource == after.Resource && rows[start].ModifiedAt == after.ModifiedAt {
+			start++
+		}
+	}
+	end := min(start+limit, len(rows))
+	res := &protocol.ListSessionsResult{Items: rows[start:end]}
+	if end < len(rows) {
+		last := rows[end-1]
+		res.NextCursor = new(h.keys.seal(pageKey{ModifiedAt: last.ModifiedAt, Resource: last.Resource}))
+	}
+	return res, nil
+}
+
+// pageKey is where a page ended: the last row served.
+type pageKey struct {
+	ModifiedAt string `json:"m"`
+	Resource   string `json:"r"`
+}
+
+// cursorKey signs cursors, so a cursor this host did not issue is refused
+// rather than guessed at.
+type cursorKey []byte
+
+func newCursorKey() cursorKey {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}
+
+func (k cursorKey) seal(p pageKey) string {
+	data, _ := json.Marshal(p)
+	mac := hmac.New(sha256.New, k)
+	mac.Write(data)
+	return base64.RawURLEncoding.EncodeToString(append(mac.Sum(nil)[:16], data...))
+}
+
+func (k cursorKey) open(cursor string) (pageKey, error) {
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || len(raw) < 17 {
+		return pageKey{}, errForeignCursor
+	}
+	mac := hmac.New(sha256.New, k)
+	mac.Write(raw[16:])
+	if !hmac.Equal(raw[:16], mac.Sum(nil)[:16]) {
+		return pageKey{}, errForeignCursor
+	}
+	var p pageKey
+	if err := json.Unmarshal(raw[16:], &p); err != nil {
+		return pageKey{}, errForeignCursor
+	}
+	return p, nil
+}
+
+var errForeignCursor = errors.New("not a cursor this host issued: start again without one")

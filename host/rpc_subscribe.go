@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.SubscribeParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	snap, err := h.attach(ctx, c, p.Channel, req.ID())
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.SubscribeResult{Snapshot: &snap}, nil
+}
+
+func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.UnsubscribeParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	h.bus.unsubscribe(c, p.Channel)
+	c.forget(p.Channel)
+	return nil, nil
+}
+
+// exists reports whether c may subscribe to channel.
+func (h *Host) exists(c *conn, channel string) bool {
+	kind, err := protocol.ClassifyChannel(channel)
+	if err != nil {
+		return false
+	}
+	switch kind {
+	case protocol.ChannelRoot:
+		return true
+	case protocol.ChannelSession:
+		s, err := h.session(channel)
+		return err == nil && s.visibleTo(c) && s.uri == channel
+	case protocol.ChannelChat:
+		s, _, err := h.chat(channel)
+		return err == nil && s.visibleTo(c)
+	}
+	return false
+}
+
+// attach subscribes c to a channel and returns its snapshot. The snapshot
+// and the subscription are taken under the lock of the channel's state,
+// so the client gets every change after fromSeq and none before it.
+func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
+	kind, err := protocol.ClassifyChannel(channel)
+	if err != nil {
+		return protocol.Snapshot{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+	}
+	switch kind {
+	case protocol.ChannelRoot:
+		h.rootMu.Lock()
+		defer h.rootMu.Unlock()
+		seq := h.bus.subscribe(c, protocol.RootURI, requestID)
+		return protocol.Snapshot{Resource: protocol.RootURI, State: h.root, FromSeq: seq}, nil
+	case protocol.ChannelSession:
+		s, err := h.session(channel)
+		if err != nil || !s.visibleTo(c) {
+			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", channel)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.disposed {
+			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", channel)
+		}
+		seq := h.bus.subscribe(c, s.uri, requestID)
+		return protocol.Snapshot{Resource: s.uri, State: s.state, FromSeq: seq}, nil
+	case protocol.ChannelChat:
+		s, e, err := h.chat(channel)
+		if err != nil || !s.visibleTo(c) {
+			if err == nil {
+				err = protocol.Errorf(protocol.CodeSessionNotFound, "no session for %s", channel)
+			}
+			return protocol.Snapshot{}, err
+		}
+		s.loadTurns(ctx, e)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.disposed || s.chats[channel] != e {
+			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", channel)
+		}
+		seq := h.bus.subscribe(c, channel, requestID)
+		return protocol.Snapshot{Resource: channel, State: e.chat.State(), FromSeq: seq}, nil
+	}
+	return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "this host has no channel %s", channel)
+}

@@ -1,0 +1,396 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// session is one session: its state, its chats, and what the store keeps
+// of it. s.mu is the session's one lock: it guards the session state, every
+// chat's state (package chats relies on it through chats.Owner), and the
+// record. Publishing happens under it, so a session's changes go out in the
+// order they happened.
+type session struct {
+	h        *Host
+	uri      string // the URI the client created it under; every client is answered under it
+	id       string
+	provider string
+	backend  plugins.Backend
+	dir      string // the primary working directory, as a path
+
+	mu          sync.Mutex
+	state       *protocol.SessionState
+	summary     protocol.SessionSummary
+	chats       map[string]*chatEntry // by chat URI
+	order       []string              // chat URIs, in the order they were made
+	rec         record
+	provisional bool  // made, its first turn not yet at the backend
+	creator     *conn // the connection that made a provisional session
+	announced   bool  // root/sessionAdded has been sent
+	busy        map[*chats.Chat]bool
+	disposed    bool
+	running     bool // a chat runs a turn: counted in root's activeSessions
+}
+
+// chatEntry is one chat of a session and what the host keeps beside it.
+type chatEntry struct {
+	chat *chats.Chat
+	rec  *chatRecord
+
+	loadMu sync.Mutex // serializes loading the chat's turns
+	loaded bool       // turns read from the backend (guarded by loadMu)
+}
+
+func (s *session) chatLocked(uri string) *chatEntry { return s.chats[uri] }
+
+// newChat makes the chat of a record. Called with s.mu held or before the
+// session is shared.
+func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry {
+	e := &chatEntry{rec: rec}
+	conv := plugins.Conversation{ID: rec.Conversation, Dir: s.dir}
+	e.chat = chats.New(chats.Options{
+		URI:   rec.URI,
+		State: state,
+		Owner: s,
+		Now:   s.h.now,
+		Start: func(ctx context.Context) (plugins.Agent, error) {
+			s.mu.Lock()
+			opts := plugins.StartOptions{Conversation: conv, Resume: rec.Started, Config: s.configValuesLocked()}
+			s.mu.Unlock()
+			a, err := s.backend.Start(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			rec.Started = true
+			rec.Conversation = a.ID()
+			s.mu.Unlock()
+			return a, nil
+		},
+	})
+	s.chats[rec.URI] = e
+	s.order = append(s.order, rec.URI)
+	return e
+}
+
+func (s *session) configValuesLocked() protocol.Object {
+	if s.state.Config == nil {
+		return nil
+	}
+	return s.state.Config.Values
+}
+
+// Do runs fn with the session's lock held (chats.Owner).
+func (s *session) Do(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn()
+}
+
+// Emit applies and publishes a chat action the host itself produced
+// (chats.Owner). Called with s.mu held.
+func (s *session) Emit(c *chats.Chat, a protocol.Action) bool {
+	return s.emitChatLocked(c, a, nil)
+}
+
+// emitChatLocked applies a chat action, publishes it, and brings the
+// session up to date with the chat: its catalogue entry, its input queue
+// and its summary.
+func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
+	if s.disposed || !c.Apply(a) {
+		return false
+	}
+	s.h.bus.publish(c.URI(), a, origin)
+	switch a.(type) {
+	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
+		// The hot path: nothing a delta does shows in the catalogue.
+		return true
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction,
+		*protocol.ChatErrorAction, *protocol.ChatTruncatedAction:
+		s.updateActiveLocked()
+	}
+	s.syncChatLocked(c)
+	return true
+}
+
+// emitSessionLocked applies and publishes a session action.
+func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOrigin) bool {
+	if s.disposed {
+		return false
+	}
+	next := protocol.ReduceSession(s.state, a)
+	if next == s.state {
+		return false
+	}
+	s.state = next
+	s.h.bus.publish(s.uri, a, origin)
+	s.refreshSummaryLocked()
+	return true
+}
+
+// syncChatLocked keeps the session's entry of a chat, and the input
+// requests it mirrors, the same as the chat's own state.
+func (s *session) syncChatLocked(c *chats.Chat) {
+	cs := c.State()
+	for _, entry := range s.state.Chats {
+		if entry.Resource != cs.Resource {
+			continue
+		}
+		if changes, ok := chatChanges(entry, cs); ok {
+			s.emitSessionLocked(&protocol.SessionChatUpdatedAction{Chat: cs.Resource, Changes: changes}, nil)
+		}
+		break
+	}
+	s.syncInputsLocked(c)
+	s.refreshSummaryLocked()
+}
+
+// chatChanges returns the catalogue fields of a chat that differ from its
+// entry.
+func chatChanges(entry protocol.ChatSummary, cs *protocol.ChatState) (protocol.PartialChatSummary, bool) {
+	var ch protocol.PartialChatSummary
+	changed := false
+	if entry.Title != cs.Title {
+		ch.Title, changed = new(cs.Title), true
+	}
+	if entry.Status != cs.Status {
+		ch.Status, changed = new(cs.Status), true
+	}
+	if !sameString(entry.Activity, cs.Activity) {
+		if cs.Activity == nil {
+			ch.Activity = new("")
+		} else {
+			ch.Activity = cs.Activity
+		}
+		changed = true
+	}
+	if entry.ModifiedAt != cs.ModifiedAt {
+		ch.ModifiedAt, changed = new(cs.ModifiedAt), true
+	}
+	if !slices.Equal(entry.WorkingDirectories, cs.WorkingDirectories) && cs.WorkingDirectories != nil {
+		ch.WorkingDirectories, changed = cs.WorkingDirectories, true
+	}
+	return ch, changed
+}
+
+func sameString(a, b *string) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
+}
+
+// syncInputsLocked mirrors what a chat waits on into the session's input
+// queue, so a client watching only the session sees and can answer it.
+func (s *session) syncInputsLocked(c *chats.Chat) {
+	want := waitingOn(c.State())
+	chat := c.URI()
+	for _, r := range s.state.InputNeeded {
+		id, on := inputEntry(r)
+		if on != chat {
+			continue
+		}
+		if w, ok := want[id]; ok {
+			if sameJSON(w, r) {
+				delete(want, id)
+			}
+			continue
+		}
+		s.emitSessionLocked(&protocol.SessionInputNeededRemovedAction{ID: id}, nil)
+	}
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.emitSessionLocked(&protocol.SessionInputNeededSetAction{Request: want[id]}, nil)
+	}
+}
+
+// waitingOn lists what a chat's active turn waits on somebody for.
+func waitingOn(cs *protocol.ChatState) map[string]protocol.SessionInputRequest {
+	out := map[string]protocol.SessionInputRequest{}
+	t := cs.ActiveTurn
+	if t == nil {
+		return out
+	}
+	for _, p := range t.ResponseParts {
+		switch p := p.(type) {
+		case *protocol.ToolCallResponsePart:
+			var tc protocol.ToolCallConfirmationState
+			switch st := p.ToolCall.(type) {
+			case *protocol.ToolCallPendingConfirmationState:
+				tc = st
+			case *protocol.ToolCallPendingResultConfirmationState:
+				tc = st
+			default:
+				continue
+			}
+			id := toolCallIDOf(p.ToolCall)
+			out[id] = &protocol.SessionToolConfirmationRequest{ID: id, Chat: cs.Resource, TurnID: t.ID, ToolCall: tc}
+		case *protocol.InputRequestResponsePart:
+			if p.Response == nil {
+				out[p.Request.ID] = &protocol.SessionChatInputRequest{ID: p.Request.ID, Chat: cs.Resource, Request: p.Request}
+			}
+		}
+	}
+	return out
+}
+
+func toolCallIDOf(tc protocol.ToolCallState) string {
+	switch t := tc.(type) {
+	case *protocol.ToolCallPendingConfirmationState:
+		return t.ToolCallID
+	case *protocol.ToolCallPendingResultConfirmationState:
+		return t.ToolCallID
+	}
+	return ""
+}
+
+func inputEntry(r protocol.SessionInputRequest) (id, chat string) {
+	switch r := r.(type) {
+	case *protocol.SessionChatInputRequest:
+		return r.ID, r.Chat
+	case *protocol.SessionToolConfirmationRequest:
+		return r.ID, r.Chat
+	case *protocol.SessionToolClientExecutionRequest:
+		return r.ID, r.Chat
+	case *protocol.SessionToolAuthenticationRequest:
+		return r.ID, r.Chat
+	}
+	return "", ""
+}
+
+// Started is told a turn reached the backend (chats.Owner). A provisional
+// session becomes real: it is announced, then ready.
+func (s *session) Started(c *chats.Chat) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disposed {
+		return
+	}
+	s.provisional = false
+	s.announceLocked()
+	if s.state.Lifecycle != protocol.SessionLifecycleReady {
+		s.emitSessionLocked(&protocol.SessionReadyAction{}, nil)
+	}
+	s.persistLocked()
+}
+
+// StartFailed is told a turn could not reach the backend (chats.Owner).
+// A session whose first turn failed is failed, announced, and kept with
+// its start owed: the next message tries again.
+func (s *session) StartFailed(c *chats.Chat, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disposed || !s.provisional {
+		return
+	}
+	s.provisional = false
+	s.emitSessionLocked(&protocol.SessionCreationFailedAction{Error: protocol.ErrorInfo{
+		ErrorType: "backendStartFailed",
+		Message:   err.Error(),
+	}}, nil)
+	s.announceLocked()
+	s.persistLocked()
+}
+
+// Ended is told a turn ended (chats.Owner).
+func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.disposed {
+		s.persistLocked()
+	}
+}
+
+// SetTitle sets the session's title (chats.Owner).
+func (s *session) SetTitle(title string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.emitSessionLocked(&protocol.SessionTitleChangedAction{Title: title}, nil) {
+		s.persistLocked()
+	}
+}
+
+// Busy records background work of a chat's agent (chats.Owner).
+func (s *session) Busy(c *chats.Chat, busy bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if busy {
+		s.busy[c] = true
+	} else {
+		delete(s.busy, c)
+	}
+}
+
+// announceLocked tells every client the session exists.
+func (s *session) announceLocked() {
+	if s.announced {
+		return
+	}
+	s.announced = true
+	s.creator = nil
+	sum := s.summary
+	s.h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+}
+
+// visibleTo reports whether c may see the session: a provisional one is
+// its creator's alone.
+func (s *session) visibleTo(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.provisional || s.creator == nil || s.creator == c
+}
+
+// waitTurns lets running turns end until ctx is done, then cancels them
+// and waits for them to stop.
+func (s *session) waitTurns(ctx context.Context) {
+	s.mu.Lock()
+	var done []<-chan struct{}
+	var list []*chats.Chat
+	for _, e := range s.chats {
+		done = append(done, e.chat.Done())
+		list = append(list, e.chat)
+	}
+	s.mu.Unlock()
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-ctx.Done():
+		}
+	}
+	s.mu.Lock()
+	done = done[:0]
+	for _, c := range list {
+		done = append(done, c.Cancel())
+	}
+	s.mu.Unlock()
+	for _, d := range done {
+		<-d
+	}
+}
+
+// shutdown stops the session's agents and writes its record.
+func (s *session) shutdown() error {
+	s.mu.Lock()
+	list := make([]*chats.Chat, 0, len(s.chats))
+	for _, e := range s.chats {
+		list = append(list, e.chat)
+	}
+	if !s.provisional && !s.disposed {
+		s.persistLocked()
+	}
+	s.mu.Unlock()
+	var errs []error
+	for _, c := range list {
+		if err := c.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,221 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// record is what the host keeps of a session across restarts: what is the
+// host's own. The turns themselves come back from the backends'
+// transcripts.
+type record struct {
+	// AHPD marks a file as ahpd's session record, and its format version.
+	AHPD               int             `json:"ahpd"`
+	URI                string          `json:"uri"`
+	Provider           string          `json:"provider"`
+	Title              string          `json:"title"`
+	CreatedAt          string          `json:"createdAt"`
+	ModifiedAt         string          `json:"modifiedAt"`
+	WorkingDirectories []string        `json:"workingDirectories"`
+	Config             protocol.Object `json:"config,omitempty"`
+	Read               bool            `json:"read,omitempty"`
+	Archived           bool            `json:"archived,omitempty"`
+	Lifecycle          string          `json:"lifecycle"`
+	CreationError      string          `json:"creationError,omitempty"`
+	DefaultChat        string          `json:"defaultChat"`
+	Chats              []*chatRecord   `json:"chats"`
+}
+
+// chatRecord is what the host keeps of one chat.
+type chatRecord struct {
+	URI        string `json:"uri"`
+	Title      string `json:"title"`
+	ModifiedAt string `json:"modifiedAt"`
+	// Conversation is the backend's id of the chat's conversation: the
+	// session's id for the default chat unless the backend chose its own.
+	Conversation string `json:"conversation"`
+	// Started says the backend has the conversation, so it is resumed
+	// rather than started again.
+	Started bool `json:"started,omitempty"`
+	// Senders records who sent each turn, by turn id.
+	Senders map[string]string `json:"senders,omitempty"`
+}
+
+const recordVersion = 1
+
+// store keeps session records.
+type store interface {
+	load() ([]*record, error)
+	save(id string, rec *record) error
+	remove(id string) error
+}
+
+func openStore(kind, stateDir string, log *slog.Logger) (store, error) {
+	switch kind {
+	case "", "file":
+		if stateDir == "" {
+			return nil, errors.New("host: the file store needs a state directory")
+		}
+		dir := filepath.Join(stateDir, "sessions")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("host: making the session store: %w", err)
+		}
+		return &fileStore{dir: dir, log: log, foreign: map[string]bool{}}, nil
+	case "memory":
+		return memoryStore{}, nil
+	}
+	return nil, fmt.Errorf("host: unknown session store %q (want file or memory)", kind)
+}
+
+// memoryStore keeps nothing: a daemon started for one run.
+type memoryStore struct{}
+
+func (memoryStore) load() ([]*record, error)   { return nil, nil }
+func (memoryStore) save(string, *record) error { return nil }
+func (memoryStore) remove(string) error        { return nil }
+
+// fileStore keeps one JSON file per session, written atomically.
+type fileStore struct {
+	dir string
+	log *slog.Logger
+	// foreign names files in the store that are not session records this
+	// host can read; they are never overwritten silently.
+	foreign map[string]bool
+}
+
+var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// fileName names a session's file: its id when that is a plain name, else
+// a digest of it.
+func fileName(id string) string {
+	if safeName.MatchString(id) && !strings.Contains(id, "..") {
+		return id + ".json"
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "x-" + hex.EncodeToString(sum[:16]) + ".json"
+}
+
+func (s *fileStore) load() ([]*record, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []*record
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".json") {
+			if strings.HasPrefix(name, ".tmp-") {
+				// A write that never finished: the file it was to replace
+				// is still whole.
+				_ = os.Remove(filepath.Join(s.dir, name))
+			}
+			continue
+		}
+		path := filepath.Join(s.dir, name)
+		rec, err := readRecord(path)
+		if err == nil && fileName(idOf(rec.URI)) != name {
+			err = fmt.Errorf("the record is for session %s, which is stored under another name", rec.URI)
+		}
+		if err != nil {
+			s.foreign[name] = true
+			s.log.Warn("skipping a file the session store cannot read", "file", path, "err", err)
+			continue
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func idOf(uri string) string {
+	su, err := protocol.ParseSessionURI(uri)
+	if err != nil {
+		return ""
+	}
+	return su.ID
+}
+
+func readRecord(path string) (*record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("not a session record: %w", err)
+	}
+	if rec.AHPD != recordVersion {
+		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
+	}
+	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// save writes the record: to a temporary file, synced, renamed over the
+// old one, and the directory synced, so a crash leaves the old record or
+// the new one, never half of either.
+func (s *fileStore) save(id string, rec *record) error {
+	name := fileName(id)
+	path := filepath.Join(s.dir, name)
+	if s.foreign[name] {
+		aside := path + ".unreadable-" + time.Now().UTC().Format("20060102T150405")
+		if err := os.Rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("moving aside %s: %w", path, err)
+		}
+		s.log.Warn("moved an unreadable file aside to store a session in its place", "file", path, "aside", aside)
+		delete(s.foreign, name)
+	}
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encoding session %s: %w", rec.URI, err)
+	}
+	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return fmt.Errorf("writing session %s: %w", rec.URI, err)
+	}
+	return syncDir(s.dir)
+}
+
+func (s *fileStore) remove(id string) error {
+	err := os.Remove(filepath.Join(s.dir, fileName(id)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,192 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// errClosed is the error of a turn asked of, or cut short by, a closed
+// agent.
+var errClosed = errors.New("script: agent is closed")
+
+// Agent runs one conversation's scripts. Its only work outside a turn is
+// the timers "background" steps start, which Close stops.
+type Agent struct {
+	conv       plugins.Conversation
+	transcript string
+
+	// closing is done once Close is called; it cancels a running turn
+	// and stops the background timers.
+	closing context.Context
+	close   context.CancelFunc
+
+	mu        sync.Mutex
+	config    protocol.Object
+	closed    bool
+	prompting bool
+	end       transcriptEnd  // where the transcript ends; touched by one Prompt at a time
+	timers    sync.WaitGroup // background timers; Add only under mu while !closed
+
+	// busyMu orders the Busy reports of background timers so that the
+	// last report matches the count, and is never held with mu.
+	busyMu sync.Mutex
+	busy   int
+}
+
+var _ plugins.Agent = (*Agent)(nil)
+
+func newAgent(conv plugins.Conversation, transcript string, config protocol.Object, end transcriptEnd) *Agent {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Agent{
+		conv:       conv,
+		transcript: transcript,
+		closing:    ctx,
+		close:      cancel,
+		config:     maps.Clone(config),
+		end:        end,
+	}
+}
+
+// ID returns the conversation's id.
+func (a *Agent) ID() string { return a.conv.ID }
+
+// SetConfig replaces the session config the agent reads; a changed
+// autoApprove applies from the next write step on. The host may call it
+// when the user changes a session-mutable key.
+func (a *Agent) SetConfig(config protocol.Object) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.config = maps.Clone(config)
+}
+
+// autoApprove reports whether writes run without asking.
+func (a *Agent) autoApprove() bool {
+	a.mu.Lock()
+	raw, ok := a.config[configAutoApprove]
+	a.mu.Unlock()
+	if !ok {
+		return false
+	}
+	var v string
+	// Anything but a clear "allow" asks: a bad value must not grant more
+	// than the default.
+	return json.Unmarshal(raw, &v) == nil && v == ApproveAllow
+}
+
+// Prompt runs msg.Text as a script, one step a line, and records the
+// finished turn in the transcript whatever way it ended.
+func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	a.mu.Lock()
+	switch {
+	case a.closed:
+		a.mu.Unlock()
+		return errClosed
+	case a.prompting:
+		a.mu.Unlock()
+		return errors.New("script: a turn is already running")
+	}
+	a.prompting = true
+	a.end.seq++
+	seq := a.end.seq
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.prompting = false
+		a.mu.Unlock()
+	}()
+
+	// Close cancels the running turn too, so that a command it runs does
+	// not outlive the agent.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(a.closing, func() { cancel(errClosed) })
+	defer stop()
+
+	started := time.Now()
+	rec := newRecorder(t)
+	r := &run{agent: a, turn: rec, seq: seq}
+	err := r.script(runCtx, msg.Text)
+
+	state := protocol.TurnStateComplete
+	var turnErr *protocol.ErrorInfo
+	switch {
+	case err != nil && runCtx.Err() != nil:
+		state = protocol.TurnStateCancelled
+		// The caller's own cancellation is reported as its ctx.Err();
+		// one Close caused is reported as such.
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		} else {
+			err = context.Cause(runCtx)
+		}
+	case err != nil:
+		state = protocol.TurnStateError
+		turnErr = &protocol.ErrorInfo{ErrorType: "runtime", Message: err.Error()}
+	}
+	turn := rec.finish(fmt.Sprintf("turn-%d", seq), started, msg, state, turnErr)
+
+	a.mu.Lock()
+	newlineFirst := a.end.unterminated
+	a.mu.Unlock()
+	if werr := appendRecord(a.transcript, record{Seq: seq, Turn: turn}, newlineFirst); werr != nil {
+		return errors.Join(err, werr)
+	}
+	a.mu.Lock()
+	a.end.unterminated = false
+	a.mu.Unlock()
+	return err
+}
+
+// Close stops the agent: a running turn is cancelled and background
+// timers end, reporting the agent no longer busy, before Close returns.
+// Closing twice is harmless.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.close()
+	a.timers.Wait()
+	return nil
+}
+
+// background reports t busy for d, or until the agent closes. Timers may
+// overlap: the agent stays busy until the last one ends.
+func (a *Agent) background(d time.Duration, t plugins.Turn) error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return errClosed
+	}
+	a.timers.Add(1)
+	a.mu.Unlock()
+
+	a.busyMu.Lock()
+	a.busy++
+	t.Busy(true)
+	a.busyMu.Unlock()
+
+	go func() {
+		defer a.timers.Done()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-a.closing.Done():
+		}
+		a.busyMu.Lock()
+		defer a.busyMu.Unlock()
+		if a.busy--; a.busy == 0 {
+			t.Busy(false)
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,192 @@
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// run is one turn's script being run.
+type run struct {
+	agent *Agent
+	turn  *recorder
+	seq   int64 // the turn's number
+	calls int   // tool calls and questions so far, for their ids
+}
+
+// script runs text one line at a time. A step's error ends the turn.
+func (r *run) script(ctx context.Context, text string) error {
+	for n, line := range strings.Split(text, "\n") {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if err := r.step(ctx, line); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var fe failError
+			if errors.As(err, &fe) {
+				return errors.New(string(fe))
+			}
+			return fmt.Errorf("line %d %q: %w", n+1, line, err)
+		}
+	}
+	return nil
+}
+
+// failError is the error a fail step asks for. It ends the turn carrying
+// exactly the script's message.
+type failError string
+
+func (e failError) Error() string { return string(e) }
+
+// step runs one line of the script.
+func (r *run) step(ctx context.Context, line string) error {
+	word, arg, _ := strings.Cut(line, " ")
+	arg = strings.TrimSpace(arg)
+	switch word {
+	case "say":
+		r.say(arg)
+	case "think":
+		if arg != "" {
+			r.turn.Reasoning(arg)
+		}
+	case "title":
+		r.turn.Title(arg)
+	case "fail":
+		if arg == "" {
+			arg = "script failed"
+		}
+		return failError(arg)
+	case "write":
+		path, content, _ := strings.Cut(arg, " ")
+		if path == "" {
+			return errors.New("write needs a path")
+		}
+		return r.write(ctx, path, strings.ReplaceAll(content, `\n`, "\n"))
+	case "run":
+		if arg == "" {
+			return errors.New("run needs a command")
+		}
+		return r.run(ctx, arg)
+	case "ask":
+		if arg == "" {
+			return errors.New("ask needs a question")
+		}
+		return r.ask(ctx, arg)
+	case "wait":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return err
+		}
+		return sleep(ctx, d)
+	case "background":
+		d, err := time.ParseDuration(arg)
+		if err != nil {
+			return err
+		}
+		return r.agent.background(d, r.turn)
+	default:
+		r.turn.Text(line + "\n\n")
+	}
+	return nil
+}
+
+// nextID returns a tool call or question id unique in the conversation:
+// the turn's number makes it unique across turns.
+func (r *run) nextID(kind string) string {
+	r.calls++
+	return fmt.Sprintf("%s-%d-%d", kind, r.seq, r.calls)
+}
+
+// say streams text as a paragraph in chunks of a few words, as a model
+// would.
+func (r *run) say(text string) {
+	if text == "" {
+		return
+	}
+	chunks := chunkWords(text, min(3, max(1, len(strings.Fields(text))/2)))
+	chunks[len(chunks)-1] += "\n\n"
+	for _, c := range chunks {
+		r.turn.Text(c)
+	}
+}
+
+// chunkWords splits text into pieces of perChunk words each, the last
+// one shorter. The pieces concatenate to text exactly: spaces stay with
+// the word before them.
+func chunkWords(text string, perChunk int) []string {
+	var out []string
+	start, words, inWord := 0, 0, false
+	for i, c := range text {
+		space := unicode.IsSpace(c)
+		if !space && !inWord {
+			if words == perChunk {
+				out = append(out, text[start:i])
+				start, words = i, 0
+			}
+			words++
+		}
+		inWord = !space
+	}
+	return append(out, text[start:])
+}
+
+// ask puts question to the user and says the answer.
+func (r *run) ask(ctx context.Context, question string) error {
+	req := protocol.ChatInputRequest{
+		ID:      r.nextID("ask"),
+		Message: new(question),
+		Questions: []protocol.ChatInputQuestion{
+			&protocol.ChatInputTextQuestion{ID: "answer", Message: question, Required: new(true)},
+		},
+	}
+	answer, err := r.turn.Ask(ctx, req)
+	if err != nil {
+		return err
+	}
+	if text, ok := answerText(answer.Response, answer.Answers); ok {
+		r.say(text)
+	} else {
+		r.say("No answer was given.")
+	}
+	return nil
+}
+
+// answerText returns the text answered to the question of an ask step.
+func answerText(resp protocol.ChatInputResponseKind, answers protocol.Map[protocol.ChatInputAnswer]) (string, bool) {
+	if resp != protocol.ChatInputResponseKindAccept {
+		return "", false
+	}
+	a, _ := answers.Get("answer")
+	answered, ok := a.(*protocol.ChatInputAnswered)
+	if !ok {
+		return "", false
+	}
+	v, ok := answered.Value.(*protocol.ChatInputTextAnswerValue)
+	if !ok {
+		return "", false
+	}
+	return v.Value, true
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

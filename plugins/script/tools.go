@@ -1,0 +1,238 @@
+package script
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// maxOutput bounds the output of a run step kept as its result.
+const maxOutput = 64 << 10
+
+// write writes content to path, a file in the working directory, asking
+// the user first unless autoApprove allows it.
+func (r *run) write(ctx context.Context, path, content string) error {
+	input, err := json.Marshal(struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+	}{path, content})
+	if err != nil {
+		return fmt.Errorf("encode write input: %w", err)
+	}
+	call := plugins.ToolCall{
+		ID:          r.nextID("tool"),
+		Name:        "write",
+		DisplayName: "Write",
+		Invocation:  protocol.Markdown(fmt.Sprintf("Write `%s`", path)),
+		Input:       string(input),
+	}
+
+	target, err := resolveInside(r.agent.conv.Dir, path)
+	if err != nil {
+		// Refused without asking: no answer would make this write right.
+		r.turn.ToolStart(call)
+		r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
+		r.turn.ToolDone(call.ID, protocol.ToolCallResult{
+			PastTenseMessage: protocol.Markdown(fmt.Sprintf("Refused to write `%s`", path)),
+			Error:            &protocol.ToolError{Message: err.Error()},
+		})
+		return nil
+	}
+
+	if r.agent.autoApprove() {
+		r.turn.ToolStart(call)
+		r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
+	} else {
+		ok, err := r.turn.Confirm(ctx, call)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			// The host ends a denied call itself; the script goes on.
+			return nil
+		}
+	}
+
+	if err := writeFile(target, content); err != nil {
+		r.turn.ToolDone(call.ID, protocol.ToolCallResult{
+			PastTenseMessage: protocol.Markdown(fmt.Sprintf("Failed to write `%s`", path)),
+			Error:            &protocol.ToolError{Message: err.Error()},
+		})
+		return nil
+	}
+	r.turn.ToolDone(call.ID, protocol.ToolCallResult{
+		Success:          true,
+		PastTenseMessage: protocol.Markdown(fmt.Sprintf("Wrote `%s`", path)),
+	})
+	return nil
+}
+
+func writeFile(path, content string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(content), 0o644)
+}
+
+// resolveInside returns the file path names, relative to dir or absolute,
+// when it lies inside dir, and an error saying why not otherwise. Links
+// count where they lead: a link inside dir to a place outside it is
+// outside.
+func resolveInside(dir, path string) (string, error) {
+	realDir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("working directory: %w", err)
+	}
+	target := path
+	if !filepath.IsAbs(target) {
+		target = filepath.Join(dir, target)
+	}
+	target = filepath.Clean(target)
+	if !insideLinks(filepath.Clean(dir), realDir, target, 0) {
+		return "", fmt.Errorf("%s is outside the working directory %s", path, dir)
+	}
+	return target, nil
+}
+
+// maxLinks bounds the links followed to find where a write lands, as the
+// kernel bounds them.
+const maxLinks = 40
+
+// insideLinks reports whether writing the clean absolute path target
+// lands strictly inside the directory dir, whose real path is realDir.
+func insideLinks(dir, realDir, target string, links int) bool {
+	if !strictlyInside(dir, realDir, target) {
+		return false
+	}
+	// The nearest ancestor that exists decides where the missing rest
+	// will be created; nothing below it can be a link yet.
+	parent := filepath.Dir(target)
+	for {
+		if _, err := os.Lstat(parent); err == nil {
+			break
+		}
+		up := filepath.Dir(parent)
+		if up == parent {
+			break
+		}
+		parent = up
+	}
+	realParent, err := filepath.EvalSymlinks(parent)
+	if err != nil || !within(realDir, realParent) {
+		return false
+	}
+	// The file itself may be a link, even one to nothing yet, and
+	// writing follows it.
+	info, err := os.Lstat(target)
+	if err != nil || info.Mode()&os.ModeSymlink == 0 {
+		return true
+	}
+	if links >= maxLinks {
+		return false
+	}
+	dest, err := os.Readlink(target)
+	if err != nil {
+		return false
+	}
+	if !filepath.IsAbs(dest) {
+		dest = filepath.Join(realParent, dest)
+	}
+	return insideLinks(dir, realDir, filepath.Clean(dest), links+1)
+}
+
+// strictlyInside reports whether path lies below dir, named either by
+// its path or its real path.
+func strictlyInside(dir, realDir, path string) bool {
+	return path != dir && path != realDir && (within(dir, path) || within(realDir, path))
+}
+
+// within reports whether path is dir or lies below it; both are clean.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+// run runs command with sh in the working directory. A command that
+// fails is a failed tool call; the turn goes on.
+func (r *run) run(ctx context.Context, command string) error {
+	call := plugins.ToolCall{
+		ID:          r.nextID("tool"),
+		Name:        "run",
+		DisplayName: "Run",
+		Invocation:  protocol.Markdown(fmt.Sprintf("Run `%s`", command)),
+	}
+	if input, err := json.Marshal(struct {
+		Command string `json:"command"`
+	}{command}); err == nil {
+		call.Input = string(input)
+	}
+	r.turn.ToolStart(call)
+	r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
+
+	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd.Dir = r.agent.conv.Dir
+	killGroupOnCancel(cmd)
+	// Output pipes held open by a process that left the group must not
+	// keep the turn waiting.
+	cmd.WaitDelay = 2 * time.Second
+	out := &limitedBuffer{max: maxOutput}
+	cmd.Stdout, cmd.Stderr = out, out
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		// The turn is cancelled; the host cancels the open call with it.
+		return ctx.Err()
+	}
+
+	result := protocol.ToolCallResult{
+		Success:          err == nil,
+		PastTenseMessage: protocol.Markdown(fmt.Sprintf("Ran `%s`", command)),
+		Content:          []protocol.ToolResultContent{&protocol.ToolResultTextContent{Text: out.String()}},
+	}
+	if err != nil {
+		msg := err.Error()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			msg = "cannot run the command: " + msg
+		}
+		result.Error = &protocol.ToolError{Message: msg}
+	}
+	r.turn.ToolDone(call.ID, result)
+	return nil
+}
+
+// limitedBuffer keeps the first max bytes written to it and counts the
+// rest. exec calls Write from one goroutine at a time when stdout and
+// stderr are the same writer.
+type limitedBuffer struct {
+	buf     bytes.Buffer
+	max     int
+	dropped int
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	keep := min(len(p), b.max-b.buf.Len())
+	b.buf.Write(p[:keep])
+	b.dropped += len(p) - keep
+	return len(p), nil
+}
+
+// String returns the output kept, valid UTF-8 for the wire, with a note
+// when some was dropped.
+func (b *limitedBuffer) String() string {
+	s := strings.ToValidUTF8(b.buf.String(), "\uFFFD")
+	if b.dropped > 0 {
+		s += fmt.Sprintf("\n[output truncated: %d more bytes]", b.dropped)
+	}
+	return s
+}
