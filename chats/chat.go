@@ -142,6 +142,14 @@ func (c *Chat) Validate(a protocol.Action, clientID string) string {
 		if s.ActiveTurn == nil || s.ActiveTurn.ID != a.TurnID {
 			return "no active turn to cancel"
 		}
+	case *protocol.ChatToolCallConfirmedAction:
+		// The schema's two variants: an approval says how, a denial why.
+		if a.Approved && a.Confirmed == nil {
+			return "an approval needs confirmed"
+		}
+		if !a.Approved && a.Reason == nil {
+			return "a denial needs a reason"
+		}
 	case *protocol.ChatToolCallCompleteAction, *protocol.ChatToolCallContentChangedAction:
 		// Only a tool the client itself runs is the client's to complete.
 		return "the tool call is not run by this client"

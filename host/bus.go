@@ -64,7 +64,9 @@ func (b *bus) echo(c *conn, channel string, a protocol.Action, origin *protocol.
 	if reason != "" {
 		env.RejectionReason = &reason
 	}
-	c.send(actionFrame(&env))
+	f := actionFrame(&env)
+	f.action = "" // the client sent it, so its version knows it
+	c.send(f)
 }
 
 // notify sends a protocol notification (root/sessionAdded, ...) to the

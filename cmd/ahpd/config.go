@@ -58,6 +58,14 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			return nil, err
 		}
 		cfg = *fromFile
+		// The three token options are one choice: a token option on the
+		// command line replaces the file's, whichever of the three it gave.
+		fs.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "connection-token", "connection-token-file", "without-connection-token":
+				cfg.ConnectionToken, cfg.ConnectionTokenFile, cfg.WithoutConnectionToken = "", "", false
+			}
+		})
 		// Flags given on the command line win over the file; the file wins
 		// over the flags' defaults.
 		fs.Visit(func(f *flag.Flag) {
@@ -104,6 +112,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.Sessions != "file" && cfg.Sessions != "memory" {
 		return nil, fmt.Errorf("--sessions must be file or memory, not %q", cfg.Sessions)
+	}
+	if _, err := newLogger(io.Discard, cfg.LogLevel); err != nil {
+		return nil, err
 	}
 	tokens := 0
 	for _, set := range []bool{cfg.ConnectionToken != "", cfg.ConnectionTokenFile != "", cfg.WithoutConnectionToken} {

@@ -10,6 +10,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +36,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	}
 	cfg, err := parseConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		// -help or -h after other flags: the flag package's own spelling.
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "ahpd:", err)
 		return 2
@@ -61,6 +68,7 @@ Flags:
   --sessions file|memory         keep sessions across restarts, or not (default file)
   --config FILE                  YAML config file; flags win over it
   --log-level debug|info|warn|error  (default info)
+  --shutdown-grace DURATION      how long running turns may go on at shutdown (default 10s)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,8 +40,10 @@ type Client struct {
 	pending  map[string]pendingCall
 	states   map[string]protocol.ChannelState
 	fromSeq  map[string]int64
+	blind    map[string]bool // channels resumed without a state to apply to
 	lastSeq  int64
-	messages []Message // every notification received, in order
+	messages []Message  // every notification received, in order
+	orphans  []*RPCError // errors answering no request the client knows
 	changed  chan struct{}
 	closed   error
 
@@ -107,6 +110,7 @@ func DialErr(t testing.TB, url string) (*Client, error) {
 		pending: map[string]pendingCall{},
 		states:  map[string]protocol.ChannelState{},
 		fromSeq: map[string]int64{},
+		blind:   map[string]bool{},
 		changed: make(chan struct{}),
 	}
 	go c.read()
@@ -176,6 +180,12 @@ func (c *Client) handle(data []byte) {
 		return
 	}
 	id := string(m.ID)
+	if (id == "" || id == "null") && m.Error != nil {
+		// A message the host could not read gets an error with no id.
+		c.orphans = append(c.orphans, m.Error)
+		c.signalLocked()
+		return
+	}
 	p, ok := c.pending[id]
 	if !ok {
 		c.badLocked("a response to no request: %s", data)
@@ -183,7 +193,14 @@ func (c *Client) handle(data []byte) {
 	}
 	delete(c.pending, id)
 	if m.Error == nil {
-		if def := resultDefs[p.method]; def != "" {
+		def := resultDefs[p.method]
+		if p.method == "reconnect" {
+			def = "ReconnectSnapshotResult"
+			if strings.Contains(string(m.Result), `"type":"replay"`) {
+				def = "ReconnectReplayResult"
+			}
+		}
+		if def != "" {
 			if err := c.schemas.Validate(def, m.Result); err != nil {
 				c.badLocked("%s result: %v", p.method, err)
 			}
@@ -218,7 +235,7 @@ func (c *Client) notification(method string, params json.RawMessage, data []byte
 		c.badLocked("an unknown notification: %s", data)
 		return
 	}
-	if err := c.schemas.Validate(def, params); err != nil {
+	if err := c.schemas.Validate(def, params); err != nil && !refusal(params) {
 		c.badLocked("%s: %v", method, err)
 	}
 	msg := Message{Method: method, Params: params}
@@ -238,6 +255,15 @@ func (c *Client) notification(method string, params json.RawMessage, data []byte
 // applyLocked brings a channel's state up to date with an envelope, as a
 // client does: after its snapshot, in serverSeq order; refused actions
 // change nothing.
+// refusal reports whether params are a refused action's echo, which
+// carries the client's own action back as it was sent.
+func refusal(params json.RawMessage) bool {
+	var env struct {
+		RejectionReason *string `json:"rejectionReason"`
+	}
+	return json.Unmarshal(params, &env) == nil && env.RejectionReason != nil
+}
+
 func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
 	if env.RejectionReason != nil {
 		return
@@ -250,7 +276,9 @@ func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
 	}
 	state, ok := c.states[env.Channel]
 	if !ok {
-		c.badLocked("an action on %s, which this client does not watch", env.Channel)
+		if !c.blind[env.Channel] {
+			c.badLocked("an action on %s, which this client does not watch", env.Channel)
+		}
 		return
 	}
 	if env.ServerSeq <= c.fromSeq[env.Channel] {
@@ -382,6 +410,14 @@ func (c *Client) Dispatch(channel string, a protocol.Action) int64 {
 	return seq
 }
 
+// Orphans returns the error responses that answered no known request: the
+// host's answers to messages it could not read.
+func (c *Client) Orphans() []*RPCError {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*RPCError(nil), c.orphans...)
+}
+
 // State returns the client's state of a channel.
 func (c *Client) State(channel string) protocol.ChannelState {
 	c.mu.Lock()
@@ -448,6 +484,25 @@ func (c *Client) Initialize(clientID string, subs ...string) *protocol.Initializ
 		c.t.Fatal(err)
 	}
 	return &r
+}
+
+// Reconnect resumes an earlier connection's subscriptions. This client held
+// no state of them, so actions replayed or sent on them are recorded but
+// not applied.
+func (c *Client) Reconnect(clientID string, lastSeen int64, subs []string) protocol.ReconnectResult {
+	c.t.Helper()
+	c.mu.Lock()
+	for _, ch := range subs {
+		c.blind[ch] = true
+	}
+	c.mu.Unlock()
+	raw := c.MustCall("reconnect", map[string]any{"channel": protocol.RootURI, "clientId": clientID,
+		"lastSeenServerSeq": lastSeen, "subscriptions": subs})
+	r, err := protocol.UnmarshalReconnectResult(raw)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r
 }
 
 // Subscribe subscribes to a channel and returns its snapshot.
