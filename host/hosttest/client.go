@@ -42,7 +42,7 @@ type Client struct {
 	fromSeq  map[string]int64
 	blind    map[string]bool // channels resumed without a state to apply to
 	lastSeq  int64
-	messages []Message  // every notification received, in order
+	messages []Message   // every notification received, in order
 	orphans  []*RPCError // errors answering no request the client knows
 	changed  chan struct{}
 	closed   error
