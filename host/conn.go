@@ -51,9 +51,10 @@ type conn struct {
 	clientID  string
 	version   string
 	queue     []*frame
+	spare     []*frame            // the writer's last batch, reused so queueing does not allocate
 	queued    int                 // bytes in queue
-	held      map[string][]*frame // channel -> frames held until a response is out
-	holds     map[string][]string // request id -> channels it holds
+	held      []*frame            // frames held until the pending snapshots are out
+	holds     map[string]bool     // requests whose responses carry snapshots
 	subs      map[string]bool     // the channels this connection watches
 	closed    bool
 	closeWhy  string
@@ -66,8 +67,7 @@ func newConn(h *Host, id int64, t transport, stdio bool) *conn {
 	c := &conn{
 		h: h, id: id, t: t, stdio: stdio, ctx: ctx, cancel: cancel,
 		log:       h.log.With("conn", id),
-		held:      map[string][]*frame{},
-		holds:     map[string][]string{},
+		holds:     map[string]bool{},
 		subs:      map[string]bool{},
 		wake:      make(chan struct{}, 1),
 		writerEnd: make(chan struct{}),
@@ -76,23 +76,24 @@ func newConn(h *Host, id int64, t transport, stdio bool) *conn {
 	return c
 }
 
-// send queues a frame of a channel the connection watches. Frames of a
-// channel whose snapshot is still on its way are held back until it is out.
+// send queues a frame of a channel the connection watches. While a
+// response carrying a snapshot is on its way, frames wait behind it: a
+// client must have the snapshot before the changes that follow it, and
+// sees serverSeq only rise.
 func (c *conn) send(f *frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f.action != "" && c.version != "" && !f.action.KnownTo(c.version) {
 		return // an action this connection's protocol version does not know
 	}
-	if held, ok := c.held[f.channel]; ok && f.channel != "" {
-		c.held[f.channel] = append(held, f)
+	if len(c.holds) > 0 {
+		c.held = append(c.held, f)
 		return
 	}
 	c.enqueueLocked(f)
 }
 
-// respond queues a response. A response that carries a snapshot releases
-// the frames held for its channels, after itself.
+// respond queues a response, then the frames held for it.
 func (c *conn) respond(data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,49 +102,47 @@ func (c *conn) respond(data []byte) {
 		return
 	}
 	for _, id := range responseIDs(data) {
-		for _, ch := range c.holds[id] {
-			for _, f := range c.held[ch] {
-				c.enqueueLocked(f)
-			}
-			delete(c.held, ch)
-		}
 		delete(c.holds, id)
 	}
+	c.releaseLocked()
 }
 
-// hold starts holding back the channel's frames until the response to
-// requestID is sent. Called with the bus lock held.
+// hold records a subscription to channel, made for the request requestID:
+// frames wait until that request's response is out. Called with the bus
+// lock held.
 func (c *conn) hold(channel, requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.subs[channel] = true
-	if requestID == "" {
-		return
+	if requestID != "" {
+		c.holds[requestID] = true
 	}
-	if _, ok := c.held[channel]; !ok {
-		c.held[channel] = nil
-	}
-	c.holds[requestID] = append(c.holds[requestID], channel)
 }
 
-// release stops holding for a request that failed, dropping nothing.
+// release stops holding for a request that failed.
 func (c *conn) release(requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, ch := range c.holds[requestID] {
-		for _, f := range c.held[ch] {
+	delete(c.holds, requestID)
+	c.releaseLocked()
+}
+
+func (c *conn) releaseLocked() {
+	if len(c.holds) > 0 {
+		return
+	}
+	for _, f := range c.held {
+		if f.channel == "" || c.subs[f.channel] {
 			c.enqueueLocked(f)
 		}
-		delete(c.held, ch)
 	}
-	delete(c.holds, requestID)
+	c.held = nil
 }
 
 func (c *conn) forget(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.subs, channel)
-	delete(c.held, channel)
 }
 
 func (c *conn) subscriptions() []string {
@@ -192,15 +191,15 @@ func (c *conn) writer() {
 	}
 }
 
+// drain writes what is queued. Two buffers take turns: the writer owns one
+// batch while senders fill the other, so queueing allocates nothing once
+// both have grown.
 func (c *conn) drain() error {
 	for {
 		c.mu.Lock()
 		batch := c.queue
-		c.queue, c.queued = nil, 0
+		c.queue, c.spare, c.queued = c.spare[:0], nil, 0
 		c.mu.Unlock()
-		if len(batch) == 0 {
-			return nil
-		}
 		for _, f := range batch {
 			ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
 			err := c.t.write(ctx, f.data)
@@ -208,6 +207,14 @@ func (c *conn) drain() error {
 			if err != nil {
 				return err
 			}
+		}
+		clear(batch) // let the frames go
+		c.mu.Lock()
+		c.spare = batch[:0]
+		empty := len(c.queue) == 0
+		c.mu.Unlock()
+		if empty {
+			return nil
 		}
 	}
 }

@@ -99,6 +99,9 @@ func TestFirstTurnFailureKeepsTheStartOwed(t *testing.T) {
 	c.WaitState(session, "creation to fail", func(s protocol.ChannelState) bool {
 		return s.(*protocol.SessionState).Lifecycle == protocol.SessionLifecycleCreationFailed
 	})
+	c.Wait("the announcement", func(msgs []hosttest.Message) bool {
+		return slices.Contains(methods(msgs), "root/sessionAdded")
+	})
 	got := methods(c.Messages())
 	failed, added := slices.Index(got, "session/creationFailed"), slices.Index(got, "root/sessionAdded")
 	if failed < 0 || added < failed {

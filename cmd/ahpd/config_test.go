@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeConfig writes a YAML config file into e and returns its path.
+func writeConfig(t *testing.T, e *env, yaml string) string {
+	t.Helper()
+	path := filepath.Join(e.root, "ahpd.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// exists reports whether path exists.
+func exists(t *testing.T, path string) bool {
+	t.Helper()
+	_, err := os.Stat(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+func TestConfigFile(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	state := filepath.Join(e.root, "file-state")
+	config := writeConfig(t, e, `
+listen: 127.0.0.1:0
+stateDir: `+state+`
+sessions: memory
+logLevel: debug
+connectionToken: from-the-file
+`)
+	p := launch(t, e, 0, "--config", config)
+	p.awaitListening()
+	checkToken(t, p, "from-the-file")
+	connect(t, p, "from-the-file", "c1").Close()
+	if !exists(t, state) {
+		t.Errorf("the stateDir %s of the file was not made", state)
+	}
+	// The file store keeps its records in <state>/sessions.
+	if exists(t, filepath.Join(state, "sessions")) {
+		t.Error("sessions: memory in the file, yet sessions are kept in files")
+	}
+	p.waitStderr("level=DEBUG", startTimeout)
+}
+
+func TestConfigFlagsWin(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fileState := filepath.Join(e.root, "file-state")
+	tokenFile := filepath.Join(e.root, "token")
+	if err := os.WriteFile(tokenFile, []byte("from-a-flag\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Every key is one a flag overrides: port 1 is never what a daemon
+	// started with --listen 127.0.0.1:0 announces.
+	config := writeConfig(t, e, `
+listen: 127.0.0.1:1
+stateDir: `+fileState+`
+sessions: memory
+logLevel: debug
+connectionToken: from-the-file
+`)
+	p := launch(t, e, 0, "--config", config,
+		"--listen", "127.0.0.1:0", "--state-dir", e.state, "--sessions", "file",
+		"--log-level", "error", "--connection-token-file", tokenFile)
+	p.awaitListening()
+	// A token option on the command line replaces the file's choice,
+	// even another of the three.
+	checkToken(t, p, "from-a-flag")
+	if got := handshake(t, p.url("from-the-file"), nil); got != http.StatusUnauthorized {
+		t.Errorf("the file's token: handshake status %d, want 401", got)
+	}
+	if exists(t, fileState) {
+		t.Errorf("the file's stateDir %s was made despite --state-dir", fileState)
+	}
+	if !exists(t, filepath.Join(e.state, "sessions")) {
+		t.Error("--sessions file did not keep sessions in files")
+	}
+	p.terminate()
+	if s := p.stderr.String(); strings.Contains(s, "level=DEBUG") || strings.Contains(s, "level=INFO") {
+		t.Errorf("--log-level error still logs below errors:\n%s", s)
+	}
+}
+
+func TestConfigFileRefusesUnknownKeys(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	config := writeConfig(t, e, "listen: 127.0.0.1:0\nlisten_addr: 127.0.0.1:0\n")
+	p := launch(t, e, 0, "--config", config, "--state-dir", e.state)
+	if code := p.wait(exitTimeout); code != 2 {
+		t.Errorf("exit status %d, want 2", code)
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "ahpd: config file "+config) || !strings.Contains(s, "listen_addr") {
+		t.Errorf("stderr does not name the file and the key:\n%s", s)
+	}
+	if out := p.stdoutLines(); len(out) != 0 {
+		t.Errorf("stdout = %q, want nothing", out)
+	}
+}
+
+func TestConfigFileMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	missing := filepath.Join(e.root, "nope.yaml")
+	p := launch(t, e, 0, "--config", missing, "--state-dir", e.state)
+	if code := p.wait(exitTimeout); code != 2 {
+		t.Errorf("exit status %d, want 2", code)
+	}
+	if s := p.stderr.String(); !strings.Contains(s, "ahpd: reading the config file: ") || !strings.Contains(s, missing) {
+		t.Errorf("stderr does not name the missing file:\n%s", s)
+	}
+}
