@@ -51,11 +51,11 @@ type conn struct {
 	clientID  string
 	version   string
 	queue     []*frame
-	spare     []*frame            // the writer's last batch, reused so queueing does not allocate
-	queued    int                 // bytes in queue
-	held      []*frame            // frames held until the pending snapshots are out
-	holds     map[string]bool     // requests whose responses carry snapshots
-	subs      map[string]bool     // the channels this connection watches
+	spare     []*frame        // the writer's last batch, reused so queueing does not allocate
+	queued    int             // bytes in queue
+	held      []*frame        // frames held until the pending snapshots are out
+	holds     map[string]bool // requests whose responses carry snapshots
+	subs      map[string]bool // the channels this connection watches
 	closed    bool
 	closeWhy  string
 	wake      chan struct{}
