@@ -162,6 +162,8 @@ func (t *turn) lastPart() string {
 	return ""
 }
 
+func (t *turn) ID() string { return t.r.turnID }
+
 func (t *turn) newPartID(kind string) string {
 	t.r.parts++
 	return t.r.turnID + "." + kind + "-" + strconv.Itoa(t.r.parts)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/protocol"
@@ -45,6 +46,8 @@ type conn struct {
 	stdio  bool // the host's own connection
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	writing atomic.Int64 // when the write under way began (unix ns), or 0
 
 	mu        sync.Mutex
 	ready     bool // initialize has answered
@@ -201,9 +204,12 @@ func (c *conn) drain() error {
 		c.queue, c.spare, c.queued = c.spare[:0], nil, 0
 		c.mu.Unlock()
 		for _, f := range batch {
-			ctx, cancel := context.WithTimeout(c.ctx, writeTimeout)
-			err := c.t.write(ctx, f.data)
-			cancel()
+			// The host's watchdog ends a write that takes longer than
+			// writeTimeout; a context per write would cost allocations on
+			// the path every subscriber of every delta takes.
+			c.writing.Store(time.Now().UnixNano())
+			err := c.t.write(c.ctx, f.data)
+			c.writing.Store(0)
 			if err != nil {
 				return err
 			}
@@ -234,6 +240,12 @@ func (c *conn) flush() {
 			return
 		}
 	}
+}
+
+// stuck reports whether a write has been under way longer than d.
+func (c *conn) stuck(now time.Time, d time.Duration) bool {
+	start := c.writing.Load()
+	return start != 0 && now.Sub(time.Unix(0, start)) > d
 }
 
 // close ends the connection: the writer stops, the transport closes and

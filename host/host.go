@@ -122,7 +122,35 @@ func New(opts Options) (*Host, error) {
 		stop()
 		return nil, err
 	}
+	h.wg.Add(1)
+	go h.watchdog()
 	return h, nil
+}
+
+// watchdog drops connections whose writes stall: a client that stopped
+// reading must not keep its writer, or its queue, forever.
+func (h *Host) watchdog() {
+	defer h.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case now := <-tick.C:
+			h.mu.Lock()
+			var stuck []*conn
+			for c := range h.conns {
+				if c.stuck(now, writeTimeout) {
+					stuck = append(stuck, c)
+				}
+			}
+			h.mu.Unlock()
+			for _, c := range stuck {
+				c.close("write timed out: the client stopped reading")
+			}
+		}
+	}
 }
 
 // loadSessions makes a session of every record in the store. Sessions come

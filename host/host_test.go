@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -219,4 +220,36 @@ func TestTurnStreamsAndStateAgrees(t *testing.T) {
 	sameState(t, c.State(chat), c2.Subscribe(chat).State)
 	sameState(t, c.State(session), c2.Subscribe(session).State)
 	sameState(t, c.State(protocol.RootURI), c2.Subscribe(protocol.RootURI).State)
+}
+
+// BenchmarkStreamToSubscribers streams a turn of 10,000 deltas to 100
+// clients on real WebSockets and reports how long until the last client
+// has the whole turn.
+func BenchmarkStreamToSubscribers(b *testing.B) {
+	th := startBenchHost(b)
+	c := hosttest.Dial(b, th.url)
+	c.Initialize("driver", protocol.RootURI)
+	session := "ahp-session:/bench"
+	c.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + th.work}})
+	chat := protocol.DefaultChatURI(session)
+	c.Subscribe(chat)
+	startTurn(c, chat, "warm", "say warm up")
+	c.WaitState(chat, "warm-up", func(s protocol.ChannelState) bool { return len(s.(*protocol.ChatState).Turns) == 1 })
+
+	const subscribers = 100
+	words := strings.TrimSpace(strings.Repeat("word ", 30000)) // 3 words a delta: 10,000 deltas
+	readers := make([]*rawClient, subscribers)
+	for i := range readers {
+		readers[i] = dialRaw(b, th.url, chat)
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		turn := fmt.Sprintf("t%d", i)
+		startTurn(c, chat, turn, "say "+words)
+		for _, r := range readers {
+			r.waitFor(b, `"type":"chat/turnComplete","turnId":"`+turn+`"`)
+		}
+	}
+	b.ReportMetric(float64(10000*subscribers*b.N)/b.Elapsed().Seconds(), "deliveries/s")
 }

@@ -187,6 +187,9 @@ func TestRestart(t *testing.T) {
 	if len(cs.Turns) != 2 || !strings.Contains(text(cs.Turns[1].ResponseParts), "two") {
 		t.Fatalf("turns after restart: %d", len(cs.Turns))
 	}
+	if cs.Turns[0].ID != "t1" || cs.Turns[1].ID != "t2" {
+		t.Errorf("turn ids after restart: %s, %s; want the client's t1, t2", cs.Turns[0].ID, cs.Turns[1].ID)
+	}
 	// The session goes on where it was.
 	c.Subscribe(s1)
 	cs = send(t, c, chat1, "t3", "say three")

@@ -86,6 +86,11 @@ type Agent interface {
 // Turn receives what an agent does during a turn. Its methods are safe to
 // call from any goroutine; they return at once unless they say they wait.
 type Turn interface {
+	// ID returns the turn's id, as the client named it. A backend that
+	// keeps its own record of turns keeps this id, so the turns it reads
+	// back are the ones clients know.
+	ID() string
+
 	// Text appends Markdown to the response.
 	Text(s string)
 

@@ -111,3 +111,20 @@ func TestStdio(t *testing.T) {
 		parseRPC(t, line)
 	}
 }
+
+// TestStdioSIGTERM stops a stdio daemon whose client keeps stdin open:
+// the signal, not the end of stdin, ends it.
+func TestStdioSIGTERM(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
+	c := &stdioClient{t: t, p: p}
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["0.8.0"],"clientId":"x"}}`)
+	if m := c.response("1"); m.Error != nil {
+		t.Fatalf("initialize: %+v", m.Error)
+	}
+	p.terminate()
+	for _, line := range p.stdoutLines() {
+		parseRPC(t, line)
+	}
+}

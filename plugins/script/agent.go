@@ -132,7 +132,11 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		state = protocol.TurnStateError
 		turnErr = &protocol.ErrorInfo{ErrorType: "runtime", Message: err.Error()}
 	}
-	turn := rec.finish(fmt.Sprintf("turn-%d", seq), started, msg, state, turnErr)
+	id := t.ID()
+	if id == "" {
+		id = fmt.Sprintf("turn-%d", seq)
+	}
+	turn := rec.finish(id, started, msg, state, turnErr)
 
 	a.mu.Lock()
 	newlineFirst := a.end.unterminated

@@ -34,6 +34,9 @@ type recordingTurn struct {
 	changed chan struct{}
 }
 
+// ID is empty: the backend then numbers the turn itself.
+func (t *recordingTurn) ID() string { return "" }
+
 func newTurn() *recordingTurn {
 	return &recordingTurn{
 		confirms: make(chan bool, 8),

@@ -1,0 +1,135 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// discard is a transport that drops what it is sent, as fast as it can.
+type discard struct {
+	frames atomic.Int64
+	block  chan struct{} // when set, writes wait on it: a client that stopped reading
+}
+
+func (d *discard) read(ctx context.Context) ([]byte, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (d *discard) write(ctx context.Context, msg []byte) error {
+	if d.block != nil {
+		select {
+		case <-d.block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	d.frames.Add(1)
+	return nil
+}
+
+func (d *discard) close(string) error { return nil }
+
+func newTestHost(tb testing.TB) *Host {
+	tb.Helper()
+	h, err := New(Options{Sessions: "memory", DefaultDirectory: tb.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = h.Close(context.Background()) })
+	return h
+}
+
+// subscribers connects n connections to channel.
+func subscribers(tb testing.TB, h *Host, channel string, n int) ([]*conn, []*discard) {
+	tb.Helper()
+	conns := make([]*conn, n)
+	ts := make([]*discard, n)
+	for i := range n {
+		ts[i] = &discard{}
+		c, err := h.newConnection(ts[i], false)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		c.setClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion)
+		h.bus.subscribe(c, channel, "")
+		conns[i] = c
+	}
+	return conns, ts
+}
+
+// BenchmarkFanout publishes chat/delta actions to a chat with 1, 10 and
+// 100 subscribers. An envelope is encoded once however many subscribers
+// there are, so allocs/op does not grow with them.
+func BenchmarkFanout(b *testing.B) {
+	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
+			h := newTestHost(b)
+			_, ts := subscribers(b, h, channel, n)
+			a := &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: "a token "}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.bus.publish(channel, a, nil)
+			}
+			b.StopTimer()
+			waitDelivered(b, ts, int64(b.N))
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/delivery")
+		})
+	}
+}
+
+func waitDelivered(tb testing.TB, ts []*discard, want int64) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, d := range ts {
+		for d.frames.Load() < want {
+			if time.Now().After(deadline) {
+				tb.Fatalf("a subscriber got %d of %d frames", d.frames.Load(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+// TestSlowSubscriber checks that a client that stops reading neither slows
+// the others nor holds more than its bounded queue: it is dropped.
+func TestSlowSubscriber(t *testing.T) {
+	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
+	h := newTestHost(t)
+	conns, ts := subscribers(t, h, channel, 3)
+	ts[0].block = make(chan struct{}) // never reads
+	a := &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: "a token "}
+	const n = maxQueuedFrames + 1000
+	var wg sync.WaitGroup
+	start := time.Now()
+	wg.Go(func() {
+		for range n {
+			h.bus.publish(channel, a, nil)
+		}
+	})
+	wg.Wait()
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("publishing took %v with a stuck subscriber", d)
+	}
+	waitDelivered(t, ts[1:], n)
+	select {
+	case <-conns[0].writerEnd:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stuck subscriber was not dropped")
+	}
+	conns[0].mu.Lock()
+	queued, why := len(conns[0].queue), conns[0].closeWhy
+	conns[0].mu.Unlock()
+	if queued != 0 || why == "" {
+		t.Errorf("the stuck subscriber holds %d frames (closed: %q)", queued, why)
+	}
+	close(ts[0].block)
+}
