@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -302,15 +301,4 @@ func (h *Host) applyRootLocked(a protocol.Action, origin *protocol.ActionOrigin)
 	h.root = next
 	h.bus.publish(protocol.RootURI, a, origin)
 	return true
-}
-
-// sortByModified orders summaries most recently modified first; ties go
-// by URI so paging is stable.
-func sortByModified(list []protocol.SessionSummary) {
-	sort.Slice(list, func(i, j int) bool {
-		if list[i].ModifiedAt != list[j].ModifiedAt {
-			return list[i].ModifiedAt > list[j].ModifiedAt
-		}
-		return list[i].Resource < list[j].Resource
-	})
 }

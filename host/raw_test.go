@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,11 @@ import (
 // startBenchHost is startHost for benchmarks: it logs nothing.
 func startBenchHost(b *testing.B) *testHost {
 	b.Helper()
-	state := b.TempDir()
+	return startBenchHostIn(b, b.TempDir())
+}
+
+func startBenchHostIn(b *testing.B, state string) *testHost {
+	b.Helper()
 	work := filepath.Join(state, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		b.Fatal(err)
@@ -50,7 +55,8 @@ func startBenchHost(b *testing.B) *testHost {
 // rawClient reads frames without decoding them: a subscriber as cheap as
 // a client can be, so a benchmark measures the host.
 type rawClient struct {
-	ws *websocket.Conn
+	ws   *websocket.Conn
+	next int
 }
 
 func dialRaw(b *testing.B, url, chat string) *rawClient {
@@ -77,6 +83,27 @@ func (r *rawClient) call(b *testing.B, id int, method string, params any) {
 	}
 	want := []byte(`"id":` + string(rune('0'+id)) + `,`)
 	r.waitForBytes(b, want)
+}
+
+// roundTrip sends a request and returns the response frame, undecoded.
+func (r *rawClient) roundTrip(b *testing.B, method string, params any) []byte {
+	b.Helper()
+	r.next++
+	id := 1000 + r.next
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err := r.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
+		b.Fatal(err)
+	}
+	want := []byte(fmt.Sprintf(`"id":%d,`, id))
+	for {
+		_, data, err := r.ws.Read(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if bytes.Contains(data, want) {
+			return data
+		}
+	}
 }
 
 func (r *rawClient) waitFor(b *testing.B, s string) { r.waitForBytes(b, []byte(s)) }

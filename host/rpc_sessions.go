@@ -130,40 +130,55 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 		}
 		after = &k
 	}
-	rows := make([]protocol.SessionSummary, 0, 64)
+	// Sort small keys, not whole rows: a catalogue of 10,000 sessions
+	// would otherwise move megabytes on every listing.
+	keys := make([]rowKey, 0, 64)
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
 		if !s.disposed && (!s.provisional || s.creator == c) {
-			rows = append(rows, s.summary)
+			keys = append(keys, rowKey{pageKey{s.summary.ModifiedAt, s.uri}, s})
 		}
 		s.mu.Unlock()
 	}
-	sortByModified(rows)
-	if p.Limit == nil && len(rows) > defaultPage {
-		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "sessions", len(rows), "listed", defaultPage)
+	slices.SortFunc(keys, func(a, b rowKey) int { return a.compare(b.pageKey) })
+	if p.Limit == nil && len(keys) > defaultPage {
+		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "sessions", len(keys), "listed", defaultPage)
 	}
 	start := 0
 	if after != nil {
-		start, _ = slices.BinarySearchFunc(rows, *after, func(r protocol.SessionSummary, k pageKey) int {
-			switch {
-			case r.ModifiedAt > k.ModifiedAt:
-				return -1
-			case r.ModifiedAt < k.ModifiedAt:
-				return 1
-			}
-			return strings.Compare(r.Resource, k.Resource)
-		})
-		if start < len(rows) && rows[start].Resource == after.Resource && rows[start].ModifiedAt == after.ModifiedAt {
+		var found bool
+		start, found = slices.BinarySearchFunc(keys, *after, func(r rowKey, k pageKey) int { return r.compare(k) })
+		if found {
 			start++
 		}
 	}
-	end := min(start+limit, len(rows))
-	res := &protocol.ListSessionsResult{Items: rows[start:end]}
-	if end < len(rows) {
-		last := rows[end-1]
-		res.NextCursor = new(h.keys.seal(pageKey{ModifiedAt: last.ModifiedAt, Resource: last.Resource}))
+	end := min(start+limit, len(keys))
+	rows := make([]protocol.SessionSummary, 0, end-start)
+	for _, k := range keys[start:end] {
+		k.s.mu.Lock()
+		rows = append(rows, k.s.summary)
+		k.s.mu.Unlock()
+	}
+	res := &protocol.ListSessionsResult{Items: rows}
+	if end < len(keys) {
+		res.NextCursor = new(h.keys.seal(keys[end-1].pageKey))
 	}
 	return res, nil
+}
+
+// rowKey is a catalogue row's place in the listing order.
+type rowKey struct {
+	pageKey
+	s *session
+}
+
+// compare orders rows most recently modified first, then by URI, so pages
+// are stable.
+func (k pageKey) compare(o pageKey) int {
+	if c := strings.Compare(o.ModifiedAt, k.ModifiedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(k.Resource, o.Resource)
 }
 
 // pageKey is where a page ended: the last row served.

@@ -382,9 +382,7 @@ func (s *session) shutdown() error {
 	for _, e := range s.chats {
 		list = append(list, e.chat)
 	}
-	if !s.provisional && !s.disposed {
-		s.persistLocked()
-	}
+	// Every change was stored as it happened; there is nothing to write.
 	s.mu.Unlock()
 	var errs []error
 	for _, c := range list {

@@ -86,7 +86,7 @@ type env struct {
 	work      string // a working directory for sessions
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	root := t.TempDir()
 	e := &env{
@@ -127,7 +127,7 @@ func (e *env) environ() []string {
 
 // token returns the connection token the daemon keeps in the state
 // directory.
-func (e *env) token(t *testing.T) string {
+func (e *env) token(t testing.TB) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(e.state, "connection-token"))
 	if err != nil {
@@ -138,7 +138,7 @@ func (e *env) token(t *testing.T) string {
 
 // proc is a running ahpd.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser // set when launched withStdin
 	stdout *os.File       // the read end of its stdout
@@ -165,7 +165,7 @@ const withStdin launchOption = iota + 1
 
 // launch starts ahpd with args in e. The process is stopped and waited for
 // when the test ends.
-func launch(t *testing.T, e *env, opt launchOption, args ...string) *proc {
+func launch(t testing.TB, e *env, opt launchOption, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(ahpdBin, args...)
 	cmd.Env = e.environ()
@@ -282,7 +282,7 @@ func (p *proc) url(token string) string {
 // serveDaemon starts ahpd on a free loopback port with e's state
 // directory, then args (a flag given twice takes its last value), and
 // waits until it listens.
-func serveDaemon(t *testing.T, e *env, args ...string) *proc {
+func serveDaemon(t testing.TB, e *env, args ...string) *proc {
 	t.Helper()
 	p := launch(t, e, 0, append([]string{"--listen", "127.0.0.1:0", "--state-dir", e.state}, args...)...)
 	p.awaitListening()
@@ -437,7 +437,7 @@ func bearer(token string) http.Header {
 
 // connect dials the daemon with hosttest and initializes, subscribed to
 // the root.
-func connect(t *testing.T, p *proc, token, clientID string) *hosttest.Client {
+func connect(t testing.TB, p *proc, token, clientID string) *hosttest.Client {
 	t.Helper()
 	c := hosttest.Dial(t, p.url(token))
 	c.Initialize(clientID, protocol.RootURI)

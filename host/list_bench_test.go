@@ -1,0 +1,78 @@
+package host_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// storeSessions writes n session records into a state directory, as the
+// file store keeps them.
+func storeSessions(tb testing.TB, state, work string, n int) {
+	tb.Helper()
+	dir := filepath.Join(state, "sessions")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		id := fmt.Sprintf("s%05d", i)
+		uri := "ahp-session:/" + id
+		at := protocol.FormatTime(base.Add(time.Duration(i) * time.Minute))
+		rec := map[string]any{
+			"ahpd": 1, "uri": uri, "provider": "script", "title": "Session " + id,
+			"createdAt": at, "modifiedAt": at, "workingDirectories": []string{work},
+			"lifecycle": "ready", "defaultChat": protocol.DefaultChatURI(uri),
+			"chats": []map[string]any{{"uri": protocol.DefaultChatURI(uri), "title": "Session " + id,
+				"modifiedAt": at, "conversation": id, "started": true}},
+		}
+		data, err := json.Marshal(rec)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, id+".json"), data, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkListSessions answers the first page of a catalogue of 10,000
+// stored sessions, over a real WebSocket: a page of 500, and the whole
+// first listing a client that does not page gets (1,000 rows).
+func BenchmarkListSessions(b *testing.B) {
+	state := b.TempDir()
+	work := filepath.Join(state, "work")
+	storeSessions(b, state, work, 10000)
+	th := startBenchHostIn(b, state)
+	c := dialRaw(b, th.url, protocol.RootURI)
+	for _, tc := range []struct {
+		name   string
+		params map[string]any
+		rows   int
+	}{
+		{"limit=500", map[string]any{"channel": protocol.RootURI, "limit": 500}, 500},
+		{"nolimit", map[string]any{"channel": protocol.RootURI}, 1000},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			// One decoded and checked answer; the timed ones are only read,
+			// so the figure is the host's.
+			raw := c.roundTrip(b, "listSessions", tc.params)
+			var r struct {
+				Result protocol.ListSessionsResult `json:"result"`
+			}
+			if err := json.Unmarshal(raw, &r); err != nil || len(r.Result.Items) != tc.rows {
+				b.Fatalf("%d rows, %v", len(r.Result.Items), err)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				c.roundTrip(b, "listSessions", tc.params)
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/page")
+		})
+	}
+}
