@@ -69,13 +69,16 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 	agent, err := c.agentFor(ctx)
 	if err != nil {
 		err = fmt.Errorf("starting the agent: %w", err)
-		c.finish(r, err)
+		state := c.end(r, err)
+		// The session learns of the failure before the chat takes another
+		// turn, so a retry finds the start still owed.
 		c.owner.StartFailed(c, err)
+		c.settle(r, state)
 		return
 	}
 	c.owner.Started(c)
 	err = agent.Prompt(ctx, msg, &turn{c: c, r: r})
-	c.finish(r, err)
+	c.settle(r, c.end(r, err))
 }
 
 // agentFor returns the chat's agent, starting it on first use.
@@ -96,10 +99,10 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	return a, nil
 }
 
-// finish ends the turn with the action its outcome calls for. A turn the
+// end ends the turn with the action its outcome calls for. A turn the
 // client cancelled has ended already, and its ending action changes
 // nothing.
-func (c *Chat) finish(r *run, err error) {
+func (c *Chat) end(r *run, err error) protocol.TurnState {
 	duration := float64(c.now().Sub(r.started).Microseconds()) / 1000
 	state := protocol.TurnStateComplete
 	var end protocol.Action
@@ -116,10 +119,15 @@ func (c *Chat) finish(r *run, err error) {
 			Message:   err.Error(),
 		}}
 	}
+	c.owner.Do(func() { c.owner.Emit(c, end) })
+	return state
+}
+
+// settle lets the chat take its next turn: the run is over, what waited on
+// it is woken, and a queued message starts.
+func (c *Chat) settle(r *run, state protocol.TurnState) {
 	c.owner.Do(func() {
-		c.owner.Emit(c, end)
 		c.run = nil
-		// Waiters of the turn get no answer now: closing wakes them.
 		for id, ch := range c.confirm {
 			close(ch)
 			delete(c.confirm, id)

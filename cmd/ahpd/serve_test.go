@@ -68,7 +68,7 @@ func TestGeneratedToken(t *testing.T) {
 		want   int
 	}{
 		{"no token", p.url(""), nil, http.StatusUnauthorized},
-		{"wrong tkn", p.url("0" + token[1:]), nil, http.StatusUnauthorized},
+		{"wrong tkn", p.url(string(token[0]^1) + token[1:]), nil, http.StatusUnauthorized},
 		{"wrong bearer", p.url(""), bearer(token + "x"), http.StatusUnauthorized},
 		{"empty bearer", p.url(""), bearer(""), http.StatusUnauthorized},
 		{"basic", p.url(""), http.Header{"Authorization": {"Basic " + token}}, http.StatusUnauthorized},
