@@ -72,8 +72,9 @@ type Chat struct {
 	answers map[string]chan plugins.Answer // input request id -> the runner waiting on it
 	busy    bool
 
-	agentMu sync.Mutex // serializes starting and closing the agent
+	agentMu sync.Mutex // serializes starting and closing the agent; taken after the owner's lock
 	agent   plugins.Agent
+	convID  string // the agent's conversation id (guarded by agentMu)
 }
 
 // New returns a chat with the given state.
@@ -265,6 +266,24 @@ func (c *Chat) Close() error {
 	err := c.agent.Close()
 	c.agent = nil
 	return err
+}
+
+// Configure hands changed session config values to the chat's agent, if
+// it runs and takes them. The caller must not hold the owner's lock.
+func (c *Chat) Configure(values protocol.Object) {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if r, ok := c.agent.(plugins.Reconfigurer); ok {
+		r.SetConfig(values)
+	}
+}
+
+// ConversationID returns the id of the conversation the chat's agent runs,
+// once it has started.
+func (c *Chat) ConversationID() string {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	return c.convID
 }
 
 // HasAgent reports whether the chat's agent is running.

@@ -95,7 +95,7 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.agent = a
+	c.agent, c.convID = a, a.ID()
 	return a, nil
 }
 

@@ -129,6 +129,13 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 		return
 	}
 	s.persistLocked()
+	if _, ok := a.(*protocol.SessionConfigChangedAction); ok {
+		values := s.configValuesLocked()
+		for _, e := range s.chats {
+			e.setStart(values, e.rec.Started, e.rec.Conversation)
+			e.chat.Configure(values)
+		}
+	}
 }
 
 // dispatchChat takes a client's chat action.

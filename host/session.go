@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -45,6 +46,13 @@ type chatEntry struct {
 
 	loadMu sync.Mutex // serializes loading the chat's turns
 	loaded bool       // turns read from the backend (guarded by loadMu)
+
+	// What the chat's agent starts with. startMu is taken last, after the
+	// session's lock or the chat's agent lock.
+	startMu      sync.Mutex
+	config       protocol.Object
+	resume       bool
+	conversation string
 }
 
 func (s *session) chatLocked(uri string) *chatEntry { return s.chats[uri] }
@@ -53,30 +61,41 @@ func (s *session) chatLocked(uri string) *chatEntry { return s.chats[uri] }
 // session is shared.
 func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry {
 	e := &chatEntry{rec: rec}
-	conv := plugins.Conversation{ID: rec.Conversation, Dir: s.dir}
+	e.setStart(s.configValuesLocked(), rec.Started, rec.Conversation)
 	e.chat = chats.New(chats.Options{
 		URI:   rec.URI,
 		State: state,
 		Owner: s,
 		Now:   s.h.now,
+		// Start runs under the chat's agent lock and so must not take the
+		// session's: it reads what it needs from the entry's own.
 		Start: func(ctx context.Context) (plugins.Agent, error) {
-			s.mu.Lock()
-			opts := plugins.StartOptions{Conversation: conv, Resume: rec.Started, Config: s.configValuesLocked()}
-			s.mu.Unlock()
-			a, err := s.backend.Start(ctx, opts)
-			if err != nil {
-				return nil, err
+			if s.backend == nil {
+				return nil, fmt.Errorf("provider %q is not available on this host", s.provider)
 			}
-			s.mu.Lock()
-			rec.Started = true
-			rec.Conversation = a.ID()
-			s.mu.Unlock()
-			return a, nil
+			return s.backend.Start(ctx, e.startOptions(s.dir))
 		},
 	})
 	s.chats[rec.URI] = e
 	s.order = append(s.order, rec.URI)
 	return e
+}
+
+// setStart records what the chat's agent starts with next.
+func (e *chatEntry) setStart(config protocol.Object, resume bool, conversation string) {
+	e.startMu.Lock()
+	defer e.startMu.Unlock()
+	e.config, e.resume, e.conversation = config, resume, conversation
+}
+
+func (e *chatEntry) startOptions(dir string) plugins.StartOptions {
+	e.startMu.Lock()
+	defer e.startMu.Unlock()
+	return plugins.StartOptions{
+		Conversation: plugins.Conversation{ID: e.conversation, Dir: dir},
+		Resume:       e.resume,
+		Config:       e.config,
+	}
 }
 
 func (s *session) configValuesLocked() protocol.Object {
@@ -272,6 +291,11 @@ func (s *session) Started(c *chats.Chat) {
 	defer s.mu.Unlock()
 	if s.disposed {
 		return
+	}
+	if e := s.chats[c.URI()]; e != nil && (!e.rec.Started || e.rec.Conversation != c.ConversationID()) {
+		// From now on the backend has the conversation: resume it.
+		e.rec.Started, e.rec.Conversation = true, c.ConversationID()
+		e.setStart(s.configValuesLocked(), true, e.rec.Conversation)
 	}
 	s.provisional = false
 	s.announceLocked()

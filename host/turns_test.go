@@ -198,3 +198,21 @@ func TestQueuedMessageRunsAfterTheTurn(t *testing.T) {
 		t.Errorf("second turn %q, queue %v", text(cs.Turns[1].ResponseParts), cs.QueuedMessages)
 	}
 }
+
+// TestConfigChangeReachesTheAgent checks that a session-mutable key changed
+// on a running session applies to its next turn.
+func TestConfigChangeReachesTheAgent(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say hi") // the agent runs
+	c.Dispatch(session, &protocol.SessionConfigChangedAction{Config: protocol.Object{"autoApprove": []byte(`"allow"`)}})
+	c.WaitState(session, "the new value", func(s protocol.ChannelState) bool {
+		return string(s.(*protocol.SessionState).Config.Values["autoApprove"]) == `"allow"`
+	})
+	cs := send(t, c, chat, "t2", "write d.txt delta")
+	done, ok := cs.Turns[1].ResponseParts[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCompletedState)
+	if !ok || done.Confirmed != protocol.ToolCallConfirmationReasonNotNeeded {
+		t.Errorf("after autoApprove=allow the write was %+v", cs.Turns[1].ResponseParts[0])
+	}
+}

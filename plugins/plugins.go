@@ -83,6 +83,12 @@ type Agent interface {
 	Close() error
 }
 
+// Reconfigurer is an Agent that takes changed session config values while
+// it runs. An agent that is not one reads the values when it next starts.
+type Reconfigurer interface {
+	SetConfig(values protocol.Object)
+}
+
 // Turn receives what an agent does during a turn. Its methods are safe to
 // call from any goroutine; they return at once unless they say they wait.
 type Turn interface {

@@ -59,9 +59,9 @@ func newAgent(conv plugins.Conversation, transcript string, config protocol.Obje
 // ID returns the conversation's id.
 func (a *Agent) ID() string { return a.conv.ID }
 
-// SetConfig replaces the session config the agent reads; a changed
-// autoApprove applies from the next write step on. The host may call it
-// when the user changes a session-mutable key.
+// SetConfig replaces the session config the agent reads
+// (plugins.Reconfigurer); a changed autoApprove applies from the next
+// write step on.
 func (a *Agent) SetConfig(config protocol.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
