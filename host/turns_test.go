@@ -216,3 +216,38 @@ func TestConfigChangeReachesTheAgent(t *testing.T) {
 		t.Errorf("after autoApprove=allow the write was %+v", cs.Turns[1].ResponseParts[0])
 	}
 }
+
+// TestTruncateAndDraft checks two client actions that change a chat
+// without a turn: truncation (which also stops a running turn) and the
+// draft, which every client sees.
+func TestTruncateAndDraft(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	_, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say one")
+	send(t, c, chat, "t2", "say two")
+	startTurn(c, chat, "t3", "wait 30s")
+	c.WaitState(chat, "t3 to run", func(s protocol.ChannelState) bool { return s.(*protocol.ChatState).ActiveTurn != nil })
+	c.Dispatch(chat, &protocol.ChatTruncatedAction{TurnID: new("t1")})
+	cs := c.WaitState(chat, "the truncation", func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return len(cs.Turns) == 1 && cs.ActiveTurn == nil
+	}).(*protocol.ChatState)
+	if cs.Turns[0].ID != "t1" {
+		t.Errorf("kept turn %s, want t1", cs.Turns[0].ID)
+	}
+	// The stopped turn's runner lets go: a new turn runs.
+	cs = sendEventually(t, c, chat, "t4", "say four")
+	if n := len(cs.Turns); n != 2 {
+		t.Errorf("%d turns after truncating and sending, want 2", n)
+	}
+
+	other := th.client("c2")
+	other.Subscribe(chat)
+	draft := &protocol.Message{Text: "half a thought", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}
+	c.Dispatch(chat, &protocol.ChatDraftChangedAction{Draft: draft})
+	other.WaitState(chat, "the draft", func(s protocol.ChannelState) bool {
+		d := s.(*protocol.ChatState).Draft
+		return d != nil && d.Text == "half a thought"
+	})
+}
