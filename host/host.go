@@ -235,8 +235,9 @@ func (h *Host) newConnection(t transport, stdio bool) (*conn, error) {
 	return c, nil
 }
 
-// session returns the session a session URI (either form) names.
-func (h *Host) session(uri string) (*session, error) {
+// session returns the session a session URI (either form) names, when c
+// may see it: a provisional session is its creator's alone.
+func (h *Host) session(c *conn, uri string) (*session, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
@@ -244,19 +245,19 @@ func (h *Host) session(uri string) (*session, error) {
 	h.mu.Lock()
 	s := h.sessions[su.ID]
 	h.mu.Unlock()
-	if s == nil {
+	if s == nil || !s.visibleTo(c) {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}
 	return s, nil
 }
 
-// chat returns the session and chat a chat URI names.
-func (h *Host) chat(uri string) (*session, *chatEntry, error) {
+// chat returns the session and chat a chat URI names, when c may see them.
+func (h *Host) chat(c *conn, uri string) (*session, *chatEntry, error) {
 	cu, err := protocol.ParseChatURI(uri)
 	if err != nil {
 		return nil, nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
-	s, err := h.session(cu.Session)
+	s, err := h.session(c, cu.Session)
 	if err != nil {
 		return nil, nil, err
 	}

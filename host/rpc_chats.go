@@ -19,12 +19,9 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	s, err := h.session(p.Channel)
+	s, err := h.session(c, p.Channel)
 	if err != nil {
 		return nil, err
-	}
-	if !s.visibleTo(c) {
-		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
 	}
 	cu, err := protocol.ParseChatURI(p.Chat)
 	if err != nil {
@@ -77,12 +74,9 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	s, e, err := h.chat(p.Channel)
+	s, e, err := h.chat(c, p.Channel)
 	if err != nil {
 		return nil, err
-	}
-	if !s.visibleTo(c) {
-		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session for %s", p.Channel)
 	}
 	s.mu.Lock()
 	if len(s.chats) == 1 {
@@ -147,7 +141,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	s, e, err := h.chat(p.Channel)
+	s, e, err := h.chat(c, p.Channel)
 	if err != nil {
 		return nil, err
 	}

@@ -45,14 +45,14 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	case protocol.ChannelRoot:
 		h.dispatchRoot(c, a, origin)
 	case protocol.ChannelSession:
-		s, err := h.session(p.Channel)
-		if err != nil || !s.visibleTo(c) {
+		s, err := h.session(c, p.Channel)
+		if err != nil {
 			return nil, nil // a channel that does not exist: ignored, as the protocol says
 		}
 		s.dispatch(c, a, origin)
 	case protocol.ChannelChat:
-		s, e, err := h.chat(p.Channel)
-		if err != nil || !s.visibleTo(c) {
+		s, e, err := h.chat(c, p.Channel)
+		if err != nil {
 			return nil, nil
 		}
 		s.dispatchChat(c, e, a, origin)

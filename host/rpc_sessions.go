@@ -94,12 +94,9 @@ func (h *Host) disposeSession(ctx context.Context, c *conn, req *jrpc2.Request) 
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	s, err := h.session(p.Channel)
+	s, err := h.session(c, p.Channel)
 	if err != nil {
 		return nil, err
-	}
-	if !s.visibleTo(c) {
-		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
 	}
 	if err := h.dispose(ctx, s); err != nil {
 		h.log.Warn("session disposed with errors", "session", s.uri, "err", err)

@@ -40,11 +40,11 @@ func (h *Host) exists(c *conn, channel string) bool {
 	case protocol.ChannelRoot:
 		return true
 	case protocol.ChannelSession:
-		s, err := h.session(channel)
-		return err == nil && s.visibleTo(c) && s.uri == channel
+		s, err := h.session(c, channel)
+		return err == nil && s.uri == channel
 	case protocol.ChannelChat:
-		s, _, err := h.chat(channel)
-		return err == nil && s.visibleTo(c)
+		_, _, err := h.chat(c, channel)
+		return err == nil
 	}
 	return false
 }
@@ -64,9 +64,9 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		seq := h.bus.subscribe(c, protocol.RootURI, requestID)
 		return protocol.Snapshot{Resource: protocol.RootURI, State: h.root, FromSeq: seq}, nil
 	case protocol.ChannelSession:
-		s, err := h.session(channel)
-		if err != nil || !s.visibleTo(c) {
-			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", channel)
+		s, err := h.session(c, channel)
+		if err != nil {
+			return protocol.Snapshot{}, err
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -76,11 +76,8 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		seq := h.bus.subscribe(c, s.uri, requestID)
 		return protocol.Snapshot{Resource: s.uri, State: s.state, FromSeq: seq}, nil
 	case protocol.ChannelChat:
-		s, e, err := h.chat(channel)
-		if err != nil || !s.visibleTo(c) {
-			if err == nil {
-				err = protocol.Errorf(protocol.CodeSessionNotFound, "no session for %s", channel)
-			}
+		s, e, err := h.chat(c, channel)
+		if err != nil {
 			return protocol.Snapshot{}, err
 		}
 		s.loadTurns(ctx, e)
