@@ -116,10 +116,19 @@ func (c *Chat) Apply(a protocol.Action) bool {
 	return true
 }
 
-// Running reports whether a turn runs or waits on somebody, or the agent
-// has background work. Called with the owner's lock held.
-func (c *Chat) Running() bool {
-	return c.run != nil || c.state.ActiveTurn != nil || c.busy
+// Idle reports whether the chat has nothing in hand: no turn running or
+// waiting on somebody, no pending message, no background work of its
+// agent. Called with the owner's lock held.
+func (c *Chat) Idle() bool {
+	s := c.state
+	return c.run == nil && s.ActiveTurn == nil && !c.busy &&
+		s.SteeringMessage == nil && len(s.QueuedMessages) == 0
+}
+
+// Waiting reports whether the chat's turn waits on somebody: a tool call to
+// confirm or a question to answer. Called with the owner's lock held.
+func (c *Chat) Waiting() bool {
+	return c.state.Status.Activity() == protocol.StatusInputNeeded
 }
 
 // Validate says why a client's action cannot be taken, or "" when it can.
@@ -284,6 +293,28 @@ func (c *Chat) ConversationID() string {
 	c.agentMu.Lock()
 	defer c.agentMu.Unlock()
 	return c.convID
+}
+
+// CanLetGo reports whether the chat's agent may be closed without losing
+// its conversation: there is none, or it can be resumed.
+func (c *Chat) CanLetGo() bool {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent == nil {
+		return true
+	}
+	r, ok := c.agent.(plugins.Resumable)
+	return ok && r.CanResume()
+}
+
+// Warm starts the chat's agent now rather than at its next turn. The
+// caller must not hold the owner's lock.
+func (c *Chat) Warm(ctx context.Context) error {
+	if _, err := c.agentFor(ctx); err != nil {
+		return err
+	}
+	c.owner.Started(c)
+	return nil
 }
 
 // HasAgent reports whether the chat's agent is running.

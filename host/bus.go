@@ -123,6 +123,13 @@ func (b *bus) unsubscribe(c *conn, channel string) {
 	}
 }
 
+// subscribers reports how many connections watch channel.
+func (b *bus) subscribers(channel string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs[channel])
+}
+
 // drop removes every subscription of channel, as its state goes away.
 func (b *bus) drop(channel string) []*conn {
 	b.mu.Lock()

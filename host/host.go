@@ -41,6 +41,12 @@ type Options struct {
 	// TurnWindow is how many finished turns of a chat are held in its
 	// state; older ones are paged in with fetchTurns.
 	TurnWindow int
+	// SleepAfter is how long a session stays quiet before its agents are
+	// let go; 0 keeps them.
+	SleepAfter time.Duration
+	// ResidencyLimit is how many sessions may be resident at once; 0
+	// means no limit.
+	ResidencyLimit int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -62,6 +68,7 @@ type Host struct {
 	nextConn int64
 	versions map[string]string // clientId -> negotiated version, for reconnect
 	closing  bool
+	pokes    chan struct{} // asks for a residency check
 
 	rootMu sync.Mutex // guards root; taken before bus.mu
 	root   *protocol.RootState
@@ -110,6 +117,7 @@ func New(opts Options) (*Host, error) {
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
 		versions: map[string]string{},
+		pokes:    make(chan struct{}, 1),
 		root:     &protocol.RootState{Agents: opts.Backends.Infos(), ActiveSessions: new(int64(0))},
 	}
 	// serverSeq continues across restarts: it starts from the clock in
@@ -121,8 +129,9 @@ func New(opts Options) (*Host, error) {
 		stop()
 		return nil, err
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.watchdog()
+	go h.keepResidency()
 	return h, nil
 }
 
@@ -215,6 +224,7 @@ func (h *Host) connClosed(c *conn) {
 	for _, ch := range c.subscriptions() {
 		h.bus.unsubscribe(c, ch)
 	}
+	h.poke()
 	h.mu.Lock()
 	delete(h.conns, c)
 	h.mu.Unlock()

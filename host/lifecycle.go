@@ -26,8 +26,9 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	s := &session{
 		h: h, uri: uri, id: su.ID, provider: provider, backend: backend, dir: dirs[0],
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
-		provisional: true, creator: c,
+		provisional: true, creator: c, used: h.now(), lastAction: h.now(),
 	}
+	s.awake.Store(true)
 	chatURI := protocol.DefaultChatURI(uri)
 	s.rec = record{
 		AHPD: recordVersion, URI: uri, Provider: provider, Title: defaultTitle,
@@ -53,7 +54,7 @@ func (h *Host) restore(rec *record) (*session, error) {
 	s := &session{
 		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend, dir: rec.WorkingDirectories[0],
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
-		rec: *rec, announced: true,
+		rec: *rec, announced: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
 	config, _ := h.resolveConfig(backend, rec.Config)
 	s.build(config)
@@ -177,6 +178,8 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 // copy of its conversations is deleted, its record is dropped and every
 // client is told.
 func (h *Host) dispose(ctx context.Context, s *session) error {
+	s.transit.Lock() // not while it falls asleep
+	defer s.transit.Unlock()
 	s.mu.Lock()
 	if s.disposed {
 		s.mu.Unlock()

@@ -32,6 +32,9 @@ var methods = map[string]handler{
 	"fetchTurns":               (*Host).fetchTurns,
 	"resolveSessionConfig":     (*Host).resolveSessionConfig,
 	"sessionConfigCompletions": (*Host).sessionConfigCompletions,
+	"ahpd/sessionStatus":       (*Host).sessionStatus,
+	"ahpd/suspendSession":      (*Host).suspendSession,
+	"ahpd/resumeSession":       (*Host).resumeSession,
 }
 
 var beforeInitialize = map[string]bool{"initialize": true, "ping": true, "reconnect": true}

@@ -37,6 +37,9 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		return nil, notImplemented("a chat with working directories of its own")
 	}
 
+	s.transit.RLock()
+	defer s.transit.RUnlock()
+	s.wake()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposed {
@@ -145,6 +148,9 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if err != nil {
 		return nil, err
 	}
+	s.transit.RLock()
+	defer s.transit.RUnlock()
+	s.wake()
 	s.loadTurns(ctx, e)
 	s.mu.Lock()
 	cs := e.chat.State()

@@ -101,6 +101,11 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 
 // dispatch takes a client's session action.
 func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+	s.transit.RLock()
+	defer s.transit.RUnlock()
+	if _, ok := a.(*protocol.SessionConfigChangedAction); !ok {
+		s.wake() // a config change is kept without waking the session
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := s.h
@@ -140,6 +145,11 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 
 // dispatchChat takes a client's chat action.
 func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
+	s.transit.RLock()
+	defer s.transit.RUnlock()
+	if _, ok := a.(*protocol.ChatDraftChangedAction); !ok {
+		s.wake() // a draft is kept without waking the session
+	}
 	if _, ok := a.(*protocol.ChatTurnStartedAction); ok {
 		// The turn builds on what came before it: have the turns in hand.
 		s.loadTurns(context.Background(), e)

@@ -85,6 +85,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 		s.mu.Unlock()
 	}
 	h.log.Info("session created", "session", s.uri, "provider", provider, "dir", s.dir)
+	h.poke()
 	return nil, nil
 }
 

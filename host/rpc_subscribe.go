@@ -27,6 +27,7 @@ func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	}
 	h.bus.unsubscribe(c, p.Channel)
 	c.forget(p.Channel)
+	h.poke()
 	return nil, nil
 }
 
@@ -68,6 +69,9 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		if err != nil {
 			return protocol.Snapshot{}, err
 		}
+		s.transit.RLock()
+		defer s.transit.RUnlock()
+		s.wake()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.disposed {
@@ -80,6 +84,9 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		if err != nil {
 			return protocol.Snapshot{}, err
 		}
+		s.transit.RLock()
+		defer s.transit.RUnlock()
+		s.wake()
 		s.loadTurns(ctx, e)
 		s.mu.Lock()
 		defer s.mu.Unlock()

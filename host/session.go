@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/plugins"
@@ -37,6 +39,15 @@ type session struct {
 	busy        map[*chats.Chat]bool
 	disposed    bool
 	running     bool // a chat runs a turn: counted in root's activeSessions
+
+	// Residency (residency.go). transit is held for reading while a client
+	// uses the session and for writing while it falls asleep, so it never
+	// falls asleep under a client. It is taken before s.mu.
+	transit    sync.RWMutex
+	used       time.Time // last started, subscribed to, or given a turn
+	lastAction time.Time // when an action last moved the session
+	asleep     bool      // agents closed and turns dropped
+	awake      atomic.Bool
 }
 
 // chatEntry is one chat of a session and what the host keeps beside it.
@@ -125,12 +136,16 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	if s.disposed || !c.Apply(a) {
 		return false
 	}
+	s.lastAction = s.h.now()
 	s.h.bus.publish(c.URI(), a, origin)
 	switch a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
 		return true
-	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction,
+	case *protocol.ChatTurnStartedAction:
+		s.markUsedLocked()
+		s.updateActiveLocked()
+	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction,
 		*protocol.ChatErrorAction, *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
 	}
@@ -148,6 +163,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 		return false
 	}
 	s.state = next
+	s.lastAction = s.h.now()
 	s.h.bus.publish(s.uri, a, origin)
 	s.refreshSummaryLocked()
 	return true
@@ -326,10 +342,11 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 // Ended is told a turn ended (chats.Owner).
 func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !s.disposed {
 		s.persistLocked()
 	}
+	s.mu.Unlock()
+	s.h.poke()
 }
 
 // SetTitle sets the session's title (chats.Owner).

@@ -89,6 +89,13 @@ type Reconfigurer interface {
 	SetConfig(values protocol.Object)
 }
 
+// Resumable is an Agent that says whether its conversation survives Close,
+// so the host may let it go while idle and resume it when it is needed. An
+// agent that is not one is never let go.
+type Resumable interface {
+	CanResume() bool
+}
+
 // Turn receives what an agent does during a turn. Its methods are safe to
 // call from any goroutine; they return at once unless they say they wait.
 type Turn interface {

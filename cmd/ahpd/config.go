@@ -25,39 +25,65 @@ type config struct {
 	Sessions               string        `yaml:"sessions"`
 	LogLevel               string        `yaml:"logLevel"`
 	ShutdownGrace          time.Duration `yaml:"shutdownGrace"`
+	// SleepAfterMinutes is how long a quiet session keeps its agents; 0
+	// keeps them for good. Fractions are allowed.
+	SleepAfterMinutes float64 `yaml:"sleepAfterMinutes"`
+	// SessionResidencyLimit is how many sessions may be resident; 0 means
+	// no limit.
+	SessionResidencyLimit int `yaml:"sessionResidencyLimit"`
 }
 
 const defaultListen = "127.0.0.1:9187"
 
-// parseConfig reads the flags and the config file they name.
-func parseConfig(args []string, stderr io.Writer) (*config, error) {
+// defaults are the settings neither the file nor a flag gave.
+func defaults() config {
+	return config{
+		Listen:                defaultListen,
+		Sessions:              "file",
+		LogLevel:              "info",
+		ShutdownGrace:         10 * time.Second,
+		SleepAfterMinutes:     30,
+		SessionResidencyLimit: 10,
+	}
+}
+
+// flagSet binds the command-line flags to cfg.
+func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("ahpd", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var flags config
-	var file string
-	fs.StringVar(&flags.Listen, "listen", defaultListen, "")
-	fs.StringVar(&flags.ConnectionToken, "connection-token", "", "")
-	fs.StringVar(&flags.ConnectionTokenFile, "connection-token-file", "", "")
-	fs.BoolVar(&flags.WithoutConnectionToken, "without-connection-token", false, "")
-	fs.BoolVar(&flags.Stdio, "stdio", false, "")
-	fs.StringVar(&flags.StateDir, "state-dir", "", "")
-	fs.StringVar(&flags.Sessions, "sessions", "file", "")
-	fs.StringVar(&file, "config", "", "")
-	fs.StringVar(&flags.LogLevel, "log-level", "info", "")
-	fs.DurationVar(&flags.ShutdownGrace, "shutdown-grace", 10*time.Second, "")
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "")
+	fs.StringVar(&cfg.ConnectionToken, "connection-token", cfg.ConnectionToken, "")
+	fs.StringVar(&cfg.ConnectionTokenFile, "connection-token-file", cfg.ConnectionTokenFile, "")
+	fs.BoolVar(&cfg.WithoutConnectionToken, "without-connection-token", cfg.WithoutConnectionToken, "")
+	fs.BoolVar(&cfg.Stdio, "stdio", cfg.Stdio, "")
+	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "")
+	fs.StringVar(&cfg.Sessions, "sessions", cfg.Sessions, "")
+	fs.StringVar(file, "config", *file, "")
+	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "")
+	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "")
+	fs.Float64Var(&cfg.SleepAfterMinutes, "sleep-after-minutes", cfg.SleepAfterMinutes, "")
+	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
+	return fs
+}
+
+// parseConfig reads the defaults, then the config file the flags name,
+// then the flags: flags given on the command line win over the file, and
+// the file over the defaults.
+func parseConfig(args []string, stderr io.Writer) (*config, error) {
+	// A first pass finds the config file.
+	probe, file := defaults(), ""
+	fs := flagSet(&probe, &file)
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w (see ahpd --help)", err)
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (see ahpd --help)", fs.Arg(0))
 	}
-	cfg := flags
+	cfg := defaults()
 	if file != "" {
-		fromFile, err := readConfigFile(file)
-		if err != nil {
+		if err := readConfigFile(file, &cfg); err != nil {
 			return nil, err
 		}
-		cfg = *fromFile
 		// The three token options are one choice: a token option on the
 		// command line replaces the file's, whichever of the three it gave.
 		fs.Visit(func(f *flag.Flag) {
@@ -66,42 +92,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 				cfg.ConnectionToken, cfg.ConnectionTokenFile, cfg.WithoutConnectionToken = "", "", false
 			}
 		})
-		// Flags given on the command line win over the file; the file wins
-		// over the flags' defaults.
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "listen":
-				cfg.Listen = flags.Listen
-			case "connection-token":
-				cfg.ConnectionToken = flags.ConnectionToken
-			case "connection-token-file":
-				cfg.ConnectionTokenFile = flags.ConnectionTokenFile
-			case "without-connection-token":
-				cfg.WithoutConnectionToken = flags.WithoutConnectionToken
-			case "stdio":
-				cfg.Stdio = flags.Stdio
-			case "state-dir":
-				cfg.StateDir = flags.StateDir
-			case "sessions":
-				cfg.Sessions = flags.Sessions
-			case "log-level":
-				cfg.LogLevel = flags.LogLevel
-			case "shutdown-grace":
-				cfg.ShutdownGrace = flags.ShutdownGrace
-			}
-		})
-		if cfg.Listen == "" {
-			cfg.Listen = defaultListen
-		}
-		if cfg.Sessions == "" {
-			cfg.Sessions = "file"
-		}
-		if cfg.LogLevel == "" {
-			cfg.LogLevel = "info"
-		}
-		if cfg.ShutdownGrace == 0 {
-			cfg.ShutdownGrace = 10 * time.Second
-		}
+	}
+	if err := flagSet(&cfg, &file).Parse(args); err != nil {
+		return nil, fmt.Errorf("%w (see ahpd --help)", err)
 	}
 	if cfg.StateDir == "" {
 		dir, err := defaultStateDir()
@@ -112,6 +105,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.Sessions != "file" && cfg.Sessions != "memory" {
 		return nil, fmt.Errorf("--sessions must be file or memory, not %q", cfg.Sessions)
+	}
+	if cfg.SleepAfterMinutes < 0 || cfg.SessionResidencyLimit < 0 {
+		return nil, errors.New("--sleep-after-minutes and --session-residency-limit must not be negative (0 turns each off)")
 	}
 	if _, err := newLogger(io.Discard, cfg.LogLevel); err != nil {
 		return nil, err
@@ -128,18 +124,19 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	return &cfg, nil
 }
 
-func readConfigFile(path string) (*config, error) {
+// readConfigFile lays a YAML config file over cfg: keys the file does not
+// name keep their values.
+func readConfigFile(path string, cfg *config) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading the config file: %w", err)
+		return fmt.Errorf("reading the config file: %w", err)
 	}
-	var cfg config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	return &cfg, nil
+	return nil
 }
 
 // defaultStateDir is $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd.

@@ -2,11 +2,13 @@ package main
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // writeConfig writes a YAML config file into e and returns its path.
@@ -119,5 +121,60 @@ func TestConfigFileMissing(t *testing.T) {
 	}
 	if s := p.stderr.String(); !strings.Contains(s, "ahpd: reading the config file: ") || !strings.Contains(s, missing) {
 		t.Errorf("stderr does not name the missing file:\n%s", s)
+	}
+}
+
+// TestResidencySettings checks the two residency settings: their defaults,
+// the file's values, and flags over the file.
+func TestResidencySettings(t *testing.T) {
+	e := newEnv(t)
+	cfg, err := parseConfig([]string{"--state-dir", e.state}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SleepAfterMinutes != 30 || cfg.SessionResidencyLimit != 10 {
+		t.Errorf("defaults: sleep after %v minutes, limit %d; want 30 and 10", cfg.SleepAfterMinutes, cfg.SessionResidencyLimit)
+	}
+	file := writeConfig(t, e, "sleepAfterMinutes: 0.5\nsessionResidencyLimit: 0\n")
+	cfg, err = parseConfig([]string{"--config", file}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SleepAfterMinutes != 0.5 || cfg.SessionResidencyLimit != 0 {
+		t.Errorf("from the file: %v, %d; want 0.5 and 0", cfg.SleepAfterMinutes, cfg.SessionResidencyLimit)
+	}
+	cfg, err = parseConfig([]string{"--config", file, "--sleep-after-minutes", "0", "--session-residency-limit", "3"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SleepAfterMinutes != 0 || cfg.SessionResidencyLimit != 3 {
+		t.Errorf("flags over the file: %v, %d; want 0 and 3", cfg.SleepAfterMinutes, cfg.SessionResidencyLimit)
+	}
+	if _, err := parseConfig([]string{"--session-residency-limit", "-1"}, io.Discard); err == nil {
+		t.Error("a negative limit was taken")
+	}
+}
+
+// TestQuietSessionSleepsInTheDaemon runs the daemon with a sleep of under a
+// second and watches the probe turn a session inactive.
+func TestQuietSessionSleepsInTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := serveDaemon(t, e, "--sleep-after-minutes", "0.005")
+	c := connect(t, p, e.token(t), "c1")
+	session, chat := newSession(t, c, e, "s1")
+	send(t, c, chat, "t1", "say hi")
+	c.Close()
+	probe := connect(t, p, e.token(t), "probe")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw := probe.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
+		if string(raw) == `{"status":"inactive"}` {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the session stayed %s", raw)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

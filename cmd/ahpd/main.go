@@ -69,6 +69,8 @@ Flags:
   --config FILE                  YAML config file; flags win over it
   --log-level debug|info|warn|error  (default info)
   --shutdown-grace DURATION      how long running turns may go on at shutdown (default 10s)
+  --sleep-after-minutes M        let a quiet session's agents go after M minutes (default 30; 0 never)
+  --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

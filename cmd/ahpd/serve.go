@@ -44,6 +44,9 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Backends: backends,
 		Logger:   log,
 		Version:  version,
+		// Minutes as a fraction: tests and demos sleep sessions in seconds.
+		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
+		ResidencyLimit: cfg.SessionResidencyLimit,
 	})
 	if err != nil {
 		return err

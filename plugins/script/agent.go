@@ -59,6 +59,12 @@ func newAgent(conv plugins.Conversation, transcript string, config protocol.Obje
 // ID returns the conversation's id.
 func (a *Agent) ID() string { return a.conv.ID }
 
+// CanResume reports that a script conversation survives its agent
+// (plugins.Resumable): the transcript is the conversation.
+func (a *Agent) CanResume() bool { return true }
+
+var _ plugins.Resumable = (*Agent)(nil)
+
 // SetConfig replaces the session config the agent reads
 // (plugins.Reconfigurer); a changed autoApprove applies from the next
 // write step on.

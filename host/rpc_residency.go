@@ -1,0 +1,80 @@
+package host
+
+import (
+	"context"
+
+	"github.com/creachadair/jrpc2"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// The extension commands of sleep and residency. They are ahpd's own,
+// named ahpd/*, and documented in docs/HOST.md.
+
+// sessionParams are the params of the ahpd/* session commands.
+type sessionParams struct {
+	Channel string `json:"channel"`
+	// IfIdle, for ahpd/suspendSession, leaves a busy session as it is
+	// instead of refusing.
+	IfIdle bool           `json:"ifIdle,omitempty"`
+	Meta   jsontext.Value `json:"_meta,omitempty"`
+}
+
+// statusResult answers the ahpd/* session commands.
+type statusResult struct {
+	Status string `json:"status"`
+}
+
+func sessionArgs(req *jrpc2.Request) (sessionParams, error) {
+	var p sessionParams
+	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
+		return p, invalidParams(req.Method(), err)
+	}
+	if p.Channel == "" {
+		return p, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: channel: missing required member", req.Method())
+	}
+	return p, nil
+}
+
+// sessionStatus is the probe: it reads, and changes nothing.
+func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	p, err := sessionArgs(req)
+	if err != nil {
+		return nil, err
+	}
+	status, err := h.Status(p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	return statusResult{Status: status}, nil
+}
+
+func (h *Host) suspendSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	p, err := sessionArgs(req)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.session(c, p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.suspend(ctx, s, p.IfIdle); err != nil {
+		return nil, err
+	}
+	status, _ := h.Status(p.Channel)
+	return statusResult{Status: status}, nil
+}
+
+func (h *Host) resumeSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	p, err := sessionArgs(req)
+	if err != nil {
+		return nil, err
+	}
+	s, err := h.session(c, p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	h.resume(s)
+	return statusResult{Status: "active"}, nil
+}
