@@ -2,8 +2,8 @@
 
 package protocol
 
-// Action holds one of *RootAgentsChangedAction, *RootActiveSessionsChangedAction, *RootTerminalsChangedAction, *RootConfigChangedAction, *SessionReadyAction, *SessionCreationFailedAction, *SessionChatAddedAction, *SessionChatRemovedAction, *SessionChatUpdatedAction, *SessionDefaultChatChangedAction, *SessionTitleChangedAction, *SessionServerToolsChangedAction, *SessionActiveClientSetAction, *SessionActiveClientRemovedAction, *SessionWorkingDirectorySetAction, *SessionWorkingDirectoryRemovedAction, *SessionInputNeededSetAction, *SessionInputNeededRemovedAction, *SessionCustomizationsChangedAction, *SessionCustomizationToggledAction, *SessionCustomizationUpdatedAction, *SessionCustomizationRemovedAction, *SessionMCPServerStateChangedAction, *SessionMCPServerStartRequestedAction, *SessionMCPServerStopRequestedAction, *SessionIsReadChangedAction, *SessionIsArchivedChangedAction, *SessionActivityChangedAction, *SessionChangesetsChangedAction, *SessionConfigChangedAction, *SessionMetaChangedAction, *ChatTurnStartedAction, *ChatDeltaAction, *ChatResponsePartAction, *ChatToolCallStartAction, *ChatToolCallDeltaAction, *ChatToolCallReadyAction, *ChatToolCallConfirmedAction, *ChatToolCallCompleteAction, *ChatToolCallResultConfirmedAction, *ChatToolCallContentChangedAction, *ChatToolCallAuthRequiredAction, *ChatToolCallAuthResolvedAction, *ChatTurnCompleteAction, *ChatTurnCancelledAction, *ChatErrorAction, *ChatActivityChangedAction, *ChatWorkingDirectorySetAction, *ChatWorkingDirectoryRemovedAction, *ChatUsageAction, *ChatReasoningAction, *ChatPendingMessageSetAction, *ChatPendingMessageRemovedAction, *ChatQueuedMessagesReorderedAction, *ChatDraftChangedAction, *ChatInputRequestedAction, *ChatInputAnswerChangedAction, *ChatInputCompletedAction, *ChatTruncatedAction, *ChatTurnsLoadedAction, *ChangesetStatusChangedAction, *ChangesetFileSetAction, *ChangesetFileRemovedAction, *ChangesetFilesReviewChangedAction, *ChangesetContentChangedAction, *ChangesetOperationsChangedAction, *ChangesetOperationStatusChangedAction, *ChangesetClearedAction, *AnnotationsSetAction, *AnnotationsUpdatedAction, *AnnotationsRemovedAction, *AnnotationsEntrySetAction, *AnnotationsEntryRemovedAction, *TerminalDataAction, *TerminalInputAction, *TerminalResizedAction, *TerminalClaimedAction, *TerminalTitleChangedAction, *TerminalCwdChangedAction, *TerminalExitedAction, *TerminalClearedAction, *TerminalCommandDetectionAvailableAction, *TerminalCommandExecutedAction, *TerminalCommandFinishedAction, *ResourceWatchChangedAction, or *Unknown for a
-// variant this protocol version does not define.
+// Action holds one of its 86 variants (*RootAgentsChangedAction, *RootActiveSessionsChangedAction, *RootTerminalsChangedAction, ...), or *Unknown
+// for a variant this protocol version does not define.
 type Action interface {
 	wireValue
 	Type() ActionType
@@ -215,8 +215,8 @@ func (*ChangesetStatusChangedAction) Type() ActionType { return ActionChangesetS
 
 func (*ChangesetStatusChangedAction) isAction() {}
 
-// ChatAction holds one of *ChatTurnStartedAction, *ChatDeltaAction, *ChatResponsePartAction, *ChatToolCallStartAction, *ChatToolCallDeltaAction, *ChatToolCallReadyAction, *ChatToolCallConfirmedAction, *ChatToolCallCompleteAction, *ChatToolCallResultConfirmedAction, *ChatToolCallContentChangedAction, *ChatToolCallAuthRequiredAction, *ChatToolCallAuthResolvedAction, *ChatTurnCompleteAction, *ChatTurnCancelledAction, *ChatErrorAction, *ChatActivityChangedAction, *ChatWorkingDirectorySetAction, *ChatWorkingDirectoryRemovedAction, *ChatUsageAction, *ChatReasoningAction, *ChatTruncatedAction, *ChatTurnsLoadedAction, *ChatPendingMessageSetAction, *ChatPendingMessageRemovedAction, *ChatQueuedMessagesReorderedAction, *ChatDraftChangedAction, *ChatInputRequestedAction, *ChatInputAnswerChangedAction, *ChatInputCompletedAction, or *Unknown for a
-// variant this protocol version does not define.
+// ChatAction holds one of its 29 variants (*ChatTurnStartedAction, *ChatDeltaAction, *ChatResponsePartAction, ...), or *Unknown
+// for a variant this protocol version does not define.
 type ChatAction interface {
 	wireValue
 	Type() ActionType
@@ -1157,6 +1157,22 @@ func (*SessionWorkingDirectoryRemovedAction) Type() ActionType {
 
 func (*SessionWorkingDirectoryRemovedAction) isAction() {}
 
+// SessionWorkingDirectoryReplacedAction is the "session/workingDirectoryReplaced" action.
+type SessionWorkingDirectoryReplacedAction struct {
+	Directory   URI `json:"directory"`
+	Replacement URI `json:"replacement"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "session/workingDirectoryReplaced".
+func (*SessionWorkingDirectoryReplacedAction) Type() ActionType {
+	return ActionSessionWorkingDirectoryReplaced
+}
+
+func (*SessionWorkingDirectoryReplacedAction) isAction() {}
+
 // SessionWorkingDirectorySetAction is the "session/workingDirectorySet" action.
 type SessionWorkingDirectorySetAction struct {
 	Directory URI `json:"directory"`
@@ -1418,6 +1434,7 @@ const (
 	ActionTerminalCommandExecuted           ActionType = "terminal/commandExecuted"
 	ActionTerminalCommandFinished           ActionType = "terminal/commandFinished"
 	ActionResourceWatchChanged              ActionType = "resourceWatch/changed"
+	ActionSessionWorkingDirectoryReplaced   ActionType = "session/workingDirectoryReplaced"
 )
 
 // actionTypes lists every defined action type in schema order.
@@ -1507,4 +1524,5 @@ var actionTypes = [...]ActionType{
 	ActionTerminalCommandExecuted,
 	ActionTerminalCommandFinished,
 	ActionResourceWatchChanged,
+	ActionSessionWorkingDirectoryReplaced,
 }

@@ -182,6 +182,8 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(TerminalCommandFinishedAction)
 	case "resourceWatch/changed":
 		v = new(ResourceWatchChangedAction)
+	case "session/workingDirectoryReplaced":
+		v = new(SessionWorkingDirectoryReplacedAction)
 	default:
 		return newUnknown(tag, raw), nil
 	}
@@ -5219,6 +5221,69 @@ func (x *SessionWorkingDirectoryRemovedAction) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("directory")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x SessionWorkingDirectoryReplacedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *SessionWorkingDirectoryReplacedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *SessionWorkingDirectoryReplacedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"session/workingDirectoryReplaced\"")
+	w.key("\"directory\":")
+	w.string(x.Directory)
+	w.key("\"replacement\":")
+	w.string(x.Replacement)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *SessionWorkingDirectoryReplacedAction) decode(d *decoder) error {
+	*x = SessionWorkingDirectoryReplacedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("session/workingDirectoryReplaced"))
+		case "directory":
+			seen |= 1 << 1
+			x.Directory, err = d.string()
+			err = inField("directory", err)
+		case "replacement":
+			seen |= 1 << 2
+			x.Replacement, err = d.string()
+			err = inField("replacement", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("directory")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("replacement")
 	}
 	return nil
 }

@@ -113,6 +113,30 @@ func withoutDirectory(list []URI, dir URI) ([]URI, bool) {
 	return slices.Delete(slices.Clone(list), i, i+1), true
 }
 
+// replaceDirectory puts replacement where dir is in a working-directory
+// set, in one step: the set never lacks the slot, so the primary directory
+// stays first. A replacement already in the set earlier is kept where it
+// is and dir goes; any later copy of it goes.
+func replaceDirectory(list []URI, dir, replacement URI) ([]URI, bool) {
+	i := slices.Index(list, dir)
+	if i < 0 || dir == replacement {
+		return list, false
+	}
+	if j := slices.Index(list, replacement); j >= 0 && j < i {
+		return slices.Delete(slices.Clone(list), i, i+1), true
+	}
+	out := make([]URI, 0, len(list))
+	for k, u := range list {
+		switch {
+		case k == i:
+			out = append(out, replacement)
+		case u != replacement:
+			out = append(out, u)
+		}
+	}
+	return out, true
+}
+
 // upsert replaces the element matching key or appends v, in a new slice.
 func upsert[T any](list []T, v T, match func(T) bool) []T {
 	if i := slices.IndexFunc(list, match); i >= 0 {

@@ -92,6 +92,12 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 			return s
 		}
 		next.WorkingDirectories = dirs
+	case *SessionWorkingDirectoryReplacedAction:
+		dirs, changed := replaceDirectory(s.WorkingDirectories, a.Directory, a.Replacement)
+		if !changed {
+			return s
+		}
+		next.WorkingDirectories = dirs
 	case *SessionInputNeededSetAction:
 		id := inputRequestID(a.Request)
 		next.InputNeeded = upsert(s.InputNeeded, a.Request, func(r SessionInputRequest) bool { return inputRequestID(r) == id })

@@ -114,3 +114,27 @@ func TestSettersToTheSameValueAreNoOps(t *testing.T) {
 		t.Error("marking unread changed nothing")
 	}
 }
+
+func TestWorkingDirectoryReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		dirs          []protocol.URI
+		from, to      protocol.URI
+		want          []protocol.URI
+		wantUnchanged bool
+	}{
+		{[]protocol.URI{"a", "b"}, "a", "x", []protocol.URI{"x", "b"}, false},
+		{[]protocol.URI{"a", "b", "x"}, "a", "x", []protocol.URI{"x", "b"}, false},
+		{[]protocol.URI{"x", "a", "b"}, "a", "x", []protocol.URI{"x", "b"}, false},
+		{[]protocol.URI{"a", "b"}, "c", "x", []protocol.URI{"a", "b"}, true},
+		{[]protocol.URI{"a"}, "a", "a", []protocol.URI{"a"}, true},
+	} {
+		s := &protocol.SessionState{WorkingDirectories: tc.dirs}
+		next := protocol.ReduceSession(s, &protocol.SessionWorkingDirectoryReplacedAction{Directory: tc.from, Replacement: tc.to})
+		if (next == s) != tc.wantUnchanged || fmt.Sprint(next.WorkingDirectories) != fmt.Sprint(tc.want) {
+			t.Errorf("%v replace %s with %s: %v (same state %v)", tc.dirs, tc.from, tc.to, next.WorkingDirectories, next == s)
+		}
+		if fmt.Sprint(s.WorkingDirectories) != fmt.Sprint(tc.dirs) {
+			t.Errorf("the reducer changed its input: %v", s.WorkingDirectories)
+		}
+	}
+}

@@ -227,8 +227,8 @@ const (
 	ChangesetStatusError     ChangesetStatus = "error"
 )
 
-// ChannelState holds one of *SessionState, *ChatState, *TerminalState, *ChangesetState, *ResourceWatchState, *RootState, *AnnotationsState, or *Unknown for a
-// variant this protocol version does not define.
+// ChannelState holds one of its 7 variants (*SessionState, *ChatState, *TerminalState, ...), or *Unknown
+// for a variant this protocol version does not define.
 type ChannelState interface {
 	wireValue
 	isChannelState()
@@ -2072,8 +2072,8 @@ type ToolCallRunningState struct {
 
 func (*ToolCallRunningState) isToolCallState() {}
 
-// ToolCallState holds one of *ToolCallStreamingState, *ToolCallPendingConfirmationState, *ToolCallRunningState, *ToolCallAuthRequiredState, *ToolCallPendingResultConfirmationState, *ToolCallCompletedState, *ToolCallCancelledState, or *Unknown for a
-// variant this protocol version does not define.
+// ToolCallState holds one of its 7 variants (*ToolCallStreamingState, *ToolCallPendingConfirmationState, *ToolCallRunningState, ...), or *Unknown
+// for a variant this protocol version does not define.
 type ToolCallState interface {
 	wireValue
 	isToolCallState()

@@ -252,7 +252,10 @@ func TestVersionKnownTo(t *testing.T) {
 		{ActionSessionReady, "0.0.9", false},
 		{ActionSessionReady, "banana", false},
 		{ActionSessionReady, "", false},
-		{"session/workingDirectoryReplaced", "1.0.0", false},
+		{ActionSessionWorkingDirectoryReplaced, "1.0.0", true},
+		{ActionSessionWorkingDirectoryReplaced, "0.8.0", true},
+		{ActionSessionWorkingDirectoryReplaced, "0.7.0", false},
+		{"session/fromTheFuture", "1.0.0", false},
 		{"", "1.0.0", false},
 	}
 	for _, tt := range tests {
@@ -273,7 +276,8 @@ func TestVersionIntroducedIn(t *testing.T) {
 		{ActionChangesetOperationStatusChanged, "0.3.0", true},
 		{ActionChangesetFilesReviewChanged, "0.6.0", true},
 		{ActionResourceWatchChanged, "0.2.0", true},
-		{"session/workingDirectoryReplaced", "", false},
+		{ActionSessionWorkingDirectoryReplaced, "0.8.0", true},
+		{"session/fromTheFuture", "", false},
 	}
 	for _, tt := range tests {
 		got, ok := tt.at.IntroducedIn()

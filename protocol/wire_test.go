@@ -85,6 +85,7 @@ func TestEncodedValuesValidate(t *testing.T) {
 			TurnID: "t", ToolCallID: "c", Approved: false, Reason: new(protocol.ToolCallCancellationReasonDenied),
 		}},
 		{"StateAction", &protocol.ChatTurnCompleteAction{TurnID: "t", Duration: 12.5}},
+		{"StateAction", &protocol.SessionWorkingDirectoryReplacedAction{Directory: "file:///a", Replacement: "file:///a.worktrees/s"}},
 		{"SessionSummary", protocol.SessionSummary{
 			Resource: "script:/s1", Provider: "script", Title: "t",
 			Status:    protocol.StatusInProgress | protocol.StatusIsRead | protocol.StatusIsArchived,

@@ -18,6 +18,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/ahpd/ahpd/protocol/internal/extensions"
 )
 
 // schemaFiles are the five schema files, in the order a definition is looked
@@ -100,6 +102,9 @@ func Load(dir string) (*Schemas, error) {
 		}
 		dropEmptyRefs(root)
 		widenBitsets(root)
+		if err := addExtensions(root); err != nil {
+			return nil, err
+		}
 		url, _ := root["$id"].(string)
 		if url == "" {
 			url = "file://" + path
@@ -142,6 +147,34 @@ func dropEmptyRefs(v any) {
 			dropEmptyRefs(e)
 		}
 	}
+}
+
+// addExtensions adds the definitions ahpd speaks that came after the
+// schema files, as the generated types have them, so what ahpd sends of
+// them is checked too.
+func addExtensions(root map[string]any) error {
+	ext, err := extensions.Load()
+	if err != nil {
+		return err
+	}
+	defs, _ := root["$defs"].(map[string]any)
+	for union, members := range ext.Unions {
+		u, ok := defs[union].(map[string]any)
+		if !ok {
+			continue
+		}
+		oneOf, _ := u["oneOf"].([]any)
+		for _, m := range members {
+			def, err := jsonschema.UnmarshalJSON(bytes.NewReader(ext.Defs[m]))
+			if err != nil {
+				return fmt.Errorf("extension %s: %w", m, err)
+			}
+			defs[m] = def
+			oneOf = append(oneOf, map[string]any{"$ref": "#/$defs/" + m})
+		}
+		u["oneOf"] = oneOf
+	}
+	return nil
 }
 
 // widenBitsets lets SessionStatus hold any combination of its bits. The

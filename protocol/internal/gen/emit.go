@@ -194,8 +194,13 @@ func (b *builder) emitUnion(o *out, d *typeDef) {
 	for _, v := range d.variants {
 		names = append(names, "*"+v.def.goName)
 	}
-	o.p("// %s holds one of %s, or *Unknown for a", d.goName, strings.Join(names, ", "))
-	o.p("// variant this protocol version does not define.")
+	if len(names) > 6 {
+		o.p("// %s holds one of its %d variants (%s, ...), or *Unknown", d.goName, len(names), strings.Join(names[:3], ", "))
+		o.p("// for a variant this protocol version does not define.")
+	} else {
+		o.p("// %s holds one of %s, or *Unknown for a", d.goName, strings.Join(names, ", "))
+		o.p("// variant this protocol version does not define.")
+	}
 	o.p("type %s interface {", d.goName)
 	o.p("wireValue")
 	if d.allActions() {

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ahpd/ahpd/protocol/internal/extensions"
 )
 
 // node is one JSON Schema node, limited to the keywords the AHP schemas use.
@@ -172,5 +174,42 @@ func loadSchemas(dir string) ([]*schemaFile, error) {
 		}
 		out = append(out, f)
 	}
-	return out, nil
+	return out, addExtensions(out)
+}
+
+// addExtensions adds the definitions that came after the schema files to
+// the actions file, and their references to the unions they belong to.
+func addExtensions(files []*schemaFile) error {
+	ext, err := extensions.Load()
+	if err != nil {
+		return fmt.Errorf("extensions: %w", err)
+	}
+	var actions *schemaFile
+	for _, f := range files {
+		if f.name == "actions" {
+			actions = f
+		}
+	}
+	for name, raw := range ext.Defs {
+		var n node
+		if err := json.Unmarshal(raw, &n); err != nil {
+			return fmt.Errorf("extensions: $defs.%s: %w", name, err)
+		}
+		actions.defs[name] = &n
+	}
+	for union, members := range ext.Unions {
+		for _, f := range files {
+			u, ok := f.defs[union]
+			if !ok {
+				continue
+			}
+			for _, m := range members {
+				u.OneOf = append(u.OneOf, &node{Ref: "#/$defs/" + m})
+				if f != actions {
+					f.defs[m] = actions.defs[m]
+				}
+			}
+		}
+	}
+	return nil
 }
