@@ -55,7 +55,7 @@ func deny(p Principal, op Operation, why string) *Denied {
 //   - a user has the role the directory gives them now (a user removed
 //     since they connected may do nothing but None);
 //   - session:dispose is the owner's or an administrator's: anybody else
-//     gets OnlyOwnerMessage.
+//     whose role grants it gets OnlyOwnerMessage.
 func (d *Directory) Check(p Principal, op Operation, owner Principal) error {
 	if !op.known() {
 		return &Denied{Principal: p, Operation: op, Message: fmt.Sprintf("%s may not %s: not an operation", p, quote(string(op)))}
@@ -80,11 +80,11 @@ func (d *Directory) Check(p Principal, op Operation, owner Principal) error {
 	default:
 		return deny(p, op, "not signed in")
 	}
-	if op == SessionDispose && role != Admin && p != owner {
-		return &Denied{Principal: p, Operation: op, Message: OnlyOwnerMessage}
-	}
 	if !role.Allows(op) {
 		return deny(p, op, fmt.Sprintf("the %s role does not grant it", role))
+	}
+	if op == SessionDispose && role != Admin && p != owner {
+		return &Denied{Principal: p, Operation: op, Message: OnlyOwnerMessage}
 	}
 	return nil
 }

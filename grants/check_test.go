@@ -42,7 +42,7 @@ func TestCheck(t *testing.T) {
 		{SessionList, "yyyy"},
 		{SessionState, "yyyy"},
 		{SessionCreate, "yyyn"},
-		{SessionDispose, "yyoo"},
+		{SessionDispose, "yyon"},
 		{SessionRename, "yyyn"},
 		{SessionConfigure, "yyyn"},
 		{SessionFolders, "yyyn"},

@@ -2,8 +2,10 @@ package host
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/go-json-experiment/json/jsontext"
@@ -13,7 +15,7 @@ import (
 // properties the backend offers, each value the one given when it has the
 // property's shape, else the property's default. Values for keys nobody
 // offers are dropped. It reports the keys it dropped or replaced.
-func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object) (protocol.SessionConfigState, []string) {
+func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who grants.Principal) (protocol.SessionConfigState, []string) {
 	state := protocol.SessionConfigState{
 		Schema: protocol.SessionConfigSchema{Properties: protocol.NewMap[protocol.SessionConfigPropertySchema]()},
 		Values: protocol.Object{},
@@ -34,6 +36,14 @@ func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object) (pr
 			if ok {
 				ignored = append(ignored, p.Key)
 			}
+		}
+	}
+	if p, ok := h.scopeProperty(who); ok {
+		state.Schema.Properties.Set(keyScope, p)
+		if v, ok := given[keyScope]; ok && fits(p, v) {
+			state.Values[keyScope] = v
+		} else {
+			state.Values[keyScope] = p.Default
 		}
 	}
 	for k := range given {
@@ -104,4 +114,32 @@ func configChange(state *protocol.SessionConfigState, change protocol.Object) st
 		}
 	}
 	return ""
+}
+
+const keyScope = "scope"
+
+// scopeProperty is the scope key: offered only when there is a person to
+// ask, with their memberships as its values and their primary first.
+func (h *Host) scopeProperty(who grants.Principal) (protocol.SessionConfigPropertySchema, bool) {
+	dir := h.directory()
+	if dir == nil || who.Kind != grants.KindUser {
+		return protocol.SessionConfigPropertySchema{}, false
+	}
+	scopes := dir.Memberships(who)
+	if len(scopes) == 0 {
+		return protocol.SessionConfigPropertySchema{}, false
+	}
+	p := protocol.SessionConfigPropertySchema{
+		Type:           "string",
+		Title:          "Scope",
+		Description:    new("The team and project this session's work is charged to."),
+		SessionMutable: new(false),
+	}
+	for _, sc := range scopes {
+		v, _ := json.Marshal(sc.String())
+		p.Enum = append(p.Enum, v)
+		p.EnumLabels = append(p.EnumLabels, sc.String())
+	}
+	p.Default = p.Enum[0]
+	return p, true
 }

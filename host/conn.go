@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -39,13 +40,15 @@ type frame struct {
 // conn is one client connection. Its state after initialize (clientId,
 // version) is set once by the initialize handler and read after.
 type conn struct {
-	h      *Host
-	id     int64
-	t      transport
-	log    *slog.Logger
-	stdio  bool // the host's own connection
-	ctx    context.Context
-	cancel context.CancelFunc
+	h     *Host
+	id    int64
+	t     transport
+	log   *slog.Logger
+	stdio bool // the host's own connection
+	// principal is who the connection acts for, fixed at the handshake.
+	principal grants.Principal
+	ctx       context.Context
+	cancel    context.CancelFunc
 
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
 
@@ -65,11 +68,11 @@ type conn struct {
 	writerEnd chan struct{}
 }
 
-func newConn(h *Host, id int64, t transport, stdio bool) *conn {
+func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *conn {
 	ctx, cancel := context.WithCancel(h.ctx)
 	c := &conn{
-		h: h, id: id, t: t, stdio: stdio, ctx: ctx, cancel: cancel,
-		log:       h.log.With("conn", id),
+		h: h, id: id, t: t, stdio: stdio, principal: p, ctx: ctx, cancel: cancel,
+		log:       h.log.With("conn", id, "principal", p.String()),
 		holds:     map[string]bool{},
 		subs:      map[string]bool{},
 		wake:      make(chan struct{}, 1),

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -47,6 +48,9 @@ type Options struct {
 	// ResidencyLimit is how many sessions may be resident at once; 0
 	// means no limit.
 	ResidencyLimit int
+	// Auth says who a connection acts for and holds the users directory;
+	// nil is a host with no users directory, where everyone is root.
+	Auth *grants.Authenticator
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -92,6 +96,10 @@ func New(opts Options) (*Host, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Auth == nil {
+		name, _ := os.Hostname()
+		opts.Auth = &grants.Authenticator{Host: name}
 	}
 	if opts.DefaultDirectory == "" {
 		home, err := os.UserHomeDir()
@@ -231,15 +239,15 @@ func (h *Host) connClosed(c *conn) {
 	h.wg.Done()
 }
 
-// newConnection registers a connection on a transport.
-func (h *Host) newConnection(t transport, stdio bool) (*conn, error) {
+// newConnection registers a connection on a transport, acting for p.
+func (h *Host) newConnection(t transport, stdio bool, p grants.Principal) (*conn, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
 		return nil, errors.New("ahpd is shutting down")
 	}
 	h.nextConn++
-	c := newConn(h, h.nextConn, t, stdio)
+	c := newConn(h, h.nextConn, t, stdio, p)
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	return c, nil

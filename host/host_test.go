@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/plugins"
@@ -60,6 +60,7 @@ func startHost(t *testing.T, state string, opts ...hostOption) *testHost {
 		Logger:           slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Version:          "test",
 		DefaultDirectory: work,
+		Auth:             &grants.Authenticator{Host: "test"},
 	}
 	for _, opt := range opts {
 		opt(&o)
@@ -68,7 +69,7 @@ func startHost(t *testing.T, state string, opts ...hostOption) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(func(*http.Request) bool { return true }, false))
+	srv := httptest.NewServer(h.Handler(false))
 	th := &testHost{t: t, h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http"), state: state, work: work}
 	t.Cleanup(th.stop)
 	return th

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -56,7 +57,8 @@ func (h *Host) restore(rec *record) (*session, error) {
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		rec: *rec, announced: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
-	config, _ := h.resolveConfig(backend, rec.Config)
+	owner, _ := grants.Parse(rec.Owner)
+	config, _ := h.resolveConfig(backend, rec.Config, owner)
 	s.build(config)
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}

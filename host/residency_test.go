@@ -259,11 +259,22 @@ func TestSuspend(t *testing.T) {
 	if last := cs.Turns[len(cs.Turns)-1]; last.ID != "t2" || last.State != protocol.TurnStateCancelled {
 		t.Errorf("the waiting turn ended %s %s", last.ID, last.State)
 	}
-	// Suspending a sleeping session changes nothing.
+	// Subscribing woke it; once c2 is gone (the server sees the close a
+	// moment later) it sleeps again, and suspending it then changes nothing.
 	c.Close()
 	c = th.client("c3")
+	deadline := time.Now().Add(hosttest.Timeout)
+	for string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})) != `{"status":"inactive"}` {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never went back to sleep")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if raw := c.MustCall("ahpd/suspendSession", map[string]any{"channel": session}); string(raw) != `{"status":"inactive"}` {
 		t.Errorf("suspending a sleeping session: %s", raw)
+	}
+	if n := b.running.Load(); n != 0 {
+		t.Errorf("%d agents after suspending a sleeping session", n)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"slices"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/channel"
@@ -56,6 +58,9 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 		if !beforeInitialize[method] && !a.c.initialized() {
 			return nil, rpcError(protocol.Errorf(protocol.CodeInvalidRequest, "%s before initialize: send initialize (or reconnect) first", method))
 		}
+		if err := a.h.allow(a.c, method, req.ParamString()); err != nil {
+			return nil, rpcError(err)
+		}
 		v, err := m(a.h, ctx, a.c, req)
 		if err != nil {
 			a.c.release(req.ID())
@@ -65,14 +70,8 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 	}
 }
 
-// Names lists the methods, for jrpc2's rpc.serverInfo.
-func (a assigner) Names() []string {
-	out := make([]string, 0, len(methods))
-	for m := range methods {
-		out = append(out, m)
-	}
-	return out
-}
+// Names lists the methods.
+func (a assigner) Names() []string { return slices.Sorted(maps.Keys(methods)) }
 
 // params decodes a request's params into v; a misfit answers -32602 naming
 // the member.
@@ -120,7 +119,9 @@ func (h *Host) serve(c *conn) {
 	srv := jrpc2.NewServer(assigner{h, c}, &jrpc2.ServerOptions{
 		AllowPush:   false,
 		Concurrency: 4,
-		NewContext:  func() context.Context { return c.ctx },
+		// rpc.serverInfo would answer outside the grants table.
+		DisableBuiltin: true,
+		NewContext:     func() context.Context { return c.ctx },
 	})
 	srv.Start(rpcChannel{c})
 	err := srv.Wait()

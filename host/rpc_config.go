@@ -26,7 +26,7 @@ func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Req
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for resolveSessionConfig: workingDirectory: %v", err)
 		}
 	}
-	state, _ := h.resolveConfig(backend, p.Config)
+	state, _ := h.resolveConfig(backend, p.Config, c.principal)
 	return &protocol.ResolveSessionConfigResult{Schema: state.Schema, Values: state.Values}, nil
 }
 
@@ -41,7 +41,7 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 	if err != nil {
 		return nil, err
 	}
-	state, _ := h.resolveConfig(backend, nil)
+	state, _ := h.resolveConfig(backend, nil, c.principal)
 	prop, ok := state.Schema.Properties.Get(p.Property)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %q", p.Property)

@@ -36,7 +36,16 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 		h.refuse(c, p.Channel, &protocol.Unknown{Raw: p.Action}, origin, "invalid action: "+err.Error())
 		return nil, nil
 	}
-	if reason := h.checkDispatch(p.Channel, a); reason != "" {
+	// The grant is checked once the action is known to be a client's, and
+	// before anything about the channel is said to somebody not allowed it.
+	reason := checkType(a)
+	if reason == "" {
+		reason = h.checkAction(c, p.Channel, a)
+	}
+	if reason == "" {
+		reason = checkChannel(p.Channel, a)
+	}
+	if reason != "" {
 		h.refuse(c, p.Channel, a, origin, reason)
 		return nil, nil
 	}
@@ -60,8 +69,8 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	return nil, nil
 }
 
-// checkDispatch refuses actions no client may send on a channel.
-func (h *Host) checkDispatch(channel string, a protocol.Action) string {
+// checkType refuses actions no client may send.
+func checkType(a protocol.Action) string {
 	t := a.Type()
 	if _, known := t.IntroducedIn(); !known {
 		return fmt.Sprintf("unknown action type %q", t)
@@ -69,6 +78,12 @@ func (h *Host) checkDispatch(channel string, a protocol.Action) string {
 	if !t.ClientDispatchable() {
 		return fmt.Sprintf("%s is the host's to send, not a client's", t)
 	}
+	return ""
+}
+
+// checkChannel refuses an action sent on a channel it does not belong on.
+func checkChannel(channel string, a protocol.Action) string {
+	t := a.Type()
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {
 		return err.Error()

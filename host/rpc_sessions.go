@@ -13,6 +13,8 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/grants"
+
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -61,9 +63,25 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 			}
 		}
 	}
-	config, ignored := h.resolveConfig(backend, p.Config)
+	config, ignored := h.resolveConfig(backend, p.Config, c.principal)
 	if len(ignored) > 0 {
 		h.log.Info("config values left at their defaults", "session", p.Channel, "keys", ignored)
+	}
+	// Whose it is and what it is charged to are settled now, for good.
+	dir := h.directory()
+	owner := dir.Owner(c.principal)
+	// A scope asked for is checked as asked, not replaced by the default.
+	var requested string
+	if v, ok := p.Config[keyScope]; ok {
+		if err := jsonUnmarshal(v, &requested); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: config.scope: want \"team/project\"")
+		}
+	} else {
+		_ = jsonUnmarshal(config.Values[keyScope], &requested)
+	}
+	scope, err := dir.Scope(c.principal, requested)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: config.scope: %v", err)
 	}
 
 	h.mu.Lock()
@@ -76,6 +94,8 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 		return nil, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", p.Channel, old.uri)
 	}
 	s := h.newSession(c, su, provider, backend, dirs, config)
+	s.rec.Owner = principalString(owner)
+	s.rec.Scope = scopeString(scope)
 	h.sessions[su.ID] = s
 	h.mu.Unlock()
 
@@ -128,12 +148,17 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 		}
 		after = &k
 	}
+	mine, err := ownerFilter(p.Meta)
+	if err != nil {
+		return nil, err
+	}
+	me := principalString(c.principal)
 	// Sort small keys, not whole rows: a catalogue of 10,000 sessions
 	// would otherwise move megabytes on every listing.
 	keys := make([]rowKey, 0, 64)
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
-		if !s.disposed && (!s.provisional || s.creator == c) {
+		if !s.disposed && (!s.provisional || s.creator == c) && (!mine || (me != "" && s.rec.Owner == me)) {
 			keys = append(keys, rowKey{pageKey{s.summary.ModifiedAt, s.uri}, s})
 		}
 		s.mu.Unlock()
@@ -220,3 +245,17 @@ func (k cursorKey) open(cursor string) (pageKey, error) {
 }
 
 var errForeignCursor = errors.New("not a cursor this host issued: start again without one")
+
+func principalString(p grants.Principal) string {
+	if p.IsZero() {
+		return ""
+	}
+	return p.String()
+}
+
+func scopeString(s grants.Scope) string {
+	if s.IsZero() {
+		return ""
+	}
+	return s.String()
+}

@@ -36,6 +36,11 @@ type record struct {
 	CreationError      string          `json:"creationError,omitempty"`
 	DefaultChat        string          `json:"defaultChat"`
 	Chats              []*chatRecord   `json:"chats"`
+	// Owner is whose the session is (user:<id>, root:<host>), written when
+	// it is made and never changed; "" on a host with no users directory.
+	Owner string `json:"owner,omitempty"`
+	// Scope is the team/project the session's work is charged to.
+	Scope string `json:"scope,omitempty"`
 }
 
 // chatRecord is what the host keeps of one chat.

@@ -18,12 +18,14 @@ import (
 const maxMessage = 32 << 20
 
 // Handler serves AHP over WebSocket: one JSON-RPC message per text frame.
-// authorize checks a connection before it is upgraded; a request it
-// refuses gets HTTP 401. sameOrigin refuses browser pages of other origins,
-// for a host that asks no token of its clients.
-func (h *Host) Handler(authorize func(*http.Request) bool, sameOrigin bool) http.Handler {
+// Options.Auth names who a connection acts for from the token it presents
+// (?tkn= or Authorization: Bearer) before it is upgraded; a request it
+// refuses gets HTTP 401. sameOrigin refuses browser pages of other
+// origins, for a host that asks no token of its clients.
+func (h *Host) Handler(sameOrigin bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !authorize(r) {
+		principal, ok := h.opts.Auth.Authenticate(tokenOf(r))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd"`)
 			http.Error(w, "a valid connection token is required (?tkn= or Authorization: Bearer)", http.StatusUnauthorized)
 			return
@@ -34,7 +36,7 @@ func (h *Host) Handler(authorize func(*http.Request) bool, sameOrigin bool) http
 			return
 		}
 		ws.SetReadLimit(maxMessage)
-		c, err := h.newConnection(&wsTransport{ws: ws}, false)
+		c, err := h.newConnection(&wsTransport{ws: ws}, false, principal)
 		if err != nil {
 			_ = ws.Close(websocket.StatusGoingAway, err.Error())
 			return
@@ -66,7 +68,7 @@ func (t *wsTransport) close(reason string) error {
 // line, until r ends or the host closes. It is the host's own connection.
 func (h *Host) ServeStdio(r io.Reader, w io.Writer) error {
 	t := &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w}
-	c, err := h.newConnection(t, true)
+	c, err := h.newConnection(t, true, h.opts.Auth.Root())
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,9 @@ type config struct {
 	// SessionResidencyLimit is how many sessions may be resident; 0 means
 	// no limit.
 	SessionResidencyLimit int `yaml:"sessionResidencyLimit"`
+	// Users is the users directory (YAML); "" is a host with none, where
+	// every connection is root.
+	Users string `yaml:"users"`
 }
 
 const defaultListen = "127.0.0.1:9187"
@@ -63,6 +66,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "")
 	fs.Float64Var(&cfg.SleepAfterMinutes, "sleep-after-minutes", cfg.SleepAfterMinutes, "")
 	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
+	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	return fs
 }
 

@@ -28,6 +28,9 @@ func main() {
 // run is ahpd with its arguments, streams and a context that ends on
 // SIGINT or SIGTERM. It returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "user" {
+		return userCommand(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
@@ -56,6 +59,7 @@ const usage = `ahpd hosts AI coding-agent sessions over the Agent Host Protocol.
 
 Usage:
   ahpd [serve] [flags]
+  ahpd user add|role|scopes|token|tokens|revoke|rm|list ...   manage the users directory (see ahpd user --help)
 
 Flags:
   --listen ADDR                  address to serve on (default 127.0.0.1:9187; port 0 picks one)
@@ -68,6 +72,7 @@ Flags:
   --sessions file|memory         keep sessions across restarts, or not (default file)
   --config FILE                  YAML config file; flags win over it
   --log-level debug|info|warn|error  (default info)
+  --users FILE                   the users directory: people connect with their own tokens
   --shutdown-grace DURATION      how long running turns may go on at shutdown (default 10s)
   --sleep-after-minutes M        let a quiet session's agents go after M minutes (default 30; 0 never)
   --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
@@ -34,6 +34,17 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("making the state directory: %w", err)
 	}
+	auth, closeUsers, err := authenticator(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer closeUsers()
+	var kept string
+	if !cfg.Stdio {
+		if auth.ConnectionToken, kept, err = connectionToken(cfg, log); err != nil {
+			return err
+		}
+	}
 	backends := plugins.NewRegistry()
 	if err := backends.Register(script.New(filepath.Join(cfg.StateDir, "transcripts", "script"))); err != nil {
 		return err
@@ -47,6 +58,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		// Minutes as a fraction: tests and demos sleep sessions in seconds.
 		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
 		ResidencyLimit: cfg.SessionResidencyLimit,
+		Auth:           auth,
 	})
 	if err != nil {
 		return err
@@ -54,7 +66,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	return serveWebSocket(ctx, cfg, h, stdout, stderr, log)
+	return serveWebSocket(ctx, cfg, h, auth.ConnectionToken, kept, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -71,19 +83,16 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 	}
 }
 
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, stdout, stderr io.Writer, log *slog.Logger) error {
-	token, kept, err := connectionToken(cfg, log)
-	if err != nil {
-		_ = h.Close(context.Background())
-		return err
-	}
+// serveWebSocket serves AHP on cfg.Listen; token is the connection token
+// ("" for none) and kept the file it is kept in, when ahpd made it.
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = h.Close(context.Background())
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	srv := &http.Server{
-		Handler:           h.Handler(authorizer(token), token == ""),
+		Handler:           h.Handler(token == ""),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
@@ -183,20 +192,21 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// authorizer accepts a request carrying the token as ?tkn= or as a Bearer
-// token. The comparison takes the same time whatever the guess.
-func authorizer(token string) func(*http.Request) bool {
-	if token == "" {
-		return func(*http.Request) bool { return true }
+// authenticator names who connections act for: root with the connection
+// token (set once it is known), a person with their own token when there
+// is a users directory. The directory is re-read when its file changes.
+func authenticator(cfg *config, log *slog.Logger) (*grants.Authenticator, func(), error) {
+	hostname, _ := os.Hostname()
+	a := &grants.Authenticator{Host: hostname}
+	if cfg.Users == "" {
+		return a, func() {}, nil
 	}
-	want := []byte(token)
-	return func(r *http.Request) bool {
-		got := r.URL.Query().Get("tkn")
-		if auth := r.Header.Get("Authorization"); got == "" && strings.HasPrefix(auth, "Bearer ") {
-			got = strings.TrimPrefix(auth, "Bearer ")
-		}
-		return subtle.ConstantTimeCompare([]byte(got), want) == 1
+	live, err := grants.Watch(cfg.Users, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the users directory: %w", err)
 	}
+	a.Users = live
+	return a, func() { _ = live.Close() }, nil
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

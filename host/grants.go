@@ -1,0 +1,96 @@
+package host
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Grants: every command and every client action is checked against the
+// principal of its connection by one grants.Check before it runs.
+
+// tokenOf returns the token a WebSocket handshake presents.
+func tokenOf(r *http.Request) string {
+	if t := r.URL.Query().Get("tkn"); t != "" {
+		return t
+	}
+	if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return auth[7:]
+	}
+	return ""
+}
+
+// directory is the users directory, or nil for a host with none.
+func (h *Host) directory() *grants.Directory { return h.opts.Auth.Directory() }
+
+// allow checks a command against the connection's principal. The
+// operation comes from the method and, for subscribe, the channel's kind;
+// the owner is that of the session the command names.
+func (h *Host) allow(c *conn, method, params string) error {
+	var p struct {
+		Channel string `json:"channel"`
+	}
+	_ = jsonUnmarshal([]byte(params), &p)
+	kind, kerr := protocol.ClassifyChannel(p.Channel)
+	switch {
+	case method == "dispatchAction":
+		return nil // each action is checked as it is taken
+	case method == "subscribe" && kerr != nil:
+		return nil // no channel to grant: the handler refuses the params
+	}
+	op, ok := grants.ForCommand(method, kind.String())
+	if !ok {
+		return protocol.Errorf(protocol.CodePermissionDenied, "%s is not in the grants table", method)
+	}
+	return h.check(c, op, h.ownerOf(c, p.Channel))
+}
+
+func (h *Host) check(c *conn, op grants.Operation, owner grants.Principal) error {
+	return h.directory().Check(c.principal, op, owner)
+}
+
+// checkAction checks a client action; a refusal says why, for the echo.
+func (h *Host) checkAction(c *conn, channel string, a protocol.Action) string {
+	op, ok := grants.ForAction(string(a.Type()))
+	if !ok {
+		return string(a.Type()) + " is not in the grants table"
+	}
+	if err := h.check(c, op, h.ownerOf(c, channel)); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// ownerOf returns the owner of the session a channel belongs to.
+func (h *Host) ownerOf(c *conn, channel string) grants.Principal {
+	var s *session
+	switch kind, _ := protocol.ClassifyChannel(channel); kind {
+	case protocol.ChannelSession:
+		s, _ = h.session(c, channel)
+	case protocol.ChannelChat:
+		s, _, _ = h.chat(c, channel)
+	}
+	if s == nil {
+		return grants.Principal{}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owner, _ := grants.Parse(s.rec.Owner)
+	return owner
+}
+
+// ownerFilter reads listSessions' owner filter: _meta {"ahpd.owner": "me"}
+// keeps the sessions the connection's principal owns. It reports whether
+// the filter is on.
+func ownerFilter(meta protocol.Object) (bool, error) {
+	v, ok := meta["ahpd.owner"]
+	if !ok {
+		return false, nil
+	}
+	if strings.TrimSpace(string(v)) != `"me"` {
+		return false, protocol.Errorf(protocol.CodeInvalidParams, `invalid params for listSessions: _meta["ahpd.owner"]: the only filter is "me"`)
+	}
+	return true, nil
+}
