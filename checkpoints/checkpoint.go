@@ -1,0 +1,194 @@
+package checkpoints
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Checkpoint is one turn's recorded tree.
+type Checkpoint struct {
+	Turn   int    // 0 for the tree the session started from
+	Ref    string // refs/agents/<session>/checkpoints/turn/<Turn>
+	Commit string // the commit the ref points at
+}
+
+// Identity written into checkpoint commits, so that capturing needs no
+// user.name or user.email from anyone's git configuration.
+const (
+	authorName  = "ahpd"
+	authorEmail = "ahpd@localhost"
+)
+
+// Capture records the working tree as it is on disk as the checkpoint of
+// the given turn of a session and returns the commit's id. Turn 0 is the
+// tree the session started from; turn N the tree when turn N ended.
+//
+// The commit's parent is the session's latest checkpoint before turn, if
+// there is one, so a session's checkpoints form a history that `git log`
+// can walk. Capturing a turn that already has a checkpoint replaces it.
+// The user's index, HEAD, branches, stash and files are not touched.
+//
+// Captures of different sessions may run at once; captures of one session
+// must not, or the parent chosen for each is unpredictable.
+func (r *Repo) Capture(ctx context.Context, sessionID string, turn int) (string, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return "", err
+	}
+	ref, err := turnRef(sessionID, turn)
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: capture: %w", err)
+	}
+
+	// Looking for the parent costs a process; do it while git add, by far
+	// the slowest step, is running.
+	type parentResult struct {
+		commit string
+		err    error
+	}
+	parentc := make(chan parentResult, 1)
+	if turn == 0 {
+		parentc <- parentResult{}
+	} else {
+		go func() {
+			c, err := r.parent(ctx, sessionID, turn)
+			parentc <- parentResult{c, err}
+		}()
+	}
+	tree, err := r.Snapshot(ctx)
+	parent := <-parentc
+	if err != nil {
+		return "", err
+	}
+	if parent.err != nil {
+		return "", parent.err
+	}
+
+	args := []string{
+		"commit-tree",
+		// commit-tree honours commit.gpgSign; a checkpoint must never
+		// wait on a passphrase prompt or fail for want of a key.
+		"--no-gpg-sign",
+		"-m", fmt.Sprintf("ahpd checkpoint: turn %d\n\nSession: %s\n", turn, strconv.Quote(sessionID)),
+	}
+	if parent.commit != "" {
+		args = append(args, "-p", parent.commit)
+	}
+	args = append(args, tree)
+	date := fmt.Sprintf("@%d +0000", time.Now().Unix())
+	out, err := gitCmd{
+		dir: r.root,
+		env: []string{
+			"GIT_AUTHOR_NAME=" + authorName,
+			"GIT_AUTHOR_EMAIL=" + authorEmail,
+			"GIT_AUTHOR_DATE=" + date,
+			"GIT_COMMITTER_NAME=" + authorName,
+			"GIT_COMMITTER_EMAIL=" + authorEmail,
+			"GIT_COMMITTER_DATE=" + date,
+		},
+		args: args,
+	}.run(ctx)
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: capture %s: %w", ref, err)
+	}
+	commit := strings.TrimSpace(string(out))
+	if !isObjectID(commit) {
+		return "", fmt.Errorf("checkpoints: capture %s: unexpected output from git commit-tree: %q", ref, out)
+	}
+
+	// --no-deref: if something made our ref a symbolic ref, replace it
+	// rather than write through it to a ref outside the session.
+	if _, err := r.git(ctx, "update-ref", "--no-deref", "-m", "ahpd checkpoint", ref, commit); err != nil {
+		return "", fmt.Errorf("checkpoints: capture %s: %w", ref, err)
+	}
+	return commit, nil
+}
+
+// parent returns the commit of the session's latest checkpoint before
+// turn, or "" if there is none.
+func (r *Repo) parent(ctx context.Context, sessionID string, turn int) (string, error) {
+	cps, err := r.Checkpoints(ctx, sessionID)
+	if err != nil {
+		return "", err
+	}
+	for i := len(cps) - 1; i >= 0; i-- {
+		if cps[i].Turn < turn {
+			return cps[i].Commit, nil
+		}
+	}
+	return "", nil
+}
+
+// Checkpoints returns a session's checkpoints sorted by turn. A session
+// without any has none, and that is not an error.
+func (r *Repo) Checkpoints(ctx context.Context, sessionID string) ([]Checkpoint, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return nil, err
+	}
+	prefix := turnsPrefix(sessionID)
+	if err := checkRefName(prefix + "0"); err != nil {
+		return nil, fmt.Errorf("checkpoints: list: %w", err)
+	}
+	out, err := r.git(ctx, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoints: list %s: %w", prefix, err)
+	}
+	var cps []Checkpoint
+	for line := range strings.Lines(string(out)) {
+		commit, ref, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if !ok {
+			continue
+		}
+		// Refs this package did not write (turn/x, turn/1/y) are not
+		// checkpoints; leave them out rather than fail.
+		if turn, ok := parseTurn(ref, prefix); ok {
+			cps = append(cps, Checkpoint{Turn: turn, Ref: ref, Commit: commit})
+		}
+	}
+	slices.SortFunc(cps, func(a, b Checkpoint) int { return a.Turn - b.Turn })
+	return cps, nil
+}
+
+// Delete removes every ref under refs/agents/<session>/, checkpoints and
+// anything else kept there, and nothing outside it. The commits stay in the
+// object database until git gc finds them unreachable. Deleting a session
+// that has no refs does nothing.
+func (r *Repo) Delete(ctx context.Context, sessionID string) error {
+	if err := checkSessionID(sessionID); err != nil {
+		return err
+	}
+	root := sessionRoot(sessionID)
+	if err := checkRefName(strings.TrimSuffix(root, "/")); err != nil {
+		return fmt.Errorf("checkpoints: delete: %w", err)
+	}
+	out, err := r.git(ctx, "for-each-ref", "--format=%(refname)", root)
+	if err != nil {
+		return fmt.Errorf("checkpoints: delete %s: %w", root, err)
+	}
+	var batch strings.Builder
+	for line := range strings.Lines(string(out)) {
+		ref := strings.TrimSuffix(line, "\n")
+		// for-each-ref already matched the prefix; checking again costs
+		// nothing and keeps a surprise in its pattern matching from
+		// reaching another session's refs.
+		if strings.HasPrefix(ref, root) {
+			fmt.Fprintf(&batch, "delete %s\n", ref)
+		}
+	}
+	if batch.Len() == 0 {
+		return nil
+	}
+	// One transaction: either every ref goes or none does.
+	cmd := gitCmd{
+		dir:   r.root,
+		stdin: strings.NewReader(batch.String()),
+		args:  []string{"update-ref", "--no-deref", "--stdin"},
+	}
+	if _, err := cmd.run(ctx); err != nil {
+		return fmt.Errorf("checkpoints: delete %s: %w", root, err)
+	}
+	return nil
+}

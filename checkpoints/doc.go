@@ -1,0 +1,28 @@
+// Package checkpoints records a session's working tree as git commits, one
+// per turn, and computes the change counts clients show next to a session.
+//
+// A checkpoint is an ordinary commit kept under
+// refs/agents/<session>/checkpoints/turn/<N>: turn 0 is the tree the session
+// started from and turn N the tree as it stood when turn N ended. Capturing
+// one never touches what belongs to the user: the index, HEAD, branches, the
+// stash and the files on disk are left exactly as they were. The package
+// writes through a throwaway index file (GIT_INDEX_FILE) seeded from a copy
+// of the real one, so files that have not changed since the user's last git
+// command are not hashed again.
+//
+// Two counts are derived from these trees. Session Changes compares a
+// session's first checkpoint with its latest, so a commit the user makes in
+// between does not hide the session's work. Branch Changes, for a session
+// that has a worktree of its own, compares the point its branch was cut from
+// with the worktree as it is on disk, committed or not.
+//
+// Everything goes through the git CLI rather than an in-process
+// implementation, so clean and smudge filters, Git LFS, sparse checkouts and
+// repository extensions behave as they do for the user. Session ids become
+// ref name components only after they have been sanitized (see RefPrefix), and
+// no caller-supplied string reaches git where it could be read as an option.
+//
+// A Repo is safe for concurrent use: two sessions may capture in the same
+// repository at once. Captures of one session must be made one at a time
+// by the caller, which knows the order its turns end in.
+package checkpoints

@@ -1,0 +1,157 @@
+package checkpoints
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// GitError reports a git command that failed. Stderr holds git's own
+// explanation, which is usually what a person needs to see.
+type GitError struct {
+	Args   []string // the git subcommand and its arguments
+	Stderr string   // git's stderr, trimmed
+	Err    error    // the error from running the process
+}
+
+func (e *GitError) Error() string {
+	name := "git"
+	if sub := subcommand(e.Args); sub != "" {
+		name += " " + sub
+	}
+	if e.Stderr == "" {
+		return fmt.Sprintf("%s: %v", name, e.Err)
+	}
+	return fmt.Sprintf("%s: %v: %s", name, e.Err, e.Stderr)
+}
+
+func (e *GitError) Unwrap() error { return e.Err }
+
+// subcommand returns the git subcommand in args, skipping global options
+// such as -c name=value.
+func subcommand(args []string) string {
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-c" || a == "-C":
+			i++
+		case strings.HasPrefix(a, "-"):
+		default:
+			return a
+		}
+	}
+	return ""
+}
+
+// strippedEnv lists variables that must not reach git from the daemon's own
+// environment. The first group is git's "local repository" set (see
+// `git rev-parse --local-env-vars`): inherited, they would point git at some
+// other repository, index or object store, for instance when ahpd itself is
+// started from a git hook. That set also names the GIT_CONFIG_* variables;
+// those are kept, because setting them is how an operator configures git
+// for the daemon (safe.directory, say). The rest are set per command where
+// needed.
+var strippedEnv = []string{
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES",
+	"GIT_OBJECT_DIRECTORY",
+	"GIT_DIR",
+	"GIT_WORK_TREE",
+	"GIT_IMPLICIT_WORK_TREE",
+	"GIT_GRAFT_FILE",
+	"GIT_INDEX_FILE",
+	"GIT_NO_REPLACE_OBJECTS",
+	"GIT_REPLACE_REF_BASE",
+	"GIT_PREFIX",
+	"GIT_INTERNAL_SUPER_PREFIX",
+	"GIT_SHALLOW_FILE",
+	"GIT_COMMON_DIR",
+	"GIT_NAMESPACE",
+	"GIT_AUTHOR_NAME",
+	"GIT_AUTHOR_EMAIL",
+	"GIT_AUTHOR_DATE",
+	"GIT_COMMITTER_NAME",
+	"GIT_COMMITTER_EMAIL",
+	"GIT_COMMITTER_DATE",
+	"GIT_TERMINAL_PROMPT",
+	"GIT_OPTIONAL_LOCKS",
+}
+
+// baseEnv returns the daemon's environment without the variables above,
+// plus settings that keep git from ever waiting on a person.
+func baseEnv() []string {
+	env := os.Environ()
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(strippedEnv, name) {
+			out = append(out, kv)
+		}
+	}
+	return append(out,
+		"GIT_TERMINAL_PROMPT=0",
+		// Reads must not refresh the user's index behind their back.
+		"GIT_OPTIONAL_LOCKS=0",
+	)
+}
+
+// gitCmd is one git invocation.
+type gitCmd struct {
+	dir   string    // working directory
+	env   []string  // added to baseEnv
+	stdin io.Reader // optional
+	args  []string
+}
+
+// cancelGrace is how long a cancelled git process has to remove its lock
+// files after SIGTERM before it is killed.
+const cancelGrace = 5 * time.Second
+
+// run runs c and returns its stdout. A failure is a *GitError carrying git's
+// stderr.
+func (c gitCmd) run(ctx context.Context) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "git", c.args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(baseEnv(), c.env...)
+	cmd.Stdin = c.stdin
+	// A killed git can leave *.lock files behind (a ref's, an index's) that
+	// make the next command fail. git removes them itself on SIGTERM, so ask
+	// politely first and kill only if it does not go.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = cancelGrace
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			err = fmt.Errorf("%w (%v)", ctxErr, err)
+		}
+		return nil, &GitError{
+			Args:   c.args,
+			Stderr: strings.TrimSpace(stderr.String()),
+			Err:    err,
+		}
+	}
+	return stdout.Bytes(), nil
+}
+
+// git runs git in the repository's top-level directory.
+func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
+	return gitCmd{dir: r.root, args: args}.run(ctx)
+}
+
+// gitLine runs git in the repository and returns the first line of its
+// output, for commands that print a single object id.
+func (r *Repo) gitLine(ctx context.Context, args ...string) (string, error) {
+	out, err := r.git(ctx, args...)
+	if err != nil {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(out), "\n")
+	return strings.TrimSpace(line), nil
+}
