@@ -1,0 +1,186 @@
+package acp
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	sdk "github.com/coder/acp-go-sdk"
+)
+
+// client is ahpd's side of one ACP connection: it receives the agent's
+// session updates and serves its requests for permissions, files and
+// terminals.
+//
+// The SDK calls SessionUpdate for one notification at a time, from a
+// bounded queue it closes the connection over when it fills, so updates
+// are handed on without waiting. Requests each run on their own
+// goroutine and may wait (for the user, for a command).
+type client struct {
+	log *slog.Logger
+
+	// dirs are the working directory as the session names it and with
+	// its symlinks resolved; files and terminals stay beneath it.
+	dirs  []string
+	root  *os.Root // the resolved working directory
+	terms *terminals
+
+	mu   sync.Mutex
+	sink sink // where session updates go; nil between turns
+	// inbound is the context the SDK hands to notification handlers,
+	// once one ran. The SDK cancels it when the connection has ended and
+	// every notification read before the end was handled.
+	inbound context.Context
+}
+
+var _ sdk.Client = (*client)(nil)
+
+// sink receives the session updates of what the connection is doing: a
+// turn, or the replay of a loaded session. kind is the update's
+// sessionUpdate name; update must not block.
+type sink interface {
+	update(kind string, u sdk.SessionUpdate)
+}
+
+// discard is the sink of a replay nobody reads: the replay of a session
+// the host resumes, whose turns it has.
+type discard struct{}
+
+func (discard) update(string, sdk.SessionUpdate) {}
+
+// asker is a sink that can ask the user for permissions: a turn.
+type asker interface {
+	permission(ctx context.Context, req sdk.RequestPermissionRequest) sdk.RequestPermissionResponse
+}
+
+func newClient(dir string, log *slog.Logger) (*client, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("acp: working directory: %w", err)
+	}
+	root, err := os.OpenRoot(real)
+	if err != nil {
+		return nil, fmt.Errorf("acp: working directory: %w", err)
+	}
+	return &client{
+		log:   log,
+		dirs:  []string{filepath.Clean(dir), real},
+		root:  root,
+		terms: newTerminals(log),
+	}, nil
+}
+
+// setSink directs the session updates to s, or drops them if s is nil.
+func (c *client) setSink(s sink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sink = s
+}
+
+// close ends the terminals and lets the working directory go.
+func (c *client) close() {
+	c.terms.closeAll()
+	c.root.Close()
+}
+
+// drain waits, after the connection ended, until the session updates
+// read before the end have been handled: the SDK reports the end to a
+// waiting request before it has handed them all on. It gives up after a
+// while, as the SDK itself does.
+func (c *client) drain() {
+	deadline := time.Now().Add(2 * time.Second)
+	// Before the first update is handled there is nothing to wait on;
+	// one may be on its way.
+	settle := time.Now().Add(100 * time.Millisecond)
+	for {
+		c.mu.Lock()
+		ctx := c.inbound
+		c.mu.Unlock()
+		if ctx != nil {
+			timer := time.NewTimer(time.Until(deadline))
+			defer timer.Stop()
+			select {
+			case <-ctx.Done():
+			case <-timer.C:
+			}
+			return
+		}
+		if time.Now().After(settle) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// SessionUpdate hands a session/update notification to the current sink.
+func (c *client) SessionUpdate(ctx context.Context, n sdk.SessionNotification) error {
+	kind := updateKind(n.Update)
+	c.mu.Lock()
+	s := c.sink
+	c.inbound = ctx
+	c.mu.Unlock()
+	if s == nil {
+		c.log.Debug("session update outside a turn", "kind", kind)
+		return nil
+	}
+	s.update(kind, n.Update)
+	return nil
+}
+
+// RequestPermission asks the user through the running turn. Outside a
+// turn nobody can answer: the request is cancelled.
+func (c *client) RequestPermission(ctx context.Context, req sdk.RequestPermissionRequest) (sdk.RequestPermissionResponse, error) {
+	c.mu.Lock()
+	a, ok := c.sink.(asker)
+	c.mu.Unlock()
+	if !ok {
+		c.log.Info("permission asked outside a turn; cancelled", "toolCallId", req.ToolCall.ToolCallId)
+		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}, nil
+	}
+	return a.permission(ctx, req), nil
+}
+
+// updateKind returns the sessionUpdate name of u. The SDK decodes a kind
+// it does not know into whichever variant has the members the payload
+// has, with the real name kept in that variant's SessionUpdate field, so
+// the name, not the variant, says what an update is.
+func updateKind(u sdk.SessionUpdate) string {
+	switch {
+	case u.UserMessageChunk != nil:
+		return u.UserMessageChunk.SessionUpdate
+	case u.AgentMessageChunk != nil:
+		return u.AgentMessageChunk.SessionUpdate
+	case u.AgentThoughtChunk != nil:
+		return u.AgentThoughtChunk.SessionUpdate
+	case u.ToolCall != nil:
+		return u.ToolCall.SessionUpdate
+	case u.ToolCallUpdate != nil:
+		return u.ToolCallUpdate.SessionUpdate
+	case u.Plan != nil:
+		return u.Plan.SessionUpdate
+	case u.AvailableCommandsUpdate != nil:
+		return u.AvailableCommandsUpdate.SessionUpdate
+	case u.CurrentModeUpdate != nil:
+		return u.CurrentModeUpdate.SessionUpdate
+	case u.ConfigOptionUpdate != nil:
+		return u.ConfigOptionUpdate.SessionUpdate
+	case u.SessionInfoUpdate != nil:
+		return u.SessionInfoUpdate.SessionUpdate
+	case u.UsageUpdate != nil:
+		return u.UsageUpdate.SessionUpdate
+	}
+	return ""
+}
+
+// blockText returns the text of a text content block. Other blocks
+// (images, resources) have no place in a Markdown response yet.
+func blockText(b sdk.ContentBlock) (string, bool) {
+	if b.Text == nil {
+		return "", false
+	}
+	return b.Text.Text, true
+}

@@ -1,0 +1,81 @@
+package acp_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+func TestConfigOptionsAndModels(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, map[string]string{"TESTAGENT_OPTIONS": "1"})
+	a := f.start(t, f.b, "conv", false)
+
+	// Learned from the session.
+	var models []string
+	for _, m := range f.b.Info().Models {
+		models = append(models, m.ID+"="+m.Name)
+	}
+	if !slices.Equal(models, []string{"m1=Model One", "m2=Model Two"}) {
+		t.Errorf("models = %v", models)
+	}
+	props := f.b.ConfigProperties()
+	if len(props) != 2 || props[0].Key != "style" || props[1].Key != "verbose" {
+		t.Fatalf("properties = %+v", props)
+	}
+	style := props[0].Schema
+	if style.Type != "string" || string(style.Default) != `"plain"` || len(style.Enum) != 2 ||
+		!slices.Equal(style.EnumLabels, []string{"Plain", "Fancy"}) || !slices.Equal(style.EnumDescriptions, []string{"", "With flourishes"}) {
+		t.Errorf("style = %+v", style)
+	}
+	if v := props[1].Schema; v.Type != "boolean" || string(v.Default) != "false" {
+		t.Errorf("verbose = %+v", v)
+	}
+
+	// Changed while the agent runs.
+	a.(plugins.Reconfigurer).SetConfig(protocol.Object{
+		"style":   jsontext.Value(`"fancy"`),
+		"verbose": jsontext.Value(`true`),
+		"other":   jsontext.Value(`1`),
+	})
+	want := "style=fancy verbose=true model=m1"
+	deadline := time.Now().Add(5 * time.Second)
+	for got := ""; got != want; got = mustPrompt(t, a, "config").text() {
+		if time.Now().After(deadline) {
+			t.Fatalf("config = %q, want %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// A message that asks for a model switches to it.
+	turn := newTurn()
+	msg := userMessage("config")
+	msg.Model = &protocol.ModelSelection{ID: "m2"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Prompt(ctx, msg, turn); err != nil {
+		t.Fatal(err)
+	}
+	if got := turn.text(); got != "style=fancy verbose=true model=m2" {
+		t.Errorf("after choosing m2: %q", got)
+	}
+
+	// Values given at Start apply from the start.
+	a2, err := f.b.Start(ctx, plugins.StartOptions{
+		Conversation: f.conv("conv2"),
+		Config:       protocol.Object{"verbose": jsontext.Value(`true`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a2.Close()
+	if got := mustPrompt(t, a2, "config").text(); got != "style=plain verbose=true model=m1" {
+		t.Errorf("started with verbose: %q", got)
+	}
+}

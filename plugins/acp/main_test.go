@@ -1,0 +1,212 @@
+package acp_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/acp"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// The agents the tests run, built by TestMain.
+var (
+	testAgent    string // internal/testagent
+	exampleAgent string // the SDK's example agent
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "acp-test-agents-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	testAgent = filepath.Join(dir, "testagent")
+	exampleAgent = filepath.Join(dir, "example-agent")
+
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, pkg := range []struct{ out, pkg string }{
+		{testAgent, "./internal/testagent"},
+		{exampleAgent, "github.com/coder/acp-go-sdk/example/agent"},
+	} {
+		wg.Go(func() {
+			out, err := exec.Command("go", "build", "-o", pkg.out, pkg.pkg).CombinedOutput()
+			if err != nil {
+				errs[i] = fmt.Errorf("build %s: %v\n%s", pkg.pkg, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines outlived the tests:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+// fixture is a working directory and a backend running the test agent
+// with some environment.
+type fixture struct {
+	dir   string // the session's working directory
+	state string // the test agent's session store
+	env   map[string]string
+	log   *syncBuffer
+	b     *acp.Backend
+}
+
+func newFixture(t *testing.T, env map[string]string) *fixture {
+	t.Helper()
+	f := &fixture{
+		dir:   t.TempDir(),
+		state: t.TempDir(),
+		env:   map[string]string{},
+		log:   &syncBuffer{},
+	}
+	f.env["TESTAGENT_STATE"] = f.state
+	for k, v := range env {
+		f.env[k] = v
+	}
+	f.b = f.backend(testAgent)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("backend log:\n%s", f.log.String())
+		}
+	})
+	return f
+}
+
+// backend returns a new backend over the fixture's agent and directory,
+// as after a restart.
+func (f *fixture) backend(command string) *acp.Backend {
+	logger := slog.New(slog.NewTextHandler(f.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return acp.New(acp.Config{
+		Name:         "test",
+		DisplayName:  "Test agent",
+		Command:      command,
+		Env:          f.env,
+		StartTimeout: 10 * time.Second,
+	}, logger)
+}
+
+func (f *fixture) conv(id string) plugins.Conversation {
+	return plugins.Conversation{ID: id, Dir: f.dir}
+}
+
+func (f *fixture) path(name string) string { return filepath.Join(f.dir, name) }
+
+// start starts an agent; it is closed when the test ends.
+func (f *fixture) start(t *testing.T, b *acp.Backend, id string, resume bool) plugins.Agent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	a, err := b.Start(ctx, plugins.StartOptions{Conversation: f.conv(id), Resume: resume})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+// prompt runs one turn of text to its end.
+func prompt(t *testing.T, a plugins.Agent, text string, turn *recordingTurn) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return a.Prompt(ctx, userMessage(text), turn)
+}
+
+// mustPrompt runs a turn that must complete.
+func mustPrompt(t *testing.T, a plugins.Agent, text string) *recordingTurn {
+	t.Helper()
+	turn := newTurn()
+	if err := prompt(t, a, text, turn); err != nil {
+		t.Fatalf("Prompt(%q): %v", text, err)
+	}
+	return turn
+}
+
+func userMessage(text string) protocol.Message {
+	return protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}
+}
+
+// processGone reports whether pid ends within a few seconds. A killed
+// process nobody has reaped yet is a zombie: it runs no more.
+func processGone(pid int) bool {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return true
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err == nil {
+			// The state follows the command name in parentheses.
+			if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// waitForPID waits for a command to write its pid to path.
+func waitForPID(t *testing.T, path string) int {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.HasSuffix(string(b), "\n") {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatalf("pid file: %v", err)
+		}
+		return pid
+	}
+	t.Fatal("the command wrote no pid")
+	return 0
+}
+
+// syncBuffer is a log destination that outlives the test safely.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
