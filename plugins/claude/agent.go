@@ -1,0 +1,264 @@
+package claude
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// errClosed is the error of a turn asked of, or cut short by, a closed
+// agent.
+var errClosed = errors.New("claude: agent is closed")
+
+// Agent is one conversation in a running CLI. The CLI is started with the
+// agent and started again, resuming the conversation, before a turn that
+// finds it gone or running with config that has since changed.
+type Agent struct {
+	b          *Backend
+	command    string
+	conv       plugins.Conversation
+	realDir    string // conv.Dir with links resolved: what the CLI sees
+	id         string // the CLI's session id
+	transcript string
+	log        *slog.Logger
+
+	// closing is done once Close is called; a running turn then
+	// interrupts the CLI and ends.
+	closing context.Context
+	close   context.CancelFunc
+	// running counts the Prompt in progress; Add only under mu while
+	// !closed.
+	running sync.WaitGroup
+
+	mu         sync.Mutex
+	config     protocol.Object
+	closed     bool
+	prompting  bool
+	proc       *process
+	hasSession bool
+
+	// usedIDs holds the message ids the conversation has used; a prompt
+	// sent under one of them again would be dropped by the CLI as a
+	// duplicate. It is nil until the first turn reads the transcript,
+	// and touched by one Prompt at a time.
+	usedIDs map[string]bool
+}
+
+var (
+	_ plugins.Agent        = (*Agent)(nil)
+	_ plugins.Resumable    = (*Agent)(nil)
+	_ plugins.Reconfigurer = (*Agent)(nil)
+)
+
+func newAgent(b *Backend, command string, conv plugins.Conversation, id, transcript string, config protocol.Object) *Agent {
+	ctx, cancel := context.WithCancel(context.Background())
+	realDir := conv.Dir
+	if d, err := filepath.EvalSymlinks(conv.Dir); err == nil {
+		realDir = d
+	}
+	return &Agent{
+		b:          b,
+		command:    command,
+		conv:       conv,
+		realDir:    realDir,
+		id:         id,
+		transcript: transcript,
+		log:        b.log.With("session", id),
+		closing:    ctx,
+		close:      cancel,
+		config:     maps.Clone(config),
+	}
+}
+
+// ID returns the CLI's session id, which is the conversation id when that
+// is a UUID and one derived from it otherwise.
+func (a *Agent) ID() string { return a.id }
+
+// CanResume reports whether the CLI has the conversation yet, which it
+// does once its transcript exists: before the first turn there is
+// nothing to resume, and letting the agent go would lose nothing but
+// also gain nothing.
+func (a *Agent) CanResume() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.hasSession && fileExists(a.transcript) {
+		a.hasSession = true
+	}
+	return a.hasSession
+}
+
+// markSession records that the CLI has the conversation.
+func (a *Agent) markSession() {
+	a.mu.Lock()
+	a.hasSession = true
+	a.mu.Unlock()
+}
+
+// SetConfig takes changed config values. The CLI reads its flags only
+// when it starts, so a change that alters them restarts it, resuming the
+// conversation, before the next turn.
+func (a *Agent) SetConfig(values protocol.Object) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.config = maps.Clone(values)
+}
+
+// start starts the CLI. The caller has the agent to itself: it is Start,
+// or the Prompt in progress.
+func (a *Agent) start() error {
+	a.mu.Lock()
+	config := configArgs(a.config)
+	a.mu.Unlock()
+	args := append(slices.Clone(config),
+		"-p",
+		"--input-format", "stream-json",
+		"--output-format", "stream-json",
+		"--verbose",
+		"--include-partial-messages",
+		"--permission-prompt-tool", "stdio",
+	)
+	// The transcript is the CLI's own record that it has the session: a
+	// second --session-id for it would be refused, and --resume without
+	// it finds nothing.
+	if fileExists(a.transcript) {
+		args = append(args, "--resume", a.id)
+	} else {
+		args = append(args, "--session-id", a.id)
+	}
+	p, err := startProcess(a.command, args, config, a.conv.Dir, a.b.environ(a.realDir), a.log)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		p.kill()
+		return errClosed
+	}
+	a.proc = p
+	a.mu.Unlock()
+	a.log.Debug("started the CLI", "pid", p.pid(), "args", args)
+	return nil
+}
+
+// ready returns the CLI to run a turn in, (re)starting it when it is gone
+// or runs with config flags that have changed.
+func (a *Agent) ready() (*process, error) {
+	a.mu.Lock()
+	p := a.proc
+	fresh := p != nil && p.alive() && slices.Equal(p.args, configArgs(a.config))
+	a.mu.Unlock()
+	if fresh {
+		return p, nil
+	}
+	if p != nil {
+		if p.alive() {
+			a.log.Debug("restarting the CLI with changed config", "pid", p.pid())
+		} else {
+			a.log.Debug("starting the CLI again; it exited", "pid", p.pid(), "err", p.waitErr)
+		}
+		p.stop()
+		a.mu.Lock()
+		if a.proc == p {
+			a.proc = nil
+		}
+		a.mu.Unlock()
+	}
+	if err := a.start(); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc == nil {
+		return nil, errClosed
+	}
+	return a.proc, nil
+}
+
+// Prompt runs one turn: msg goes to the CLI as a user message and what the
+// CLI prints until the turn's result is reported to t.
+func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	a.mu.Lock()
+	switch {
+	case a.closed:
+		a.mu.Unlock()
+		return errClosed
+	case a.prompting:
+		a.mu.Unlock()
+		return errors.New("claude: a turn is already running")
+	}
+	a.prompting = true
+	a.running.Add(1)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.prompting = false
+		a.mu.Unlock()
+		a.running.Done()
+	}()
+
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := a.ready()
+	if err != nil {
+		return err
+	}
+	in := userInput{
+		Type:    "user",
+		UUID:    a.messageID(t.ID()),
+		Message: userMessage{Role: "user", Content: msg.Text},
+	}
+	return newTurnRun(a, p, t).run(ctx, in)
+}
+
+// messageID returns the id to send a prompt under: the host's turn id,
+// which the CLI then records and Turns reads back, unless the
+// conversation has used it already.
+func (a *Agent) messageID(turnID string) string {
+	if a.usedIDs == nil {
+		a.usedIDs = transcriptIDs(a.transcript)
+	}
+	if turnID == "" || a.usedIDs[turnID] {
+		turnID = newUUID()
+	}
+	a.usedIDs[turnID] = true
+	return turnID
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return formatUUID(u[:])
+}
+
+// Close ends the agent: a running turn is interrupted and ends, then the
+// CLI's stdin is closed, which makes it exit, and it is killed with
+// everything it started if it does not. Nothing the agent started runs
+// once Close returns. Closing twice is harmless.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	a.closed = true
+	a.mu.Unlock()
+	a.close()
+	a.running.Wait()
+	a.mu.Lock()
+	p := a.proc
+	a.proc = nil
+	a.mu.Unlock()
+	if p != nil {
+		p.stop()
+	}
+	return nil
+}

@@ -1,0 +1,712 @@
+package claude_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"go.uber.org/goleak"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/claude"
+	"github.com/ahpd/ahpd/plugins/claude/claudetest"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// These tests run the real Claude Code CLI against claudetest's mock of
+// the Messages API, each in a HOME of its own.
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// cliVersion is the version of the CLI the backend was written against.
+const cliVersion = "2.1.197"
+
+// claudeCLI returns the CLI to test with: $AHPD_CLAUDE; else the pinned
+// version in the cache .ci/run installs it in, installed there with npm
+// if it is missing, so that go test on a fresh machine needs nothing
+// else. Without npm the tests fail, saying how to get the CLI.
+func claudeCLI(t testing.TB) string {
+	t.Helper()
+	if path := os.Getenv("AHPD_CLAUDE"); path != "" {
+		return path
+	}
+	cli.once.Do(func() { cli.path, cli.err = installCLI() })
+	if cli.err != nil {
+		t.Fatalf("the Claude Code CLI %s is needed and could not be installed: %v. Install it with: "+
+			"npm install --prefix \"$HOME/.cache/ahpd-ci/claude-code-%[1]s\" --no-audit --no-fund @anthropic-ai/claude-code@%[1]s, "+
+			"or set AHPD_CLAUDE to a claude of that version", cliVersion, cli.err)
+	}
+	return cli.path
+}
+
+var cli struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// installCLI finds the pinned CLI in the cache, or installs it there.
+func installCLI() (string, error) {
+	cache := os.Getenv("XDG_CACHE_HOME")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", err
+		}
+		cache = filepath.Join(home, ".cache")
+	}
+	dir := filepath.Join(cache, "ahpd-ci", "claude-code-"+cliVersion)
+	if path, ok := cachedCLI(dir); ok {
+		return path, nil
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "@anthropic-ai/claude-code@"+cliVersion).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("npm install: %v\n%s", err, out)
+	}
+	if path, ok := cachedCLI(dir); ok {
+		return path, nil
+	}
+	return "", fmt.Errorf("no runnable claude %s in %s after npm install", cliVersion, dir)
+}
+
+// cachedCLI returns the CLI in dir if it runs and is the pinned version:
+// the package's link to its native binary, else the binary itself.
+func cachedCLI(dir string) (string, bool) {
+	candidates := []string{filepath.Join(dir, "node_modules", ".bin", "claude")}
+	native, _ := filepath.Glob(filepath.Join(dir, "node_modules", "@anthropic-ai", "claude-code-*", "claude"))
+	for _, path := range append(candidates, native...) {
+		out, err := exec.Command(path, "--version").Output()
+		if err == nil && strings.HasPrefix(string(out), cliVersion+" ") {
+			return path, true
+		}
+	}
+	return "", false
+}
+
+// fixture is a mock model, a HOME and a working directory, and a backend
+// running the CLI against them.
+type fixture struct {
+	cli     string
+	mock    *claudetest.Server
+	home    string
+	dir     string
+	backend *claude.Backend
+}
+
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{cli: claudeCLI(t), mock: claudetest.NewServer(), home: t.TempDir(), dir: t.TempDir()}
+	t.Cleanup(f.mock.Close)
+	f.backend = f.newBackend()
+	return f
+}
+
+// newBackend returns a backend as a restarted ahpd would make it.
+func (f *fixture) newBackend() *claude.Backend {
+	log := slog.New(slog.DiscardHandler)
+	if os.Getenv("AHPD_CLAUDE_DEBUG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
+	}
+	return claude.New(claude.Options{Command: f.cli, Env: f.mock.Env(f.home), Logger: log})
+}
+
+func (f *fixture) conv(id string) plugins.Conversation {
+	return plugins.Conversation{ID: id, Dir: f.dir}
+}
+
+// start starts an agent, closed when the test ends.
+func (f *fixture) start(t testing.TB, b *claude.Backend, id string, resume bool, config protocol.Object) *claude.Agent {
+	t.Helper()
+	a, err := b.Start(context.Background(), plugins.StartOptions{Conversation: f.conv(id), Resume: resume, Config: config})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a.(*claude.Agent)
+}
+
+// prompt runs one turn, bounded so that a hung turn fails the test.
+func prompt(t testing.TB, a plugins.Agent, turn *recordingTurn, text string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return a.Prompt(ctx, userMessage(text), turn)
+}
+
+func userMessage(text string) protocol.Message {
+	return protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}
+}
+
+func newID() string {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:])
+}
+
+// lastRequest returns the model call the mock received last.
+func (f *fixture) lastRequest(t testing.TB) *claudetest.Request {
+	t.Helper()
+	reqs := f.mock.Requests()
+	if len(reqs) == 0 {
+		t.Fatal("the mock received no model call")
+	}
+	return reqs[len(reqs)-1]
+}
+
+// gone reports whether no process has pid any more.
+func gone(pid int) bool {
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+// waitForFile waits for the file at path to hold text.
+func waitForFile(t testing.TB, path, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), text) {
+			return
+		}
+	}
+	t.Fatalf("%s did not come to hold %q", path, text)
+}
+
+func TestTextTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	reply := "Hello from the mock model, streamed in small pieces."
+	f.mock.Enqueue(claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: reply}}, ChunkSize: 8, InputTokens: 321, OutputTokens: 45})
+
+	turn := newTurn("turn-1")
+	if err := prompt(t, a, turn, "Say hello"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if got := turn.text(); got != reply {
+		t.Errorf("text = %q, want %q", got, reply)
+	}
+	if n := len(turn.of("text")); n < 2 {
+		t.Errorf("text came in %d piece(s), want the stream's deltas", n)
+	}
+	usage := turn.of("usage")
+	if len(usage) != 1 {
+		t.Fatalf("usage reported %d times, want once", len(usage))
+	}
+	u := usage[0].usage
+	if u.InputTokens == nil || *u.InputTokens != 321 || u.OutputTokens == nil || *u.OutputTokens != 45 || u.Model == nil || *u.Model == "" {
+		t.Errorf("usage = %+v", u)
+	}
+	if got := f.lastRequest(t).UserText(); got != "Say hello" {
+		t.Errorf("the model was asked %q", got)
+	}
+	if !a.CanResume() {
+		t.Error("CanResume is false after a turn")
+	}
+}
+
+func TestTwoTurnsInOneProcess(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	f.mock.Enqueue(claudetest.Text("first answer"), claudetest.Text("second answer"))
+
+	first := newTurn("turn-1")
+	if err := prompt(t, a, first, "first question"); err != nil {
+		t.Fatalf("first Prompt: %v", err)
+	}
+	pid := claude.PID(a)
+	second := newTurn("turn-2")
+	if err := prompt(t, a, second, "second question"); err != nil {
+		t.Fatalf("second Prompt: %v", err)
+	}
+	if got := claude.PID(a); got != pid || pid == 0 {
+		t.Errorf("the second turn ran in process %d, the first in %d", got, pid)
+	}
+	if first.text() != "first answer" || second.text() != "second answer" {
+		t.Errorf("texts = %q, %q", first.text(), second.text())
+	}
+	texts := f.lastRequest(t).Texts()
+	want := []string{"user: first question", "assistant: first answer", "user: second question"}
+	if !slices.Equal(texts, want) {
+		t.Errorf("the second model call carried %q, want %q", texts, want)
+	}
+
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if !gone(pid) {
+		t.Errorf("process %d still runs after Close", pid)
+	}
+	if err := a.Prompt(context.Background(), userMessage("late"), newTurn("turn-3")); err == nil {
+		t.Error("Prompt after Close succeeded")
+	}
+}
+
+func TestWriteAllowed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	path := filepath.Join(f.dir, "hello.txt")
+	f.mock.Enqueue(claudetest.Write("toolu_write_1", path, "hello, file\n"), claudetest.Text("I wrote the file."))
+
+	turn := newTurn("turn-1")
+	turn.confirms <- true
+	if err := prompt(t, a, turn, "write a file"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || string(data) != "hello, file\n" {
+		t.Errorf("the file holds %q (%v)", data, err)
+	}
+	if got, want := turn.kinds(), []string{"toolStart", "confirm", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	confirm := turn.of("confirm")[0].call
+	if confirm.ID != "toolu_write_1" || confirm.Name != "Write" || confirm.Invocation.Text != "Write `hello.txt`" || !strings.Contains(confirm.Input, `"file_path"`) {
+		t.Errorf("confirmed call = %+v", confirm)
+	}
+	done := turn.of("toolDone")[0]
+	if done.text != "toolu_write_1" || !done.result.Success || done.result.PastTenseMessage.Text != "Wrote `hello.txt`" || len(done.result.Content) != 1 {
+		t.Errorf("ToolDone = %+v", done)
+	}
+	if text, ok := done.result.Content[0].(*protocol.ToolResultTextContent); !ok || !strings.Contains(text.Text, "hello.txt") {
+		t.Errorf("tool result content = %#v", done.result.Content[0])
+	}
+	if turn.text() != "I wrote the file." {
+		t.Errorf("text = %q", turn.text())
+	}
+}
+
+func TestWriteDenied(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	path := filepath.Join(f.dir, "nope.txt")
+	f.mock.Enqueue(claudetest.Write("toolu_write_2", path, "should not exist\n"), claudetest.Text("Understood."))
+
+	turn := newTurn("turn-1")
+	turn.confirms <- false
+	if err := prompt(t, a, turn, "write a file"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the denied file exists (%v)", err)
+	}
+	// The host ends a denied call itself: no ToolDone.
+	if got, want := turn.kinds(), []string{"toolStart", "confirm", "text", "usage"}; !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	results := f.lastRequest(t).ToolResults()
+	if len(results) != 1 || !results[0].IsError || results[0].Text != claude.DenyMessage {
+		t.Errorf("the model was told %+v", results)
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	f.mock.Enqueue(
+		claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: strings.Repeat("slow words ", 200)}}, ChunkSize: 11, ChunkDelay: 20 * time.Millisecond},
+		claudetest.Text("after the interrupt"),
+	)
+
+	turn := newTurn("turn-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- a.Prompt(ctx, userMessage("talk slowly"), turn) }()
+	select {
+	case <-turn.texted:
+	case err := <-errc:
+		t.Fatalf("Prompt ended before any text: %v", err)
+	}
+	pid := claude.PID(a)
+	start := time.Now()
+	cancel()
+	err := <-errc
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted Prompt = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the interrupt took %v", d)
+	}
+	if n := len(turn.text()); n == 0 || n >= len(strings.Repeat("slow words ", 200)) {
+		t.Errorf("the interrupted turn got %d bytes of text", n)
+	}
+
+	next := newTurn("turn-2")
+	if err := prompt(t, a, next, "are you there?"); err != nil {
+		t.Fatalf("Prompt after the interrupt: %v", err)
+	}
+	if next.text() != "after the interrupt" {
+		t.Errorf("text after the interrupt = %q", next.text())
+	}
+	if got := claude.PID(a); got != pid {
+		t.Errorf("the CLI was restarted (%d, then %d) by the interrupt", pid, got)
+	}
+}
+
+func TestResume(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := newID()
+	a := f.start(t, f.backend, id, false, nil)
+	f.mock.Enqueue(claudetest.Text("The code word is pelican."))
+	if err := prompt(t, a, newTurn("turn-1"), "remember a code word"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	pid := claude.PID(a)
+	if !a.CanResume() {
+		t.Fatal("CanResume is false after a turn")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !gone(pid) {
+		t.Fatalf("process %d still runs after Close", pid)
+	}
+
+	// A restarted ahpd: a new backend, the conversation resumed.
+	b := f.newBackend()
+	if _, err := b.Start(context.Background(), plugins.StartOptions{Conversation: f.conv(id)}); err == nil {
+		t.Error("starting an existing conversation anew succeeded")
+	}
+	resumed := f.start(t, b, id, true, nil)
+	if resumed.ID() != id {
+		t.Errorf("resumed ID = %q, want %q", resumed.ID(), id)
+	}
+	f.mock.Enqueue(claudetest.Text("It was pelican."))
+	turn := newTurn("turn-2")
+	if err := prompt(t, resumed, turn, "what was the code word?"); err != nil {
+		t.Fatalf("resumed Prompt: %v", err)
+	}
+	texts := f.lastRequest(t).Texts()
+	want := []string{"user: remember a code word", "assistant: The code word is pelican.", "user: what was the code word?"}
+	if !slices.Equal(texts, want) {
+		t.Errorf("the resumed model call carried %q, want %q", texts, want)
+	}
+	if turn.text() != "It was pelican." {
+		t.Errorf("text = %q", turn.text())
+	}
+}
+
+func TestExitMidTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := newID()
+	a := f.start(t, f.backend, id, false, nil)
+	f.mock.Enqueue(claudetest.Text("a first, good turn"))
+	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+
+	// The CLI writes its transcript every 100 ms; one that dies sooner
+	// loses what it had not written.
+	waitForFile(t, claude.TranscriptPath(a), "a first, good turn")
+
+	// A line the CLI cannot parse makes it exit, complaining on stderr,
+	// while it waits for the model.
+	f.mock.Enqueue(claudetest.Response{
+		Blocks:     []claudetest.Block{{Type: "text", Text: strings.Repeat("never finished ", 50)}},
+		ChunkSize:  10,
+		ChunkDelay: 50 * time.Millisecond,
+		OnRequest: func(*claudetest.Request) {
+			if err := claude.WriteRaw(a, "this is not json"); err != nil {
+				t.Errorf("WriteRaw: %v", err)
+			}
+		},
+	})
+	pid := claude.PID(a)
+	err := prompt(t, a, newTurn("turn-2"), "this turn dies")
+	if err == nil || errors.Is(err, context.Canceled) {
+		t.Fatalf("Prompt = %v, want the CLI's exit", err)
+	}
+	if !strings.Contains(err.Error(), "exit status") || !strings.Contains(err.Error(), "Error parsing streaming input line") {
+		t.Errorf("the error does not say how the CLI exited, with its stderr: %v", err)
+	}
+	if !gone(pid) {
+		t.Errorf("process %d still runs", pid)
+	}
+
+	// The next turn starts the CLI again, in the same conversation.
+	f.mock.Enqueue(claudetest.Text("back again"))
+	turn := newTurn("turn-3")
+	if err := prompt(t, a, turn, "are you back?"); err != nil {
+		t.Fatalf("Prompt after the exit: %v", err)
+	}
+	if got := claude.PID(a); got == pid || got == 0 {
+		t.Errorf("the turn after the exit ran in process %d", got)
+	}
+	if texts := f.lastRequest(t).Texts(); !slices.Contains(texts, "assistant: a first, good turn") {
+		t.Errorf("the restarted CLI lost the conversation: %q", texts)
+	}
+
+	// As does Start after Close, when the CLI is killed outright.
+	f.mock.Enqueue(claudetest.Response{
+		Blocks:    []claudetest.Block{{Type: "text", Text: "never sent"}},
+		OnRequest: func(*claudetest.Request) { syscall.Kill(claude.PID(a), syscall.SIGKILL) },
+	})
+	err = prompt(t, a, newTurn("turn-4"), "this one is killed")
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("Prompt of a killed CLI = %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close after the kill: %v", err)
+	}
+	again := f.start(t, f.backend, id, true, nil)
+	f.mock.Enqueue(claudetest.Text("started again"))
+	if err := prompt(t, again, newTurn("turn-5"), "hello again"); err != nil {
+		t.Fatalf("Prompt after Start: %v", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	config := protocol.Object{
+		claude.ConfigModel:           jsontext.Value(`"claude-test-model"`),
+		claude.ConfigDisallowedTools: jsontext.Value(`["WebFetch","WebSearch"]`),
+	}
+	a := f.start(t, f.backend, newID(), false, config)
+	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	req := f.lastRequest(t)
+	if req.Model != "claude-test-model" {
+		t.Errorf("the model called is %q", req.Model)
+	}
+	if slices.Contains(req.Tools, "WebFetch") || slices.Contains(req.Tools, "WebSearch") || !slices.Contains(req.Tools, "Write") {
+		t.Errorf("the tools offered are %q", req.Tools)
+	}
+	pid := claude.PID(a)
+
+	// A change applies from the next turn, in a CLI restarted on the same
+	// conversation.
+	a.SetConfig(protocol.Object{
+		claude.ConfigModel:          jsontext.Value(`"claude-other-model"`),
+		claude.ConfigPermissionMode: jsontext.Value(`"acceptEdits"`),
+	})
+	path := filepath.Join(f.dir, "edit.txt")
+	f.mock.Enqueue(claudetest.Write("toolu_w", path, "accepted\n"), claudetest.Text("done"))
+	turn := newTurn("turn-2")
+	if err := prompt(t, a, turn, "write without asking"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if got := claude.PID(a); got == pid {
+		t.Error("the CLI was not restarted for the new config")
+	}
+	req = f.lastRequest(t)
+	if req.Model != "claude-other-model" || !slices.Contains(req.Tools, "WebFetch") {
+		t.Errorf("after the change the model is %q and the tools %q", req.Model, req.Tools)
+	}
+	if texts := req.Texts(); !slices.Contains(texts, "user: hello") {
+		t.Errorf("the restarted CLI lost the conversation: %q", texts)
+	}
+	// acceptEdits writes without asking: the call runs, then is done.
+	if got, want := turn.kinds(), []string{"toolStart", "toolRunning", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("the accepted edit: %v", err)
+	}
+}
+
+func TestThinkingAndAPIError(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	f.mock.Enqueue(claudetest.Thinking("Let me think about it.", "Forty-two."), claudetest.Error("the mock refuses"))
+
+	turn := newTurn("turn-1")
+	if err := prompt(t, a, turn, "think"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if got, want := turn.kinds(), []string{"reasoning", "text", "usage"}; !slices.Equal(got, want) {
+		t.Errorf("events = %q, want %q", got, want)
+	}
+	var reasoning strings.Builder
+	for _, e := range turn.of("reasoning") {
+		reasoning.WriteString(e.text)
+	}
+	if reasoning.String() != "Let me think about it." || turn.text() != "Forty-two." {
+		t.Errorf("reasoning %q, text %q", reasoning.String(), turn.text())
+	}
+
+	failed := newTurn("turn-2")
+	err := prompt(t, a, failed, "fail")
+	if err == nil || !strings.Contains(err.Error(), "the mock refuses") {
+		t.Errorf("Prompt of a failed model call = %v", err)
+	}
+	if text := failed.text(); text != "" {
+		t.Errorf("the failure was also reported as text %q", text)
+	}
+}
+
+func TestConversationIDNotUUID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, "conv-1", false, nil)
+	id := a.ID()
+	if id == "conv-1" || id != claude.SessionID("conv-1") || len(id) != 36 {
+		t.Errorf("ID = %q", id)
+	}
+	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	// The host records ID() and names the conversation by it from then on;
+	// the original id still finds it. The CLI writes its transcript a
+	// little after the turn, and at the latest when it exits.
+	a.Close()
+	for _, conv := range []string{id, "conv-1"} {
+		turns, err := f.backend.Turns(context.Background(), f.conv(conv))
+		if err != nil || len(turns) != 1 {
+			t.Errorf("Turns(%q) = %d turns, %v", conv, len(turns), err)
+		}
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	for name, opts := range map[string]plugins.StartOptions{
+		"relative dir": {Conversation: plugins.Conversation{ID: newID(), Dir: "relative"}},
+		"missing dir":  {Conversation: plugins.Conversation{ID: newID(), Dir: filepath.Join(f.dir, "missing")}},
+		"no id":        {Conversation: plugins.Conversation{Dir: f.dir}},
+	} {
+		if a, err := f.backend.Start(ctx, opts); err == nil {
+			a.Close()
+			t.Errorf("%s: Start succeeded", name)
+		}
+	}
+	missing := claude.New(claude.Options{Command: filepath.Join(f.dir, "no-such-claude")})
+	_, err := missing.Start(ctx, plugins.StartOptions{Conversation: f.conv(newID())})
+	if err == nil || !strings.Contains(err.Error(), "npm install") {
+		t.Errorf("Start without the CLI = %v, want how to install it", err)
+	}
+}
+
+func TestInfoAndConfigProperties(t *testing.T) {
+	b := claude.New(claude.Options{})
+	info := b.Info()
+	if info.Provider != "claude" || info.DisplayName != "Claude Code" || info.Description == "" || len(info.Models) == 0 {
+		t.Errorf("Info = %+v", info)
+	}
+	var keys []string
+	for _, p := range b.ConfigProperties() {
+		keys = append(keys, p.Key)
+		if p.Schema.SessionMutable == nil || !*p.Schema.SessionMutable {
+			t.Errorf("%s is not session-mutable", p.Key)
+		}
+	}
+	if want := []string{"model", "permissionMode", "allowedTools", "disallowedTools"}; !slices.Equal(keys, want) {
+		t.Errorf("config keys = %q, want %q", keys, want)
+	}
+}
+
+func TestCancelDuringPermissionPrompt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	path := filepath.Join(f.dir, "unanswered.txt")
+	f.mock.Enqueue(claudetest.Write("toolu_pending", path, "x\n"), claudetest.Text("still here"))
+
+	// The user never answers; the turn is cancelled while the CLI waits.
+	turn := newTurn("turn-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- a.Prompt(ctx, userMessage("write"), turn) }()
+	select {
+	case call := <-turn.asked:
+		if call.ID != "toolu_pending" {
+			t.Errorf("asked about %+v", call)
+		}
+	case err := <-errc:
+		t.Fatalf("Prompt ended before asking: %v", err)
+	}
+	pid := claude.PID(a)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Prompt = %v, want context.Canceled", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the unanswered write happened (%v)", err)
+	}
+
+	next := newTurn("turn-2")
+	if err := prompt(t, a, next, "hello?"); err != nil {
+		t.Fatalf("Prompt after the cancel: %v", err)
+	}
+	if next.text() != "still here" || claude.PID(a) != pid {
+		t.Errorf("after the cancel: text %q in process %d (was %d)", next.text(), claude.PID(a), pid)
+	}
+}
+
+func TestCloseDuringTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	f.mock.Enqueue(claudetest.Write("toolu_pending", filepath.Join(f.dir, "x.txt"), "x\n"))
+
+	turn := newTurn("turn-1")
+	errc := make(chan error, 1)
+	go func() { errc <- prompt(t, a, turn, "write") }()
+	select {
+	case <-turn.asked:
+	case err := <-errc:
+		t.Fatalf("Prompt ended before asking: %v", err)
+	}
+	pid := claude.PID(a)
+	start := time.Now()
+	if err := a.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Close took %v", d)
+	}
+	if err := <-errc; err == nil || errors.Is(err, context.Canceled) {
+		t.Errorf("Prompt cut short by Close = %v", err)
+	}
+	if !gone(pid) || !gone(-pid) {
+		t.Errorf("process %d or its group still runs after Close", pid)
+	}
+}
+
+// TestCheck checks a missing CLI is reported, with how to install it,
+// before any session tries it.
+func TestCheck(t *testing.T) {
+	missing := claude.New(claude.Options{Command: filepath.Join(t.TempDir(), "claude")})
+	if err := missing.Check(context.Background()); err == nil || !strings.Contains(err.Error(), claude.InstallHint) {
+		t.Errorf("Check with a missing CLI: %v", err)
+	}
+	if err := claude.New(claude.Options{Command: claudeCLI(t)}).Check(context.Background()); err != nil {
+		t.Errorf("Check with the CLI: %v", err)
+	}
+	_, err := missing.Start(context.Background(), plugins.StartOptions{Conversation: plugins.Conversation{ID: "c1", Dir: t.TempDir()}})
+	if !plugins.IsUnavailable(err) {
+		t.Errorf("Start with a missing CLI: %v, want an UnavailableError", err)
+	}
+}
