@@ -74,8 +74,9 @@ type Host struct {
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
 
-	rootMu sync.Mutex // guards root; taken before bus.mu
-	root   *protocol.RootState
+	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
+	root        *protocol.RootState
+	unavailable map[string]string // provider -> why it cannot run
 
 	wg sync.WaitGroup // background work that must end before Close returns
 }
@@ -126,8 +127,12 @@ func New(opts Options) (*Host, error) {
 		conns:    map[*conn]struct{}{},
 		versions: map[string]string{},
 		pokes:    make(chan struct{}, 1),
-		root:     &protocol.RootState{Agents: opts.Backends.Infos(), ActiveSessions: new(int64(0))},
+		root:     &protocol.RootState{ActiveSessions: new(int64(0))},
+
+		unavailable: map[string]string{},
 	}
+	h.checkBackends()
+	h.root.Agents = h.agentsLocked()
 	// serverSeq continues across restarts: it starts from the clock in
 	// microseconds, which no earlier run of this host can have reached, so
 	// a client's lastSeenServerSeq from before a restart is never mistaken

@@ -164,7 +164,13 @@ func (h *Host) balance() {
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
 		if !s.asleep && !s.provisional && !s.disposed {
-			live = append(live, resident{s, s.used, s.lastAction, s.state.Status&protocol.StatusIsArchived != 0})
+			// Woken counts as used: a session resumed a moment ago is not
+			// quiet, however long ago its last action was.
+			quiet := s.lastAction
+			if s.used.After(quiet) {
+				quiet = s.used
+			}
+			live = append(live, resident{s, s.used, quiet, s.state.Status&protocol.StatusIsArchived != 0})
 		}
 		s.mu.Unlock()
 	}

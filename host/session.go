@@ -303,6 +303,7 @@ func inputEntry(r protocol.SessionInputRequest) (id, chat string) {
 // Started is told a turn reached the backend (chats.Owner). A provisional
 // session becomes real: it is announced, then ready.
 func (s *session) Started(c *chats.Chat) {
+	s.h.backendStarted(s.provider, nil)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposed {
@@ -325,6 +326,7 @@ func (s *session) Started(c *chats.Chat) {
 // A session whose first turn failed is failed, announced, and kept with
 // its start owed: the next message tries again.
 func (s *session) StartFailed(c *chats.Chat, err error) {
+	s.h.backendStarted(s.provider, err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposed || !s.provisional {

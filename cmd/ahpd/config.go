@@ -34,6 +34,9 @@ type config struct {
 	// Users is the users directory (YAML); "" is a host with none, where
 	// every connection is root.
 	Users string `yaml:"users"`
+	// Plugins declares backends beyond the built-in ones (config file
+	// only).
+	Plugins []pluginConfig `yaml:"plugins"`
 }
 
 const defaultListen = "127.0.0.1:9187"
@@ -115,6 +118,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if _, err := newLogger(io.Discard, cfg.LogLevel); err != nil {
 		return nil, err
+	}
+	if err := checkPlugins(cfg.Plugins); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	tokens := 0
 	for _, set := range []bool{cfg.ConnectionToken != "", cfg.ConnectionTokenFile != "", cfg.WithoutConnectionToken} {

@@ -39,7 +39,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ahpdBin = filepath.Join(dir, "ahpd")
-	if err := build(ahpdBin); err != nil {
+	testAgentBin = filepath.Join(dir, "testagent")
+	err = build(ahpdBin)
+	if err == nil {
+		err = buildTestAgent(testAgentBin)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

@@ -18,8 +18,6 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
-	"github.com/ahpd/ahpd/plugins"
-	"github.com/ahpd/ahpd/plugins/script"
 )
 
 // version is ahpd's version, set at build time with -ldflags.
@@ -45,8 +43,8 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 			return err
 		}
 	}
-	backends := plugins.NewRegistry()
-	if err := backends.Register(script.New(filepath.Join(cfg.StateDir, "transcripts", "script"))); err != nil {
+	backends, err := newBackends(cfg, log)
+	if err != nil {
 		return err
 	}
 	h, err := host.New(host.Options{

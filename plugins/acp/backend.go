@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"time"
@@ -91,7 +92,10 @@ type Backend struct {
 	learned sessionOptions
 }
 
-var _ plugins.Backend = (*Backend)(nil)
+var (
+	_ plugins.Backend = (*Backend)(nil)
+	_ plugins.Checker = (*Backend)(nil)
+)
 
 // New returns a backend running the agent cfg describes. A nil logger
 // discards the logs. A Config without a Name fails to register, one
@@ -210,6 +214,18 @@ func checkWorkDir(dir string) error {
 	}
 	if !info.IsDir() {
 		return fmt.Errorf("acp: working directory %s is not a directory", dir)
+	}
+	return nil
+}
+
+// Check reports whether the agent's program can be found, so a host can
+// list a missing agent as unavailable before anybody tries it.
+func (b *Backend) Check(ctx context.Context) error {
+	if b.cfg.Command == "" {
+		return fmt.Errorf("acp: %s has no command", b.cfg.Name)
+	}
+	if _, err := exec.LookPath(b.cfg.Command); err != nil {
+		return fmt.Errorf("acp: %s: %w", b.cfg.Name, err)
 	}
 	return nil
 }

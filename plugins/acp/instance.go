@@ -2,12 +2,15 @@ package acp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // clientVersion is the version ahpd gives as an ACP client.
@@ -35,7 +38,7 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 	proc, err := startProcess(b.cfg, dir, b.log)
 	if err != nil {
 		c.close()
-		return nil, err
+		return nil, plugins.Unavailable(err)
 	}
 	// The SDK starts reading in NewClientSideConnection, and its reader
 	// reads the logger SetLogger writes without synchronization: the
@@ -60,13 +63,17 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 	if err != nil {
 		err = in.failure(ctx, "initializing", err)
 		in.close()
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			// An agent that dies or says nothing in time is no agent.
+			err = plugins.Unavailable(err)
+		}
 		return nil, err
 	}
 	if v := in.init.ProtocolVersion; v != sdk.ProtocolVersionNumber {
 		// The SDK does not check; a different version means different
 		// messages.
 		in.close()
-		return nil, fmt.Errorf("acp: %s speaks ACP version %d, ahpd speaks %d", b.cfg.Name, v, sdk.ProtocolVersionNumber)
+		return nil, plugins.Unavailable(fmt.Errorf("acp: %s speaks ACP version %d, ahpd speaks %d", b.cfg.Name, v, sdk.ProtocolVersionNumber))
 	}
 	return in, nil
 }
