@@ -1,0 +1,36 @@
+// Package catalogue finds the sessions that backends wrote transcripts
+// for on this machine, and keeps what it found fresh.
+//
+// A Catalogue reads the Claude Code CLI's projects folder and the script
+// backend's transcript folder, makes one Row per transcript, and watches
+// both with a single fsnotify watcher, so that a transcript that grows,
+// appears or goes away is reported as a Change within a debounce
+// interval. A periodic light rescan (stat only) backs the watcher up, and
+// a watcher queue overflow triggers a rescan at once.
+//
+// A row needs a transcript's first lines (when it started, where, the
+// first prompt) and its last ones (when it was last active, its latest
+// title and branch), never what lies between: a scan reads at most 64 KB
+// at each end of a file, however large, and an append is read from where
+// the previous read stopped, so its cost is the appended bytes.
+//
+// # For the host
+//
+// Open a Catalogue at start and Close it at shutdown. Listing reads
+// Rows, which returns the last published snapshot at once, sorted by
+// Compare (most recently modified first, then provider and id). The
+// snapshot is shared and never changed, so a listing may hold it while
+// it merges the rows with its live sessions and pages through them; Seek
+// finds where a page that ended at a given row resumes, even when that
+// row has since gone. Lookup finds one row; Row.Path is what ClaudeTurns
+// reads when a person opens an external session.
+//
+// OnChange receives every published batch of changes (Added, Removed,
+// Changed with the fields that moved), from the catalogue's goroutine,
+// after Rows shows them. The host decides which of them each client
+// hears: the rows of sessions it runs or ran are its own, listed from its
+// registry, and the rest are external, shown by the rules of
+// showExternalSessions (Visible, ModeChange, DiffShown, OwnCutoff).
+// Change.Partial and Row.Summary give the wire shapes; the host adds
+// _meta, such as vscode.external, since only it knows which rows it ran.
+package catalogue

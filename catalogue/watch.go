@@ -1,0 +1,466 @@
+package catalogue
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Linux has no recursive watch, so the one watcher watches each root and
+// each Claude project folder in it. Its events are hints, not a log:
+// inotify merges identical events and drops them all when its queue
+// overflows. So an event only says "look at this path again", and the
+// file records (offsets, sizes) say what is new there.
+
+// run is the catalogue's goroutine: the first scan, then events,
+// rescans and publishes until ctx ends.
+func (c *Catalogue) run(ctx context.Context) {
+	readyClosed := false
+	defer func() {
+		c.timer.Stop()
+		if !readyClosed {
+			close(c.ready)
+		}
+		close(c.done)
+	}()
+	c.rescan(ctx, true)
+	if ctx.Err() != nil {
+		return
+	}
+	c.publish()
+	close(c.ready)
+	readyClosed = true
+
+	var tick <-chan time.Time
+	if c.cfg.RescanInterval > 0 {
+		t := time.NewTicker(c.cfg.RescanInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if c.watcher != nil {
+		events, errs = c.watcher.Events, c.watcher.Errors
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			c.event(ctx, ev)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			c.watchError(ctx, err)
+		case <-tick:
+			c.rescan(ctx, false)
+		case <-c.timer.C:
+			c.armed = false
+			c.publish()
+		case f := <-c.reqs:
+			f()
+		}
+	}
+}
+
+// event looks again at the path an event names.
+func (c *Catalogue) event(ctx context.Context, ev fsnotify.Event) {
+	c.st.events.Add(1)
+	path := filepath.Clean(ev.Name)
+	dir, name := filepath.Split(path)
+	dir = filepath.Clean(dir)
+	claude, script := c.cfg.ClaudeProjects, c.cfg.ScriptTranscripts
+	gone := ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)
+	switch {
+	case path == claude || path == script:
+		if gone {
+			// The root itself went; the light rescan finds it again.
+			c.dropUnder(path)
+			c.unwatch(path)
+		}
+	case claude != "" && dir == claude:
+		switch {
+		case gone:
+			c.dropUnder(path)
+			c.unwatch(path)
+		case ev.Has(fsnotify.Create):
+			c.addProject(ctx, path)
+		}
+	case claude != "" && filepath.Dir(dir) == claude:
+		if id, ok := claudeTranscript(name); ok && claudeProject(dir) {
+			c.look(ctx, path, Key{Provider: ProviderClaude, ID: id}, claudeParser{})
+		}
+	case script != "" && dir == script:
+		if id, ok := scriptTranscript(name); ok {
+			c.look(ctx, path, Key{Provider: ProviderScript, ID: id}, scriptParser{})
+		}
+	}
+}
+
+// watchError handles the watcher's error channel. An overflow means
+// events were lost, so everything is looked at again.
+func (c *Catalogue) watchError(ctx context.Context, err error) {
+	if errors.Is(err, fsnotify.ErrEventOverflow) {
+		c.st.overflows.Add(1)
+		c.cfg.Logger.Info("catalogue: watcher queue overflowed, rescanning")
+		c.rescan(ctx, true)
+		return
+	}
+	c.cfg.Logger.Warn("catalogue: watcher", "err", err)
+}
+
+// look rereads one file, tracking it if it is new.
+func (c *Catalogue) look(ctx context.Context, path string, k Key, p lineParser) {
+	st := c.files[path]
+	if st == nil {
+		st = c.track(path, k, p)
+	}
+	c.readAll(ctx, []*fileState{st})
+}
+
+// addProject watches a new project folder, then reads what is in it:
+// files made between the folder's creation and the watch have no event.
+func (c *Catalogue) addProject(ctx context.Context, dir string) {
+	if !claudeProject(dir) {
+		return
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	c.watch(dir, false)
+	var todo []*fileState
+	c.listFiles(dir, ProviderClaude, claudeTranscript, claudeParser{}, nil, &todo)
+	c.readAll(ctx, todo)
+}
+
+// rescan lists every folder and rereads the files whose size or
+// modification time moved, or that failed to read last time; files no
+// longer listed are dropped. full also renews every watch, for after an
+// overflow, when a folder's creation may have been lost.
+func (c *Catalogue) rescan(ctx context.Context, full bool) {
+	c.st.rescans.Add(1)
+	seen := map[string]bool{}
+	dirs := map[string]bool{}
+	var todo []*fileState
+	if root := c.cfg.ClaudeProjects; root != "" {
+		if entries, err := os.ReadDir(root); err == nil {
+			dirs[root] = true
+			c.watch(root, full)
+			for _, e := range entries {
+				dir := filepath.Join(root, e.Name())
+				if !e.IsDir() || !claudeProject(dir) {
+					continue
+				}
+				dirs[dir] = true
+				c.watch(dir, full)
+				c.listFiles(dir, ProviderClaude, claudeTranscript, claudeParser{}, seen, &todo)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			c.warnOnce(root, "catalogue: cannot list Claude projects", err)
+		}
+	}
+	if root := c.cfg.ScriptTranscripts; root != "" {
+		if _, err := os.Stat(root); err == nil {
+			dirs[root] = true
+			c.watch(root, full)
+			c.listFiles(root, ProviderScript, scriptTranscript, scriptParser{}, seen, &todo)
+		}
+	}
+	for path, st := range c.files {
+		if !seen[path] {
+			c.drop(st)
+		}
+	}
+	for dir := range c.watched {
+		if !dirs[dir] {
+			c.unwatch(dir)
+		}
+	}
+	c.readAll(ctx, todo)
+	c.checkCwds()
+}
+
+// listFiles adds to todo the transcripts in dir that are new or changed
+// since they were read, and marks every transcript listed in seen.
+func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, bool), p lineParser, seen map[string]bool, todo *[]*fileState) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.warnOnce(dir, "catalogue: cannot list folder", err)
+		}
+		return
+	}
+	for _, e := range entries {
+		id, ok := name(e.Name())
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if seen != nil {
+			seen[path] = true
+		}
+		st := c.files[path]
+		if st == nil {
+			*todo = append(*todo, c.track(path, Key{Provider: provider, ID: id}, p))
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil || st.err != nil || !st.read || fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) {
+			*todo = append(*todo, st)
+		}
+	}
+}
+
+// track starts a record for a file not read yet.
+func (c *Catalogue) track(path string, k Key, p lineParser) *fileState {
+	st := &fileState{path: path, key: k, parser: p}
+	c.files[path] = st
+	c.keys[k] = append(c.keys[k], st)
+	c.st.files.Store(int64(len(c.files)))
+	return st
+}
+
+// drop forgets a file that is gone.
+func (c *Catalogue) drop(st *fileState) {
+	delete(c.files, st.path)
+	list := c.keys[st.key]
+	for i, s := range list {
+		if s == st {
+			list = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(c.keys, st.key)
+	} else {
+		c.keys[st.key] = list
+	}
+	c.st.files.Store(int64(len(c.files)))
+	if st.row != nil {
+		c.markDirty(st.key)
+	}
+}
+
+// dropUnder forgets every file in or below dir.
+func (c *Catalogue) dropUnder(dir string) {
+	prefix := dir + string(filepath.Separator)
+	for path, st := range c.files {
+		if len(path) > len(prefix) && path[:len(prefix)] == prefix {
+			c.drop(st)
+		}
+	}
+}
+
+// readAll rereads files, in parallel when there are several, and applies
+// what it read. A file's read runs on a copy of its record, so the
+// records stay the loop's alone.
+func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
+	if len(todo) == 0 {
+		return
+	}
+	type result struct {
+		st  fileState
+		err error
+		ok  bool
+	}
+	results := make([]result, len(todo))
+	one := func(i int) {
+		if ctx.Err() != nil {
+			return
+		}
+		if c.cfg.readHook != nil {
+			if err := c.cfg.readHook(todo[i].path); err != nil {
+				results[i] = result{st: *todo[i], err: err, ok: true}
+				return
+			}
+		}
+		st, err := refresh(*todo[i], &c.st.bytesRead, &c.st.linesSkipped)
+		results[i] = result{st: st, err: err, ok: true}
+	}
+	if workers := min(c.cfg.Workers, len(todo)); workers <= 1 {
+		for i := range todo {
+			one(i)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(1)) - 1
+					if i >= len(todo) {
+						return
+					}
+					one(i)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	for i, st := range todo {
+		if r := results[i]; r.ok {
+			c.apply(st, r.st, r.err)
+		}
+	}
+}
+
+// apply records what a read of st found.
+func (c *Catalogue) apply(st *fileState, next fileState, err error) {
+	switch {
+	case errors.Is(err, errGone):
+		if c.files[st.path] == st {
+			c.drop(st)
+		}
+		return
+	case err != nil:
+		c.st.readErrors.Add(1)
+		if st.err == nil {
+			// Once per file until it reads again: a rescan retries it.
+			c.cfg.Logger.Warn("catalogue: cannot read transcript", "path", st.path, "err", err)
+		}
+		st.err = err
+		c.setRow(st, nil)
+		return
+	}
+	*st = next
+	if !st.info.conversation {
+		c.setRow(st, nil)
+		return
+	}
+	c.setRow(st, c.makeRow(st))
+}
+
+// makeRow turns a file's record into its row.
+func (c *Catalogue) makeRow(st *fileState) *Row {
+	in := &st.info
+	r := &Row{
+		Provider:    st.key.Provider,
+		ID:          st.key.ID,
+		Title:       in.title,
+		FirstPrompt: in.prompt,
+		Cwd:         in.cwd,
+		Branch:      in.branch,
+		CreatedAt:   in.created,
+		ModifiedAt:  in.modified,
+		Path:        st.path,
+		Size:        st.size,
+		Offset:      st.offset,
+	}
+	// A transcript whose lines carry no time (or whose last line is too
+	// long to read back) is dated by the file.
+	if r.ModifiedAt.IsZero() {
+		r.ModifiedAt = st.mtime
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = r.ModifiedAt
+	}
+	r.CreatedAt, r.ModifiedAt = r.CreatedAt.UTC(), r.ModifiedAt.UTC()
+	if r.Cwd != "" {
+		r.CwdExists = c.cwdExists(r.Cwd)
+	}
+	return r
+}
+
+// setRow gives st a new row (nil for none) and marks its key dirty when
+// anything about the row moved.
+func (c *Catalogue) setRow(st *fileState, r *Row) {
+	switch {
+	case st.row == nil && r == nil:
+		return
+	case st.row != nil && r != nil && *st.row == *r:
+		return
+	}
+	st.row = r
+	c.markDirty(st.key)
+}
+
+// cwdExists reports whether dir is a directory, from a cache the light
+// rescan renews.
+func (c *Catalogue) cwdExists(dir string) bool {
+	ok, known := c.cwds[dir]
+	if !known {
+		fi, err := os.Stat(dir)
+		ok = err == nil && fi.IsDir()
+		c.cwds[dir] = ok
+	}
+	return ok
+}
+
+// checkCwds stats every folder rows name again and updates the rows of
+// those that appeared or went away. A few hundred folders serve ten
+// thousand rows, so this is cheap.
+func (c *Catalogue) checkCwds() {
+	used := map[string]bool{}
+	for _, st := range c.files {
+		if st.row != nil && st.row.Cwd != "" {
+			used[st.row.Cwd] = true
+		}
+	}
+	changed := map[string]bool{}
+	for dir := range used {
+		fi, err := os.Stat(dir)
+		ok := err == nil && fi.IsDir()
+		if was, known := c.cwds[dir]; known && was != ok {
+			changed[dir] = true
+		}
+		used[dir] = ok
+	}
+	c.cwds = used
+	if len(changed) == 0 {
+		return
+	}
+	for _, st := range c.files {
+		if st.row != nil && changed[st.row.Cwd] {
+			r := *st.row
+			r.CwdExists = c.cwds[r.Cwd]
+			c.setRow(st, &r)
+		}
+	}
+}
+
+// watch adds dir to the watcher unless it is watched already; renew adds
+// it again regardless.
+func (c *Catalogue) watch(dir string, renew bool) {
+	if c.watcher == nil || (c.watched[dir] && !renew) {
+		return
+	}
+	if err := c.watcher.Add(dir); err != nil {
+		c.warnOnce("watch:"+dir, "catalogue: cannot watch folder, relying on rescans", err)
+		return
+	}
+	c.watched[dir] = true
+}
+
+// unwatch forgets a folder that is gone. The kernel has dropped its watch
+// already, so the watcher's complaint about removing it is expected.
+func (c *Catalogue) unwatch(dir string) {
+	if !c.watched[dir] {
+		return
+	}
+	delete(c.watched, dir)
+	if c.watcher != nil {
+		_ = c.watcher.Remove(dir)
+	}
+}
+
+// warnOnce logs a problem with what once per catalogue.
+func (c *Catalogue) warnOnce(what, msg string, err error) {
+	if c.warned[what] {
+		return
+	}
+	c.warned[what] = true
+	c.cfg.Logger.Warn(msg, "path", what, "err", err)
+}
