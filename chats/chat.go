@@ -54,20 +54,27 @@ type Options struct {
 	Owner Owner
 	// Start starts or resumes the chat's conversation with its backend.
 	Start func(ctx context.Context) (plugins.Agent, error)
+	// Prepare, if set, runs before each turn reaches the agent, holding no
+	// lock: the session readies the place the agent works in (a worktree
+	// made on the first send, the checkpoint the session starts from). An
+	// error fails the turn as a start failure does.
+	Prepare func(ctx context.Context) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // Chat is one conversation.
 type Chat struct {
-	uri   string
-	owner Owner
-	start func(ctx context.Context) (plugins.Agent, error)
-	now   func() time.Time
+	uri     string
+	owner   Owner
+	start   func(ctx context.Context) (plugins.Agent, error)
+	prepare func(ctx context.Context) error
+	now     func() time.Time
 
 	// Guarded by the owner's lock.
 	state   *protocol.ChatState
 	run     *run                           // the running turn
+	last    *run                           // the turn that ran last, while its ending is told
 	confirm map[string]chan bool           // tool call id -> the runner waiting on it
 	answers map[string]chan plugins.Answer // input request id -> the runner waiting on it
 	busy    bool
@@ -87,6 +94,7 @@ func New(opts Options) *Chat {
 		uri:     opts.URI,
 		owner:   opts.Owner,
 		start:   opts.Start,
+		prepare: opts.Prepare,
 		now:     now,
 		state:   opts.State,
 		confirm: map[string]chan bool{},

@@ -45,19 +45,23 @@ func (c *Chat) cancel(turnID string) {
 // it has ended. Called with the owner's lock held.
 func (c *Chat) Cancel() <-chan struct{} {
 	if c.run == nil {
-		return closed
+		return c.Done()
 	}
 	c.run.cancel()
 	return c.run.done
 }
 
-// Done returns a channel closed once the running turn, if any, has ended.
-// Called with the owner's lock held.
+// Done returns a channel closed once the running turn, if any, has ended,
+// and the owner has been told (Owner.Ended may still be at work for the
+// turn before). Called with the owner's lock held.
 func (c *Chat) Done() <-chan struct{} {
-	if c.run == nil {
-		return closed
+	switch {
+	case c.run != nil:
+		return c.run.done
+	case c.last != nil:
+		return c.last.done
 	}
-	return c.run.done
+	return closed
 }
 
 var closed = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
@@ -66,9 +70,15 @@ var closed = func() chan struct{} { ch := make(chan struct{}); close(ch); return
 func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 	defer close(r.done)
 	defer r.cancel()
-	agent, err := c.agentFor(ctx)
+	var agent plugins.Agent
+	err := c.ready(ctx)
+	if err == nil {
+		agent, err = c.agentFor(ctx)
+		if err != nil {
+			err = fmt.Errorf("starting the agent: %w", err)
+		}
+	}
 	if err != nil {
-		err = fmt.Errorf("starting the agent: %w", err)
 		state := c.end(r, err)
 		// The session learns of the failure before the chat takes another
 		// turn, so a retry finds the start still owed.
@@ -79,6 +89,14 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 	c.owner.Started(c)
 	err = agent.Prompt(ctx, msg, &turn{c: c, r: r})
 	c.settle(r, c.end(r, err))
+}
+
+// ready runs the owner's preparation for a turn, if it has one.
+func (c *Chat) ready(ctx context.Context) error {
+	if c.prepare == nil {
+		return nil
+	}
+	return c.prepare(ctx)
 }
 
 // agentFor returns the chat's agent, starting it on first use.
@@ -127,7 +145,7 @@ func (c *Chat) end(r *run, err error) protocol.TurnState {
 // it is woken, and a queued message starts.
 func (c *Chat) settle(r *run, state protocol.TurnState) {
 	c.owner.Do(func() {
-		c.run = nil
+		c.run, c.last = nil, r
 		for id, ch := range c.confirm {
 			close(ch)
 			delete(c.confirm, id)

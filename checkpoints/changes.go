@@ -152,6 +152,7 @@ func (r *Repo) BranchChanges(ctx context.Context, worktreeDir, base string) (Sta
 		if wt, err = Open(ctx, worktreeDir); err != nil {
 			return Stats{}, err
 		}
+		wt.excludes = r.excludes
 		if wt.commonDir != r.commonDir {
 			return Stats{}, fmt.Errorf("checkpoints: branch changes: %s is not a worktree of the repository at %s", worktreeDir, r.root)
 		}

@@ -583,3 +583,36 @@ func TestCancelledCapture(t *testing.T) {
 		t.Errorf("refs after a cancelled capture: %s", got)
 	}
 }
+
+// TestExcluding checks excluded paths stay out of captures and counts: a
+// link to a folder of another checkout is not the session's work.
+func TestExcluding(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := newRepo(t, map[string]string{"a.txt": "a\n", ".gitignore": "deps/\n"})
+	other := t.TempDir()
+	if err := os.Symlink(other, filepath.Join(dir, "deps")); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, dir).Excluding([]string{"deps", "../escape", "/abs", ""})
+	if _, err := r.Capture(ctx, "s", 0); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "b.txt", "b\n")
+	if _, err := r.Capture(ctx, "s", 1); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := r.SessionChanges(ctx, "s"); err != nil || s != (Stats{Files: 1, Additions: 1}) {
+		t.Errorf("changes with the link excluded: %+v %v", s, err)
+	}
+	if _, ok := treeOf(t, dir, "refs/agents/s/checkpoints/turn/1")["deps"]; ok {
+		t.Error("the link is in the checkpoint")
+	}
+	// Without the exclusion git sees the link as a new file.
+	if _, err := open(t, dir).Capture(ctx, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := treeOf(t, dir, "refs/agents/t/checkpoints/turn/0")["deps"]; !ok {
+		t.Error("the control capture has no link: the test shows nothing")
+	}
+}

@@ -20,6 +20,25 @@ type Repo struct {
 	root      string // the working tree's top-level directory
 	commonDir string // the git directory shared by all of the repository's worktrees
 	index     string // this working tree's index file (it may not exist yet)
+	excludes  []string
+}
+
+// Excluding returns r with paths (relative to the top of its working tree)
+// left out of every snapshot, capture and count: the links a worktree was
+// given to folders of another checkout are not the session's work, though
+// git sees them as new files when the ignore pattern names a directory.
+// Paths that are empty, absolute or climb out of the tree are dropped.
+func (r *Repo) Excluding(paths []string) *Repo {
+	out := *r
+	out.excludes = nil
+	for _, p := range paths {
+		p = filepath.ToSlash(filepath.Clean(p))
+		if p == "." || p == "" || filepath.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+			continue
+		}
+		out.excludes = append(out.excludes, p)
+	}
+	return &out
 }
 
 // Open returns the working tree that contains dir, which may be any
@@ -107,6 +126,9 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 		"-c", "advice.addEmbeddedRepo=false",
 		"add", "-A", "--", ".",
 	}}
+	for _, p := range r.excludes {
+		add.args = append(add.args, ":(exclude,literal)"+p)
+	}
 	if _, err := add.run(ctx); err != nil {
 		return "", fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
 	}

@@ -11,40 +11,51 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// resolveConfig returns a session's config schema and values: the
-// properties the backend offers, each value the one given when it has the
-// property's shape, else the property's default. Values for keys nobody
-// offers are dropped. It reports the keys it dropped or replaced.
-func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who grants.Principal) (protocol.SessionConfigState, []string) {
+// resolveConfig returns a session's config schema and values: isolation,
+// the properties the backend offers, the rest of the host's own keys for
+// the folder the session is made in, and scope; each value the one given
+// when it has the property's shape, else the property's default. Values
+// for keys nobody offers are dropped. It reports the keys it dropped or
+// replaced.
+func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who grants.Principal, folder string) (protocol.SessionConfigState, []string) {
 	state := protocol.SessionConfigState{
 		Schema: protocol.SessionConfigSchema{Properties: protocol.NewMap[protocol.SessionConfigPropertySchema]()},
 		Values: protocol.Object{},
 	}
-	var props []plugins.Property
-	if backend != nil {
-		props = backend.ConfigProperties()
-	}
 	var ignored []string
-	for _, p := range props {
+	take := func(p plugins.Property) {
 		state.Schema.Properties.Set(p.Key, p.Schema)
 		v, ok := given[p.Key]
-		switch {
-		case ok && fits(p.Schema, v):
-			state.Values[p.Key] = v
-		case p.Schema.Default != nil:
-			state.Values[p.Key] = p.Schema.Default
+		if ok {
+			if isHostKey(p.Key) {
+				v, ok = hostValue(p.Key, p.Schema, v)
+			} else {
+				ok = fits(p.Schema, v)
+			}
 			if ok {
-				ignored = append(ignored, p.Key)
+				state.Values[p.Key] = v
+				return
+			}
+			ignored = append(ignored, p.Key)
+		}
+		if p.Schema.Default != nil {
+			state.Values[p.Key] = p.Schema.Default
+		}
+	}
+	first, rest := isolationProperties(folder, given)
+	take(first)
+	if backend != nil {
+		for _, p := range backend.ConfigProperties() {
+			if !isHostKey(p.Key) { // the host's keys are the host's
+				take(p)
 			}
 		}
 	}
+	for _, p := range rest {
+		take(p)
+	}
 	if p, ok := h.scopeProperty(who); ok {
-		state.Schema.Properties.Set(keyScope, p)
-		if v, ok := given[keyScope]; ok && fits(p, v) {
-			state.Values[keyScope] = v
-		} else {
-			state.Values[keyScope] = p.Default
-		}
+		take(plugins.Property{Key: keyScope, Schema: p})
 	}
 	for k := range given {
 		if _, ok := state.Schema.Properties.Get(k); !ok {
@@ -95,25 +106,47 @@ func fits(p protocol.SessionConfigPropertySchema, v jsontext.Value) bool {
 }
 
 // configChange checks a client's session/configChanged against the
-// session's schema: only keys the schema has, in their shape, and only
-// those a running session may change.
-func configChange(state *protocol.SessionConfigState, change protocol.Object) string {
+// session's schema: only keys the schema has, in their shape, and, once
+// the session has started, only those a running session may change. A
+// replacement keeps the fixed keys it leaves out; it returns the config to
+// apply.
+func configChange(state *protocol.SessionConfigState, a *protocol.SessionConfigChangedAction, started bool) (protocol.Object, string) {
 	if state == nil {
-		return "the session has no config"
+		return nil, "the session has no config"
 	}
-	for k, v := range change {
+	replace := a.Replace != nil && *a.Replace
+	for k, v := range a.Config {
 		p, ok := state.Schema.Properties.Get(k)
 		if !ok {
-			return "unknown config key " + k
+			return nil, "unknown config key " + k
 		}
-		if p.SessionMutable == nil || !*p.SessionMutable {
-			return "config key " + k + " is fixed once the session has started"
+		fixed := p.SessionMutable == nil || !*p.SessionMutable
+		if fixed && started && !bytes.Equal(bytes.TrimSpace(v), bytes.TrimSpace(state.Values[k])) {
+			return nil, "config key " + k + " is fixed once the session has started"
 		}
-		if !fits(p, v) {
-			return "config key " + k + " does not take that value"
+		if isHostKey(k) {
+			if _, ok := hostValue(k, p, v); !ok {
+				return nil, "config key " + k + " does not take that value"
+			}
+		} else if !fits(p, v) {
+			return nil, "config key " + k + " does not take that value"
 		}
 	}
-	return ""
+	if !replace || !started {
+		return a.Config, ""
+	}
+	merged := make(protocol.Object, len(a.Config))
+	for k, v := range a.Config {
+		merged[k] = v
+	}
+	for k, p := range state.Schema.Properties.All() {
+		if _, given := merged[k]; !given && (p.SessionMutable == nil || !*p.SessionMutable) {
+			if v, ok := state.Values[k]; ok {
+				merged[k] = v
+			}
+		}
+	}
+	return merged, ""
 }
 
 const keyScope = "scope"

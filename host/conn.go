@@ -35,6 +35,7 @@ type frame struct {
 	data    []byte
 	channel string              // the channel of an action or notification
 	action  protocol.ActionType // the action's type, for version gating
+	unless  protocol.ActionType // sent only to versions that do not know this type
 }
 
 // conn is one client connection. Its state after initialize (clientId,
@@ -89,14 +90,27 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 func (c *conn) send(f *frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if f.action != "" && c.version != "" && !f.action.KnownTo(c.version) {
-		return // an action this connection's protocol version does not know
+	if !c.wants(f.action, f.unless) {
+		return
 	}
 	if len(c.holds) > 0 {
 		c.held = append(c.held, f)
 		return
 	}
 	c.enqueueLocked(f)
+}
+
+// wants reports whether an action of type t goes to this connection:
+// its protocol version knows t, and does not know unless, the action t
+// stands in for.
+func (c *conn) wants(t, unless protocol.ActionType) bool {
+	if c.version == "" {
+		return true
+	}
+	if t != "" && !t.KnownTo(c.version) {
+		return false
+	}
+	return unless == "" || !unless.KnownTo(c.version)
 }
 
 // respond queues a response, then the frames held for it.

@@ -20,6 +20,7 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/worktree"
 )
 
 // Options configure a Host.
@@ -48,6 +49,10 @@ type Options struct {
 	// ResidencyLimit is how many sessions may be resident at once; 0
 	// means no limit.
 	ResidencyLimit int
+	// WorktreesRoot is where worktree sessions' trees go, as
+	// <root>/<repo>/<name>; "" puts them beside their repository, as
+	// <repo>.worktrees/<name>.
+	WorktreesRoot string
 	// Auth says who a connection acts for and holds the users directory;
 	// nil is a host with no users directory, where everyone is root.
 	Auth *grants.Authenticator
@@ -64,6 +69,7 @@ type Host struct {
 	stop  context.CancelFunc
 	bus   *bus
 	store store
+	trees *worktree.Manager
 	keys  cursorKey
 
 	mu       sync.Mutex
@@ -121,6 +127,7 @@ func New(opts Options) (*Host, error) {
 		ctx:      ctx,
 		stop:     stop,
 		bus:      newBus(opts.Replay),
+		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
 		sessions: map[string]*session{},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -33,7 +34,7 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	chatURI := protocol.DefaultChatURI(uri)
 	s.rec = record{
 		AHPD: recordVersion, URI: uri, Provider: provider, Title: defaultTitle,
-		CreatedAt: now, ModifiedAt: now, WorkingDirectories: dirs, Config: config.Values,
+		CreatedAt: now, ModifiedAt: now, WorkingDirectories: dirs, Config: config.Values, Folder: dirs[0],
 		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
 		Chats: []*chatRecord{{URI: chatURI, Title: defaultTitle, ModifiedAt: now, Conversation: su.ID}},
 	}
@@ -58,7 +59,7 @@ func (h *Host) restore(rec *record) (*session, error) {
 		rec: *rec, announced: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
 	owner, _ := grants.Parse(rec.Owner)
-	config, _ := h.resolveConfig(backend, rec.Config, owner)
+	config, _ := h.resolveConfig(backend, rec.Config, owner, rec.folder())
 	s.build(config)
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
@@ -94,8 +95,15 @@ func (s *session) build(config protocol.SessionConfigState) {
 			Turns:      []protocol.Turn{},
 		}
 		s.newChat(cr, cs)
-		s.state.Chats = append(s.state.Chats, chatSummary(cs))
+		entry := chatSummary(cs)
+		if cr.Changes != nil {
+			if raw, err := json.Marshal(cr.Changes); err == nil {
+				entry.Extra = protocol.Object{"changes": raw}
+			}
+		}
+		s.state.Chats = append(s.state.Chats, entry)
 	}
+	s.summary.Changes = rec.Changes
 	s.summary = s.computeSummaryLocked()
 }
 
@@ -148,7 +156,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	}
 	e.loaded = true
 	s.mu.Lock()
-	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 	started := e.rec.Started
 	s.mu.Unlock()
 	if !started || s.backend == nil {
@@ -209,11 +217,14 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 			errs = append(errs, err)
 		}
 		if s.backend != nil && e.rec.Started {
-			conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+			conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 			if err := s.backend.Delete(ctx, conv); err != nil {
 				errs = append(errs, fmt.Errorf("deleting the backend's copy of %s: %w", e.rec.URI, err))
 			}
 		}
+	}
+	if err := s.cleanUpGit(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	if err := h.store.remove(s.id); err != nil {
 		errs = append(errs, fmt.Errorf("removing the stored session: %w", err))

@@ -116,7 +116,7 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	}
 	s.mu.Unlock()
 	if s.backend != nil && e.rec.Started {
-		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}); err != nil {
+		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -155,7 +155,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	s.mu.Lock()
 	cs := e.chat.State()
 	cursor := cs.TurnsNextCursor
-	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.dir}
+	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 	s.mu.Unlock()
 	if cursor == nil {
 		return &protocol.FetchTurnsResult{}, nil // everything is loaded

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/worktree"
 )
 
 // resolveSessionConfig answers the schema and values a session would have,
@@ -21,12 +22,11 @@ func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Req
 	if err != nil {
 		return nil, err
 	}
-	if p.WorkingDirectory != nil {
-		if _, err := dirOf(*p.WorkingDirectory); err != nil {
-			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for resolveSessionConfig: workingDirectory: %v", err)
-		}
+	folder, err := h.configFolder("resolveSessionConfig", p.WorkingDirectory)
+	if err != nil {
+		return nil, err
 	}
-	state, _ := h.resolveConfig(backend, p.Config, c.principal)
+	state, _ := h.resolveConfig(backend, p.Config, c.principal, folder)
 	return &protocol.ResolveSessionConfigResult{Schema: state.Schema, Values: state.Values}, nil
 }
 
@@ -41,16 +41,24 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 	if err != nil {
 		return nil, err
 	}
-	state, _ := h.resolveConfig(backend, nil, c.principal)
+	folder, err := h.configFolder("sessionConfigCompletions", p.WorkingDirectory)
+	if err != nil {
+		return nil, err
+	}
+	state, _ := h.resolveConfig(backend, p.Config, c.principal, folder)
 	prop, ok := state.Schema.Properties.Get(p.Property)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %q", p.Property)
 	}
-	items := []protocol.SessionConfigValueItem{}
 	query := ""
 	if p.Query != nil {
-		query = strings.ToLower(*p.Query)
+		query = *p.Query
 	}
+	if p.Property == worktree.KeyBranch {
+		return &protocol.SessionConfigCompletionsResult{Items: branchCompletions(folder, query)}, nil
+	}
+	query = strings.ToLower(query)
+	items := []protocol.SessionConfigValueItem{}
 	for i, v := range prop.Enum {
 		var s string
 		if err := jsonUnmarshal(v, &s); err != nil {
@@ -66,6 +74,19 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 		items = append(items, protocol.SessionConfigValueItem{Value: s, Label: label})
 	}
 	return &protocol.SessionConfigCompletionsResult{Items: items}, nil
+}
+
+// configFolder returns the folder a config question is about: the one
+// named, else the host's default.
+func (h *Host) configFolder(method string, uri *protocol.URI) (string, error) {
+	if uri == nil {
+		return h.opts.DefaultDirectory, nil
+	}
+	dir, err := dirOf(*uri)
+	if err != nil {
+		return "", protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: workingDirectory: %v", method, err)
+	}
+	return dir, nil
 }
 
 // configBackend returns the backend a config question is about: the named

@@ -133,8 +133,9 @@ func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) (
 	out := []protocol.ActionEnvelope{}
 	missed := int(b.seq - seq)
 	for i := 0; i < missed; i++ {
-		env := b.ring[(b.next-missed+i+len(b.ring))%len(b.ring)]
-		if want[env.Channel] && env.Action.Type().KnownTo(c.version) {
+		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
+		env := b.ring[at]
+		if want[env.Channel] && c.wants(env.Action.Type(), b.unless[at]) {
 			out = append(out, env)
 		}
 	}

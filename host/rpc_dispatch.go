@@ -129,8 +129,19 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 	}
 	switch a := a.(type) {
 	case *protocol.SessionConfigChangedAction:
-		if reason := configChange(s.state.Config, a.Config); reason != "" && !(a.Replace != nil && *a.Replace) {
+		config, reason := configChange(s.state.Config, a, !s.provisional)
+		if reason != "" {
 			h.bus.echo(c, s.uri, a, origin, reason)
+			return
+		}
+		if !sameJSON(config, a.Config) {
+			changed := *a
+			changed.Config = config
+			if !s.emitSessionLocked(&changed, origin) {
+				h.bus.echo(c, s.uri, a, origin, "")
+				return
+			}
+			s.afterSessionActionLocked(&changed)
 			return
 		}
 	case *protocol.SessionWorkingDirectorySetAction:
@@ -148,6 +159,12 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 		h.bus.echo(c, s.uri, a, origin, "")
 		return
 	}
+	s.afterSessionActionLocked(a)
+}
+
+// afterSessionActionLocked keeps what a client's session action changed,
+// and hands changed config to the chats' agents.
+func (s *session) afterSessionActionLocked(a protocol.Action) {
 	s.persistLocked()
 	if _, ok := a.(*protocol.SessionConfigChangedAction); ok {
 		values := s.configValuesLocked()

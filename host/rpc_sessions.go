@@ -63,7 +63,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 			}
 		}
 	}
-	config, ignored := h.resolveConfig(backend, p.Config, c.principal)
+	config, ignored := h.resolveConfig(backend, p.Config, c.principal, dirs[0])
 	if len(ignored) > 0 {
 		h.log.Info("config values left at their defaults", "session", p.Channel, "keys", ignored)
 	}
@@ -104,7 +104,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
 		s.mu.Unlock()
 	}
-	h.log.Info("session created", "session", s.uri, "provider", provider, "dir", s.dir)
+	h.log.Info("session created", "session", s.uri, "provider", provider, "dir", s.workDir())
 	h.poke()
 	return nil, nil
 }

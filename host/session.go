@@ -25,7 +25,16 @@ type session struct {
 	id       string
 	provider string
 	backend  plugins.Backend
-	dir      string // the primary working directory, as a path
+
+	// dirMu guards dir, the primary working directory as a path: the
+	// folder, or the worktree made on the first send. It is a leaf lock,
+	// read by agents starting under a chat's agent lock.
+	dirMu sync.Mutex
+	dir   string
+
+	// treeMu serializes the session's git work: making its tree, its
+	// checkpoints, and removing both. It is taken before s.mu.
+	treeMu sync.Mutex
 
 	mu          sync.Mutex
 	state       *protocol.SessionState
@@ -58,6 +67,8 @@ type chatEntry struct {
 	loadMu sync.Mutex // serializes loading the chat's turns
 	loaded bool       // turns read from the backend (guarded by loadMu)
 
+	edits map[string]edit // by file URI: what its tools wrote (guarded by s.mu)
+
 	// What the chat's agent starts with. startMu is taken last, after the
 	// session's lock or the chat's agent lock.
 	startMu      sync.Mutex
@@ -84,12 +95,26 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 			if s.backend == nil {
 				return nil, fmt.Errorf("provider %q is not available on this host", s.provider)
 			}
-			return s.backend.Start(ctx, e.startOptions(s.dir))
+			return s.backend.Start(ctx, e.startOptions(s.workDir()))
 		},
+		Prepare: s.prepare,
 	})
 	s.chats[rec.URI] = e
 	s.order = append(s.order, rec.URI)
 	return e
+}
+
+// workDir returns the directory the session's agents work in.
+func (s *session) workDir() string {
+	s.dirMu.Lock()
+	defer s.dirMu.Unlock()
+	return s.dir
+}
+
+func (s *session) setWorkDir(dir string) {
+	s.dirMu.Lock()
+	defer s.dirMu.Unlock()
+	s.dir = dir
 }
 
 // setStart records what the chat's agent starts with next.
@@ -138,13 +163,17 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	}
 	s.lastAction = s.h.now()
 	s.h.bus.publish(c.URI(), a, origin)
-	switch a.(type) {
+	switch a := a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
 		return true
 	case *protocol.ChatTurnStartedAction:
 		s.markUsedLocked()
 		s.updateActiveLocked()
+	case *protocol.ChatToolCallCompleteAction:
+		if e := s.chats[c.URI()]; e != nil {
+			e.noteEditsLocked(a.Result)
+		}
 	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction,
 		*protocol.ChatErrorAction, *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
@@ -343,8 +372,10 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 
 // Ended is told a turn ended (chats.Owner).
 func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
+	s.turnEnded(state)
 	s.mu.Lock()
 	if !s.disposed {
+		s.countEditsLocked(c)
 		s.persistLocked()
 	}
 	s.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/worktree"
 )
 
 // record is what the host keeps of a session across restarts: what is the
@@ -41,6 +42,35 @@ type record struct {
 	Owner string `json:"owner,omitempty"`
 	// Scope is the team/project the session's work is charged to.
 	Scope string `json:"scope,omitempty"`
+
+	// Folder is the folder the session was made in, which its config is
+	// resolved against; "" in older records, where it is the first
+	// working directory.
+	Folder string `json:"folder,omitempty"`
+	// Tree is the worktree made for the session on its first send. It is
+	// the session's until it is disposed, even if the session moves on.
+	Tree *worktree.Tree `json:"tree,omitempty"`
+	// Checkpoints is how many turn checkpoints the session has: turn/0 up
+	// to turn/<Checkpoints-1>. Untracked says its folder is no git
+	// repository, so it has none and counts what its tools wrote.
+	Checkpoints int  `json:"checkpoints,omitempty"`
+	Untracked   bool `json:"untracked,omitempty"`
+	// Changes are the counts read when the last turn ended.
+	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
+}
+
+// folder returns the folder the session was made in.
+func (r *record) folder() string {
+	if r.Folder != "" {
+		return r.Folder
+	}
+	if r.Tree != nil && r.Tree.Repo != "" {
+		return r.Tree.Repo
+	}
+	if len(r.WorkingDirectories) > 0 {
+		return r.WorkingDirectories[0]
+	}
+	return ""
 }
 
 // chatRecord is what the host keeps of one chat.
@@ -56,6 +86,8 @@ type chatRecord struct {
 	Started bool `json:"started,omitempty"`
 	// Senders records who sent each turn, by turn id.
 	Senders map[string]string `json:"senders,omitempty"`
+	// Changes are the chat's own counts (see session changes).
+	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
 }
 
 const recordVersion = 1

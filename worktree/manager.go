@@ -89,6 +89,9 @@ type Tree struct {
 	Repo   string `json:"repo"`             // top of the checkout it was made from
 	Branch string `json:"branch,omitempty"` // checked out in the tree; "" if detached
 	Base   string `json:"base"`             // the commit the tree was cut from
+	// Links are the folders linked into the tree (SymlinkFolders), '/'-
+	// separated and relative to it: not the session's work.
+	Links []string `json:"links,omitempty"`
 }
 
 // maxSuffix bounds the search for a free name; past it something other than
@@ -128,7 +131,7 @@ func (m *Manager) Create(ctx context.Context, s Spec) (*Tree, error) {
 	}
 	// Links and copies touch only the new tree, so other sessions of the
 	// repository need not wait for them.
-	populate(ctx, log, src.top, t.Path, s.SymlinkFolders, s.IncludeFiles)
+	t.Links = populate(ctx, log, src.top, t.Path, s.SymlinkFolders, s.IncludeFiles)
 	return t, nil
 }
 

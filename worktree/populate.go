@@ -26,24 +26,23 @@ import (
 //
 // Nothing is written outside tree and nothing is read outside src: both are
 // opened as an os.Root, which refuses to follow a symlink out of its folder.
-func populate(ctx context.Context, log *slog.Logger, src, tree string, folders, files []string) {
+func populate(ctx context.Context, log *slog.Logger, src, tree string, folders, files []string) (linked []string) {
 	if len(folders) == 0 && len(files) == 0 {
-		return
+		return nil
 	}
 	srcRoot, err := os.OpenRoot(src)
 	if err != nil {
 		log.Warn("worktree: cannot open the source checkout", "dir", src, "err", err)
-		return
+		return nil
 	}
 	defer srcRoot.Close()
 	treeRoot, err := os.OpenRoot(tree)
 	if err != nil {
 		log.Warn("worktree: cannot open the new tree", "dir", tree, "err", err)
-		return
+		return nil
 	}
 	defer treeRoot.Close()
 
-	var linked []string
 	if ps := compilePatterns(log, KeySymlinkFolders, folders); ps != nil {
 		linked = linkFolders(ctx, log, ps, src, srcRoot, treeRoot)
 		ps.reportUnmatched(log)
@@ -52,6 +51,7 @@ func populate(ctx context.Context, log *slog.Logger, src, tree string, folders, 
 		copyFiles(ctx, log, ps, src, srcRoot, treeRoot, linked)
 		ps.reportUnmatched(log)
 	}
+	return linked
 }
 
 // ignoredPaths lists the git-ignored, untracked paths of the checkout at

@@ -34,6 +34,9 @@ type config struct {
 	// Users is the users directory (YAML); "" is a host with none, where
 	// every connection is root.
 	Users string `yaml:"users"`
+	// WorktreesRoot is where worktree sessions' trees go; "" puts each
+	// beside its repository.
+	WorktreesRoot string `yaml:"worktreesRoot"`
 	// Plugins declares backends beyond the built-in ones (config file
 	// only).
 	Plugins []pluginConfig `yaml:"plugins"`
@@ -70,6 +73,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.Float64Var(&cfg.SleepAfterMinutes, "sleep-after-minutes", cfg.SleepAfterMinutes, "")
 	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
+	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	return fs
 }
 

@@ -57,6 +57,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
 		ResidencyLimit: cfg.SessionResidencyLimit,
 		Auth:           auth,
+		WorktreesRoot:  cfg.WorktreesRoot,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,263 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ahpd/ahpd/checkpoints"
+	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/worktree"
+)
+
+// Trees and checkpoints.
+//
+// A worktree session works in its folder until its first send, which makes
+// its tree and moves it there before the turn runs. Every session whose
+// folder is a git repository has its turns written down as commits under
+// refs/agents/<sid>/checkpoints/turn/<N>: turn/0 when its first turn is
+// sent, one more each time a turn completes or fails. The counts a client
+// draws beside the session are read when a turn ends: a worktree session's
+// Branch Changes, a folder session's Session Changes, or, in a folder that
+// is no repository, the files its tools were seen to write.
+//
+// s.treeMu serializes this git work per session; it is taken before s.mu
+// and never while a chat's agent lock is held.
+
+// gitTimeout bounds one capture or count, so a wedged git never holds a
+// session's turns.
+const gitTimeout = 2 * time.Minute
+
+// prepare readies the session for a turn (chats.Options.Prepare): on the
+// first send it makes the worktree the session asked for and records the
+// tree it starts from.
+func (s *session) prepare(ctx context.Context) error {
+	s.treeMu.Lock()
+	defer s.treeMu.Unlock()
+	s.mu.Lock()
+	if s.disposed {
+		s.mu.Unlock()
+		return errors.New("the session has been disposed")
+	}
+	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
+	needStart := s.rec.Checkpoints == 0 && !s.rec.Untracked
+	var spec worktree.Spec
+	if needTree {
+		spec = worktree.SpecFromConfig(s.rec.folder(), s.id, decodeValues(s.configValuesLocked()))
+		spec.Log = s.h.log.With("session", s.uri)
+	}
+	s.mu.Unlock()
+	if needTree {
+		t, err := s.h.trees.Create(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("making the worktree: %w", err)
+		}
+		s.moveInto(t)
+	}
+	if needStart {
+		s.checkpoint(ctx, 0)
+	}
+	return nil
+}
+
+// moveInto makes t the session's primary working directory: the folder is
+// replaced in place, and agents started in the folder start again in the
+// tree.
+func (s *session) moveInto(t *worktree.Tree) {
+	s.mu.Lock()
+	old := s.workDir()
+	s.rec.Tree = t
+	s.setWorkDir(t.Path)
+	if len(s.rec.WorkingDirectories) > 0 {
+		s.rec.WorkingDirectories[0] = t.Path
+	}
+	from, to := fileURI(old), fileURI(t.Path)
+	replaced := &protocol.SessionWorkingDirectoryReplacedAction{Directory: from, Replacement: to}
+	if next := protocol.ReduceSession(s.state, replaced); next != s.state && !s.disposed {
+		s.state = next
+		s.lastAction = s.h.now()
+		// A client of a version before the replacement action gets the
+		// tree set before the folder is removed: it never holds a session
+		// with no directory.
+		s.h.bus.publishWithFallback(s.uri, replaced,
+			&protocol.SessionWorkingDirectorySetAction{Directory: to},
+			&protocol.SessionWorkingDirectoryRemovedAction{Directory: from})
+		s.refreshSummaryLocked()
+	}
+	s.persistLocked()
+	entries := make([]*chatEntry, 0, len(s.chats))
+	for _, e := range s.chats {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	s.h.log.Info("session moved into its worktree", "session", s.uri, "tree", t.Path, "branch", t.Branch)
+	for _, e := range entries {
+		if err := e.chat.Close(); err != nil {
+			s.h.log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
+		}
+	}
+}
+
+// checkpoint records turn/<n> of the session's working tree and reads its
+// counts. A folder that is no git repository is noted once, and its counts
+// come from what its tools wrote. The caller holds s.treeMu.
+func (s *session) checkpoint(ctx context.Context, n int) {
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	dir := s.workDir()
+	s.mu.Lock()
+	tree := s.rec.Tree
+	s.mu.Unlock()
+	repo, err := checkpoints.Open(ctx, dir)
+	if err == nil && tree != nil && tree.Path == dir {
+		repo = repo.Excluding(tree.Links)
+	}
+	if errors.Is(err, checkpoints.ErrNotRepository) {
+		s.mu.Lock()
+		s.rec.Untracked = true
+		s.persistLocked()
+		s.mu.Unlock()
+		return
+	}
+	if err == nil {
+		_, err = repo.Capture(ctx, s.id, n)
+	}
+	if err != nil {
+		s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
+		return
+	}
+	s.mu.Lock()
+	if n >= s.rec.Checkpoints {
+		s.rec.Checkpoints = n + 1
+	}
+	s.persistLocked()
+	s.mu.Unlock()
+	if n == 0 {
+		return // nothing done yet: no counts to read
+	}
+	var stats checkpoints.Stats
+	if tree != nil {
+		stats, err = repo.BranchChanges(ctx, tree.Path, tree.Base)
+	} else {
+		stats, err = repo.SessionChanges(ctx, s.id)
+	}
+	if err != nil {
+		s.h.log.Warn("could not count a session's changes", "session", s.uri, "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.setChangesLocked(changesOf(stats.Files, stats.Additions, stats.Deletions))
+	s.mu.Unlock()
+}
+
+// turnEnded records the checkpoint of a turn that completed or failed for
+// good; a cancelled turn gets none, its edits staying in the next count.
+func (s *session) turnEnded(state protocol.TurnState) {
+	if state != protocol.TurnStateComplete && state != protocol.TurnStateError {
+		return
+	}
+	s.treeMu.Lock()
+	defer s.treeMu.Unlock()
+	s.mu.Lock()
+	n, untracked, disposed := s.rec.Checkpoints, s.rec.Untracked, s.disposed
+	s.mu.Unlock()
+	if disposed || untracked || n == 0 {
+		return
+	}
+	s.checkpoint(s.h.ctx, n)
+}
+
+// setChangesLocked sets the session's counts: on its row, in its record,
+// and on its default chat's entry.
+func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
+	if s.disposed || sameJSON(s.rec.Changes, ch) {
+		return
+	}
+	s.rec.Changes = ch
+	s.summary.Changes = ch
+	if s.state.DefaultChat != nil {
+		s.setChatChangesLocked(*s.state.DefaultChat, ch)
+	}
+	s.refreshSummaryLocked()
+	s.persistLocked()
+}
+
+// setChatChangesLocked sets a chat's own counts on its entry in the
+// session's state, kept in its record. The 0.8 schema has no member for
+// them, so they ride as "changes" beside the entry's own.
+func (s *session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary) {
+	e := s.chats[chat]
+	if e == nil || ch == nil {
+		return
+	}
+	e.rec.Changes = ch
+	raw, err := json.Marshal(ch)
+	if err != nil {
+		return
+	}
+	s.emitSessionLocked(&protocol.SessionChatUpdatedAction{
+		Chat:    chat,
+		Changes: protocol.PartialChatSummary{Extra: protocol.Object{"changes": raw}},
+	}, nil)
+}
+
+// cleanUpGit removes the session's checkpoints and, when it holds no
+// uncommitted work, its tree, keeping the tree's branch. Called on
+// dispose.
+func (s *session) cleanUpGit(ctx context.Context) error {
+	s.treeMu.Lock()
+	defer s.treeMu.Unlock()
+	s.mu.Lock()
+	tree, untracked, n := s.rec.Tree, s.rec.Untracked, s.rec.Checkpoints
+	dir := s.workDir()
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	var errs []error
+	if n > 0 && !untracked {
+		repoDir := dir
+		if tree != nil {
+			repoDir = tree.Repo
+		}
+		repo, err := checkpoints.Open(ctx, repoDir)
+		if err == nil {
+			err = repo.Delete(ctx, s.id)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("removing the session's checkpoints: %w", err))
+		}
+	}
+	if tree != nil {
+		kept, why, err := s.h.trees.Remove(ctx, tree)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("removing the session's worktree: %w", err))
+		case kept:
+			s.h.log.Warn("kept a disposed session's worktree: it holds work nobody committed",
+				"session", s.uri, "tree", tree.Path, "why", why)
+		default:
+			s.h.log.Info("removed a disposed session's worktree", "session", s.uri, "tree", tree.Path, "branch", tree.Branch)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func changesOf(files, additions, deletions int) *protocol.ChangesSummary {
+	f, a, d := int64(files), int64(additions), int64(deletions)
+	return &protocol.ChangesSummary{Files: &f, Additions: &a, Deletions: &d}
+}
+
+// decodeValues turns config values into what worktree.SpecFromConfig
+// reads.
+func decodeValues(values protocol.Object) map[string]any {
+	out := make(map[string]any, len(values))
+	for k, v := range values {
+		var x any
+		if json.Unmarshal(v, &x) == nil {
+			out[k] = x
+		}
+	}
+	return out
+}
