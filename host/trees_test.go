@@ -433,3 +433,39 @@ func TestEditsCounted(t *testing.T) {
 		t.Errorf("session changes %d files +%d -%d, want 2 +4 -2", f, a, d)
 	}
 }
+
+// TestWorktreeHostileNames checks names that could be read as options or
+// climb out of place: a branch that looks like an option fails the send
+// and reaches no git command as one; a session id with spaces, unicode
+// and dots still gets a tree of a tidy name beside the repository.
+// (Session URIs hold no white space; the checkpoints and worktree packages
+// test ids with it.)
+func TestWorktreeHostileNames(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	repo := newRepo(t)
+	_, chat := worktreeSession(t, c, "h1", repo, map[string]any{"branch": "--upload-pack=touch pwned"})
+	cs := send(t, c, chat, "t1", "say hi")
+	if cs.Turns[0].State != protocol.TurnStateError {
+		t.Errorf("a branch that looks like an option: %s", cs.Turns[0].State)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "pwned")); !os.IsNotExist(err) {
+		t.Errorf("git ran the option: %v", err)
+	}
+	_, chat = worktreeSession(t, c, "h2", repo, map[string]any{"worktreeBranchPrefix": "../"})
+	cs = send(t, c, chat, "t1", "say hi")
+	if cs.Turns[0].State == protocol.TurnStateComplete {
+		t.Errorf("a prefix climbing out of refs was taken")
+	}
+	_, chat = worktreeSession(t, c, "Über-mein.projekt", repo, nil)
+	if cs := send(t, c, chat, "t1", "say hi"); cs.Turns[0].State != protocol.TurnStateComplete {
+		t.Fatalf("a session id with unicode and a dot: %s %+v", cs.Turns[0].State, cs.Turns[0].Error)
+	}
+	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(repo), "project.worktrees"))
+	if len(entries) != 1 || strings.ContainsAny(entries[0].Name(), " /:") || strings.Contains(entries[0].Name(), "..") {
+		t.Errorf("trees: %v", entries)
+	}
+	if out := git(t, repo, "for-each-ref", "--format=%(refname)", "refs/agents/"); !strings.HasPrefix(out, "refs/agents/") || strings.Contains(out, "..") || strings.Contains(out, ":") {
+		t.Errorf("checkpoint refs: %q", out)
+	}
+}
