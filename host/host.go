@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -49,6 +50,9 @@ type Options struct {
 	// ResidencyLimit is how many sessions may be resident at once; 0
 	// means no limit.
 	ResidencyLimit int
+	// Transcripts are where backends keep the transcripts that list
+	// sessions this host never ran; the zero value lists none.
+	Transcripts Transcripts
 	// WorktreesRoot is where worktree sessions' trees go, as
 	// <root>/<repo>/<name>; "" puts them beside their repository, as
 	// <repo>.worktrees/<name>.
@@ -83,6 +87,19 @@ type Host struct {
 	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
 	root        *protocol.RootState
 	unavailable map[string]string // provider -> why it cannot run
+
+	// The catalogue (catalogue.go). extMu serializes working out which
+	// external rows are shown and guards mode and cutoff; it is taken
+	// before a session's lock. shownMu and ownMu are leaves.
+	cat       *catalogue.Catalogue
+	extMu     sync.Mutex
+	mode      catalogue.Mode
+	cutoff    time.Time
+	cutoffSet bool
+	shownMu   sync.Mutex
+	shown     map[catalogue.Key]bool // the external rows clients were last told of
+	ownMu     sync.RWMutex
+	own       map[catalogue.Key]bool // conversations of the host's own sessions
 
 	wg sync.WaitGroup // background work that must end before Close returns
 }
@@ -137,6 +154,8 @@ func New(opts Options) (*Host, error) {
 		root:     &protocol.RootState{ActiveSessions: new(int64(0))},
 
 		unavailable: map[string]string{},
+		shown:       map[catalogue.Key]bool{},
+		own:         map[catalogue.Key]bool{},
 	}
 	h.checkBackends()
 	h.root.Agents = h.agentsLocked()
@@ -149,6 +168,7 @@ func New(opts Options) (*Host, error) {
 		stop()
 		return nil, err
 	}
+	h.openCatalogue()
 	h.wg.Add(2)
 	go h.watchdog()
 	go h.keepResidency()
@@ -226,6 +246,11 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if h.cat != nil {
+		if err := h.cat.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the catalogue: %w", err))
+		}
+	}
 	h.stop()
 	h.mu.Lock()
 	conns := make([]*conn, 0, len(h.conns))
@@ -275,6 +300,9 @@ func (h *Host) session(c *conn, uri string) (*session, error) {
 	h.mu.Lock()
 	s := h.sessions[su.ID]
 	h.mu.Unlock()
+	if s == nil {
+		s = h.openExternal(su)
+	}
 	if s == nil || !s.visibleTo(c) {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}

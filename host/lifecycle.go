@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
@@ -61,6 +63,12 @@ func (h *Host) restore(rec *record) (*session, error) {
 	owner, _ := grants.Parse(rec.Owner)
 	config, _ := h.resolveConfig(backend, rec.Config, owner, rec.folder())
 	s.build(config)
+	if rec.External {
+		s.announced = false
+		s.state.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
+		s.summary = s.computeSummaryLocked()
+	}
+	s.noteOwnLocked()
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
 	}

@@ -104,14 +104,25 @@ func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protoc
 
 func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	h.rootMu.Lock()
-	defer h.rootMu.Unlock()
 	if h.root.Config == nil {
+		h.rootMu.Unlock()
 		h.bus.echo(c, protocol.RootURI, a, origin, "this host has no root config")
 		return
 	}
-	if !h.applyRootLocked(a, origin) {
-		h.bus.echo(c, protocol.RootURI, a, origin, "")
+	if cc, ok := a.(*protocol.RootConfigChangedAction); ok {
+		if reason := h.rootConfigChange(cc); reason != "" {
+			h.rootMu.Unlock()
+			h.bus.echo(c, protocol.RootURI, a, origin, reason)
+			return
+		}
 	}
+	changed := h.applyRootLocked(a, origin)
+	h.rootMu.Unlock()
+	if !changed {
+		h.bus.echo(c, protocol.RootURI, a, origin, "")
+		return
+	}
+	h.modeChanged()
 }
 
 // dispatch takes a client's session action.
@@ -212,6 +223,9 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 			e.rec.Senders = map[string]string{}
 		}
 		e.rec.Senders[t.TurnID] = origin.ClientID
+		if t.Message.Origin.Kind == protocol.MessageKindUser {
+			s.adoptLocked() // a person's turn went out in it
+		}
 	}
 	ch.React(a)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
 
 	"github.com/ahpd/ahpd/protocol"
@@ -96,6 +97,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	s := h.newSession(c, su, provider, backend, dirs, config)
 	s.rec.Owner = principalString(owner)
 	s.rec.Scope = scopeString(scope)
+	s.noteOwnLocked()
 	h.sessions[su.ID] = s
 	h.mu.Unlock()
 
@@ -153,15 +155,37 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 		return nil, err
 	}
 	me := principalString(c.principal)
+	// External rows the mode shows; external sessions a client opened are
+	// listed by the same rules. Nobody owns them, so the owner filter
+	// keeps none.
+	var external []catalogue.Row
+	if !mine {
+		external = h.externalRows()
+	}
+	shown := make(map[string]bool, len(external))
+	for i := range external {
+		shown[external[i].URI()] = true
+	}
 	// Sort small keys, not whole rows: a catalogue of 10,000 sessions
 	// would otherwise move megabytes on every listing.
-	keys := make([]rowKey, 0, 64)
+	keys := make([]rowKey, 0, 64+len(external))
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
-		if !s.disposed && (!s.provisional || s.creator == c) && (!mine || (me != "" && s.rec.Owner == me)) {
-			keys = append(keys, rowKey{pageKey{s.summary.ModifiedAt, s.uri}, s})
+		listed := !s.disposed && (!s.provisional || s.creator == c) && (!mine || (me != "" && s.rec.Owner == me))
+		if s.rec.External {
+			listed = listed && shown[s.uri]
+			delete(shown, s.uri) // listed from the session, not the row
+		}
+		if listed {
+			keys = append(keys, rowKey{pageKey: pageKey{s.summary.ModifiedAt, s.uri}, s: s})
 		}
 		s.mu.Unlock()
+	}
+	for i := range external {
+		r := &external[i]
+		if uri := r.URI(); shown[uri] {
+			keys = append(keys, rowKey{pageKey: pageKey{protocol.FormatTime(r.ModifiedAt), uri}, row: r})
+		}
 	}
 	slices.SortFunc(keys, func(a, b rowKey) int { return a.compare(b.pageKey) })
 	if p.Limit == nil && len(keys) > defaultPage {
@@ -178,6 +202,10 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 	end := min(start+limit, len(keys))
 	rows := make([]protocol.SessionSummary, 0, end-start)
 	for _, k := range keys[start:end] {
+		if k.row != nil {
+			rows = append(rows, externalSummary(k.row))
+			continue
+		}
 		k.s.mu.Lock()
 		rows = append(rows, k.s.summary)
 		k.s.mu.Unlock()
@@ -192,7 +220,8 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 // rowKey is a catalogue row's place in the listing order.
 type rowKey struct {
 	pageKey
-	s *session
+	s   *session       // a session the host holds, or
+	row *catalogue.Row // an external row of the catalogue
 }
 
 // compare orders rows most recently modified first, then by URI, so pages

@@ -342,6 +342,7 @@ func (s *session) Started(c *chats.Chat) {
 		// From now on the backend has the conversation: resume it.
 		e.rec.Started, e.rec.Conversation = true, c.ConversationID()
 		e.setStart(s.configValuesLocked(), true, e.rec.Conversation)
+		s.noteOwnLocked()
 	}
 	s.provisional = false
 	s.announceLocked()
@@ -404,8 +405,8 @@ func (s *session) Busy(c *chats.Chat, busy bool) {
 
 // announceLocked tells every client the session exists.
 func (s *session) announceLocked() {
-	if s.announced {
-		return
+	if s.announced || s.rec.External {
+		return // an external session is listed by the catalogue's rules
 	}
 	s.announced = true
 	s.creator = nil

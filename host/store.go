@@ -57,6 +57,10 @@ type record struct {
 	Untracked   bool `json:"untracked,omitempty"`
 	// Changes are the counts read when the last turn ended.
 	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
+	// External marks a session found in a backend's transcripts that a
+	// client opened here: it is not the host's own until a person's turn
+	// goes out in it.
+	External bool `json:"external,omitempty"`
 }
 
 // folder returns the folder the session was made in.

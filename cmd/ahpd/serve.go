@@ -58,6 +58,10 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		ResidencyLimit: cfg.SessionResidencyLimit,
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
+		Transcripts: host.Transcripts{
+			ClaudeProjects: claudeProjects(cfg),
+			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
+		},
 	})
 	if err != nil {
 		return err

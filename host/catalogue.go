@@ -1,0 +1,374 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// The catalogue: sessions the backends' own transcripts name. A row of a
+// session this host runs or ran is its own, listed from the registry; any
+// other is external, and the root config's showExternalSessions says which
+// of those a listing shows. An external session opened by a client is
+// held like any other, still external, until a person's turn goes out in
+// it: that adopts it.
+
+// Transcripts says where backends keep the transcripts the catalogue
+// reads. The zero value reads none.
+type Transcripts struct {
+	// ClaudeProjects is the Claude Code CLI's projects folder
+	// ($CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects).
+	ClaudeProjects string
+	// Script is the script backend's transcript folder.
+	Script string
+}
+
+// externalMeta is the _meta key that marks an external session.
+const externalMeta = "vscode.external"
+
+// rootConfigFile keeps the root config across restarts.
+const rootConfigFile = "root-config.json"
+
+// openCatalogue starts reading the transcripts, when there are any to read.
+func (h *Host) openCatalogue() {
+	t := h.opts.Transcripts
+	if t == (Transcripts{}) {
+		return
+	}
+	h.mode = h.loadMode()
+	h.root.Config = rootConfig(h.mode)
+	// The catalogue's first batch may come before Open returns; it waits
+	// on extMu for h.cat.
+	h.extMu.Lock()
+	defer h.extMu.Unlock()
+	h.cat = catalogue.Open(catalogue.Config{
+		ClaudeProjects:    t.ClaudeProjects,
+		ScriptTranscripts: t.Script,
+		OnChange:          h.catalogueChanged,
+		Logger:            h.log,
+	})
+}
+
+// rootConfig is the root config a host with a catalogue offers.
+func rootConfig(mode catalogue.Mode) *protocol.RootConfigState {
+	props := protocol.NewMap[protocol.ConfigPropertySchema]()
+	p := protocol.ConfigPropertySchema{
+		Type:        "string",
+		Title:       "Show external sessions",
+		Description: new("Which sessions found in the agents' own transcripts, that this host never ran, are listed."),
+		Default:     quoteJSON(string(catalogue.DefaultMode)),
+		EnumLabels:  []string{"None", "The two most recent", "Last 24 hours", "Last 7 days", "Last 30 days"},
+	}
+	for _, m := range catalogue.Modes() {
+		p.Enum = append(p.Enum, quoteJSON(string(m)))
+	}
+	props.Set(catalogue.ConfigKey, p)
+	return &protocol.RootConfigState{
+		Schema: protocol.ConfigSchema{Properties: props},
+		Values: protocol.Object{catalogue.ConfigKey: quoteJSON(string(mode))},
+	}
+}
+
+// loadMode reads the stored showExternalSessions, the default if none.
+func (h *Host) loadMode() catalogue.Mode {
+	data, err := os.ReadFile(filepath.Join(h.opts.StateDir, rootConfigFile))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			h.log.Warn("cannot read the root config; using the defaults", "err", err)
+		}
+		return catalogue.DefaultMode
+	}
+	var values map[string]string
+	if err := json.Unmarshal(data, &values); err != nil {
+		h.log.Warn("cannot read the root config; using the defaults", "err", err)
+		return catalogue.DefaultMode
+	}
+	m, _ := catalogue.ParseMode(values[catalogue.ConfigKey])
+	return m
+}
+
+func (h *Host) saveMode(m catalogue.Mode) {
+	if h.opts.StateDir == "" || h.opts.Sessions == "memory" {
+		return
+	}
+	data, _ := json.Marshal(map[string]string{catalogue.ConfigKey: string(m)})
+	if err := writeFileAtomic(filepath.Join(h.opts.StateDir, rootConfigFile), data); err != nil {
+		h.log.Error("cannot store the root config", "err", err)
+	}
+}
+
+// rootConfigChange checks a root/configChanged: known keys, in their
+// shape. The caller holds rootMu.
+func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) string {
+	for k, v := range a.Config {
+		if k != catalogue.ConfigKey {
+			return "unknown root config key " + k
+		}
+		if _, ok := catalogue.ParseMode(stringValue(v)); !ok {
+			return fmt.Sprintf("%s takes one of none, recent, last24Hours, last7Days and last30Days", k)
+		}
+	}
+	return ""
+}
+
+// modeChanged applies a new showExternalSessions: every client is told
+// what it now shows and what it no longer does.
+func (h *Host) modeChanged() {
+	h.rootMu.Lock()
+	m, _ := catalogue.ParseMode(stringValue(h.root.Config.Values[catalogue.ConfigKey]))
+	h.rootMu.Unlock()
+	h.extMu.Lock()
+	defer h.extMu.Unlock()
+	if m == h.mode {
+		return
+	}
+	h.mode = m
+	h.saveMode(m)
+	h.republishLocked(nil)
+}
+
+// catalogueChanged is the catalogue's OnChange: the shown set is worked
+// out again (under recent one row may push another out), and rows still
+// shown that changed are told as summary changes.
+func (h *Host) catalogueChanged(changes []catalogue.Change) {
+	h.extMu.Lock()
+	defer h.extMu.Unlock()
+	h.republishLocked(changes)
+}
+
+// republishLocked tells every client the external rows that are now shown
+// and those no longer shown, then the changes of rows shown throughout.
+// The caller holds extMu.
+func (h *Host) republishLocked(changes []catalogue.Change) {
+	if h.cat == nil {
+		return
+	}
+	shown := h.visibleLocked()
+	h.shownMu.Lock()
+	before := h.shown
+	h.shownMu.Unlock()
+	next := make(map[catalogue.Key]bool, len(shown))
+	for i := range shown {
+		k := shown[i].Key()
+		next[k] = true
+		if !before[k] && !h.heldOpen(k) {
+			sum := externalSummary(&shown[i])
+			h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		}
+	}
+	for k := range before {
+		if !next[k] && !h.heldOpen(k) {
+			h.bus.notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: k.URI()}, nil)
+		}
+	}
+	for _, ch := range changes {
+		k := ch.Row.Key()
+		if ch.Kind == catalogue.Changed && before[k] && next[k] && !h.heldOpen(k) {
+			h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
+				Channel: protocol.RootURI, Session: k.URI(), Changes: ch.Partial(),
+			}, nil)
+		}
+	}
+	h.shownMu.Lock()
+	h.shown = next
+	h.shownMu.Unlock()
+}
+
+// heldOpen reports whether an external session is held by the host, whose
+// own summary then speaks for it.
+func (h *Host) heldOpen(k catalogue.Key) bool {
+	h.mu.Lock()
+	s := h.sessions[k.ID]
+	h.mu.Unlock()
+	return s != nil && s.provider == k.Provider
+}
+
+// visibleLocked returns the external rows a listing shows now. The caller
+// holds extMu.
+func (h *Host) visibleLocked() []catalogue.Row {
+	now := h.now()
+	if !h.cutoffSet {
+		// recent compares with the host's own sessions as they were at
+		// the first listing, so what it shows does not jump as they move.
+		var own []time.Time
+		for _, s := range h.sessionList() {
+			s.mu.Lock()
+			if !s.rec.External {
+				if t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt); err == nil {
+					own = append(own, t)
+				}
+			}
+			s.mu.Unlock()
+		}
+		h.cutoff, h.cutoffSet = catalogue.OwnCutoff(own), true
+	}
+	shown, hidden := catalogue.Visible(h.mode, now, h.cat.Rows(), h.cutoff, h.isOwn)
+	if hidden > 0 && h.mode != catalogue.ShowNone {
+		h.log.Debug("external sessions hidden by showExternalSessions", "mode", h.mode, "hidden", hidden)
+	}
+	return shown
+}
+
+// externalRows returns the external rows a listing shows, and logs how
+// many it hid.
+func (h *Host) externalRows() []catalogue.Row {
+	if h.cat == nil {
+		return nil
+	}
+	h.extMu.Lock()
+	defer h.extMu.Unlock()
+	return h.visibleLocked()
+}
+
+// isOwn reports whether a catalogue row is of a session this host runs or
+// ran (an opened external session is not, until it is adopted).
+func (h *Host) isOwn(k catalogue.Key) bool {
+	h.ownMu.RLock()
+	defer h.ownMu.RUnlock()
+	return h.own[k]
+}
+
+// noteOwnLocked records the conversations of a session of the host's own,
+// whose transcripts are then not external. The caller holds s.mu.
+func (s *session) noteOwnLocked() {
+	if s.rec.External {
+		return
+	}
+	h := s.h
+	h.ownMu.Lock()
+	defer h.ownMu.Unlock()
+	h.own[catalogue.Key{Provider: s.provider, ID: s.id}] = true
+	for _, cr := range s.rec.Chats {
+		if cr.Conversation != "" {
+			h.own[catalogue.Key{Provider: s.provider, ID: cr.Conversation}] = true
+		}
+	}
+}
+
+// externalSummary is an external row as a client lists it.
+func externalSummary(r *catalogue.Row) protocol.SessionSummary {
+	sum := r.Summary()
+	sum.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
+	return sum
+}
+
+// openExternal holds an external session a client asked for, so it can be
+// watched and continued: it is read from its transcript and resumed by its
+// backend from its own folder. It stays external until adopted.
+func (h *Host) openExternal(su protocol.SessionURI) *session {
+	provider := su.Provider()
+	if h.cat == nil || provider == "" {
+		return nil
+	}
+	row, ok := h.cat.Lookup(provider, su.ID)
+	if !ok || h.isOwn(row.Key()) {
+		return nil
+	}
+	dir := row.Cwd
+	if dir == "" || !row.CwdExists {
+		dir = h.opts.DefaultDirectory
+	}
+	created, modified := protocol.FormatTime(row.CreatedAt), protocol.FormatTime(row.ModifiedAt)
+	uri := su.String()
+	rec := &record{
+		AHPD: recordVersion, URI: uri, Provider: provider, Title: row.DisplayTitle(),
+		CreatedAt: created, ModifiedAt: modified, WorkingDirectories: []string{dir},
+		Lifecycle: string(protocol.SessionLifecycleReady), DefaultChat: protocol.DefaultChatURI(uri),
+		Chats: []*chatRecord{{URI: protocol.DefaultChatURI(uri), Title: row.DisplayTitle(), ModifiedAt: modified,
+			Conversation: row.ID, Started: true}},
+		External: true, Folder: dir,
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.sessions[su.ID]; s != nil {
+		return s // opened by another client meanwhile
+	}
+	if h.closing {
+		return nil
+	}
+	s, err := h.restore(rec)
+	if err != nil {
+		h.log.Warn("cannot open an external session", "session", uri, "err", err)
+		return nil
+	}
+	s.mu.Lock()
+	s.announced = false // it is listed by the catalogue's rules until adopted
+	s.persistLocked()
+	s.mu.Unlock()
+	h.sessions[su.ID] = s
+	h.log.Info("opened an external session", "session", uri, "dir", dir)
+	return s
+}
+
+// adoptLocked makes an opened external session the host's own, once a
+// person's turn has gone out in it: the mark goes, every listing shows it,
+// and clients that were not shown it are told of it. The caller holds
+// s.mu.
+func (s *session) adoptLocked() {
+	if !s.rec.External {
+		return
+	}
+	s.rec.External = false
+	meta := protocol.Object{}
+	for k, v := range s.state.Meta {
+		if k != externalMeta {
+			meta[k] = v
+		}
+	}
+	if len(meta) == 0 {
+		meta = nil
+	}
+	next := *s.state
+	next.Meta = meta
+	s.state = &next
+	s.noteOwnLocked()
+	h := s.h
+	k := catalogue.Key{Provider: s.provider, ID: s.id}
+	h.shownMu.Lock()
+	wasShown := h.shown[k]
+	h.shownMu.Unlock()
+	s.summary.Meta = meta
+	if wasShown {
+		s.announced = true
+		h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
+			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{externalMeta: jsontext.Value("false")}},
+		}, nil)
+	} else {
+		s.announceLocked()
+	}
+	s.persistLocked()
+	h.log.Info("adopted an external session", "session", s.uri)
+}
+
+// writeFileAtomic writes data to path through a temporary file renamed
+// over it, so a crash leaves the old file or the new one.
+func writeFileAtomic(path string, data []byte) error {
+	dir, name := filepath.Split(path)
+	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), strings.TrimSuffix(dir, "/")+"/"+name)
+}
