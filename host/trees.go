@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/ahpd/ahpd/checkpoints"
@@ -110,7 +112,7 @@ func (s *session) checkpoint(ctx context.Context, n int) {
 	s.mu.Lock()
 	tree := s.rec.Tree
 	s.mu.Unlock()
-	repo, err := checkpoints.Open(ctx, dir)
+	repo, err := openRepo(ctx, dir)
 	if err == nil && tree != nil && tree.Path == dir {
 		repo = repo.Excluding(tree.Links)
 	}
@@ -242,6 +244,22 @@ func (s *session) cleanUpGit(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openRepo opens the repository dir is in. A folder with no .git above it
+// is told apart without running git, which most sessions outside a
+// repository would otherwise pay for on their first send.
+func openRepo(ctx context.Context, dir string) (*checkpoints.Repo, error) {
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Lstat(filepath.Join(d, ".git")); err == nil {
+			return checkpoints.Open(ctx, dir)
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return nil, checkpoints.ErrNotRepository
+		}
+		d = parent
+	}
 }
 
 func changesOf(files, additions, deletions int) *protocol.ChangesSummary {
