@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -69,14 +68,8 @@ func (h *Host) backendStarted(provider string, err error) {
 		delete(h.unavailable, provider)
 	}
 	agents := h.agentsLocked()
-	if sameAgents(agents, h.root.Agents) {
+	if sameJSON(agents, h.root.Agents) {
 		return
 	}
 	h.applyRootLocked(&protocol.RootAgentsChangedAction{Agents: agents}, nil)
-}
-
-func sameAgents(a, b []protocol.AgentInfo) bool {
-	ja, err1 := json.Marshal(a)
-	jb, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }

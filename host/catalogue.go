@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -348,27 +347,4 @@ func (s *session) adoptLocked() {
 	}
 	s.persistLocked()
 	h.log.Info("adopted an external session", "session", s.uri)
-}
-
-// writeFileAtomic writes data to path through a temporary file renamed
-// over it, so a crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte) error {
-	dir, name := filepath.Split(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), strings.TrimSuffix(dir, "/")+"/"+name)
 }

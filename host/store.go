@@ -205,9 +205,7 @@ func readRecord(path string) (*record, error) {
 	return &rec, nil
 }
 
-// save writes the record: to a temporary file, synced, renamed over the
-// old one, and the directory synced, so a crash leaves the old record or
-// the new one, never half of either.
+// save writes the record atomically (writeFileAtomic).
 func (s *fileStore) save(id string, rec *record) error {
 	name := fileName(id)
 	path := filepath.Join(s.dir, name)
@@ -223,11 +221,22 @@ func (s *fileStore) save(id string, rec *record) error {
 	if err != nil {
 		return fmt.Errorf("encoding session %s: %w", rec.URI, err)
 	}
-	tmp, err := os.CreateTemp(s.dir, ".tmp-"+name+"-*")
+	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+		return fmt.Errorf("writing session %s: %w", rec.URI, err)
+	}
+	return nil
+}
+
+// writeFileAtomic writes data to path: to a temporary file beside it,
+// synced, renamed over the old one, and the directory synced, so a crash
+// leaves the old file or the new one, never half of either.
+func writeFileAtomic(path string, data []byte) error {
+	dir, name := filepath.Split(path)
+	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(append(data, '\n'))
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -239,9 +248,9 @@ func (s *fileStore) save(id string, rec *record) error {
 	}
 	if err != nil {
 		_ = os.Remove(tmp.Name())
-		return fmt.Errorf("writing session %s: %w", rec.URI, err)
+		return err
 	}
-	return syncDir(s.dir)
+	return syncDir(filepath.Clean(dir))
 }
 
 func (s *fileStore) remove(id string) error {
