@@ -128,6 +128,14 @@ func TestExternalSessions(t *testing.T) {
 		t.Error("a mode that is none of them was taken")
 	}
 
+	// The status probe knows it without opening it.
+	if raw := c.MustCall("ahpd/sessionStatus", map[string]any{"channel": "script:/ext2"}); string(raw) != `{"status":"inactive"}` {
+		t.Errorf("the status of an external session: %s", raw)
+	}
+	if th.h.Held("script:/ext2") {
+		t.Error("the status probe opened the session")
+	}
+
 	// Opened, it is read from its transcript and stays external.
 	snap := c.Subscribe("script:/ext1")
 	if st := snap.State.(*protocol.SessionState); string(st.Meta["vscode.external"]) != "true" {

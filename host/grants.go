@@ -63,16 +63,23 @@ func (h *Host) checkAction(c *conn, channel string, a protocol.Action) string {
 	return ""
 }
 
-// ownerOf returns the owner of the session a channel belongs to.
+// ownerOf returns the owner of the session a channel belongs to. It looks
+// only at the sessions the host holds: checking a grant opens nothing.
 func (h *Host) ownerOf(c *conn, channel string) grants.Principal {
-	var s *session
+	uri := channel
 	switch kind, _ := protocol.ClassifyChannel(channel); kind {
 	case protocol.ChannelSession:
-		s, _ = h.session(c, channel)
 	case protocol.ChannelChat:
-		s, _, _ = h.chat(c, channel)
+		cu, err := protocol.ParseChatURI(channel)
+		if err != nil {
+			return grants.Principal{}
+		}
+		uri = cu.Session
+	default:
+		return grants.Principal{}
 	}
-	if s == nil {
+	s := h.held(uri)
+	if s == nil || !s.visibleTo(c) {
 		return grants.Principal{}
 	}
 	s.mu.Lock()

@@ -297,9 +297,7 @@ func (h *Host) session(c *conn, uri string) (*session, error) {
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
-	h.mu.Lock()
-	s := h.sessions[su.ID]
-	h.mu.Unlock()
+	s := h.held(uri)
 	if s == nil {
 		s = h.openExternal(su)
 	}
@@ -307,6 +305,18 @@ func (h *Host) session(c *conn, uri string) (*session, error) {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}
 	return s, nil
+}
+
+// held returns the session a session URI names among those the host
+// holds, opening nothing; nil if none or the URI is not one.
+func (h *Host) held(uri string) *session {
+	su, err := protocol.ParseSessionURI(uri)
+	if err != nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[su.ID]
 }
 
 // chat returns the session and chat a chat URI names, when c may see them.

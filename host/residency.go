@@ -210,6 +210,12 @@ func (h *Host) Status(uri string) (string, error) {
 	s := h.sessions[su.ID]
 	h.mu.Unlock()
 	if s == nil {
+		// A session only the catalogue knows is known, and not in memory.
+		if p := su.Provider(); p != "" && h.cat != nil {
+			if _, ok := h.cat.Lookup(p, su.ID); ok {
+				return "inactive", nil
+			}
+		}
 		return "", &protocol.Error{Code: protocol.CodeProviderNotFound, Message: "no session " + uri,
 			Data: map[string]string{"sessionId": su.ID}}
 	}
