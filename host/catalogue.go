@@ -327,9 +327,8 @@ func (s *session) adoptLocked() {
 	if len(meta) == 0 {
 		meta = nil
 	}
-	next := *s.state
-	next.Meta = meta
-	s.state = &next
+	// Clients watching the session see the mark go too.
+	s.emitSessionLocked(&protocol.SessionMetaChangedAction{Meta: meta}, nil)
 	s.noteOwnLocked()
 	h := s.h
 	k := catalogue.Key{Provider: s.provider, ID: s.id}

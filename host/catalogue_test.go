@@ -155,6 +155,10 @@ func TestExternalSessions(t *testing.T) {
 	if cs := send(t, c, extChat, "t2", "say continued"); cs.Turns[len(cs.Turns)-1].State != protocol.TurnStateComplete {
 		t.Fatalf("continuing: %+v", cs.Turns[len(cs.Turns)-1])
 	}
+	c.WaitState("script:/ext1", "the mark to go", func(s protocol.ChannelState) bool {
+		_, marked := s.(*protocol.SessionState).Meta["vscode.external"]
+		return !marked
+	})
 	setMode(c, "none")
 	c.Wait("ext2 no longer shown", func(msgs []hosttest.Message) bool {
 		return slices.Contains(rootNotes(msgs, "root/sessionRemoved"), "script:/ext2")
