@@ -101,8 +101,10 @@ func cbCorpus(b *testing.B) (projects string, size int64) {
 // running on from there.
 //
 // The corpus was written for 2026-06-01 and spans the 60 days before; at
-// the real date every row may be months old, and showExternalSessions's
-// widest mode, last30Days, would show none of them. Moving the host's
+// the real date its rows may be months old, and showExternalSessions's
+// widest mode, last30Days, would show only the few dozen dated by their
+// files' mtimes (those whose last line is too long to read back). No mode
+// shows every row. Moving the host's
 // clock (Options.Now, which is what the mode's window is measured from)
 // rather than rewriting the transcripts' timestamps or mtimes keeps the
 // cached corpus as written. last30Days then shows the rows of the
