@@ -152,6 +152,7 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 	if h.cat == nil {
 		return
 	}
+	h.staleViewLocked()
 	shown := h.visibleLocked()
 	h.shownMu.Lock()
 	before := h.shown
@@ -218,16 +219,45 @@ func (h *Host) visibleLocked() []catalogue.Row {
 	return shown
 }
 
-// externalRows returns the external rows a listing shows, and logs how
-// many it hid.
-func (h *Host) externalRows() []catalogue.Row {
+// externalView is the external rows a listing shows, ready to merge: their
+// listing keys, and the set of their URIs. It is shared by every listing
+// until the catalogue, the mode or the host's own sessions change, or the
+// windows have moved on; nobody modifies it.
+type externalView struct {
+	at    time.Time
+	keys  []rowKey
+	byURI map[string]bool
+}
+
+// viewTTL bounds how long a view stands with nothing changed: the windows
+// of the modes move with the clock.
+const viewTTL = time.Minute
+
+// externalRows returns the view of the external rows a listing shows.
+func (h *Host) externalRows() *externalView {
 	if h.cat == nil {
-		return nil
+		return &externalView{}
 	}
 	h.extMu.Lock()
 	defer h.extMu.Unlock()
-	return h.visibleLocked()
+	stale := h.ownChanged.Swap(false)
+	if v := h.view; v != nil && !stale && h.now().Sub(v.at) < viewTTL {
+		return v
+	}
+	rows := h.visibleLocked()
+	v := &externalView{at: h.now(), keys: make([]rowKey, len(rows)), byURI: make(map[string]bool, len(rows))}
+	for i := range rows {
+		uri := rows[i].URI()
+		v.keys[i] = rowKey{pageKey: pageKey{protocol.FormatTime(rows[i].ModifiedAt), uri}, row: &rows[i]}
+		v.byURI[uri] = true
+	}
+	h.view = v
+	return v
 }
+
+// staleViewLocked drops the view; the next listing works it out again.
+// The caller holds extMu.
+func (h *Host) staleViewLocked() { h.view = nil }
 
 // isOwn reports whether a catalogue row is of a session this host runs or
 // ran (an opened external session is not, until it is adopted).
@@ -246,11 +276,21 @@ func (s *session) noteOwnLocked() {
 	h := s.h
 	h.ownMu.Lock()
 	defer h.ownMu.Unlock()
-	h.own[catalogue.Key{Provider: s.provider, ID: s.id}] = true
+	added := false
+	note := func(k catalogue.Key) {
+		if !h.own[k] {
+			h.own[k] = true
+			added = true
+		}
+	}
+	note(catalogue.Key{Provider: s.provider, ID: s.id})
 	for _, cr := range s.rec.Chats {
 		if cr.Conversation != "" {
-			h.own[catalogue.Key{Provider: s.provider, ID: cr.Conversation}] = true
+			note(catalogue.Key{Provider: s.provider, ID: cr.Conversation})
 		}
+	}
+	if added {
+		h.ownChanged.Store(true) // the view may list a row that is no longer external
 	}
 }
 

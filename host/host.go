@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
@@ -98,8 +99,10 @@ type Host struct {
 	cutoffSet bool
 	shownMu   sync.Mutex
 	shown     map[catalogue.Key]bool // the external rows clients were last told of
-	ownMu     sync.RWMutex
-	own       map[catalogue.Key]bool // conversations of the host's own sessions
+	ownMu      sync.RWMutex
+	own        map[catalogue.Key]bool // conversations of the host's own sessions
+	ownChanged atomic.Bool            // own grew since the view was made
+	view       *externalView          // guarded by extMu
 
 	wg sync.WaitGroup // background work that must end before Close returns
 }

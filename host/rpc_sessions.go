@@ -156,35 +156,34 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 	}
 	me := principalString(c.principal)
 	// External rows the mode shows; external sessions a client opened are
-	// listed by the same rules. Nobody owns them, so the owner filter
-	// keeps none.
-	var external []catalogue.Row
+	// listed by the same rules, from the session. Nobody owns them, so the
+	// owner filter keeps none.
+	ext := &externalView{}
 	if !mine {
-		external = h.externalRows()
-	}
-	shown := make(map[string]bool, len(external))
-	for i := range external {
-		shown[external[i].URI()] = true
+		ext = h.externalRows()
 	}
 	// Sort small keys, not whole rows: a catalogue of 10,000 sessions
 	// would otherwise move megabytes on every listing.
-	keys := make([]rowKey, 0, 64+len(external))
+	keys := make([]rowKey, 0, 64+len(ext.keys))
+	var opened map[string]bool // external sessions listed from the session
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
 		listed := !s.disposed && (!s.provisional || s.creator == c) && (!mine || (me != "" && s.rec.Owner == me))
 		if s.rec.External {
-			listed = listed && shown[s.uri]
-			delete(shown, s.uri) // listed from the session, not the row
+			listed = listed && ext.byURI[s.uri]
+			if opened == nil {
+				opened = map[string]bool{}
+			}
+			opened[s.uri] = true
 		}
 		if listed {
 			keys = append(keys, rowKey{pageKey: pageKey{s.summary.ModifiedAt, s.uri}, s: s})
 		}
 		s.mu.Unlock()
 	}
-	for i := range external {
-		r := &external[i]
-		if uri := r.URI(); shown[uri] {
-			keys = append(keys, rowKey{pageKey: pageKey{protocol.FormatTime(r.ModifiedAt), uri}, row: r})
+	for _, k := range ext.keys {
+		if !opened[k.Resource] {
+			keys = append(keys, k)
 		}
 	}
 	slices.SortFunc(keys, func(a, b rowKey) int { return a.compare(b.pageKey) })
