@@ -92,13 +92,13 @@ type Host struct {
 	// The catalogue (catalogue.go). extMu serializes working out which
 	// external rows are shown and guards mode and cutoff; it is taken
 	// before a session's lock. shownMu and ownMu are leaves.
-	cat       *catalogue.Catalogue
-	extMu     sync.Mutex
-	mode      catalogue.Mode
-	cutoff    time.Time
-	cutoffSet bool
-	shownMu   sync.Mutex
-	shown     map[catalogue.Key]bool // the external rows clients were last told of
+	cat        *catalogue.Catalogue
+	extMu      sync.Mutex
+	mode       catalogue.Mode
+	cutoff     time.Time
+	cutoffSet  bool
+	shownMu    sync.Mutex
+	shown      map[catalogue.Key]bool // the external rows clients were last told of
 	ownMu      sync.RWMutex
 	own        map[catalogue.Key]bool // conversations of the host's own sessions
 	ownChanged atomic.Bool            // own grew since the view was made
