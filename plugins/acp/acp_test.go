@@ -12,6 +12,7 @@ import (
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/acp"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -47,38 +48,38 @@ func TestPromptReportsUpdates(t *testing.T) {
 		"usage",
 	}, "\n"))
 
-	if got := turn.text(); got != "Hello bye" {
+	if got := turn.Response(); got != "Hello bye" {
 		t.Errorf("text = %q, want %q (an unknown update kind must not show)", got, "Hello bye")
 	}
-	if r := turn.of("reasoning"); len(r) != 1 || r[0].text != "pondering" {
+	if r := turn.Of("reasoning"); len(r) != 1 || r[0].Text != "pondering" {
 		t.Errorf("reasoning = %v", r)
 	}
-	if got := turn.about("t1"); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
+	if got := turn.About("t1"); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
 		t.Errorf("t1 events = %v", got)
 	}
-	start := turn.of("toolStart")[0].call
+	start := turn.Of("toolStart")[0].Call
 	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`}
 	if start != want {
 		t.Errorf("ToolStart(%+v), want %+v", start, want)
 	}
-	if run := turn.of("toolRunning")[0].call; run.Invocation != want.Invocation || run.Input != want.Input {
+	if run := turn.Of("toolRunning")[0].Call; run.Invocation != want.Invocation || run.Input != want.Input {
 		t.Errorf("ToolRunning(%+v)", run)
 	}
-	done := turn.of("toolDone")
+	done := turn.Of("toolDone")
 	if len(done) != 2 {
 		t.Fatalf("ToolDone events: %v", done)
 	}
-	if r := done[0].result; !r.Success || r.PastTenseMessage != protocol.Markdown("Read a file") || len(r.Content) != 1 ||
+	if r := done[0].Result; !r.Success || r.PastTenseMessage != protocol.Markdown("Read a file") || len(r.Content) != 1 ||
 		r.Content[0].(*protocol.ToolResultTextContent).Text != "output of t1" {
 		t.Errorf("t1 result = %+v", r)
 	}
-	if r := done[1].result; r.Success || r.Error == nil || r.Error.Message != "it broke" {
+	if r := done[1].Result; r.Success || r.Error == nil || r.Error.Message != "it broke" {
 		t.Errorf("t2 result = %+v, want a failure saying it broke", r)
 	}
-	if titles := turn.of("title"); len(titles) != 1 || titles[0].text != "My title" {
+	if titles := turn.Of("title"); len(titles) != 1 || titles[0].Text != "My title" {
 		t.Errorf("titles = %v", titles)
 	}
-	if u := turn.of("usage"); len(u) != 1 || *u[0].usage.InputTokens != 10 || *u[0].usage.OutputTokens != 20 {
+	if u := turn.Of("usage"); len(u) != 1 || *u[0].Usage.InputTokens != 10 || *u[0].Usage.OutputTokens != 20 {
 		t.Errorf("usage = %v", u)
 	}
 }
@@ -88,8 +89,8 @@ func TestRefusal(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.start(t, f.b, "conv", false)
 	turn := mustPrompt(t, a, "refuse")
-	if !strings.Contains(turn.text(), "refused") {
-		t.Errorf("text = %q, want the refusal shown", turn.text())
+	if !strings.Contains(turn.Response(), "refused") {
+		t.Errorf("text = %q, want the refusal shown", turn.Response())
 	}
 }
 
@@ -99,69 +100,69 @@ func TestPermission(t *testing.T) {
 	a := f.start(t, f.b, "conv", false)
 
 	t.Run("approved", func(t *testing.T) {
-		turn := newTurn()
-		turn.confirms <- true
+		turn := pluginstest.NewTurn("")
+		turn.Confirms <- true
 		if err := prompt(t, a, "permit p1 Edit x.txt", turn); err != nil {
 			t.Fatal(err)
 		}
 		// The permission may overtake the tool_call before it: then
 		// Confirm starts the call.
-		got := turn.about("p1")
+		got := turn.About("p1")
 		if !slices.Equal(got, []string{"toolStart", "confirm", "toolDone"}) && !slices.Equal(got, []string{"confirm", "toolDone"}) {
 			t.Errorf("p1 events = %v", got)
 		}
-		c := turn.of("confirm")[0].call
+		c := turn.Of("confirm")[0].Call
 		if c.Name != "edit" || c.DisplayName != "Edit x.txt" {
 			t.Errorf("Confirm(%+v)", c)
 		}
-		if r := turn.of("toolDone")[0].result; !r.Success {
+		if r := turn.Of("toolDone")[0].Result; !r.Success {
 			t.Errorf("result = %+v", r)
 		}
 		// allow_once, not the allow_always listed before it.
-		if !strings.Contains(turn.text(), "allowed p1") {
-			t.Errorf("text = %q", turn.text())
+		if !strings.Contains(turn.Response(), "allowed p1") {
+			t.Errorf("text = %q", turn.Response())
 		}
 	})
 
 	t.Run("denied", func(t *testing.T) {
-		turn := newTurn()
-		turn.confirms <- false
+		turn := pluginstest.NewTurn("")
+		turn.Confirms <- false
 		if err := prompt(t, a, "permit p2 Edit y.txt", turn); err != nil {
 			t.Fatal(err)
 		}
 		// The host ends a denied call; the agent's failed update for it
 		// is not reported over the denial.
-		if got := turn.about("p2"); slices.Contains(got, "toolDone") || slices.Contains(got, "toolRunning") {
+		if got := turn.About("p2"); slices.Contains(got, "toolDone") || slices.Contains(got, "toolRunning") {
 			t.Errorf("p2 events = %v", got)
 		}
-		if !strings.Contains(turn.text(), "reject p2") {
-			t.Errorf("text = %q, want the reject_once option chosen", turn.text())
+		if !strings.Contains(turn.Response(), "reject p2") {
+			t.Errorf("text = %q, want the reject_once option chosen", turn.Response())
 		}
 	})
 
 	t.Run("unknown tool call", func(t *testing.T) {
-		turn := newTurn()
-		turn.confirms <- true
+		turn := pluginstest.NewTurn("")
+		turn.Confirms <- true
 		if err := prompt(t, a, "permit-unknown u1 Mystery thing", turn); err != nil {
 			t.Fatal(err)
 		}
-		confirms := turn.of("confirm")
-		if len(confirms) != 1 || confirms[0].call.ID != "u1" || confirms[0].call.DisplayName != "Mystery thing" {
+		confirms := turn.Of("confirm")
+		if len(confirms) != 1 || confirms[0].Call.ID != "u1" || confirms[0].Call.DisplayName != "Mystery thing" {
 			t.Errorf("confirms = %+v", confirms)
 		}
-		if !strings.Contains(turn.text(), "allowed u1") {
-			t.Errorf("text = %q", turn.text())
+		if !strings.Contains(turn.Response(), "allowed u1") {
+			t.Errorf("text = %q", turn.Response())
 		}
 	})
 
 	t.Run("cancelled while asking", func(t *testing.T) {
-		turn := newTurn()
+		turn := pluginstest.NewTurn("")
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		errc := make(chan error, 1)
 		go func() { errc <- a.Prompt(ctx, userMessage("permit p3 Edit z.txt"), turn) }()
 		select {
-		case <-turn.asked:
+		case <-turn.Asked():
 		case <-time.After(10 * time.Second):
 			t.Fatal("no confirmation asked")
 		}
@@ -171,7 +172,7 @@ func TestPermission(t *testing.T) {
 		}
 		// The agent got a cancelled outcome and ended the turn; it still
 		// works.
-		if got := mustPrompt(t, a, "say still here").text(); got != "still here" {
+		if got := mustPrompt(t, a, "say still here").Response(); got != "still here" {
 			t.Errorf("next turn text = %q", got)
 		}
 	})
@@ -181,14 +182,14 @@ func TestCancel(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
 	a := f.start(t, f.b, "conv", false)
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("wait"), turn) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if !turn.waitText(wctx, "waiting") {
+	if !turn.WaitText(wctx, "waiting") {
 		t.Fatal("the agent did not start waiting")
 	}
 	start := time.Now()
@@ -199,7 +200,7 @@ func TestCancel(t *testing.T) {
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("the cancelled turn took %v to end", d)
 	}
-	if got := mustPrompt(t, a, "say after").text(); got != "after" {
+	if got := mustPrompt(t, a, "say after").Response(); got != "after" {
 		t.Errorf("next turn text = %q", got)
 	}
 }
@@ -210,14 +211,14 @@ func TestCancelStubbornAgentIsKilled(t *testing.T) {
 	acp.SetCancelGrace(f.b, 300*time.Millisecond)
 	a := f.start(t, f.b, "conv", false)
 	pid := acp.AgentPID(a)
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("wait-stubborn"), turn) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if !turn.waitText(wctx, "waiting") {
+	if !turn.WaitText(wctx, "waiting") {
 		t.Fatal("the agent did not start waiting")
 	}
 	start := time.Now()
@@ -228,10 +229,10 @@ func TestCancelStubbornAgentIsKilled(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the cancelled turn took %v to end", d)
 	}
-	if !processGone(pid) {
+	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the agent (pid %d) runs on", pid)
 	}
-	if err := prompt(t, a, "say hi", newTurn()); err == nil {
+	if err := prompt(t, a, "say hi", pluginstest.NewTurn("")); err == nil {
 		t.Error("a killed agent took another turn")
 	}
 }
@@ -241,26 +242,26 @@ func TestCrash(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.start(t, f.b, "conv", false)
 	pid := acp.AgentPID(a)
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	err := prompt(t, a, "say before\ncrash", turn)
 	if err == nil || !strings.Contains(err.Error(), "fatal: boom") || errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want one quoting the agent's stderr", err)
 	}
 	t.Logf("the turn's error: %v", err)
-	if turn.text() != "before" {
-		t.Errorf("text = %q", turn.text())
+	if turn.Response() != "before" {
+		t.Errorf("text = %q", turn.Response())
 	}
-	if !processGone(pid) {
+	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the agent (pid %d) runs on", pid)
 	}
-	if err := prompt(t, a, "say again", newTurn()); err == nil || !strings.Contains(err.Error(), "fatal: boom") {
+	if err := prompt(t, a, "say again", pluginstest.NewTurn("")); err == nil || !strings.Contains(err.Error(), "fatal: boom") {
 		t.Errorf("a turn of the dead agent: err = %v", err)
 	}
 	a.Close()
 
 	// The next Start launches the agent again.
 	a2 := f.start(t, f.b, "conv", false)
-	if got := mustPrompt(t, a2, "say back").text(); got != "back" {
+	if got := mustPrompt(t, a2, "say back").Response(); got != "back" {
 		t.Errorf("text = %q", got)
 	}
 }
@@ -270,12 +271,12 @@ func TestCloseDuringTurn(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.start(t, f.b, "conv", false)
 	pid := acp.AgentPID(a)
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	errc := make(chan error, 1)
 	go func() { errc <- prompt(t, a, "wait", turn) }()
 	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer wcancel()
-	if !turn.waitText(wctx, "waiting") {
+	if !turn.WaitText(wctx, "waiting") {
 		t.Fatal("the agent did not start waiting")
 	}
 	if err := a.Close(); err != nil {
@@ -284,10 +285,10 @@ func TestCloseDuringTurn(t *testing.T) {
 	if err := <-errc; err == nil {
 		t.Error("a turn cut short by Close succeeded")
 	}
-	if !processGone(pid) {
+	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the agent (pid %d) runs on", pid)
 	}
-	if err := prompt(t, a, "say hi", newTurn()); err == nil {
+	if err := prompt(t, a, "say hi", pluginstest.NewTurn("")); err == nil {
 		t.Error("a closed agent took a turn")
 	}
 }
@@ -298,7 +299,7 @@ func TestGarbageOnStdout(t *testing.T) {
 		t.Parallel()
 		f := newFixture(t, map[string]string{"TESTAGENT_GARBAGE": "lines"})
 		a := f.start(t, f.b, "conv", false)
-		if got := mustPrompt(t, a, "say fine").text(); got != "fine" {
+		if got := mustPrompt(t, a, "say fine").Response(); got != "fine" {
 			t.Errorf("text = %q", got)
 		}
 	})
@@ -361,7 +362,7 @@ func TestFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		turn := mustPrompt(t, a, tt.step)
-		if got := turn.text(); !strings.HasPrefix(got, tt.want) {
+		if got := turn.Response(); !strings.HasPrefix(got, tt.want) {
 			t.Errorf("%s: %q, want %q...", tt.step, got, tt.want)
 		}
 	}
@@ -382,7 +383,7 @@ func TestTerminal(t *testing.T) {
 	f := newFixture(t, nil)
 	a := f.start(t, f.b, "conv", false)
 
-	got := mustPrompt(t, a, `run sh -c 'echo out; echo err >&2; echo $TESTAGENT_VAR; pwd; exit 3'`).text()
+	got := mustPrompt(t, a, `run sh -c 'echo out; echo err >&2; echo $TESTAGENT_VAR; pwd; exit 3'`).Response()
 	want := "exit 3 truncated=false: out\nerr\nfrom-env\n"
 	if !strings.HasPrefix(got, want) {
 		t.Errorf("run: %q, want %q...", got, want)
@@ -391,33 +392,33 @@ func TestTerminal(t *testing.T) {
 		t.Errorf("the command ran in %q, not the working directory", wd)
 	}
 
-	got = mustPrompt(t, a, `run sh -c 'yes abcdefg | head -c 5000'`).text()
+	got = mustPrompt(t, a, `run sh -c 'yes abcdefg | head -c 5000'`).Response()
 	if !strings.HasPrefix(got, "exit 0 truncated=true: ") || len(got) > len("exit 0 truncated=true: ")+1024 {
 		t.Errorf("long output: %d bytes, %q...", len(got), got[:min(len(got), 60)])
 	}
 
-	got = mustPrompt(t, a, "run-kill sleep 30").text()
+	got = mustPrompt(t, a, "run-kill sleep 30").Response()
 	if !strings.HasPrefix(got, "signal SIGKILL") {
 		t.Errorf("run-kill: %q", got)
 	}
 
-	got = mustPrompt(t, a, "run no-such-command-here").text()
+	got = mustPrompt(t, a, "run no-such-command-here").Response()
 	if !strings.HasPrefix(got, "terminal failed") {
 		t.Errorf("missing command: %q", got)
 	}
 
 	// A terminal the agent never releases ends with the agent.
-	got = mustPrompt(t, a, `run-leave sh -c 'echo $$ > pid; exec sleep 60'`).text()
+	got = mustPrompt(t, a, `run-leave sh -c 'echo $$ > pid; exec sleep 60'`).Response()
 	if !strings.HasPrefix(got, "left term-") {
 		t.Fatalf("run-leave: %q", got)
 	}
-	pid := waitForPID(t, f.path("pid"))
+	pid := pluginstest.WaitForPID(t, f.path("pid"))
 	agentPID := acp.AgentPID(a)
 	a.Close()
-	if !processGone(pid) {
+	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the terminal's command (pid %d) outlived Close", pid)
 	}
-	if !processGone(agentPID) {
+	if !pluginstest.ProcessGone(agentPID) {
 		t.Errorf("the agent (pid %d) outlived Close", agentPID)
 	}
 }
@@ -430,15 +431,14 @@ func TestResumeAndTurns(t *testing.T) {
 		t.Error("an agent that loads sessions cannot resume")
 	}
 	id := a.ID()
-	first := newTurn()
-	first.id = "0b6c7a52-2f39-4d6e-9d55-3c1f2f6a8e11"
+	first := pluginstest.NewTurn("0b6c7a52-2f39-4d6e-9d55-3c1f2f6a8e11")
 	if err := prompt(t, a, "say first\ntool t1 Read it", first); err != nil {
 		t.Fatal(err)
 	}
 	mustPrompt(t, a, "think hmm\nsay second")
 	pid := acp.AgentPID(a)
 	a.Close()
-	if !processGone(pid) {
+	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the agent (pid %d) outlived Close", pid)
 	}
 
@@ -452,7 +452,7 @@ func TestResumeAndTurns(t *testing.T) {
 		t.Fatalf("%d turns, want 2: %+v", len(turns), turns)
 	}
 	t0, t1 := turns[0], turns[1]
-	if t0.ID != first.id || t0.Message.Text != "say first\ntool t1 Read it" || t0.State != protocol.TurnStateComplete {
+	if t0.ID != first.ID() || t0.Message.Text != "say first\ntool t1 Read it" || t0.State != protocol.TurnStateComplete {
 		t.Errorf("turn 0 = %+v", t0)
 	}
 	if len(t0.ResponseParts) != 2 {
@@ -483,7 +483,7 @@ func TestResumeAndTurns(t *testing.T) {
 	if a2.ID() != id {
 		t.Errorf("resumed ID() = %q, want %q", a2.ID(), id)
 	}
-	if got := mustPrompt(t, a2, "history").text(); got != "history: 2" {
+	if got := mustPrompt(t, a2, "history").Response(); got != "history: 2" {
 		t.Errorf("resumed session: %q, want the two turns before", got)
 	}
 }
@@ -500,7 +500,7 @@ func TestResumeCapability(t *testing.T) {
 	if a2.ID() != id {
 		t.Errorf("resumed ID() = %q, want %q", a2.ID(), id)
 	}
-	if got := mustPrompt(t, a2, "history").text(); got != "history: 1" {
+	if got := mustPrompt(t, a2, "history").Response(); got != "history: 1" {
 		t.Errorf("resumed session: %q", got)
 	}
 	if _, err := f.b.Turns(context.Background(), f.conv(id)); !errors.Is(err, plugins.ErrNotFound) {
@@ -525,7 +525,7 @@ func TestNoResume(t *testing.T) {
 	if !strings.Contains(f.log.String(), "starting a new one") {
 		t.Error("starting anew was not logged")
 	}
-	if got := mustPrompt(t, a2, "history").text(); got != "history: 0" {
+	if got := mustPrompt(t, a2, "history").Response(); got != "history: 0" {
 		t.Errorf("new session: %q", got)
 	}
 	if _, err := f.b.Turns(context.Background(), f.conv(id)); !errors.Is(err, plugins.ErrNotFound) {

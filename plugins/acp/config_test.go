@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -46,7 +47,7 @@ func TestConfigOptionsAndModels(t *testing.T) {
 	})
 	want := "style=fancy verbose=true model=m1"
 	deadline := time.Now().Add(5 * time.Second)
-	for got := ""; got != want; got = mustPrompt(t, a, "config").text() {
+	for got := ""; got != want; got = mustPrompt(t, a, "config").Response() {
 		if time.Now().After(deadline) {
 			t.Fatalf("config = %q, want %q", got, want)
 		}
@@ -54,7 +55,7 @@ func TestConfigOptionsAndModels(t *testing.T) {
 	}
 
 	// A message that asks for a model switches to it.
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	msg := userMessage("config")
 	msg.Model = &protocol.ModelSelection{ID: "m2"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -62,7 +63,7 @@ func TestConfigOptionsAndModels(t *testing.T) {
 	if err := a.Prompt(ctx, msg, turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.text(); got != "style=fancy verbose=true model=m2" {
+	if got := turn.Response(); got != "style=fancy verbose=true model=m2" {
 		t.Errorf("after choosing m2: %q", got)
 	}
 
@@ -75,7 +76,7 @@ func TestConfigOptionsAndModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a2.Close()
-	if got := mustPrompt(t, a2, "config").text(); got != "style=plain verbose=true model=m1" {
+	if got := mustPrompt(t, a2, "config").Response(); got != "style=plain verbose=true model=m1" {
 		t.Errorf("started with verbose: %q", got)
 	}
 }

@@ -9,10 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/acp"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -136,7 +134,7 @@ func (f *fixture) start(t *testing.T, b *acp.Backend, id string, resume bool) pl
 }
 
 // prompt runs one turn of text to its end.
-func prompt(t *testing.T, a plugins.Agent, text string, turn *recordingTurn) error {
+func prompt(t *testing.T, a plugins.Agent, text string, turn *pluginstest.Turn) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -144,9 +142,9 @@ func prompt(t *testing.T, a plugins.Agent, text string, turn *recordingTurn) err
 }
 
 // mustPrompt runs a turn that must complete.
-func mustPrompt(t *testing.T, a plugins.Agent, text string) *recordingTurn {
+func mustPrompt(t *testing.T, a plugins.Agent, text string) *pluginstest.Turn {
 	t.Helper()
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, text, turn); err != nil {
 		t.Fatalf("Prompt(%q): %v", text, err)
 	}
@@ -155,42 +153,6 @@ func mustPrompt(t *testing.T, a plugins.Agent, text string) *recordingTurn {
 
 func userMessage(text string) protocol.Message {
 	return protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}
-}
-
-// processGone reports whether pid ends within a few seconds. A killed
-// process nobody has reaped yet is a zombie: it runs no more.
-func processGone(pid int) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return true
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-		if err == nil {
-			// The state follows the command name in parentheses.
-			if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// waitForPID waits for a command to write its pid to path.
-func waitForPID(t *testing.T, path string) int {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		b, err := os.ReadFile(path)
-		if err != nil || !strings.HasSuffix(string(b), "\n") {
-			continue
-		}
-		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatalf("pid file: %v", err)
-		}
-		return pid
-	}
-	t.Fatal("the command wrote no pid")
-	return 0
 }
 
 // syncBuffer is a log destination that outlives the test safely.

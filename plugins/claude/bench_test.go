@@ -9,6 +9,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/claude/claudetest"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 )
 
 // BenchmarkTurnOverhead measures what a turn costs on top of the model:
@@ -21,27 +22,27 @@ import (
 func BenchmarkTurnOverhead(b *testing.B) {
 	f := newFixture(b)
 	a := f.start(b, f.backend, newID(), false, nil)
-	if err := prompt(b, a, newTurn(""), "warm up"); err != nil {
+	if err := prompt(b, a, pluginstest.NewTurn(""), "warm up"); err != nil {
 		b.Fatalf("Prompt: %v", err)
 	}
 	var overhead, model, relay time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		f.mock.Enqueue(claudetest.Text("pong"))
-		turn := newTurn("")
+		turn := pluginstest.NewTurn("")
 		start := time.Now()
 		if err := prompt(b, a, turn, "ping"); err != nil {
 			b.Fatalf("Prompt: %v", err)
 		}
-		texts := turn.of("text")
+		texts := turn.Of("text")
 		req := f.lastRequest(b)
 		if len(texts) == 0 || req.FirstByte().IsZero() {
 			b.Fatal("no text")
 		}
 		mock := req.FirstByte().Sub(req.Received)
 		model += mock
-		overhead += texts[0].at.Sub(start) - mock
-		relay += texts[0].at.Sub(req.FirstByte())
+		overhead += texts[0].At.Sub(start) - mock
+		relay += texts[0].At.Sub(req.FirstByte())
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(overhead.Microseconds())/1000/float64(b.N), "overhead-ms/turn")

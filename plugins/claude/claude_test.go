@@ -22,6 +22,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/claude/claudetest"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -147,7 +148,7 @@ func (f *fixture) start(t testing.TB, b *claude.Backend, id string, resume bool,
 }
 
 // prompt runs one turn, bounded so that a hung turn fails the test.
-func prompt(t testing.TB, a plugins.Agent, turn *recordingTurn, text string) error {
+func prompt(t testing.TB, a plugins.Agent, turn *pluginstest.Turn, text string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -199,21 +200,21 @@ func TestTextTurn(t *testing.T) {
 	reply := "Hello from the mock model, streamed in small pieces."
 	f.mock.Enqueue(claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: reply}}, ChunkSize: 8, InputTokens: 321, OutputTokens: 45})
 
-	turn := newTurn("turn-1")
+	turn := pluginstest.NewTurn("turn-1")
 	if err := prompt(t, a, turn, "Say hello"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
-	if got := turn.text(); got != reply {
+	if got := turn.Response(); got != reply {
 		t.Errorf("text = %q, want %q", got, reply)
 	}
-	if n := len(turn.of("text")); n < 2 {
+	if n := len(turn.Of("text")); n < 2 {
 		t.Errorf("text came in %d piece(s), want the stream's deltas", n)
 	}
-	usage := turn.of("usage")
+	usage := turn.Of("usage")
 	if len(usage) != 1 {
 		t.Fatalf("usage reported %d times, want once", len(usage))
 	}
-	u := usage[0].usage
+	u := usage[0].Usage
 	if u.InputTokens == nil || *u.InputTokens != 321 || u.OutputTokens == nil || *u.OutputTokens != 45 || u.Model == nil || *u.Model == "" {
 		t.Errorf("usage = %+v", u)
 	}
@@ -231,20 +232,20 @@ func TestTwoTurnsInOneProcess(t *testing.T) {
 	a := f.start(t, f.backend, newID(), false, nil)
 	f.mock.Enqueue(claudetest.Text("first answer"), claudetest.Text("second answer"))
 
-	first := newTurn("turn-1")
+	first := pluginstest.NewTurn("turn-1")
 	if err := prompt(t, a, first, "first question"); err != nil {
 		t.Fatalf("first Prompt: %v", err)
 	}
 	pid := claude.PID(a)
-	second := newTurn("turn-2")
+	second := pluginstest.NewTurn("turn-2")
 	if err := prompt(t, a, second, "second question"); err != nil {
 		t.Fatalf("second Prompt: %v", err)
 	}
 	if got := claude.PID(a); got != pid || pid == 0 {
 		t.Errorf("the second turn ran in process %d, the first in %d", got, pid)
 	}
-	if first.text() != "first answer" || second.text() != "second answer" {
-		t.Errorf("texts = %q, %q", first.text(), second.text())
+	if first.Response() != "first answer" || second.Response() != "second answer" {
+		t.Errorf("texts = %q, %q", first.Response(), second.Response())
 	}
 	texts := f.lastRequest(t).Texts()
 	want := []string{"user: first question", "assistant: first answer", "user: second question"}
@@ -258,7 +259,7 @@ func TestTwoTurnsInOneProcess(t *testing.T) {
 	if !gone(pid) {
 		t.Errorf("process %d still runs after Close", pid)
 	}
-	if err := a.Prompt(context.Background(), userMessage("late"), newTurn("turn-3")); err == nil {
+	if err := a.Prompt(context.Background(), userMessage("late"), pluginstest.NewTurn("turn-3")); err == nil {
 		t.Error("Prompt after Close succeeded")
 	}
 }
@@ -270,8 +271,8 @@ func TestWriteAllowed(t *testing.T) {
 	path := filepath.Join(f.dir, "hello.txt")
 	f.mock.Enqueue(claudetest.Write("toolu_write_1", path, "hello, file\n"), claudetest.Text("I wrote the file."))
 
-	turn := newTurn("turn-1")
-	turn.confirms <- true
+	turn := pluginstest.NewTurn("turn-1")
+	turn.Confirms <- true
 	if err := prompt(t, a, turn, "write a file"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
@@ -279,22 +280,22 @@ func TestWriteAllowed(t *testing.T) {
 	if err != nil || string(data) != "hello, file\n" {
 		t.Errorf("the file holds %q (%v)", data, err)
 	}
-	if got, want := turn.kinds(), []string{"toolStart", "confirm", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
+	if got, want := turn.Outline(), []string{"toolStart", "confirm", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
-	confirm := turn.of("confirm")[0].call
+	confirm := turn.Of("confirm")[0].Call
 	if confirm.ID != "toolu_write_1" || confirm.Name != "Write" || confirm.Invocation.Text != "Write `hello.txt`" || !strings.Contains(confirm.Input, `"file_path"`) {
 		t.Errorf("confirmed call = %+v", confirm)
 	}
-	done := turn.of("toolDone")[0]
-	if done.text != "toolu_write_1" || !done.result.Success || done.result.PastTenseMessage.Text != "Wrote `hello.txt`" || len(done.result.Content) != 1 {
+	done := turn.Of("toolDone")[0]
+	if done.Text != "toolu_write_1" || !done.Result.Success || done.Result.PastTenseMessage.Text != "Wrote `hello.txt`" || len(done.Result.Content) != 1 {
 		t.Errorf("ToolDone = %+v", done)
 	}
-	if text, ok := done.result.Content[0].(*protocol.ToolResultTextContent); !ok || !strings.Contains(text.Text, "hello.txt") {
-		t.Errorf("tool result content = %#v", done.result.Content[0])
+	if text, ok := done.Result.Content[0].(*protocol.ToolResultTextContent); !ok || !strings.Contains(text.Text, "hello.txt") {
+		t.Errorf("tool result content = %#v", done.Result.Content[0])
 	}
-	if turn.text() != "I wrote the file." {
-		t.Errorf("text = %q", turn.text())
+	if turn.Response() != "I wrote the file." {
+		t.Errorf("text = %q", turn.Response())
 	}
 }
 
@@ -305,8 +306,8 @@ func TestWriteDenied(t *testing.T) {
 	path := filepath.Join(f.dir, "nope.txt")
 	f.mock.Enqueue(claudetest.Write("toolu_write_2", path, "should not exist\n"), claudetest.Text("Understood."))
 
-	turn := newTurn("turn-1")
-	turn.confirms <- false
+	turn := pluginstest.NewTurn("turn-1")
+	turn.Confirms <- false
 	if err := prompt(t, a, turn, "write a file"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
@@ -314,7 +315,7 @@ func TestWriteDenied(t *testing.T) {
 		t.Errorf("the denied file exists (%v)", err)
 	}
 	// The host ends a denied call itself: no ToolDone.
-	if got, want := turn.kinds(), []string{"toolStart", "confirm", "text", "usage"}; !slices.Equal(got, want) {
+	if got, want := turn.Outline(), []string{"toolStart", "confirm", "text", "usage"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	results := f.lastRequest(t).ToolResults()
@@ -332,13 +333,13 @@ func TestInterrupt(t *testing.T) {
 		claudetest.Text("after the interrupt"),
 	)
 
-	turn := newTurn("turn-1")
+	turn := pluginstest.NewTurn("turn-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("talk slowly"), turn) }()
 	select {
-	case <-turn.texted:
+	case <-turn.Texted():
 	case err := <-errc:
 		t.Fatalf("Prompt ended before any text: %v", err)
 	}
@@ -352,16 +353,16 @@ func TestInterrupt(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the interrupt took %v", d)
 	}
-	if n := len(turn.text()); n == 0 || n >= len(strings.Repeat("slow words ", 200)) {
+	if n := len(turn.Response()); n == 0 || n >= len(strings.Repeat("slow words ", 200)) {
 		t.Errorf("the interrupted turn got %d bytes of text", n)
 	}
 
-	next := newTurn("turn-2")
+	next := pluginstest.NewTurn("turn-2")
 	if err := prompt(t, a, next, "are you there?"); err != nil {
 		t.Fatalf("Prompt after the interrupt: %v", err)
 	}
-	if next.text() != "after the interrupt" {
-		t.Errorf("text after the interrupt = %q", next.text())
+	if next.Response() != "after the interrupt" {
+		t.Errorf("text after the interrupt = %q", next.Response())
 	}
 	if got := claude.PID(a); got != pid {
 		t.Errorf("the CLI was restarted (%d, then %d) by the interrupt", pid, got)
@@ -374,7 +375,7 @@ func TestResume(t *testing.T) {
 	id := newID()
 	a := f.start(t, f.backend, id, false, nil)
 	f.mock.Enqueue(claudetest.Text("The code word is pelican."))
-	if err := prompt(t, a, newTurn("turn-1"), "remember a code word"); err != nil {
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "remember a code word"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
 	pid := claude.PID(a)
@@ -398,7 +399,7 @@ func TestResume(t *testing.T) {
 		t.Errorf("resumed ID = %q, want %q", resumed.ID(), id)
 	}
 	f.mock.Enqueue(claudetest.Text("It was pelican."))
-	turn := newTurn("turn-2")
+	turn := pluginstest.NewTurn("turn-2")
 	if err := prompt(t, resumed, turn, "what was the code word?"); err != nil {
 		t.Fatalf("resumed Prompt: %v", err)
 	}
@@ -407,8 +408,8 @@ func TestResume(t *testing.T) {
 	if !slices.Equal(texts, want) {
 		t.Errorf("the resumed model call carried %q, want %q", texts, want)
 	}
-	if turn.text() != "It was pelican." {
-		t.Errorf("text = %q", turn.text())
+	if turn.Response() != "It was pelican." {
+		t.Errorf("text = %q", turn.Response())
 	}
 }
 
@@ -418,7 +419,7 @@ func TestExitMidTurn(t *testing.T) {
 	id := newID()
 	a := f.start(t, f.backend, id, false, nil)
 	f.mock.Enqueue(claudetest.Text("a first, good turn"))
-	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "hello"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
 
@@ -439,7 +440,7 @@ func TestExitMidTurn(t *testing.T) {
 		},
 	})
 	pid := claude.PID(a)
-	err := prompt(t, a, newTurn("turn-2"), "this turn dies")
+	err := prompt(t, a, pluginstest.NewTurn("turn-2"), "this turn dies")
 	if err == nil || errors.Is(err, context.Canceled) {
 		t.Fatalf("Prompt = %v, want the CLI's exit", err)
 	}
@@ -452,7 +453,7 @@ func TestExitMidTurn(t *testing.T) {
 
 	// The next turn starts the CLI again, in the same conversation.
 	f.mock.Enqueue(claudetest.Text("back again"))
-	turn := newTurn("turn-3")
+	turn := pluginstest.NewTurn("turn-3")
 	if err := prompt(t, a, turn, "are you back?"); err != nil {
 		t.Fatalf("Prompt after the exit: %v", err)
 	}
@@ -468,7 +469,7 @@ func TestExitMidTurn(t *testing.T) {
 		Blocks:    []claudetest.Block{{Type: "text", Text: "never sent"}},
 		OnRequest: func(*claudetest.Request) { syscall.Kill(claude.PID(a), syscall.SIGKILL) },
 	})
-	err = prompt(t, a, newTurn("turn-4"), "this one is killed")
+	err = prompt(t, a, pluginstest.NewTurn("turn-4"), "this one is killed")
 	if err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("Prompt of a killed CLI = %v", err)
 	}
@@ -477,7 +478,7 @@ func TestExitMidTurn(t *testing.T) {
 	}
 	again := f.start(t, f.backend, id, true, nil)
 	f.mock.Enqueue(claudetest.Text("started again"))
-	if err := prompt(t, again, newTurn("turn-5"), "hello again"); err != nil {
+	if err := prompt(t, again, pluginstest.NewTurn("turn-5"), "hello again"); err != nil {
 		t.Fatalf("Prompt after Start: %v", err)
 	}
 }
@@ -490,7 +491,7 @@ func TestConfig(t *testing.T) {
 		claude.ConfigDisallowedTools: jsontext.Value(`["WebFetch","WebSearch"]`),
 	}
 	a := f.start(t, f.backend, newID(), false, config)
-	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "hello"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
 	req := f.lastRequest(t)
@@ -510,7 +511,7 @@ func TestConfig(t *testing.T) {
 	})
 	path := filepath.Join(f.dir, "edit.txt")
 	f.mock.Enqueue(claudetest.Write("toolu_w", path, "accepted\n"), claudetest.Text("done"))
-	turn := newTurn("turn-2")
+	turn := pluginstest.NewTurn("turn-2")
 	if err := prompt(t, a, turn, "write without asking"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
@@ -525,7 +526,7 @@ func TestConfig(t *testing.T) {
 		t.Errorf("the restarted CLI lost the conversation: %q", texts)
 	}
 	// acceptEdits writes without asking: the call runs, then is done.
-	if got, want := turn.kinds(), []string{"toolStart", "toolRunning", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
+	if got, want := turn.Outline(), []string{"toolStart", "toolRunning", "toolDone", "text", "usage"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	if _, err := os.Stat(path); err != nil {
@@ -539,27 +540,27 @@ func TestThinkingAndAPIError(t *testing.T) {
 	a := f.start(t, f.backend, newID(), false, nil)
 	f.mock.Enqueue(claudetest.Thinking("Let me think about it.", "Forty-two."), claudetest.Error("the mock refuses"))
 
-	turn := newTurn("turn-1")
+	turn := pluginstest.NewTurn("turn-1")
 	if err := prompt(t, a, turn, "think"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
-	if got, want := turn.kinds(), []string{"reasoning", "text", "usage"}; !slices.Equal(got, want) {
+	if got, want := turn.Outline(), []string{"reasoning", "text", "usage"}; !slices.Equal(got, want) {
 		t.Errorf("events = %q, want %q", got, want)
 	}
 	var reasoning strings.Builder
-	for _, e := range turn.of("reasoning") {
-		reasoning.WriteString(e.text)
+	for _, e := range turn.Of("reasoning") {
+		reasoning.WriteString(e.Text)
 	}
-	if reasoning.String() != "Let me think about it." || turn.text() != "Forty-two." {
-		t.Errorf("reasoning %q, text %q", reasoning.String(), turn.text())
+	if reasoning.String() != "Let me think about it." || turn.Response() != "Forty-two." {
+		t.Errorf("reasoning %q, text %q", reasoning.String(), turn.Response())
 	}
 
-	failed := newTurn("turn-2")
+	failed := pluginstest.NewTurn("turn-2")
 	err := prompt(t, a, failed, "fail")
 	if err == nil || !strings.Contains(err.Error(), "the mock refuses") {
 		t.Errorf("Prompt of a failed model call = %v", err)
 	}
-	if text := failed.text(); text != "" {
+	if text := failed.Response(); text != "" {
 		t.Errorf("the failure was also reported as text %q", text)
 	}
 }
@@ -572,7 +573,7 @@ func TestConversationIDNotUUID(t *testing.T) {
 	if id == "conv-1" || id != claude.SessionID("conv-1") || len(id) != 36 {
 		t.Errorf("ID = %q", id)
 	}
-	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "hello"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
 	// The host records ID() and names the conversation by it from then on;
@@ -634,14 +635,14 @@ func TestCancelDuringPermissionPrompt(t *testing.T) {
 	f.mock.Enqueue(claudetest.Write("toolu_pending", path, "x\n"), claudetest.Text("still here"))
 
 	// The user never answers; the turn is cancelled while the CLI waits.
-	turn := newTurn("turn-1")
+	turn := pluginstest.NewTurn("turn-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("write"), turn) }()
 	select {
-	case call := <-turn.asked:
-		if call.ID != "toolu_pending" {
+	case asked := <-turn.Asked():
+		if call := asked.Call; call.ID != "toolu_pending" {
 			t.Errorf("asked about %+v", call)
 		}
 	case err := <-errc:
@@ -656,12 +657,12 @@ func TestCancelDuringPermissionPrompt(t *testing.T) {
 		t.Errorf("the unanswered write happened (%v)", err)
 	}
 
-	next := newTurn("turn-2")
+	next := pluginstest.NewTurn("turn-2")
 	if err := prompt(t, a, next, "hello?"); err != nil {
 		t.Fatalf("Prompt after the cancel: %v", err)
 	}
-	if next.text() != "still here" || claude.PID(a) != pid {
-		t.Errorf("after the cancel: text %q in process %d (was %d)", next.text(), claude.PID(a), pid)
+	if next.Response() != "still here" || claude.PID(a) != pid {
+		t.Errorf("after the cancel: text %q in process %d (was %d)", next.Response(), claude.PID(a), pid)
 	}
 }
 
@@ -671,11 +672,11 @@ func TestCloseDuringTurn(t *testing.T) {
 	a := f.start(t, f.backend, newID(), false, nil)
 	f.mock.Enqueue(claudetest.Write("toolu_pending", filepath.Join(f.dir, "x.txt"), "x\n"))
 
-	turn := newTurn("turn-1")
+	turn := pluginstest.NewTurn("turn-1")
 	errc := make(chan error, 1)
 	go func() { errc <- prompt(t, a, turn, "write") }()
 	select {
-	case <-turn.asked:
+	case <-turn.Asked():
 	case err := <-errc:
 		t.Fatalf("Prompt ended before asking: %v", err)
 	}

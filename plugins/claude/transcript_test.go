@@ -12,6 +12,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/claude/claudetest"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -38,9 +39,9 @@ func TestTurns(t *testing.T) {
 	)
 
 	run := func(turnID, text string, confirm ...bool) error {
-		turn := newTurn(turnID)
+		turn := pluginstest.NewTurn(turnID)
 		for _, c := range confirm {
-			turn.confirms <- c
+			turn.Confirms <- c
 		}
 		return prompt(t, a, turn, text)
 	}
@@ -53,11 +54,11 @@ func TestTurns(t *testing.T) {
 	if err := run("turn-3", "write something else", false); err != nil {
 		t.Fatalf("turn-3: %v", err)
 	}
-	interrupted := newTurn("turn-4")
+	interrupted := pluginstest.NewTurn("turn-4")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("go on and on"), interrupted) }()
-	<-interrupted.texted
+	<-interrupted.Texted()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("turn-4: %v", err)
@@ -65,10 +66,10 @@ func TestTurns(t *testing.T) {
 	if err := run("turn-5", "fail"); err == nil {
 		t.Fatal("turn-5 succeeded")
 	}
-	unanswered := newTurn("turn-6")
+	unanswered := pluginstest.NewTurn("turn-6")
 	ctx, cancel = context.WithCancel(context.Background())
 	go func() { errc <- a.Prompt(ctx, userMessage("write, but never mind"), unanswered) }()
-	<-unanswered.asked
+	<-unanswered.Asked()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("turn-6: %v", err)
@@ -151,8 +152,8 @@ func TestTurns(t *testing.T) {
 	// The interrupted turn keeps the text it got.
 	if parts := turns[3].ResponseParts; len(parts) != 1 {
 		t.Errorf("turn-4 parts = %#v", parts)
-	} else if md, ok := parts[0].(*protocol.MarkdownResponsePart); !ok || md.Content == "" || md.Content != interrupted.text() {
-		t.Errorf("turn-4 text = %#v, streamed %q", parts[0], interrupted.text())
+	} else if md, ok := parts[0].(*protocol.MarkdownResponsePart); !ok || md.Content == "" || md.Content != interrupted.Response() {
+		t.Errorf("turn-4 text = %#v, streamed %q", parts[0], interrupted.Response())
 	}
 
 	if e := turns[4].Error; e == nil || !strings.Contains(e.Message, "the model is unwell") || len(turns[4].ResponseParts) != 0 {
@@ -185,7 +186,7 @@ func TestDelete(t *testing.T) {
 	f := newFixture(t)
 	id := newID()
 	a := f.start(t, f.backend, id, false, nil)
-	if err := prompt(t, a, newTurn("turn-1"), "hello"); err != nil {
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "hello"); err != nil {
 		t.Fatalf("Prompt: %v", err)
 	}
 	a.Close()

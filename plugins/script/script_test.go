@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/protocol/protocoltest"
@@ -150,7 +151,7 @@ func TestPromptAfterClose(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := prompt(t, a, "say hi", newTurn()); err == nil {
+	if err := prompt(t, a, "say hi", pluginstest.NewTurn("")); err == nil {
 		t.Error("Prompt after Close: no error")
 	}
 }
@@ -172,8 +173,8 @@ func TestConcurrentConversations(t *testing.T) {
 				return
 			}
 			defer a.Close()
-			turn := newTurn()
-			turn.confirms <- true
+			turn := pluginstest.NewTurn("")
+			turn.Confirms <- true
 			errs <- a.Prompt(context.Background(), userMessage("say hello there\nwrite f.txt x\nrun true"), turn)
 		}()
 	}

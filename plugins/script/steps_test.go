@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -22,23 +23,23 @@ func TestSay(t *testing.T) {
 		"one two three four five six seven eight nine ten",
 		"spaced   out\twords, and **markdown**",
 	} {
-		turn := newTurn()
+		turn := pluginstest.NewTurn("")
 		if err := prompt(t, a, "say "+text, turn); err != nil {
 			t.Fatalf("say %q: %v", text, err)
 		}
-		if got := turn.text(); got != text+"\n\n" {
+		if got := turn.Response(); got != text+"\n\n" {
 			t.Errorf("say %q: text %q", text, got)
 		}
-		if n := len(turn.of("text")); n < 2 {
+		if n := len(turn.Of("text")); n < 2 {
 			t.Errorf("say %q: %d Text calls, want several", text, n)
 		}
 	}
 
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "say first\n\n   say second paragraph  \n", turn); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := turn.text(), "first\n\nsecond paragraph\n\n"; got != want {
+	if got, want := turn.Response(), "first\n\nsecond paragraph\n\n"; got != want {
 		t.Errorf("two says: %q, want %q", got, want)
 	}
 }
@@ -46,16 +47,16 @@ func TestSay(t *testing.T) {
 func TestThinkTitleEcho(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "think about it\ntitle A new title\nhello, world", turn); err != nil {
 		t.Fatal(err)
 	}
-	want := []event{
-		{kind: "reasoning", text: "about it"},
-		{kind: "title", text: "A new title"},
-		{kind: "text", text: "hello, world\n\n"},
+	want := []pluginstest.Event{
+		{Kind: "reasoning", Text: "about it"},
+		{Kind: "title", Text: "A new title"},
+		{Kind: "text", Text: "hello, world\n\n"},
 	}
-	if got := turn.all(); !slices.EqualFunc(got, want, func(a, b event) bool { return a.kind == b.kind && a.text == b.text }) {
+	if got := turn.Events(); !slices.EqualFunc(got, want, func(a, b pluginstest.Event) bool { return a.Kind == b.Kind && a.Text == b.Text }) {
 		t.Errorf("events = %+v, want %+v", got, want)
 	}
 }
@@ -63,12 +64,12 @@ func TestThinkTitleEcho(t *testing.T) {
 func TestFail(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	err := prompt(t, a, "say before\nfail something broke\nsay after", turn)
 	if err == nil || err.Error() != "something broke" {
 		t.Fatalf("err = %v, want something broke", err)
 	}
-	if got := turn.text(); got != "before\n\n" {
+	if got := turn.Response(); got != "before\n\n" {
 		t.Errorf("text = %q: the turn went on after fail", got)
 	}
 }
@@ -76,34 +77,34 @@ func TestFail(t *testing.T) {
 func TestWriteAllowed(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "allow")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, `write sub/dir/a.txt line one\nline two`, turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.kinds(); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
 		t.Fatalf("events = %v", got)
 	}
-	call := turn.of("toolStart")[0].call
+	call := turn.Of("toolStart")[0].Call
 	if call.ID == "" || call.Name != "write" || call.DisplayName != "Write" ||
 		call.Invocation != protocol.Markdown("Write `sub/dir/a.txt`") ||
 		call.Input != `{"path":"sub/dir/a.txt","content":"line one\nline two"}` {
 		t.Errorf("call = %+v", call)
 	}
-	done := turn.of("toolDone")[0]
-	if done.text != call.ID || !done.result.Success || done.result.PastTenseMessage != protocol.Markdown("Wrote `sub/dir/a.txt`") {
+	done := turn.Of("toolDone")[0]
+	if done.Text != call.ID || !done.Result.Success || done.Result.PastTenseMessage != protocol.Markdown("Wrote `sub/dir/a.txt`") {
 		t.Errorf("done = %+v", done)
 	}
 	checkFile(t, f.path("sub/dir/a.txt"), "line one\nline two")
 
 	// An absolute path inside the working directory is fine, and the text
 	// may be empty.
-	turn = newTurn()
+	turn = pluginstest.NewTurn("")
 	if err := prompt(t, a, "write "+f.path("empty.txt"), turn); err != nil {
 		t.Fatal(err)
 	}
 	checkFile(t, f.path("empty.txt"), "")
 	// Tool call ids stay unique across turns.
-	if id := turn.of("toolStart")[0].call.ID; id == call.ID {
+	if id := turn.Of("toolStart")[0].Call.ID; id == call.ID {
 		t.Errorf("second turn reused tool call id %q", id)
 	}
 }
@@ -111,22 +112,22 @@ func TestWriteAllowed(t *testing.T) {
 func TestWriteConfirmed(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "default")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	errc := make(chan error, 1)
 	go func() { errc <- prompt(t, a, "write a.txt hello world", turn) }()
-	<-turn.asked
+	<-turn.Asked()
 	if _, err := os.Stat(f.path("a.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("file exists before the write was confirmed: %v", err)
 	}
-	turn.confirms <- true
+	turn.Confirms <- true
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
 	// Confirm starts the call itself: no ToolStart before it.
-	if got := turn.kinds(); !slices.Equal(got, []string{"confirm", "toolDone"}) {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "toolDone"}) {
 		t.Errorf("events = %v", got)
 	}
-	if r := turn.of("toolDone")[0].result; !r.Success {
+	if r := turn.Of("toolDone")[0].Result; !r.Success {
 		t.Errorf("result = %+v", r)
 	}
 	checkFile(t, f.path("a.txt"), "hello world")
@@ -135,12 +136,12 @@ func TestWriteConfirmed(t *testing.T) {
 func TestWriteDenied(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "") // no config: the default asks
-	turn := newTurn()
-	turn.confirms <- false
+	turn := pluginstest.NewTurn("")
+	turn.Confirms <- false
 	if err := prompt(t, a, "write a.txt secret\nsay next", turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.kinds(); !slices.Equal(got, []string{"confirm", "text"}) {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "text"}) {
 		t.Errorf("events = %v", got)
 	}
 	if _, err := os.Stat(f.path("a.txt")); !errors.Is(err, os.ErrNotExist) {
@@ -151,11 +152,11 @@ func TestWriteDenied(t *testing.T) {
 func TestWriteConfirmCancelled(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("write a.txt x"), turn) }()
-	<-turn.asked
+	<-turn.Asked()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
@@ -195,15 +196,15 @@ func TestWriteOutside(t *testing.T) {
 		".",
 		f.conv.Dir,
 	} {
-		turn := newTurn()
+		turn := pluginstest.NewTurn("")
 		if err := prompt(t, a, "write "+path+" pwned", turn); err != nil {
 			t.Fatalf("write %s: %v", path, err)
 		}
-		if got := turn.kinds(); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
+		if got := turn.Kinds(); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
 			t.Errorf("write %s: events = %v", path, got)
 			continue
 		}
-		r := turn.of("toolDone")[0].result
+		r := turn.Of("toolDone")[0].Result
 		if r.Success || r.Error == nil || !strings.Contains(r.Error.Message, "outside the working directory") ||
 			!strings.HasPrefix(r.PastTenseMessage.Text, "Refused to write") {
 			t.Errorf("write %s: result = %+v", path, r)
@@ -223,39 +224,39 @@ func TestRun(t *testing.T) {
 	if err := os.WriteFile(f.path("input.txt"), []byte("from the working directory"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "run cat input.txt; echo; echo oops >&2\nrun echo partial; exit 3\nsay still here", turn); err != nil {
 		t.Fatalf("a failing command failed the turn: %v", err)
 	}
-	starts, dones := turn.of("toolStart"), turn.of("toolDone")
-	if len(starts) != 2 || len(dones) != 2 || len(turn.of("confirm")) != 0 {
-		t.Fatalf("events = %v", turn.kinds())
+	starts, dones := turn.Of("toolStart"), turn.Of("toolDone")
+	if len(starts) != 2 || len(dones) != 2 || len(turn.Of("confirm")) != 0 {
+		t.Fatalf("events = %v", turn.Kinds())
 	}
-	if c := starts[0].call; c.Name != "run" || c.DisplayName != "Run" || c.Invocation != protocol.Markdown("Run `cat input.txt; echo; echo oops >&2`") {
+	if c := starts[0].Call; c.Name != "run" || c.DisplayName != "Run" || c.Invocation != protocol.Markdown("Run `cat input.txt; echo; echo oops >&2`") {
 		t.Errorf("call = %+v", c)
 	}
-	ok := dones[0].result
+	ok := dones[0].Result
 	if !ok.Success || ok.Error != nil || ok.PastTenseMessage != protocol.Markdown("Ran `cat input.txt; echo; echo oops >&2`") ||
 		resultText(ok) != "from the working directory\noops\n" {
 		t.Errorf("success result = %+v (%q)", ok, resultText(ok))
 	}
-	failed := dones[1].result
+	failed := dones[1].Result
 	if failed.Success || failed.Error == nil || !strings.Contains(failed.Error.Message, "exit status 3") || resultText(failed) != "partial\n" {
 		t.Errorf("failed result = %+v (%q)", failed, resultText(failed))
 	}
-	if turn.text() != "still here\n\n" {
-		t.Errorf("text = %q", turn.text())
+	if turn.Response() != "still here\n\n" {
+		t.Errorf("text = %q", turn.Response())
 	}
 }
 
 func TestRunOutputTruncated(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "run head -c 200000 /dev/zero | tr '\\0' x", turn); err != nil {
 		t.Fatal(err)
 	}
-	out := resultText(turn.of("toolDone")[0].result)
+	out := resultText(turn.Of("toolDone")[0].Result)
 	if !strings.HasPrefix(out, strings.Repeat("x", 64<<10)+"\n[output truncated") {
 		t.Errorf("output of %d bytes, starting %.80q", len(out), out)
 	}
@@ -267,12 +268,12 @@ func TestRunOutputTruncated(t *testing.T) {
 func TestAsk(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	errc := make(chan error, 1)
 	go func() { errc <- prompt(t, a, "ask What is your name?\nask Favourite colour?", turn) }()
 
-	<-turn.asked
-	req := turn.of("ask")[0].req
+	<-turn.Asked()
+	req := turn.Of("ask")[0].Req
 	if req.ID == "" || req.Message == nil || *req.Message != "What is your name?" || len(req.Questions) != 1 {
 		t.Fatalf("request = %+v", req)
 	}
@@ -282,17 +283,17 @@ func TestAsk(t *testing.T) {
 	}
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
 	answers.Set("answer", &protocol.ChatInputAnswered{State: "submitted", Value: &protocol.ChatInputTextAnswerValue{Value: "Ada"}})
-	turn.answers <- plugins.Answer{Response: protocol.ChatInputResponseKindAccept, Answers: answers}
+	turn.Answers <- plugins.Answer{Response: protocol.ChatInputResponseKindAccept, Answers: answers}
 
-	<-turn.asked
-	if second := turn.of("ask")[1].req; second.ID == req.ID {
+	<-turn.Asked()
+	if second := turn.Of("ask")[1].Req; second.ID == req.ID {
 		t.Errorf("both requests have id %q", req.ID)
 	}
-	turn.answers <- plugins.Answer{Response: protocol.ChatInputResponseKindDecline}
+	turn.Answers <- plugins.Answer{Response: protocol.ChatInputResponseKindDecline}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-	if got, want := turn.text(), "Ada\n\nNo answer was given.\n\n"; got != want {
+	if got, want := turn.Response(), "Ada\n\nNo answer was given.\n\n"; got != want {
 		t.Errorf("text = %q, want %q", got, want)
 	}
 }
@@ -300,11 +301,11 @@ func TestAsk(t *testing.T) {
 func TestAskCancelled(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("ask Well?"), turn) }()
-	<-turn.asked
+	<-turn.Asked()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
@@ -316,7 +317,7 @@ func TestWait(t *testing.T) {
 	a := f.start(t, "")
 
 	start := time.Now()
-	if err := prompt(t, a, "wait 30ms\nsay done", newTurn()); err != nil {
+	if err := prompt(t, a, "wait 30ms\nsay done", pluginstest.NewTurn("")); err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d < 30*time.Millisecond {
@@ -326,14 +327,14 @@ func TestWait(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if err := a.Prompt(ctx, userMessage("wait 1h"), newTurn()); !errors.Is(err, context.DeadlineExceeded) {
+	if err := a.Prompt(ctx, userMessage("wait 1h"), pluginstest.NewTurn("")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want context.DeadlineExceeded", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("cancelled wait took %v", d)
 	}
 
-	err := prompt(t, a, "say ok\nwait soon", newTurn())
+	err := prompt(t, a, "say ok\nwait soon", pluginstest.NewTurn(""))
 	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "wait soon") {
 		t.Errorf("bad duration: err = %v", err)
 	}
@@ -342,17 +343,17 @@ func TestWait(t *testing.T) {
 func TestBackground(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	start := time.Now()
 	if err := prompt(t, a, "background 300ms\nsay meanwhile", turn); err != nil {
 		t.Fatal(err)
 	}
 	// The turn goes on at once: it ended before the work did.
-	if got := turn.kinds(); !slices.Equal(got, []string{"busy", "text"}) || !turn.all()[0].busy {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"busy", "text"}) || !turn.Events()[0].Busy {
 		t.Errorf("events when the turn ended = %v", got)
 	}
-	waitFor(t, turn, func() bool { return len(turn.of("busy")) == 2 })
-	if busy := turn.of("busy"); busy[1].busy {
+	waitFor(t, turn, func() bool { return len(turn.Of("busy")) == 2 })
+	if busy := turn.Of("busy"); busy[1].Busy {
 		t.Errorf("second Busy report is true")
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
@@ -363,19 +364,19 @@ func TestBackground(t *testing.T) {
 func TestBackgroundOverlapping(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "background 10ms\nbackground 1h", turn); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
 	// The short work has ended, the long one has not: still busy.
-	for _, e := range turn.of("busy") {
-		if !e.busy {
+	for _, e := range turn.Of("busy") {
+		if !e.Busy {
 			t.Fatal("reported not busy while background work runs")
 		}
 	}
 	a.Close()
-	if busy := turn.of("busy"); len(busy) != 3 || busy[2].busy {
+	if busy := turn.Of("busy"); len(busy) != 3 || busy[2].Busy {
 		t.Errorf("busy reports after Close = %+v", busy)
 	}
 }
@@ -383,7 +384,7 @@ func TestBackgroundOverlapping(t *testing.T) {
 func TestCloseStopsBackground(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "background 1h", turn); err != nil {
 		t.Fatal(err)
 	}
@@ -397,8 +398,8 @@ func TestCloseStopsBackground(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	busy := turn.of("busy")
-	if len(busy) != 2 || !busy[0].busy || busy[1].busy {
+	busy := turn.Of("busy")
+	if len(busy) != 2 || !busy[0].Busy || busy[1].Busy {
 		t.Errorf("busy reports = %+v", busy)
 	}
 	// goleak, in TestMain, checks that no timer goroutine is left.
@@ -407,10 +408,10 @@ func TestCloseStopsBackground(t *testing.T) {
 func TestCloseCancelsTurn(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	errc := make(chan error, 1)
 	go func() { errc <- prompt(t, a, "say started\nwait 1h", turn) }()
-	waitFor(t, turn, func() bool { return turn.text() != "" })
+	waitFor(t, turn, func() bool { return turn.Response() != "" })
 	a.Close()
 	select {
 	case err := <-errc:
@@ -446,16 +447,12 @@ func resultText(r protocol.ToolCallResult) string {
 }
 
 // waitFor waits until cond holds, checking after each event of turn.
-func waitFor(t *testing.T, turn *recordingTurn, cond func() bool) {
+func waitFor(t *testing.T, turn *pluginstest.Turn, cond func() bool) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for !cond() {
-		select {
-		case <-turn.changed:
-		case <-time.After(10 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("timed out waiting for the agent")
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if !turn.Wait(ctx, cond) {
+		t.Fatal("timed out waiting for the agent")
 	}
 }
 
@@ -473,13 +470,13 @@ func TestWriteThroughLinkInside(t *testing.T) {
 		}
 	}
 	a := f.start(t, "allow")
-	turn := newTurn()
+	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "write dirlink/a.txt A\nwrite filelink B", turn); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range turn.of("toolDone") {
-		if !d.result.Success {
-			t.Errorf("%s: %+v", d.text, d.result.Error)
+	for _, d := range turn.Of("toolDone") {
+		if !d.Result.Success {
+			t.Errorf("%s: %+v", d.Text, d.Result.Error)
 		}
 	}
 	checkFile(t, f.path("real/a.txt"), "A")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/protocol/protocoltest"
@@ -25,12 +26,12 @@ func TestTranscript(t *testing.T) {
 	path := filepath.Join(f.transcript, f.conv.ID+".jsonl")
 
 	// A completed turn with every kind of part.
-	turn := newTurn()
-	turn.confirms <- true
-	turn.confirms <- false
+	turn := pluginstest.NewTurn("")
+	turn.Confirms <- true
+	turn.Confirms <- false
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
 	answers.Set("answer", &protocol.ChatInputAnswered{State: "submitted", Value: &protocol.ChatInputTextAnswerValue{Value: "yes"}})
-	turn.answers <- plugins.Answer{Response: protocol.ChatInputResponseKindAccept, Answers: answers}
+	turn.Answers <- plugins.Answer{Response: protocol.ChatInputResponseKindAccept, Answers: answers}
 	if err := prompt(t, a, "think first\nsay hello there\nwrite a.txt A\nwrite b.txt B\nrun echo hi\nask Sure?", turn); err != nil {
 		t.Fatal(err)
 	}
@@ -43,14 +44,14 @@ func TestTranscript(t *testing.T) {
 	}
 
 	// A failed turn and a cancelled one are recorded too.
-	if err := prompt(t, a, "say oops\nfail broken", newTurn()); err == nil {
+	if err := prompt(t, a, "say oops\nfail broken", pluginstest.NewTurn("")); err == nil {
 		t.Fatal("fail did not fail")
 	}
-	cancelled := newTurn()
+	cancelled := pluginstest.NewTurn("")
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(cctx, userMessage("write c.txt C"), cancelled) }()
-	<-cancelled.asked
+	<-cancelled.Asked()
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled turn: %v", err)
@@ -132,7 +133,7 @@ func TestTranscript(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resumed.Close()
-	if err := prompt(t, resumed, "say again", newTurn()); err != nil {
+	if err := prompt(t, resumed, "say again", pluginstest.NewTurn("")); err != nil {
 		t.Fatal(err)
 	}
 	turns, err = b.Turns(ctx, f.conv)
@@ -158,7 +159,7 @@ func TestTranscriptLongLine(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "allow")
 	big := strings.Repeat("0123456789", 20000) // 200 KB in one line
-	if err := prompt(t, a, "write big.txt "+big, newTurn()); err != nil {
+	if err := prompt(t, a, "write big.txt "+big, pluginstest.NewTurn("")); err != nil {
 		t.Fatal(err)
 	}
 	turns, err := f.backend.Turns(context.Background(), f.conv)
@@ -189,7 +190,7 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("deleting an unknown conversation: %v", err)
 	}
 	a := f.start(t, "")
-	if err := prompt(t, a, "say hi", newTurn()); err != nil {
+	if err := prompt(t, a, "say hi", pluginstest.NewTurn("")); err != nil {
 		t.Fatal(err)
 	}
 	other := plugins.Conversation{ID: "other", Dir: f.conv.Dir}
@@ -198,7 +199,7 @@ func TestDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := prompt(t, b, "say hi", newTurn()); err != nil {
+	if err := prompt(t, b, "say hi", pluginstest.NewTurn("")); err != nil {
 		t.Fatal(err)
 	}
 
