@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -351,13 +352,17 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 
 // adoptLocked makes an opened external session the host's own, once a
 // person's turn has gone out in it: the mark goes, every listing shows it,
-// and clients that were not shown it are told of it. The caller holds
+// and clients that were not shown it are told of it. The person whose turn
+// it was becomes its owner, as the one who made it here. The caller holds
 // s.mu.
-func (s *session) adoptLocked() {
+func (s *session) adoptLocked(by grants.Principal) {
 	if !s.rec.External {
 		return
 	}
 	s.rec.External = false
+	if s.rec.Owner == "" {
+		s.rec.Owner = principalString(s.h.directory().Owner(by))
+	}
 	meta := protocol.Object{}
 	for k, v := range s.state.Meta {
 		if k != externalMeta {

@@ -209,3 +209,20 @@ func TestExternalRowChanges(t *testing.T) {
 		return slices.Contains(rootNotes(msgs, "root/sessionRemoved"), "script:/ext1")
 	})
 }
+
+// TestAdoptionOwner checks the person whose turn adopts an external
+// session becomes its owner.
+func TestAdoptionOwner(t *testing.T) {
+	state := t.TempDir()
+	writeScriptTranscript(t, filepath.Join(state, "transcripts", "script"), "ext1", "fix it", time.Now().Add(-time.Hour))
+	th, tokens := usersHost(t, state, withTranscripts)
+	mo := dialAs(t, th, tokens["mo"], "mo")
+	chat := protocol.DefaultChatURI("script:/ext1")
+	mo.Subscribe("script:/ext1")
+	mo.Subscribe(chat)
+	send(t, mo, chat, "t2", "say mine now")
+	raw := mo.MustCall("listSessions", map[string]any{"channel": protocol.RootURI, "_meta": map[string]any{"ahpd.owner": "me"}})
+	if !strings.Contains(string(raw), `"resource":"script:/ext1"`) {
+		t.Errorf("mo's own sessions after adopting: %s", raw)
+	}
+}

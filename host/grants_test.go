@@ -326,7 +326,7 @@ func sample(at protocol.ActionType) (protocol.Action, error) {
 // usersHost starts a host whose users directory has mo (member of
 // core/ahpd, primary, and core/docs), mia (member of nothing) and the
 // connection token "root-token"; it returns the host and the tokens.
-func usersHost(t *testing.T, state string) (*testHost, map[string]string) {
+func usersHost(t *testing.T, state string, opts ...hostOption) (*testHost, map[string]string) {
 	t.Helper()
 	dir := grants.NewDirectory()
 	tokens := map[string]string{"root": "root-token"}
@@ -343,9 +343,9 @@ func usersHost(t *testing.T, state string) (*testHost, map[string]string) {
 	if err := dir.SetMemberships("mo", []grants.Membership{{Team: "core", Project: "ahpd", Primary: true}, {Team: "core", Project: "docs"}}); err != nil {
 		t.Fatal(err)
 	}
-	th := startHost(t, state, func(o *host.Options) {
+	th := startHost(t, state, append(opts, func(o *host.Options) {
 		o.Auth = &grants.Authenticator{Host: "test", ConnectionToken: "root-token", Users: dir}
-	})
+	})...)
 	return th, tokens
 }
 

@@ -224,7 +224,7 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		}
 		e.rec.Senders[t.TurnID] = origin.ClientID
 		if t.Message.Origin.Kind == protocol.MessageKindUser {
-			s.adoptLocked() // a person's turn went out in it
+			s.adoptLocked(c.principal) // a person's turn went out in it
 		}
 	}
 	ch.React(a)
