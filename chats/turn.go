@@ -79,7 +79,7 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 		}
 	}
 	if err != nil {
-		state := c.end(r, err)
+		state := c.end(r, err, false)
 		// The session learns of the failure before the chat takes another
 		// turn, so a retry finds the start still owed.
 		c.owner.StartFailed(c, err)
@@ -88,7 +88,7 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 	}
 	c.owner.Started(c)
 	err = agent.Prompt(ctx, msg, &turn{c: c, r: r})
-	c.settle(r, c.end(r, err))
+	c.settle(r, c.end(r, err, true))
 }
 
 // ready runs the owner's preparation for a turn, if it has one.
@@ -119,8 +119,10 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 
 // end ends the turn with the action its outcome calls for. A turn the
 // client cancelled has ended already, and its ending action changes
-// nothing.
-func (c *Chat) end(r *run, err error) protocol.TurnState {
+// nothing. With release the chat takes a next turn from the moment a
+// client sees this one end: a client that answers the end with a new
+// message must not be told a turn is still running.
+func (c *Chat) end(r *run, err error, release bool) protocol.TurnState {
 	duration := float64(c.now().Sub(r.started).Microseconds()) / 1000
 	state := protocol.TurnStateComplete
 	var end protocol.Action
@@ -137,24 +139,35 @@ func (c *Chat) end(r *run, err error) protocol.TurnState {
 			Message:   err.Error(),
 		}}
 	}
-	c.owner.Do(func() { c.owner.Emit(c, end) })
+	c.owner.Do(func() {
+		c.owner.Emit(c, end)
+		if release {
+			c.releaseLocked(r)
+		}
+	})
 	return state
 }
 
-// settle lets the chat take its next turn: the run is over, what waited on
-// it is woken, and a queued message starts.
+// releaseLocked lets the chat take its next turn: the run is over and what
+// waited on it is woken. Called with the owner's lock held.
+func (c *Chat) releaseLocked(r *run) {
+	if c.run != r {
+		return
+	}
+	c.run, c.last = nil, r
+	for id, ch := range c.confirm {
+		close(ch)
+		delete(c.confirm, id)
+	}
+	for id, ch := range c.answers {
+		close(ch)
+		delete(c.answers, id)
+	}
+}
+
+// settle tells the owner the turn is over, then starts a queued message.
 func (c *Chat) settle(r *run, state protocol.TurnState) {
-	c.owner.Do(func() {
-		c.run, c.last = nil, r
-		for id, ch := range c.confirm {
-			close(ch)
-			delete(c.confirm, id)
-		}
-		for id, ch := range c.answers {
-			close(ch)
-			delete(c.answers, id)
-		}
-	})
+	c.owner.Do(func() { c.releaseLocked(r) })
 	c.owner.Ended(c, r.turnID, state)
 	c.owner.Do(c.consumeQueued)
 }

@@ -58,7 +58,9 @@ func subscribers(tb testing.TB, h *Host, channel string, n int) ([]*conn, []*dis
 		if err != nil {
 			tb.Fatal(err)
 		}
-		c.setClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion)
+		if err := c.setClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion); err != nil {
+			tb.Fatal(err)
+		}
 		h.bus.subscribe(c, channel, "")
 		conns[i] = c
 	}

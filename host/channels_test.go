@@ -141,7 +141,9 @@ func TestReconnect(t *testing.T) {
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
 	send(t, c, chat, "t1", "say hi")
-	seen := c.Initialize("c1-again", protocol.RootURI).ServerSeq
+	probe := hosttest.Dial(t, th.url)
+	seen := probe.Initialize("probe").ServerSeq
+	probe.Close()
 	c.Close()
 
 	w := th.client("writer")

@@ -125,13 +125,29 @@ func (th *testHost) newSession(c *hosttest.Client, id string, config map[string]
 	return sessionURI, chatURI
 }
 
-// send starts a turn and waits for it to end.
+// send starts a turn and waits for it to end. A turn the host refuses
+// fails the test with the host's reason.
 func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
 	t.Helper()
-	c.Dispatch(chat, &protocol.ChatTurnStartedAction{
+	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
 		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
 		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
 	})
+	var refused string
+	c.Wait("turn "+turnID+" to be taken", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientSeq == seq && e.Channel == chat {
+				if e.RejectionReason != nil {
+					refused = *e.RejectionReason
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if refused != "" {
+		t.Fatalf("turn %s was refused: %s", turnID, refused)
+	}
 	return waitTurnEnd(t, c, chat, turnID)
 }
 
@@ -216,6 +232,10 @@ func TestTurnStreamsAndStateAgrees(t *testing.T) {
 		return s.(*protocol.SessionState).Title == "A title"
 	})
 
+	// The session's entry of the chat follows the chat's own end.
+	c.WaitState(session, "the chat's entry to be idle", func(s protocol.ChannelState) bool {
+		return s.(*protocol.SessionState).Chats[0].Status.Activity() == protocol.StatusIdle
+	})
 	// A second client's fresh snapshots equal what the first computed.
 	c2 := th.client("c2")
 	sameState(t, c.State(chat), c2.Subscribe(chat).State)

@@ -156,7 +156,7 @@ func TestConcurrentWakersStartOneAgent(t *testing.T) {
 	th := startHost(t, "", withCounted(&b))
 	session, chat := runAndLeave(t, th, "s1")
 	c := th.client("c1")
-	c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	suspendUntilAsleep(t, c, session)
 	if status(t, th, session) != "inactive" || b.running.Load() != 0 {
 		t.Fatalf("suspend left %s with %d agents", status(t, th, session), b.running.Load())
 	}
@@ -263,13 +263,7 @@ func TestSuspend(t *testing.T) {
 	// moment later) it sleeps again, and suspending it then changes nothing.
 	c.Close()
 	c = th.client("c3")
-	deadline := time.Now().Add(hosttest.Timeout)
-	for string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})) != `{"status":"inactive"}` {
-		if time.Now().After(deadline) {
-			t.Fatal("the session never went back to sleep")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	suspendUntilAsleep(t, c, session)
 	if raw := c.MustCall("ahpd/suspendSession", map[string]any{"channel": session}); string(raw) != `{"status":"inactive"}` {
 		t.Errorf("suspending a sleeping session: %s", raw)
 	}
@@ -361,5 +355,19 @@ func BenchmarkSleepingSessionMemory(b *testing.B) {
 		make(small, large)
 		after := heap()
 		b.ReportMetric(float64(after-before)/float64(large-small)/1024, "KB/session")
+	}
+}
+
+// suspendUntilAsleep suspends a session until it is asleep: a client that
+// left a moment ago may still watch it until the host sees it go, and a
+// watched session keeps its turns.
+func suspendUntilAsleep(t *testing.T, c *hosttest.Client, session string) {
+	t.Helper()
+	deadline := time.Now().Add(hosttest.Timeout)
+	for string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})) != `{"status":"inactive"}` {
+		if time.Now().After(deadline) {
+			t.Fatal("the session never went to sleep")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

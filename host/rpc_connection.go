@@ -16,10 +16,18 @@ func (c *conn) initialized() bool {
 	return c.ready
 }
 
-func (c *conn) setClient(clientID, version string) {
+// setClient records who the client is, once: a connection is initialized
+// (or reconnected) one time, and its version stays what was negotiated,
+// since everything sent on it is gated by it. A second call changes
+// nothing and answers the error to send.
+func (c *conn) setClient(clientID, version string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.ready {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %q: open a new connection to start again", c.clientID)
+	}
 	c.clientID, c.version, c.ready = clientID, version, true
+	return nil
 }
 
 func (c *conn) client() string {
@@ -42,7 +50,9 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if p.ClientID == "" {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for initialize: clientId: must not be empty")
 	}
-	c.setClient(p.ClientID, version)
+	if err := c.setClient(p.ClientID, version); err != nil {
+		return nil, err
+	}
 	h.mu.Lock()
 	h.versions[p.ClientID] = version
 	h.mu.Unlock()
@@ -90,7 +100,9 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if !ok {
 		version = protocol.ProtocolVersion
 	}
-	c.setClient(p.ClientID, version)
+	if err := c.setClient(p.ClientID, version); err != nil {
+		return nil, err
+	}
 
 	// Channels that still exist, and those that do not.
 	var live []string
