@@ -3,9 +3,7 @@
 package catalogue
 
 import (
-	"bufio"
 	"bytes"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -16,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -82,7 +79,7 @@ func BenchmarkCatalogue(b *testing.B) {
 	for b.Loop() {
 		// Uncached: the kernel drops the corpus's pages first, so the
 		// scan reads from the disk, as after a reboot.
-		evict(b, paths)
+		must(b, corpus.Evict(paths))
 		c, d := timedScan(b, projects, nil)
 		c.Close()
 		b.ReportMetric(d.Seconds(), "scan-uncached-s")
@@ -91,13 +88,15 @@ func BenchmarkCatalogue(b *testing.B) {
 		// the pages it needs cached; memory measured around it.
 		runtime.GC()
 		debug.FreeOSMemory()
-		resetPeakRSS(b)
-		rss0 := procStatus(b, "VmRSS")
+		if err := corpus.ResetPeakRSS(); err != nil {
+			b.Logf("cannot reset the peak RSS (%v): the figure includes earlier peaks", err)
+		}
+		rss0 := procStat(b, "VmRSS")
 		var ms0 runtime.MemStats
 		runtime.ReadMemStats(&ms0)
 		ch := newChanges()
 		c, d = timedScan(b, projects, ch.on)
-		peak := procStatus(b, "VmHWM")
+		peak := procStat(b, "VmHWM")
 		runtime.GC()
 		var ms1 runtime.MemStats
 		runtime.ReadMemStats(&ms1)
@@ -255,47 +254,17 @@ func appendTo(b *testing.B, path, data string) {
 	}
 }
 
-// evict asks the kernel to drop the corpus files' cached pages (theirs
-// only, unlike drop_caches).
-func evict(b *testing.B, paths []string) {
-	const fadvDontNeed = 4
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0)
-		f.Close()
-	}
-}
-
-// resetPeakRSS resets VmHWM to the current RSS, so the next reading is
-// the peak since now.
-func resetPeakRSS(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Logf("cannot reset the peak RSS (%v): the figure includes earlier peaks", err)
-	}
-}
-
-// procStatus returns a /proc/self/status figure in bytes.
-func procStatus(b *testing.B, key string) int64 {
-	f, err := os.Open("/proc/self/status")
+func must(b *testing.B, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		name, rest, ok := strings.Cut(s.Text(), ":")
-		if !ok || name != key {
-			continue
-		}
-		var kb int64
-		if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-			b.Fatal(err)
-		}
-		return kb << 10
+}
+
+// procStat returns a /proc/self/status figure in bytes.
+func procStat(b *testing.B, key string) int64 {
+	n, err := corpus.ProcStatus(key)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatalf("no %s in /proc/self/status", key)
-	return 0
+	return n
 }

@@ -3,7 +3,6 @@
 package host_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -583,12 +581,14 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 			b.Fatal(err)
 		}
 		if evict {
-			cbEvict(b, paths)
+			benchMust(b, corpus.Evict(paths))
 		}
 		runtime.GC()
 		debug.FreeOSMemory()
-		cbResetPeakRSS(b)
-		rss0 := cbProcStatus(b, "VmRSS")
+		if err := corpus.ResetPeakRSS(); err != nil {
+			b.Logf("cannot reset the peak RSS (%v): the figure includes earlier peaks", err)
+		}
+		rss0 := procStat(b, "VmRSS")
 
 		start := time.Now()
 		th := cbStartHost(b, state, projects, cbClock())
@@ -597,15 +597,15 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 		defer c.close()
 		c.waitScanned(b, 5*time.Minute)
 		r := result{scan: time.Since(start)}
-		r.peak = cbProcStatus(b, "VmHWM") - rss0
-		r.grew = cbProcStatus(b, "VmRSS") - rss0
+		r.peak = procStat(b, "VmHWM") - rss0
+		r.grew = procStat(b, "VmRSS") - rss0
 
 		all := c.listAll(b)
 		c.waitAdded(b, len(all))
 		r.listed = len(all)
 		b.Logf("evicted %v: listed after %v, %d rows; RSS +%.1f MB (peak +%.1f MB); once announced and paged, RSS +%.1f MB (peak +%.1f MB)",
 			evict, r.scan, r.listed, float64(r.grew)/(1<<20), float64(r.peak)/(1<<20),
-			float64(cbProcStatus(b, "VmRSS")-rss0)/(1<<20), float64(cbProcStatus(b, "VmHWM")-rss0)/(1<<20))
+			float64(procStat(b, "VmRSS")-rss0)/(1<<20), float64(procStat(b, "VmHWM")-rss0)/(1<<20))
 		return r
 	}
 
@@ -627,47 +627,17 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 	b.ReportMetric(float64(sum.listed), "rows-listed")
 }
 
-// cbEvict asks the kernel to drop the corpus files' cached pages (theirs
-// only, unlike drop_caches).
-func cbEvict(b *testing.B, paths []string) {
-	const fadvDontNeed = 4
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		_, _, _ = syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontNeed, 0, 0)
-		f.Close()
-	}
-}
-
-// cbResetPeakRSS resets VmHWM to the current RSS, so the next reading
-// is the peak since now.
-func cbResetPeakRSS(b *testing.B) {
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Logf("cannot reset the peak RSS (%v): the figure includes earlier peaks", err)
-	}
-}
-
-// cbProcStatus returns a /proc/self/status figure in bytes.
-func cbProcStatus(b *testing.B, key string) int64 {
-	f, err := os.Open("/proc/self/status")
+func benchMust(b *testing.B, err error) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		name, rest, ok := strings.Cut(s.Text(), ":")
-		if !ok || name != key {
-			continue
-		}
-		var kb int64
-		if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err != nil {
-			b.Fatal(err)
-		}
-		return kb << 10
+}
+
+// procStat returns a /proc/self/status figure in bytes.
+func procStat(b *testing.B, key string) int64 {
+	n, err := corpus.ProcStatus(key)
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatalf("no %s in /proc/self/status", key)
-	return 0
+	return n
 }
