@@ -469,3 +469,27 @@ func TestWorktreeHostileNames(t *testing.T) {
 		t.Errorf("checkpoint refs: %q", out)
 	}
 }
+
+// TestWorktreeKeptThroughFolderChanges checks a session that takes other
+// folders keeps its tree, and its dispose still removes it.
+func TestWorktreeKeptThroughFolderChanges(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	repo := newRepo(t)
+	session, chat := worktreeSession(t, c, "mv1", repo, nil)
+	send(t, c, chat, "t1", "say hi")
+	tree := filepath.Join(filepath.Dir(repo), "project.worktrees", "mv1")
+	other := t.TempDir()
+	c.Dispatch(session, &protocol.SessionWorkingDirectorySetAction{Directory: "file://" + other})
+	c.WaitState(session, "the other folder", func(s protocol.ChannelState) bool {
+		return len(s.(*protocol.SessionState).WorkingDirectories) == 2
+	})
+	send(t, c, chat, "t2", "say still here")
+	if _, err := os.Stat(tree); err != nil {
+		t.Fatalf("the tree went: %v", err)
+	}
+	c.MustCall("disposeSession", map[string]any{"channel": session})
+	if _, err := os.Stat(tree); !os.IsNotExist(err) {
+		t.Errorf("the clean tree outlived its session: %v", err)
+	}
+}
