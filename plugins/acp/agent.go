@@ -127,7 +127,7 @@ func (a *Agent) ID() string { return string(a.session) }
 func (a *Agent) CanResume() bool { return a.canResume }
 
 // pid returns the agent's process id (for tests).
-func (a *Agent) pid() int { return a.in.proc.pid() }
+func (a *Agent) pid() int { return a.in.proc.PID() }
 
 // Prompt sends msg to the agent and reports the turn to t until the
 // agent answers with its stop reason.
@@ -195,7 +195,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	case <-ctx.Done():
 		a.cancelTurn(run, done)
 		return ctx.Err()
-	case <-a.in.proc.exited:
+	case <-a.in.proc.Exited():
 		// The agent died. What it wrote before it did is still read;
 		// only something else holding its stdout could keep the answer
 		// from coming, and it must not keep the turn waiting.
@@ -203,7 +203,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		select {
 		case r = <-done:
 		case <-timer.C:
-			a.in.proc.endOutput()
+			a.in.proc.CloseStdout()
 			r = <-done
 		}
 		timer.Stop()

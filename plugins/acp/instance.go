@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -43,7 +42,7 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 	// The SDK starts reading in NewClientSideConnection, and its reader
 	// reads the logger SetLogger writes without synchronization: the
 	// agent's output is held back until the logger is set.
-	gate := &gatedReader{r: proc.stdout, open: make(chan struct{})}
+	gate := &gatedReader{r: proc.Stdout(), open: make(chan struct{})}
 	conn := sdk.NewClientSideConnection(c, proc.input, gate)
 	conn.SetLogger(slog.New(quietHandler{b.log.Handler()}).With("component", "acp-sdk"))
 	close(gate.open)
@@ -120,7 +119,7 @@ func (in *instance) failure(ctx context.Context, doing string, err error) error 
 // stderrNote returns the tail of the agent's stderr to add to an error,
 // or "" when it wrote nothing.
 func (in *instance) stderrNote() string {
-	tail := strings.TrimSpace(string(in.proc.tail.Tail(stderrTail)))
+	tail := in.proc.lastStderr()
 	if tail == "" {
 		return ""
 	}

@@ -73,26 +73,6 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestTailBuffer(t *testing.T) {
-	b := newTailBuffer(10)
-	b.Write([]byte("hello"))
-	if out, cut := b.Output(); string(out) != "hello" || cut {
-		t.Errorf("Output() = %q, %v", out, cut)
-	}
-	for range 1000 {
-		b.Write([]byte("0123456789"))
-	}
-	b.Write([]byte("abcdéf")) // é is two bytes
-	out, cut := b.Output()
-	if string(out) != "789abcdéf" || !cut {
-		t.Errorf("Output() = %q, %v", out, cut)
-	}
-	// Cutting through é skips what is left of it.
-	if got := string(b.Tail(2)); got != "f" {
-		t.Errorf("Tail(2) = %q, want %q", got, "f")
-	}
-}
-
 func TestUpdateKindOfUnknownKind(t *testing.T) {
 	var u sdk.SessionUpdate
 	raw := `{"sessionUpdate":"mystery_kind","content":{"type":"text","text":"x"}}`

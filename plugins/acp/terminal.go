@@ -12,6 +12,8 @@ import (
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
 const (
@@ -40,7 +42,7 @@ type terminals struct {
 // terminal is one command and its output.
 type terminal struct {
 	cmd    *exec.Cmd
-	out    *tailBuffer
+	out    *agentproc.Tail
 	done   chan struct{}          // closed once the command was reaped
 	status sdk.TerminalExitStatus // how it ended; read after done is closed
 }
@@ -132,12 +134,12 @@ func (c *client) ReleaseTerminal(ctx context.Context, req sdk.ReleaseTerminalReq
 
 // start runs cmd as a new terminal and returns its id.
 func (ts *terminals) start(cmd *exec.Cmd, limit int) (string, error) {
-	t := &terminal{cmd: cmd, out: newTailBuffer(limit), done: make(chan struct{})}
+	t := &terminal{cmd: cmd, out: agentproc.NewTail(limit), done: make(chan struct{})}
 	// One writer for both streams: exec then gives the command a single
 	// pipe, and the output keeps the order it was written in.
 	cmd.Stdout, cmd.Stderr = t.out, t.out
 	cmd.WaitDelay = terminalWaitDelay
-	setProcessGroup(cmd)
+	agentproc.SetProcessGroup(cmd)
 
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -190,7 +192,7 @@ func (ts *terminals) closeAll() {
 	ts.byID = map[string]*terminal{}
 	ts.mu.Unlock()
 	for _, t := range all {
-		killGroup(t.cmd.Process)
+		agentproc.KillGroup(t.cmd.Process)
 	}
 	ts.wg.Wait()
 }
@@ -198,7 +200,7 @@ func (ts *terminals) closeAll() {
 // kill kills the command's process group, also after the command itself
 // exited (what it left running goes too), and waits until it is reaped.
 func (t *terminal) kill() {
-	killGroup(t.cmd.Process)
+	agentproc.KillGroup(t.cmd.Process)
 	<-t.done
 }
 
@@ -207,7 +209,7 @@ func exitStatus(state *os.ProcessState) sdk.TerminalExitStatus {
 	if state == nil {
 		return sdk.TerminalExitStatus{}
 	}
-	if sig, ok := exitSignal(state); ok {
+	if sig, ok := agentproc.ExitSignal(state); ok {
 		return sdk.TerminalExitStatus{Signal: &sig}
 	}
 	return sdk.TerminalExitStatus{ExitCode: new(state.ExitCode())}

@@ -145,7 +145,7 @@ func (a *Agent) start() error {
 	}
 	a.proc = p
 	a.mu.Unlock()
-	a.log.Debug("started the CLI", "pid", p.pid(), "args", args)
+	a.log.Debug("started the CLI", "pid", p.PID(), "args", args)
 	return nil
 }
 
@@ -161,9 +161,9 @@ func (a *Agent) ready() (*process, error) {
 	}
 	if p != nil {
 		if p.alive() {
-			a.log.Debug("restarting the CLI with changed config", "pid", p.pid())
+			a.log.Debug("restarting the CLI with changed config", "pid", p.PID())
 		} else {
-			a.log.Debug("starting the CLI again; it exited", "pid", p.pid(), "err", p.waitErr)
+			a.log.Debug("starting the CLI again; it exited", "pid", p.PID(), "err", p.WaitErr())
 		}
 		p.stop()
 		a.mu.Lock()

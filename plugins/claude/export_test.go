@@ -10,7 +10,7 @@ func PID(a *Agent) int {
 	if a.proc == nil {
 		return 0
 	}
-	return a.proc.pid()
+	return a.proc.PID()
 }
 
 // WriteRaw writes line to the stdin of the CLI a runs, as it is.
@@ -20,7 +20,7 @@ func WriteRaw(a *Agent, line string) error {
 	a.mu.Unlock()
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	_, err := p.stdin.WriteString(line + "\n")
+	_, err := p.Stdin().WriteString(line + "\n")
 	return err
 }
 

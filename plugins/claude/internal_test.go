@@ -86,13 +86,3 @@ func TestDescribeTool(t *testing.T) {
 		}
 	}
 }
-
-func TestTailBuffer(t *testing.T) {
-	b := newTailBuffer(8)
-	b.Write([]byte("hello, "))
-	b.Write([]byte("wörld"))
-	b.Write([]byte{})
-	if got := b.String(); got != ", wörld" {
-		t.Errorf("tail = %q", got)
-	}
-}

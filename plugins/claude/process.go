@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
 // How long the backend waits for the CLI.
@@ -39,19 +39,16 @@ const (
 	maxLine = 64 << 20
 )
 
-// process is one running CLI. Its pipes are ahpd's own rather than
-// exec's, so that Wait returns as soon as the CLI exits whatever its
-// children hold, and closing our ends is what stops the readers.
+// process is one running CLI, in a process group of its own so that the
+// commands its tools run end with it. Closing our end of its stdout is
+// what stops the stdout reader, whatever the CLI's children hold.
 //
 // It is not tied to a context: it lives from the agent's start or
 // restart to its stop.
 type process struct {
-	cmd    *exec.Cmd
-	args   []string // the config flags it runs with
-	stdin  *os.File
-	stdout *os.File
-	stderr *os.File
-	log    *slog.Logger
+	*agentproc.Process
+	args []string // the config flags it runs with
+	log  *slog.Logger
 
 	writeMu sync.Mutex // one line at a time on stdin
 
@@ -64,101 +61,52 @@ type process struct {
 	quit     chan struct{}
 	quitOnce sync.Once
 
-	tail    *tailBuffer
-	readers sync.WaitGroup
-
-	exited  chan struct{} // closed once the CLI was reaped
-	waitErr error         // Wait's result; read after exited is closed
-
-	closeStdin  sync.Once
-	closeStdout sync.Once
+	readers sync.WaitGroup // the stdout reader
 }
 
 // startProcess starts command with args in dir.
 func startProcess(command string, args, configArgs []string, dir string, env []string, log *slog.Logger) (*process, error) {
-	var toClose []*os.File
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			toClose = append(toClose, r, w)
-		}
-		return r, w, err
-	}
-	fail := func(err error) (*process, error) {
-		for _, f := range toClose {
-			f.Close()
-		}
-		return nil, fmt.Errorf("claude: start %s: %w", command, err)
-	}
-	inR, inW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	outR, outW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-	errR, errW, err := pipe()
-	if err != nil {
-		return fail(err)
-	}
-
 	cmd := exec.Command(command, args...)
 	cmd.Dir = dir
 	cmd.Env = env
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	// A group of its own, so that the commands its tools run end with
-	// it.
-	setProcessGroup(cmd)
-	if err := cmd.Start(); err != nil {
+	ap, err := agentproc.Start(cmd, agentproc.Options{
+		TailSize:   stderrTail,
+		Log:        log,
+		LogMessage: "claude stderr",
+		ReadBuffer: 1 << 10,
+	})
+	var pipeErr *agentproc.PipeError
+	switch {
+	case errors.As(err, &pipeErr):
+		return nil, fmt.Errorf("claude: start %s: %w", command, err)
+	case err != nil:
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 			err = fmt.Errorf("%w (install the Claude Code CLI with %s)", err, InstallHint)
 		}
-		return fail(plugins.Unavailable(err))
+		return nil, fmt.Errorf("claude: start %s: %w", command, plugins.Unavailable(err))
 	}
-	// The child has its ends now; ours would keep the pipes open after it
-	// exits.
-	inR.Close()
-	outW.Close()
-	errW.Close()
 	// The environment is the child's now; a resident chat need not keep
 	// a copy.
 	cmd.Env = nil
 
 	p := &process{
-		cmd:    cmd,
-		args:   configArgs,
-		stdin:  inW,
-		stdout: outR,
-		stderr: errR,
-		log:    log.With("pid", cmd.Process.Pid),
-		lines:  make(chan []byte),
-		quit:   make(chan struct{}),
-		tail:   newTailBuffer(stderrTail),
-		exited: make(chan struct{}),
+		Process: ap,
+		args:    configArgs,
+		log:     log.With("pid", ap.PID()),
+		lines:   make(chan []byte),
+		quit:    make(chan struct{}),
 	}
-	p.readers.Add(2)
+	p.readers.Add(1)
 	go p.readStdout()
-	go p.readStderr()
-	go func() {
-		p.waitErr = cmd.Wait()
-		// What the CLI left running in its group would outlive it and
-		// hold its stdout open.
-		killGroup(cmd.Process)
-		close(p.exited)
-	}()
 	return p, nil
 }
-
-// pid returns the CLI's process id.
-func (p *process) pid() int { return p.cmd.Process.Pid }
 
 // readStdout passes stdout on line by line. Its buffer is small: an
 // idle chat should hold little, and a long line grows in line instead.
 func (p *process) readStdout() {
 	defer p.readers.Done()
 	defer close(p.lines)
-	br := bufio.NewReaderSize(p.stdout, 4<<10)
+	br := bufio.NewReaderSize(p.Stdout(), 4<<10)
 	var line []byte
 	tooLong := false
 	for {
@@ -192,22 +140,6 @@ func (p *process) readStdout() {
 	}
 }
 
-// readStderr keeps the tail of stderr for errors and logs each line.
-func (p *process) readStderr() {
-	defer p.readers.Done()
-	br := bufio.NewReaderSize(p.stderr, 1<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			p.tail.Write(line)
-			p.log.Debug("claude stderr", "line", strings.TrimRight(string(line), "\r\n"))
-		}
-		if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
-			return
-		}
-	}
-}
-
 // send writes v to the CLI's stdin as one line.
 func (p *process) send(v any) error {
 	b, err := json.Marshal(v)
@@ -217,7 +149,7 @@ func (p *process) send(v any) error {
 	b = append(b, '\n')
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	if _, err := p.stdin.Write(b); err != nil {
+	if _, err := p.Stdin().Write(b); err != nil {
 		return fmt.Errorf("claude: write to the CLI: %w", err)
 	}
 	return nil
@@ -226,7 +158,7 @@ func (p *process) send(v any) error {
 // alive reports whether the CLI still runs.
 func (p *process) alive() bool {
 	select {
-	case <-p.exited:
+	case <-p.Exited():
 		return false
 	default:
 		return true
@@ -236,46 +168,32 @@ func (p *process) alive() bool {
 // exitError describes how the CLI ended, with the end of what it said on
 // stderr. It waits for the CLI to have exited.
 func (p *process) exitError() error {
-	<-p.exited
+	<-p.Exited()
 	p.finish()
 	msg := "the Claude Code CLI exited"
-	if p.waitErr != nil {
-		msg += " (" + p.waitErr.Error() + ")"
+	if err := p.WaitErr(); err != nil {
+		msg += " (" + err.Error() + ")"
 	}
-	if tail := strings.TrimSpace(p.tail.String()); tail != "" {
+	if tail := strings.TrimSpace(p.Tail().String()); tail != "" {
 		msg += ": " + tail
 	}
 	return errors.New("claude: " + msg)
-}
-
-// waitExit waits up to d for the CLI to exit, and kills it if it does
-// not.
-func (p *process) waitExit(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-	case <-t.C:
-		killGroup(p.cmd.Process)
-		<-p.exited
-	}
 }
 
 // stop ends the CLI: stdin closed, which makes an idle CLI exit, then a
 // kill if it does not within exitWait. It returns once the CLI and the
 // readers are gone.
 func (p *process) stop() {
-	p.closeStdin.Do(func() { p.stdin.Close() })
-	p.waitExit(exitWait)
+	p.CloseStdin()
+	p.WaitExit(exitWait)
 	p.finish()
 }
 
 // kill kills the CLI and everything it started, and returns once they
 // and the readers are gone.
 func (p *process) kill() {
-	killGroup(p.cmd.Process)
-	<-p.exited
-	p.closeStdin.Do(func() { p.stdin.Close() })
+	p.Kill()
+	p.CloseStdin()
 	p.finish()
 }
 
@@ -285,7 +203,11 @@ func (p *process) finish() {
 	// Output still in the pipe is read (and dropped) to its end; a
 	// process outside the group holding the pipe is cut off.
 	done := make(chan struct{})
-	go func() { p.readers.Wait(); close(done) }()
+	go func() {
+		p.readers.Wait()
+		<-p.StderrDone()
+		close(done)
+	}()
 	t := time.NewTimer(drainWait)
 	defer t.Stop()
 	select {
@@ -300,38 +222,6 @@ func (p *process) finish() {
 // endOutput closes our ends of the CLI's stdout and stderr, which ends
 // the readers.
 func (p *process) endOutput() {
-	p.closeStdout.Do(func() {
-		p.stdout.Close()
-		p.stderr.Close()
-	})
+	p.CloseStdout()
+	p.CloseStderr()
 }
-
-// tailBuffer keeps the last bytes written to it. It is safe for
-// concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func newTailBuffer(max int) *tailBuffer { return &tailBuffer{max: max} }
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// String returns the tail, valid UTF-8 even where the cut fell inside a
-// character.
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.ToValidUTF8(string(t.buf), "")
-}
-
-var _ io.Writer = (*tailBuffer)(nil)

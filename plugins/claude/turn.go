@@ -93,13 +93,13 @@ func (r *turnRun) run(ctx context.Context, in userInput) error {
 	if err := r.p.send(in); err != nil {
 		// The CLI is gone or going; how it ended says more than the
 		// broken pipe.
-		r.p.waitExit(drainWait)
+		r.p.WaitExit(drainWait)
 		return r.p.exitError()
 	}
 
 	cancelled := ctx.Done()
 	closing := r.a.closing.Done()
-	exited := r.p.exited
+	exited := r.p.Exited()
 	interrupted := false
 	var deadline, drain <-chan time.Time
 	interrupt := func() {
@@ -126,7 +126,7 @@ func (r *turnRun) run(ctx context.Context, in userInput) error {
 			if !ok {
 				// Its output ended: the CLI exited, or closed stdout and
 				// will not be heard from again.
-				r.p.waitExit(drainWait)
+				r.p.WaitExit(drainWait)
 				if interrupted {
 					return ended()
 				}
@@ -143,7 +143,7 @@ func (r *turnRun) run(ctx context.Context, in userInput) error {
 		case <-closing:
 			interrupt()
 		case <-deadline:
-			r.log.Warn("the CLI did not end an interrupted turn in time; killing it", "pid", r.p.pid())
+			r.log.Warn("the CLI did not end an interrupted turn in time; killing it", "pid", r.p.PID())
 			r.p.kill()
 			return ended()
 		case <-exited:

@@ -15,6 +15,7 @@ import (
 	"github.com/go-json-experiment/json"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/agentproc"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -208,7 +209,7 @@ func (r *run) run(ctx context.Context, command string) error {
 
 	cmd := exec.CommandContext(ctx, "sh", "-c", command)
 	cmd.Dir = r.agent.conv.Dir
-	killGroupOnCancel(cmd)
+	agentproc.KillGroupOnCancel(cmd)
 	// Output pipes held open by a process that left the group must not
 	// keep the turn waiting.
 	cmd.WaitDelay = 2 * time.Second

@@ -1,6 +1,6 @@
 //go:build unix
 
-package acp
+package agentproc
 
 import (
 	"errors"
@@ -10,25 +10,25 @@ import (
 	"syscall"
 )
 
-// setProcessGroup makes cmd the leader of a process group of its own, so
-// that killGroup reaches everything it starts.
-func setProcessGroup(cmd *exec.Cmd) {
+// SetProcessGroup makes cmd, once started, the leader of a process group
+// of its own, so that KillGroup reaches everything it starts.
+func SetProcessGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// killGroup kills the process group p leads. The group outlives its
-// leader while a member runs, so this also ends what an exited agent or
-// command left behind.
-func killGroup(p *os.Process) {
+// KillGroup kills the process group p leads. The group outlives its
+// leader while a member runs, so this also ends what an exited process
+// left behind.
+func KillGroup(p *os.Process) {
 	if err := syscall.Kill(-p.Pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		// Not our group after all (EPERM): at least the process itself.
 		p.Kill()
 	}
 }
 
-// exitSignal returns the name of the signal that ended a process, if one
-// did.
-func exitSignal(state *os.ProcessState) (string, bool) {
+// ExitSignal returns the name of the signal that ended a process, such
+// as "SIGKILL", if one did.
+func ExitSignal(state *os.ProcessState) (string, bool) {
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	if !ok || !ws.Signaled() {
 		return "", false
@@ -39,8 +39,8 @@ func exitSignal(state *os.ProcessState) (string, bool) {
 	return fmt.Sprintf("SIG%d", int(ws.Signal())), true
 }
 
-// signalNames are the names of the signals a command commonly dies of, as
-// ACP clients report them.
+// signalNames are the names of the signals a command commonly dies of,
+// as ACP clients report them.
 var signalNames = map[syscall.Signal]string{
 	syscall.SIGABRT: "SIGABRT",
 	syscall.SIGALRM: "SIGALRM",
