@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,30 +32,17 @@ const (
 // writing it first if no complete copy is cached.
 func benchCorpus(b *testing.B) (projects string, size int64) {
 	b.Helper()
-	root := filepath.Join(os.TempDir(), "ahpd-corpus-"+corpusVersion)
-	projects = filepath.Join(root, "projects")
-	marker := filepath.Join(root, "complete")
-	if data, err := os.ReadFile(marker); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
-			return projects, n
-		}
-	}
-	// An incomplete copy of our own corpus is rewritten from scratch.
-	if err := os.RemoveAll(root); err != nil {
-		b.Fatal(err)
-	}
 	start := time.Now()
-	size, err := corpus.Generate(projects, corpus.Spec{
+	projects, size, wrote, err := corpus.Cached(filepath.Join(os.TempDir(), "ahpd-corpus-"+corpusVersion), corpus.Spec{
 		Files: corpusFiles, Folders: corpusFolders, Seed: 1,
 		Now: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC),
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(marker, []byte(strconv.FormatInt(size, 10)), 0o644); err != nil {
-		b.Fatal(err)
+	if wrote {
+		b.Logf("wrote the corpus (%.2f GB) in %v", float64(size)/1e9, time.Since(start))
 	}
-	b.Logf("wrote the corpus (%.2f GB) in %v", float64(size)/1e9, time.Since(start))
 	return projects, size
 }
 

@@ -15,7 +15,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -72,26 +71,14 @@ func cbSpec() corpus.Spec {
 // it first if no complete copy is cached.
 func cbCorpus(b *testing.B) (projects string, size int64) {
 	b.Helper()
-	root := filepath.Join(os.TempDir(), "ahpd-corpus-"+cbCorpusVersion)
-	projects = filepath.Join(root, "projects")
-	marker := filepath.Join(root, "complete")
-	if data, err := os.ReadFile(marker); err == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
-			return projects, n
-		}
-	}
-	if err := os.RemoveAll(root); err != nil {
-		b.Fatal(err)
-	}
 	start := time.Now()
-	size, err := corpus.Generate(projects, cbSpec())
+	projects, size, wrote, err := corpus.Cached(filepath.Join(os.TempDir(), "ahpd-corpus-"+cbCorpusVersion), cbSpec())
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := os.WriteFile(marker, []byte(strconv.FormatInt(size, 10)), 0o644); err != nil {
-		b.Fatal(err)
+	if wrote {
+		b.Logf("wrote the corpus (%.2f GB) in %v", float64(size)/1e9, time.Since(start))
 	}
-	b.Logf("wrote the corpus (%.2f GB) in %v", float64(size)/1e9, time.Since(start))
 	return projects, size
 }
 
