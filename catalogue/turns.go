@@ -300,7 +300,7 @@ func (b *turnBuilder) assistant(l *claudeTurnLine, at time.Time) {
 			msg += string(blk.Text)
 		}
 		t.State = protocol.TurnStateError
-		t.Error = &protocol.ErrorInfo{ErrorType: "api", Message: msg}
+		t.ResponseParts = append(t.ResponseParts, &protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "api", Message: msg}})
 	}
 }
 
@@ -395,7 +395,7 @@ func (b *turnBuilder) finish() {
 		}
 	}
 	if !b.started.IsZero() && b.last.After(b.started) {
-		t.Duration = new(float64(b.last.Sub(b.started)) / float64(time.Millisecond))
+		t.Duration = new(b.last.Sub(b.started).Milliseconds())
 	}
 	if b.limit > 0 && len(b.ring) == b.limit {
 		// Drop the oldest; copying keeps the slice from growing.

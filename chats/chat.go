@@ -116,7 +116,7 @@ func (c *Chat) SetState(s *protocol.ChatState) { c.state = s }
 // Apply applies an action to the state and reports whether it changed.
 // Called with the owner's lock held.
 func (c *Chat) Apply(a protocol.Action) bool {
-	next := protocol.ReduceChat(c.state, a, c.now())
+	next := protocol.ReduceChat(c.state, a)
 	if next == c.state {
 		return false
 	}

@@ -123,7 +123,7 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 // client sees this one end: a client that answers the end with a new
 // message must not be told a turn is still running.
 func (c *Chat) end(r *run, err error, release bool) protocol.TurnState {
-	duration := float64(c.now().Sub(r.started).Microseconds()) / 1000
+	duration := c.now().Sub(r.started).Milliseconds()
 	state := protocol.TurnStateComplete
 	var end protocol.Action
 	switch {
@@ -134,9 +134,8 @@ func (c *Chat) end(r *run, err error, release bool) protocol.TurnState {
 		end = &protocol.ChatTurnCancelledAction{TurnID: r.turnID, Duration: duration}
 	default:
 		state = protocol.TurnStateError
-		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Error: protocol.ErrorInfo{
-			ErrorType: "agentError",
-			Message:   err.Error(),
+		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Part: protocol.ErrorResponsePart{
+			Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()},
 		}}
 	}
 	c.owner.Do(func() {

@@ -58,6 +58,7 @@ func TestCheck(t *testing.T) {
 		{ChatTool, "yyyn"},
 		{ChatDraft, "yyyn"},
 		{ChatTruncate, "yyyn"},
+		{ChatMove, "yyyn"},
 		{None, "yyyy"},
 		{HostConfigure, "ynnn"},
 	}

@@ -42,6 +42,7 @@ const (
 	ChatTool     Operation = "chat:tool"
 	ChatDraft    Operation = "chat:draft"
 	ChatTruncate Operation = "chat:truncate"
+	ChatMove     Operation = "chat:move"
 )
 
 // The markers that are not grants.
@@ -87,6 +88,7 @@ var groups = map[Operation]Group{
 	ChatTool:         GroupWrite,
 	ChatDraft:        GroupWrite,
 	ChatTruncate:     GroupWrite,
+	ChatMove:         GroupWrite,
 }
 
 // Operations returns every grantable operation, sorted. The markers None
@@ -129,6 +131,7 @@ var commands = map[string]commandOp{
 	"createChat":               {op: ChatCreate},
 	"disposeChat":              {op: ChatDispose},
 	"fetchTurns":               {op: ChatTurns},
+	"moveChat":                 {op: ChatMove},
 	"resolveSessionConfig":     {op: SessionCreate},
 	"sessionConfigCompletions": {op: SessionCreate},
 	"ahpd/sessionStatus":       {op: SessionState},
@@ -186,25 +189,30 @@ func Commands() []string { return slices.Sorted(maps.Keys(commands)) }
 //     chat:send.
 //   - reviewed files and annotations are what the session produced:
 //     session:artifacts.
+//   - a chat's read and archived marks are the session's marks: session:mark.
+//   - resuming a turn that stopped at an error sends it on: chat:send.
 //   - terminal/* drives a terminal the agent's tools run in: typing into it,
 //     resizing, claiming, retitling or clearing it acts on the machine like
 //     a message does, so all are chat:send.
 var actions = map[string]Operation{
 	"root/configChanged": HostConfigure,
 
-	"session/titleChanged":            SessionRename,
-	"session/activeClientSet":         SessionConfigure,
-	"session/activeClientRemoved":     SessionConfigure,
-	"session/workingDirectorySet":     SessionFolders,
-	"session/workingDirectoryRemoved": SessionFolders,
-	"session/customizationToggled":    SessionConfigure,
-	"session/mcpServerStartRequested": SessionConfigure,
-	"session/mcpServerStopRequested":  SessionConfigure,
-	"session/isReadChanged":           SessionMark,
-	"session/isArchivedChanged":       SessionMark,
-	"session/configChanged":           SessionConfigure,
+	"session/titleChanged":                 SessionRename,
+	"session/activeClientSet":              SessionConfigure,
+	"session/activeClientRemoved":          SessionConfigure,
+	"session/workingDirectorySet":          SessionFolders,
+	"session/workingDirectoryRemoved":      SessionFolders,
+	"session/workingDirectoryReplaced":     SessionFolders,
+	"session/customizationToggled":         SessionConfigure,
+	"session/mcpServerStartRequested":      SessionConfigure,
+	"session/mcpServerStopRequested":       SessionConfigure,
+	"session/mcpServerBackgroundRequested": SessionConfigure,
+	"session/isReadChanged":                SessionMark,
+	"session/isArchivedChanged":            SessionMark,
+	"session/configChanged":                SessionConfigure,
 
 	"chat/turnStarted":             ChatSend,
+	"chat/turnResume":              ChatSend,
 	"chat/toolCallConfirmed":       ChatTool,
 	"chat/toolCallComplete":        ChatTool,
 	"chat/toolCallResultConfirmed": ChatTool,
@@ -219,6 +227,8 @@ var actions = map[string]Operation{
 	"chat/inputAnswerChanged":      ChatAnswer,
 	"chat/inputCompleted":          ChatAnswer,
 	"chat/truncated":               ChatTruncate,
+	"chat/isReadChanged":           SessionMark,
+	"chat/isArchivedChanged":       SessionMark,
 
 	"changeset/filesReviewChanged": SessionArtifacts,
 

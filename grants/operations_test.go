@@ -12,7 +12,7 @@ import (
 var wantCommands = []string{
 	"initialize", "ping", "reconnect", "subscribe", "unsubscribe",
 	"listSessions", "createSession", "disposeSession",
-	"createChat", "disposeChat", "fetchTurns",
+	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
 	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession",
 }
@@ -22,12 +22,12 @@ var wantActions = []string{
 	"root/configChanged",
 	"session/titleChanged",
 	"session/activeClientSet", "session/activeClientRemoved",
-	"session/workingDirectorySet", "session/workingDirectoryRemoved",
+	"session/workingDirectorySet", "session/workingDirectoryRemoved", "session/workingDirectoryReplaced",
 	"session/customizationToggled",
-	"session/mcpServerStartRequested", "session/mcpServerStopRequested",
+	"session/mcpServerStartRequested", "session/mcpServerStopRequested", "session/mcpServerBackgroundRequested",
 	"session/isReadChanged", "session/isArchivedChanged",
 	"session/configChanged",
-	"chat/turnStarted",
+	"chat/turnStarted", "chat/turnResume",
 	"chat/toolCallConfirmed", "chat/toolCallComplete",
 	"chat/toolCallResultConfirmed", "chat/toolCallContentChanged",
 	"chat/turnCancelled",
@@ -36,6 +36,7 @@ var wantActions = []string{
 	"chat/draftChanged",
 	"chat/inputAnswerChanged", "chat/inputCompleted",
 	"chat/truncated",
+	"chat/isReadChanged", "chat/isArchivedChanged",
 	"changeset/filesReviewChanged",
 	"annotations/set", "annotations/updated", "annotations/removed",
 	"annotations/entrySet", "annotations/entryRemoved",
@@ -48,7 +49,7 @@ var wantOperations = []Operation{
 	"session:rename", "session:configure", "session:folders", "session:mark",
 	"session:worktree", "session:artifacts",
 	"chat:turns", "chat:create", "chat:dispose", "chat:send", "chat:cancel",
-	"chat:answer", "chat:tool", "chat:draft", "chat:truncate",
+	"chat:answer", "chat:tool", "chat:draft", "chat:truncate", "chat:move",
 }
 
 func TestOperations(t *testing.T) {
@@ -105,6 +106,7 @@ func TestCommandTable(t *testing.T) {
 		{"createChat", "", ChatCreate, true},
 		{"disposeChat", "", ChatDispose, true},
 		{"fetchTurns", "", ChatTurns, true},
+		{"moveChat", "", ChatMove, true},
 		{"resolveSessionConfig", "", SessionCreate, true},
 		{"sessionConfigCompletions", "", SessionCreate, true},
 		{"dispatchAction", "session/titleChanged", SessionRename, true},

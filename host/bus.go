@@ -20,18 +20,14 @@ type bus struct {
 	mu   sync.Mutex
 	seq  int64
 	ring []protocol.ActionEnvelope // the last len(ring) envelopes, by seq
-	// unless[i] is set for ring[i] when it stands in for an action of that
-	// type, for connections whose version does not know it.
-	unless []protocol.ActionType
-	next   int // where the next envelope goes in ring
-	subs   map[string]map[*conn]struct{}
+	next int                       // where the next envelope goes in ring
+	subs map[string]map[*conn]struct{}
 }
 
 func newBus(replay int) *bus {
 	return &bus{
-		ring:   make([]protocol.ActionEnvelope, replay),
-		unless: make([]protocol.ActionType, replay),
-		subs:   map[string]map[*conn]struct{}{},
+		ring: make([]protocol.ActionEnvelope, replay),
+		subs: map[string]map[*conn]struct{}{},
 	}
 }
 
@@ -41,27 +37,14 @@ func newBus(replay int) *bus {
 func (b *bus) publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.publishLocked(channel, a, origin, "")
+	return b.publishLocked(channel, a, origin)
 }
 
-// publishWithFallback publishes a, then, for connections whose protocol
-// version does not know a's type, the actions that bring their copy of the
-// state to the same place. Connections that know a get only a; the
-// stand-ins are no-ops on the state a left.
-func (b *bus) publishWithFallback(channel string, a protocol.Action, fallback ...protocol.Action) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.publishLocked(channel, a, nil, "")
-	for _, f := range fallback {
-		b.publishLocked(channel, f, nil, a.Type())
-	}
-}
-
-func (b *bus) publishLocked(channel string, a protocol.Action, origin *protocol.ActionOrigin, unless protocol.ActionType) int64 {
+func (b *bus) publishLocked(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
 	b.seq++
 	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq, Origin: origin}
 	if len(b.ring) > 0 {
-		b.ring[b.next], b.unless[b.next] = env, unless
+		b.ring[b.next] = env
 		b.next = (b.next + 1) % len(b.ring)
 	}
 	subs := b.subs[channel]
@@ -69,7 +52,6 @@ func (b *bus) publishLocked(channel string, a protocol.Action, origin *protocol.
 		return b.seq
 	}
 	f := actionFrame(&env)
-	f.unless = unless
 	for c := range subs {
 		c.send(f)
 	}

@@ -171,7 +171,7 @@ func cbDial(b *testing.B, url string) *cbClient {
 	ws.SetReadLimit(64 << 20)
 	c := &cbClient{ws: ws, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go c.read()
-	c.roundTrip(b, "initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"0.8.0"}, "clientId": "catalogue-bench"})
+	c.roundTrip(b, "initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"1.0.0"}, "clientId": "catalogue-bench"})
 	c.roundTrip(b, "subscribe", map[string]any{"channel": protocol.RootURI})
 	return c
 }

@@ -233,7 +233,7 @@ func TestStdio(t *testing.T) {
 		}
 		return m
 	}
-	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["0.8.0"],"clientId":"stdio"}}`)
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["1.0.0"],"clientId":"stdio"}}`)
 	if m := read(); m["result"] == nil {
 		t.Fatalf("initialize: %v", m)
 	}

@@ -35,7 +35,7 @@ type frame struct {
 	data    []byte
 	channel string              // the channel of an action or notification
 	action  protocol.ActionType // the action's type, for version gating
-	unless  protocol.ActionType // sent only to versions that do not know this type
+	method  string              // a notification's method, for version gating
 }
 
 // conn is one client connection. Its state after initialize (clientId,
@@ -58,13 +58,15 @@ type conn struct {
 	clientID  string
 	version   string
 	queue     []*frame
-	spare     []*frame        // the writer's last batch, reused so queueing does not allocate
-	queued    int             // bytes in queue
-	held      []*frame        // frames held until the pending snapshots are out
-	holds     map[string]bool // requests whose responses carry snapshots
-	subs      map[string]bool // the channels this connection watches
+	spare     []*frame          // the writer's last batch, reused so queueing does not allocate
+	queued    int               // bytes in queue
+	held      []*frame          // frames held until the pending snapshots are out
+	holds     map[string]bool   // requests whose responses carry snapshots
+	closing   map[string]string // requests whose responses end the connection, with why
+	subs      map[string]bool   // the channels this connection watches
 	closed    bool
 	closeWhy  string
+	finishing string // set once the connection is to end when its queue is written
 	wake      chan struct{}
 	writerEnd chan struct{}
 }
@@ -90,7 +92,7 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 func (c *conn) send(f *frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.wants(f.action, f.unless) {
+	if !c.wants(f.action) || (f.method != "" && c.version != "" && !protocol.NotificationKnownTo(f.method, c.version)) {
 		return
 	}
 	if len(c.holds) > 0 {
@@ -100,17 +102,10 @@ func (c *conn) send(f *frame) {
 	c.enqueueLocked(f)
 }
 
-// wants reports whether an action of type t goes to this connection:
-// its protocol version knows t, and does not know unless, the action t
-// stands in for.
-func (c *conn) wants(t, unless protocol.ActionType) bool {
-	if c.version == "" {
-		return true
-	}
-	if t != "" && !t.KnownTo(c.version) {
-		return false
-	}
-	return unless == "" || !unless.KnownTo(c.version)
+// wants reports whether an action of type t goes to this connection: its
+// protocol version knows t.
+func (c *conn) wants(t protocol.ActionType) bool {
+	return c.version == "" || t == "" || t.KnownTo(c.version)
 }
 
 // respond queues a response, then the frames held for it.
@@ -118,13 +113,26 @@ func (c *conn) respond(data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.enqueueLocked(&frame{data: data})
-	if len(c.holds) == 0 {
+	if len(c.holds) == 0 && len(c.closing) == 0 {
 		return
 	}
 	for _, id := range responseIDs(data) {
 		delete(c.holds, id)
+		if why, ok := c.closing[id]; ok {
+			c.finishLocked(why)
+		}
 	}
 	c.releaseLocked()
+}
+
+// closeAfter ends the connection once the response to requestID is out.
+func (c *conn) closeAfter(requestID, why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing == nil {
+		c.closing = map[string]string{}
+	}
+	c.closing[requestID] = why
 }
 
 // hold records a subscription to channel, made for the request requestID:
@@ -176,7 +184,7 @@ func (c *conn) subscriptions() []string {
 }
 
 func (c *conn) enqueueLocked(f *frame) {
-	if c.closed {
+	if c.closed || c.finishing != "" {
 		return
 	}
 	if len(c.queue) >= maxQueuedFrames || c.queued+len(f.data) > maxQueuedBytes {
@@ -208,6 +216,26 @@ func (c *conn) writer() {
 			c.close("write failed: " + err.Error())
 			return
 		}
+		c.mu.Lock()
+		why, done := c.finishing, c.finishing != "" && len(c.queue) == 0
+		c.mu.Unlock()
+		if done {
+			c.close(why)
+			return
+		}
+	}
+}
+
+// finishLocked ends the connection once what is queued has been written,
+// so that a last answer reaches the client; nothing more is queued.
+func (c *conn) finishLocked(why string) {
+	if c.closed || c.finishing != "" {
+		return
+	}
+	c.finishing = why
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 

@@ -32,7 +32,7 @@ func notificationFrame(method string, params any) *frame {
 	buf = append(buf, `,"params":`...)
 	buf = append(buf, p...)
 	buf = append(buf, '}')
-	return &frame{data: buf, channel: channelOf(params)}
+	return &frame{data: buf, channel: channelOf(params), method: method}
 }
 
 // channelOf returns the channel a notification's params name.

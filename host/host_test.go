@@ -171,6 +171,14 @@ func text(parts []protocol.ResponsePart) string {
 	return b.String()
 }
 
+// errorText returns the message of the error a turn ended with, or "".
+func errorText(t protocol.Turn) string {
+	if e := t.ErrorPart(); e != nil {
+		return e.Error.Message
+	}
+	return ""
+}
+
 // sameState compares a client's state with the host's snapshot. The chat
 // reducer stamps modifiedAt with the clock of whoever applies it, so those
 // are left out.
@@ -223,7 +231,7 @@ func TestTurnStreamsAndStateAgrees(t *testing.T) {
 	cs := send(t, c, chat, "t1", "say hello there, general kenobi\nthink about it\ntitle A title")
 	last := cs.Turns[len(cs.Turns)-1]
 	if last.State != protocol.TurnStateComplete {
-		t.Fatalf("turn state %s, error %+v", last.State, last.Error)
+		t.Fatalf("turn state %s, error %+v", last.State, last.ErrorPart())
 	}
 	if got := text(last.ResponseParts); !strings.Contains(got, "hello there, general kenobi") {
 		t.Errorf("turn text = %q", got)

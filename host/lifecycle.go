@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -104,11 +103,7 @@ func (s *session) build(config protocol.SessionConfigState) {
 		}
 		s.newChat(cr, cs)
 		entry := chatSummary(cs)
-		if cr.Changes != nil {
-			if raw, err := json.Marshal(cr.Changes); err == nil {
-				entry.Extra = protocol.Object{"changes": raw}
-			}
-		}
+		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}
 	s.summary.Changes = rec.Changes

@@ -97,7 +97,7 @@ func TestFirstTurnFailureKeepsTheStartOwed(t *testing.T) {
 		t.Fatalf("first turn: %s", cs.Turns[0].State)
 	}
 	c.WaitState(session, "creation to fail", func(s protocol.ChannelState) bool {
-		return s.(*protocol.SessionState).Lifecycle == protocol.SessionLifecycleCreationFailed
+		return s.(*protocol.SessionState).Lifecycle == protocol.SessionLifecycleFailed
 	})
 	c.Wait("the announcement", func(msgs []hosttest.Message) bool {
 		return slices.Contains(methods(msgs), "root/sessionAdded")

@@ -69,7 +69,7 @@ func dialRaw(b *testing.B, url, chat string) *rawClient {
 	ws.SetReadLimit(64 << 20)
 	b.Cleanup(func() { _ = ws.Close(websocket.StatusNormalClosure, "") })
 	r := &rawClient{ws: ws}
-	r.call(b, 1, "initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"0.8.0"}, "clientId": "raw"})
+	r.call(b, 1, "initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"1.0.0"}, "clientId": "raw"})
 	r.call(b, 2, "subscribe", map[string]any{"channel": chat})
 	return r
 }

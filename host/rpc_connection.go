@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"slices"
 
 	"github.com/creachadair/jrpc2"
@@ -30,6 +31,13 @@ func (c *conn) setClient(clientID, version string) error {
 	return nil
 }
 
+// negotiated returns the protocol version the connection speaks, or "".
+func (c *conn) negotiated() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
 func (c *conn) client() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -44,7 +52,14 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		return nil, err
 	}
 	version, err := protocol.Negotiate(p.ProtocolVersions)
-	if err != nil {
+	var mv *protocol.MalformedVersionError
+	switch {
+	case errors.As(err, &mv):
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for initialize: protocolVersions: %v", err)
+	case err != nil:
+		// Nothing in common: the answer says what this host speaks, and
+		// the connection ends once it is out.
+		c.closeAfter(req.ID(), "no protocol version in common")
 		return nil, err
 	}
 	if p.ClientID == "" {
@@ -147,7 +162,7 @@ func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) (
 	for i := 0; i < missed; i++ {
 		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
 		env := b.ring[at]
-		if want[env.Channel] && c.wants(env.Action.Type(), b.unless[at]) {
+		if want[env.Channel] && c.wants(env.Action.Type()) {
 			out = append(out, env)
 		}
 	}

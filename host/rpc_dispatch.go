@@ -38,7 +38,7 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	}
 	// The grant is checked once the action is known to be a client's, and
 	// before anything about the channel is said to somebody not allowed it.
-	reason := checkType(a)
+	reason := checkType(a, c.negotiated())
 	if reason == "" {
 		reason = h.checkAction(c, p.Channel, a)
 	}
@@ -69,14 +69,30 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	return nil, nil
 }
 
-// checkType refuses actions no client may send.
-func checkType(a protocol.Action) string {
+// notOffered names the channels of actions this host does not take yet,
+// with what a person would call them.
+var notOffered = map[string]string{
+	"automation":    "automations",
+	"automationRun": "automations",
+	"canvas":        "canvases",
+}
+
+// checkType refuses actions no client may send, and those the protocol
+// version the connection speaks does not have.
+func checkType(a protocol.Action, version string) string {
 	t := a.Type()
 	if _, known := t.IntroducedIn(); !known {
-		return fmt.Sprintf("unknown action type %q", t)
+		return fmt.Sprintf("unknown action type %s", protocol.Quote(string(t)))
 	}
 	if !t.ClientDispatchable() {
 		return fmt.Sprintf("%s is the host's to send, not a client's", t)
+	}
+	if version != "" && !t.KnownTo(version) {
+		since, _ := t.IntroducedIn()
+		return fmt.Sprintf("%s came with protocol %s; this connection speaks %s", t, since, version)
+	}
+	if what, ok := notOffered[t.Channel()]; ok {
+		return fmt.Sprintf("this host does not offer %s", what)
 	}
 	return ""
 }
@@ -87,6 +103,9 @@ func checkChannel(channel string, a protocol.Action) string {
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {
 		return err.Error()
+	}
+	if kind == protocol.ChannelTerminal {
+		return "this host does not offer terminals"
 	}
 	want := map[protocol.ChannelKind]string{
 		protocol.ChannelRoot: "root", protocol.ChannelSession: "session", protocol.ChannelChat: "chat",

@@ -37,9 +37,6 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err := checkSessionID(su.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: channel: %v", err)
 	}
-	if p.Fork != nil {
-		return nil, notImplemented("forking a session")
-	}
 	provider := su.Provider()
 	if p.Provider != nil {
 		provider = *p.Provider
@@ -49,7 +46,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	}
 	backend, ok := h.opts.Backends.Get(provider)
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %q on this host (it has %s)", provider, strings.Join(h.opts.Backends.Providers(), ", "))
+		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %s on this host (it has %s)", protocol.Quote(provider), strings.Join(h.opts.Backends.Providers(), ", "))
 	}
 	dirs := []string{h.opts.DefaultDirectory}
 	if len(p.WorkingDirectories) > 0 {

@@ -2,8 +2,10 @@ package host_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
@@ -70,8 +72,8 @@ func TestVersionNegotiation(t *testing.T) {
 		want    string
 	}{
 		{[]string{"1.0.0", "0.8.0"}, "1.0.0"},
-		{[]string{"0.9.0"}, "0.9.0"},
-		{[]string{"0.8.0"}, "0.8.0"},
+		{[]string{"0.9.0", "0.7.0", "0.6.0", "0.5.2", "0.5.1"}, "0.9.0"},
+		{[]string{"0.9.0", "1.2.0"}, "1.2.0"},
 	} {
 		c := hosttest.Dial(t, th.url)
 		raw := c.MustCall("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": tc.offered, "clientId": "v"})
@@ -84,15 +86,34 @@ func TestVersionNegotiation(t *testing.T) {
 		}
 		c.Close()
 	}
+
+	// Nothing in common, 0.8 included: -32005 with what the host speaks,
+	// then the host closes the connection.
+	for _, offered := range [][]string{{"2.0.0", "0.4.0"}, {"0.8.0"}} {
+		c := hosttest.Dial(t, th.url)
+		_, err := c.Call("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": offered, "clientId": "v"})
+		if err == nil || err.Code != -32005 {
+			t.Fatalf("offered %v: %v, want -32005", offered, err)
+		}
+		var data protocol.UnsupportedProtocolVersionErrorData
+		if jerr := json.Unmarshal(err.Data, &data); jerr != nil || !slices.Equal(data.SupportedVersions, []string{"1.0.0", "0.9.0"}) {
+			t.Errorf("error data %s, want the supported versions", err.Data)
+		}
+		select {
+		case <-c.Done():
+		case <-time.After(hosttest.Timeout):
+			t.Fatalf("offered %v: the connection stayed open", offered)
+		}
+	}
+
+	// A malformed entry spoils the offer, whatever else is in it.
 	c := hosttest.Dial(t, th.url)
-	_, err := c.Call("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"2.0.0", "0.4.0"}, "clientId": "v"})
-	if err == nil || err.Code != -32005 {
-		t.Fatalf("unsupported versions: %v, want -32005", err)
+	_, err := c.Call("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"1.0.0", "1.0"}, "clientId": "v"})
+	if err == nil || err.Code != -32602 || !strings.Contains(err.Message, `"1.0"`) {
+		t.Fatalf("a malformed version: %v, want -32602 naming it", err)
 	}
-	var data protocol.UnsupportedProtocolVersionErrorData
-	if jerr := json.Unmarshal(err.Data, &data); jerr != nil || len(data.SupportedVersions) == 0 {
-		t.Errorf("error data %s does not list the supported versions", err.Data)
-	}
+	// The connection is not initialized: a good offer may follow.
+	c.MustCall("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"1.0.0"}, "clientId": "v"})
 }
 
 func TestCommandsNeedInitialize(t *testing.T) {

@@ -80,12 +80,7 @@ func (s *session) moveInto(t *worktree.Tree) {
 	if next := protocol.ReduceSession(s.state, replaced); next != s.state && !s.disposed {
 		s.state = next
 		s.lastAction = s.h.now()
-		// A client of a version before the replacement action gets the
-		// tree set before the folder is removed: it never holds a session
-		// with no directory.
-		s.h.bus.publishWithFallback(s.uri, replaced,
-			&protocol.SessionWorkingDirectorySetAction{Directory: to},
-			&protocol.SessionWorkingDirectoryRemovedAction{Directory: from})
+		s.h.bus.publish(s.uri, replaced, nil)
 		s.refreshSummaryLocked()
 	}
 	s.persistLocked()
@@ -187,21 +182,18 @@ func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
 }
 
 // setChatChangesLocked sets a chat's own counts on its entry in the
-// session's state, kept in its record. The 0.8 schema has no member for
-// them, so they ride as "changes" beside the entry's own.
+// session's state, kept in its record. No chat action carries them, so the
+// chat channel's own state leaves them out rather than let a client's copy
+// go stale; the session's entry and the listing row carry them.
 func (s *session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary) {
 	e := s.chats[chat]
 	if e == nil || ch == nil {
 		return
 	}
 	e.rec.Changes = ch
-	raw, err := json.Marshal(ch)
-	if err != nil {
-		return
-	}
 	s.emitSessionLocked(&protocol.SessionChatUpdatedAction{
 		Chat:    chat,
-		Changes: protocol.PartialChatSummary{Extra: protocol.Object{"changes": raw}},
+		Changes: protocol.PartialChatSummary{Changes: ch},
 	}, nil)
 }
 

@@ -155,9 +155,8 @@ func changes(t *testing.T, s *protocol.SessionState) (files, additions, deletion
 		if s.DefaultChat == nil || e.Resource != *s.DefaultChat {
 			continue
 		}
-		var ch struct{ Files, Additions, Deletions int64 }
-		if raw, ok := e.Extra["changes"]; ok && json.Unmarshal(raw, &ch) == nil {
-			return ch.Files, ch.Additions, ch.Deletions
+		if ch := e.Changes; ch != nil {
+			return deref(ch.Files), deref(ch.Additions), deref(ch.Deletions)
 		}
 	}
 	return -1, -1, -1
@@ -257,26 +256,6 @@ func directoryMoves(msgs []hosttest.Message) []string {
 	return moves
 }
 
-// TestWorktreeMoveForAnOlderClient checks a client of a version before
-// session/workingDirectoryReplaced is told of the move as the tree set,
-// then the folder removed: it never holds a session with no directory.
-func TestWorktreeMoveForAnOlderClient(t *testing.T) {
-	th := startHost(t, "")
-	c := hosttest.Dial(t, th.url)
-	c.MustCall("initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"0.7.0"}, "clientId": "old"})
-	repo := newRepo(t)
-	session, chat := worktreeSession(t, c, "old1", repo, nil)
-	send(t, c, chat, "t1", "say hi")
-	c.Wait("the move", func(msgs []hosttest.Message) bool { return len(directoryMoves(msgs)) >= 2 })
-	if moves := directoryMoves(c.Messages()); !slices.Equal(moves, []string{"session/workingDirectorySet", "session/workingDirectoryRemoved"}) {
-		t.Errorf("a 0.7 client saw %v", moves)
-	}
-	tree := "file://" + filepath.Join(filepath.Dir(repo), "project.worktrees", "old1")
-	if dirs := c.State(session).(*protocol.SessionState).WorkingDirectories; !slices.Equal(dirs, []string{tree}) {
-		t.Errorf("the 0.7 client holds %v, want [%s]", dirs, tree)
-	}
-}
-
 // TestWorktreeKeptWithWork checks a disposed session's tree holding
 // uncommitted work stays.
 func TestWorktreeKeptWithWork(t *testing.T) {
@@ -302,7 +281,7 @@ func TestWorktreesAtOnce(t *testing.T) {
 		_, chat := worktreeSession(t, c, id, repo, nil)
 		wg.Go(func() {
 			if cs := send(t, c, chat, "t1", "say hi"); cs.Turns[0].State != protocol.TurnStateComplete {
-				t.Errorf("%s: %s %+v", id, cs.Turns[0].State, cs.Turns[0].Error)
+				t.Errorf("%s: %s %+v", id, cs.Turns[0].State, cs.Turns[0].ErrorPart())
 			}
 		})
 	}
@@ -321,8 +300,8 @@ func TestWorktreeGitRefuses(t *testing.T) {
 	repo := newRepo(t)
 	session, chat := worktreeSession(t, c, "wt3", repo, map[string]any{"branch": "no-such-branch"})
 	cs := send(t, c, chat, "t1", "say hi")
-	if cs.Turns[0].State != protocol.TurnStateError || !strings.Contains(cs.Turns[0].Error.Message, "no-such-branch") {
-		t.Errorf("turn: %s %+v", cs.Turns[0].State, cs.Turns[0].Error)
+	if cs.Turns[0].State != protocol.TurnStateError || !strings.Contains(errorText(cs.Turns[0]), "no-such-branch") {
+		t.Errorf("turn: %s %+v", cs.Turns[0].State, cs.Turns[0].ErrorPart())
 	}
 	if dirs := c.State(session).(*protocol.SessionState).WorkingDirectories; dirs[0] != "file://"+repo {
 		t.Errorf("the session moved to %v", dirs)
@@ -364,7 +343,7 @@ func TestFolderSessionChanges(t *testing.T) {
 	}
 	// The default chat's entry carries the session's counts.
 	entry := c.State(session).(*protocol.SessionState).Chats[0]
-	if raw := string(entry.Extra["changes"]); !strings.Contains(raw, `"files":2`) {
+	if raw, _ := json.Marshal(entry.Changes); !strings.Contains(string(raw), `"files":2`) {
 		t.Errorf("the default chat's entry: %s", raw)
 	}
 	c.MustCall("disposeSession", map[string]any{"channel": session})
@@ -396,7 +375,8 @@ func rejection(t *testing.T, c *hosttest.Client, seq int64) string {
 func chatChanges(s *protocol.SessionState, chat string) string {
 	for _, e := range s.Chats {
 		if e.Resource == chat {
-			return string(e.Extra["changes"])
+			raw, _ := json.Marshal(e.Changes)
+			return string(raw)
 		}
 	}
 	return ""
@@ -459,7 +439,7 @@ func TestWorktreeHostileNames(t *testing.T) {
 	}
 	_, chat = worktreeSession(t, c, "Über-mein.projekt", repo, nil)
 	if cs := send(t, c, chat, "t1", "say hi"); cs.Turns[0].State != protocol.TurnStateComplete {
-		t.Fatalf("a session id with unicode and a dot: %s %+v", cs.Turns[0].State, cs.Turns[0].Error)
+		t.Fatalf("a session id with unicode and a dot: %s %+v", cs.Turns[0].State, cs.Turns[0].ErrorPart())
 	}
 	entries, _ := os.ReadDir(filepath.Join(filepath.Dir(repo), "project.worktrees"))
 	if len(entries) != 1 || strings.ContainsAny(entries[0].Name(), " /:") || strings.Contains(entries[0].Name(), "..") {
@@ -492,4 +472,12 @@ func TestWorktreeKeptThroughFolderChanges(t *testing.T) {
 	if _, err := os.Stat(tree); !os.IsNotExist(err) {
 		t.Errorf("the clean tree outlived its session: %v", err)
 	}
+}
+
+// deref reads an optional count, -1 when absent.
+func deref(n *int64) int64 {
+	if n == nil {
+		return -1
+	}
+	return *n
 }

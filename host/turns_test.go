@@ -143,8 +143,8 @@ func TestCancelAndFailEndTurns(t *testing.T) {
 	// A new turn runs once the cancelled one has stopped.
 	cs = sendEventually(t, c, chat, "t2", "fail the disk is full")
 	last := cs.Turns[len(cs.Turns)-1]
-	if last.State != protocol.TurnStateError || last.Error == nil || !strings.Contains(last.Error.Message, "the disk is full") {
-		t.Errorf("failed turn: state %s, error %+v", last.State, last.Error)
+	if last.State != protocol.TurnStateError || last.ErrorPart() == nil || !strings.Contains(errorText(last), "the disk is full") {
+		t.Errorf("failed turn: state %s, error %+v", last.State, last.ErrorPart())
 	}
 	if last.Duration == nil {
 		t.Error("a failed turn has no duration")

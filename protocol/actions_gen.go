@@ -2,7 +2,7 @@
 
 package protocol
 
-// Action holds one of its 86 variants (*RootAgentsChangedAction, *RootActiveSessionsChangedAction, *RootTerminalsChangedAction, ...), or *Unknown
+// Action holds one of its 106 variants (*RootAgentsChangedAction, *RootActiveSessionsChangedAction, *RootTerminalsChangedAction, ...), or *Unknown
 // for a variant this protocol version does not define.
 type Action interface {
 	wireValue
@@ -89,11 +89,11 @@ func (*AnnotationsSetAction) isAction() {}
 
 // AnnotationsUpdatedAction is the "annotations/updated" action.
 type AnnotationsUpdatedAction struct {
-	AnnotationID string     `json:"annotationId"`
-	TurnID       *string    `json:"turnId,omitzero"`
-	Resource     *URI       `json:"resource,omitzero"`
-	Range        *TextRange `json:"range,omitzero"`
-	Resolved     *bool      `json:"resolved,omitzero"`
+	AnnotationID string            `json:"annotationId"`
+	Origin       *AnnotationOrigin `json:"origin,omitzero"`
+	Resource     *URI              `json:"resource,omitzero"`
+	Range        *TextRange        `json:"range,omitzero"`
+	Resolved     *bool             `json:"resolved,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -103,6 +103,157 @@ type AnnotationsUpdatedAction struct {
 func (*AnnotationsUpdatedAction) Type() ActionType { return ActionAnnotationsUpdated }
 
 func (*AnnotationsUpdatedAction) isAction() {}
+
+// AutomationCreateRequestedAction is the "automation/createRequested" action.
+type AutomationCreateRequestedAction struct {
+	Resource   URI                  `json:"resource"`
+	Definition AutomationDefinition `json:"definition"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automation/createRequested".
+func (*AutomationCreateRequestedAction) Type() ActionType { return ActionAutomationCreateRequested }
+
+func (*AutomationCreateRequestedAction) isAction() {}
+
+// AutomationDefinitionPatch is the AHP AutomationDefinitionPatch object.
+type AutomationDefinitionPatch struct {
+	Title             *string                      `json:"title,omitzero"`
+	Message           *Message                     `json:"message,omitzero"`
+	Session           *AutomationSessionTemplate   `json:"session,omitzero"`
+	Enabled           *bool                        `json:"enabled,omitzero"`
+	Triggers          []AutomationTrigger          `json:"triggers,omitzero"`
+	DisableConditions []AutomationDisableCondition `json:"disableConditions,omitzero"`
+	Meta              Object                       `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationRemovedAction is the "automation/removed" action.
+type AutomationRemovedAction struct {
+	Resource URI `json:"resource"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automation/removed".
+func (*AutomationRemovedAction) Type() ActionType { return ActionAutomationRemoved }
+
+func (*AutomationRemovedAction) isAction() {}
+
+// AutomationRunCancelRequestedAction is the "automationRun/cancelRequested" action.
+type AutomationRunCancelRequestedAction struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automationRun/cancelRequested".
+func (*AutomationRunCancelRequestedAction) Type() ActionType {
+	return ActionAutomationRunCancelRequested
+}
+
+func (*AutomationRunCancelRequestedAction) isAction() {}
+
+// AutomationRunLifecycleChangedAction is the "automationRun/lifecycleChanged" action.
+type AutomationRunLifecycleChangedAction struct {
+	Lifecycle AutomationRunLifecycle `json:"lifecycle"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automationRun/lifecycleChanged".
+func (*AutomationRunLifecycleChangedAction) Type() ActionType {
+	return ActionAutomationRunLifecycleChanged
+}
+
+func (*AutomationRunLifecycleChangedAction) isAction() {}
+
+// AutomationRunPrimarySessionChangedAction is the "automationRun/primarySessionChanged" action.
+type AutomationRunPrimarySessionChangedAction struct {
+	PrimarySession *URI `json:"primarySession,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automationRun/primarySessionChanged".
+func (*AutomationRunPrimarySessionChangedAction) Type() ActionType {
+	return ActionAutomationRunPrimarySessionChanged
+}
+
+func (*AutomationRunPrimarySessionChangedAction) isAction() {}
+
+// AutomationRunSessionRemovedAction is the "automationRun/sessionRemoved" action.
+type AutomationRunSessionRemovedAction struct {
+	Session URI `json:"session"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automationRun/sessionRemoved".
+func (*AutomationRunSessionRemovedAction) Type() ActionType { return ActionAutomationRunSessionRemoved }
+
+func (*AutomationRunSessionRemovedAction) isAction() {}
+
+// AutomationRunSessionSetAction is the "automationRun/sessionSet" action.
+type AutomationRunSessionSetAction struct {
+	Session URI `json:"session"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automationRun/sessionSet".
+func (*AutomationRunSessionSetAction) Type() ActionType { return ActionAutomationRunSessionSet }
+
+func (*AutomationRunSessionSetAction) isAction() {}
+
+// AutomationSetAction is the "automation/set" action.
+type AutomationSetAction struct {
+	Automation AutomationEntry `json:"automation"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automation/set".
+func (*AutomationSetAction) Type() ActionType { return ActionAutomationSet }
+
+func (*AutomationSetAction) isAction() {}
+
+// AutomationUpdateRequestedAction is the "automation/updateRequested" action.
+type AutomationUpdateRequestedAction struct {
+	Resource URI                       `json:"resource"`
+	Changes  AutomationDefinitionPatch `json:"changes"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "automation/updateRequested".
+func (*AutomationUpdateRequestedAction) Type() ActionType { return ActionAutomationUpdateRequested }
+
+func (*AutomationUpdateRequestedAction) isAction() {}
+
+// CanvasStateChangedAction is the "canvas/stateChanged" action.
+type CanvasStateChangedAction struct {
+	Canvas CanvasState `json:"canvas"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "canvas/stateChanged".
+func (*CanvasStateChangedAction) Type() ActionType { return ActionCanvasStateChanged }
+
+func (*CanvasStateChangedAction) isAction() {}
 
 // ChangesetClearedAction is the "changeset/cleared" action.
 type ChangesetClearedAction struct {
@@ -120,7 +271,6 @@ func (*ChangesetClearedAction) isAction() {}
 type ChangesetContentChangedAction struct {
 	Files      []ChangesetFile      `json:"files"`
 	Operations []ChangesetOperation `json:"operations,omitzero"`
-	Error      *ErrorInfo           `json:"error,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -215,7 +365,7 @@ func (*ChangesetStatusChangedAction) Type() ActionType { return ActionChangesetS
 
 func (*ChangesetStatusChangedAction) isAction() {}
 
-// ChatAction holds one of its 29 variants (*ChatTurnStartedAction, *ChatDeltaAction, *ChatResponsePartAction, ...), or *Unknown
+// ChatAction holds one of its 37 variants (*ChatTurnStartedAction, *ChatDeltaAction, *ChatResponsePartAction, ...), or *Unknown
 // for a variant this protocol version does not define.
 type ChatAction interface {
 	wireValue
@@ -238,6 +388,62 @@ func (*ChatActivityChangedAction) Type() ActionType { return ActionChatActivityC
 
 func (*ChatActivityChangedAction) isAction()     {}
 func (*ChatActivityChangedAction) isChatAction() {}
+
+// ChatBackgroundWorkRemovedAction is the "chat/backgroundWorkRemoved" action.
+type ChatBackgroundWorkRemovedAction struct {
+	ID string `json:"id"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/backgroundWorkRemoved".
+func (*ChatBackgroundWorkRemovedAction) Type() ActionType { return ActionChatBackgroundWorkRemoved }
+
+func (*ChatBackgroundWorkRemovedAction) isAction()     {}
+func (*ChatBackgroundWorkRemovedAction) isChatAction() {}
+
+// ChatBackgroundWorkSetAction is the "chat/backgroundWorkSet" action.
+type ChatBackgroundWorkSetAction struct {
+	Work BackgroundWork `json:"work"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/backgroundWorkSet".
+func (*ChatBackgroundWorkSetAction) Type() ActionType { return ActionChatBackgroundWorkSet }
+
+func (*ChatBackgroundWorkSetAction) isAction()     {}
+func (*ChatBackgroundWorkSetAction) isChatAction() {}
+
+// ChatCanvasesChangedAction is the "chat/canvasesChanged" action.
+type ChatCanvasesChangedAction struct {
+	Canvases []CanvasReference `json:"canvases,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/canvasesChanged".
+func (*ChatCanvasesChangedAction) Type() ActionType { return ActionChatCanvasesChanged }
+
+func (*ChatCanvasesChangedAction) isAction()     {}
+func (*ChatCanvasesChangedAction) isChatAction() {}
+
+// ChatChangesetsChangedAction is the "chat/changesetsChanged" action.
+type ChatChangesetsChangedAction struct {
+	Changesets []Changeset `json:"changesets,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/changesetsChanged".
+func (*ChatChangesetsChangedAction) Type() ActionType { return ActionChatChangesetsChanged }
+
+func (*ChatChangesetsChangedAction) isAction()     {}
+func (*ChatChangesetsChangedAction) isChatAction() {}
 
 // ChatDeltaAction is the "chat/delta" action.
 type ChatDeltaAction struct {
@@ -272,10 +478,10 @@ func (*ChatDraftChangedAction) isChatAction() {}
 
 // ChatErrorAction is the "chat/error" action.
 type ChatErrorAction struct {
-	TurnID   string    `json:"turnId"`
-	Duration float64   `json:"duration"`
-	Error    ErrorInfo `json:"error"`
-	Meta     Object    `json:"_meta,omitzero"`
+	TurnID   string            `json:"turnId"`
+	Duration int64             `json:"duration"`
+	Part     ErrorResponsePart `json:"part"`
+	Meta     Object            `json:"_meta,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -332,6 +538,48 @@ func (*ChatInputRequestedAction) Type() ActionType { return ActionChatInputReque
 
 func (*ChatInputRequestedAction) isAction()     {}
 func (*ChatInputRequestedAction) isChatAction() {}
+
+// ChatIsArchivedChangedAction is the "chat/isArchivedChanged" action.
+type ChatIsArchivedChangedAction struct {
+	IsArchived bool `json:"isArchived"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/isArchivedChanged".
+func (*ChatIsArchivedChangedAction) Type() ActionType { return ActionChatIsArchivedChanged }
+
+func (*ChatIsArchivedChangedAction) isAction()     {}
+func (*ChatIsArchivedChangedAction) isChatAction() {}
+
+// ChatIsReadChangedAction is the "chat/isReadChanged" action.
+type ChatIsReadChangedAction struct {
+	IsRead bool `json:"isRead"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/isReadChanged".
+func (*ChatIsReadChangedAction) Type() ActionType { return ActionChatIsReadChanged }
+
+func (*ChatIsReadChangedAction) isAction()     {}
+func (*ChatIsReadChangedAction) isChatAction() {}
+
+// ChatMovableChangedAction is the "chat/movableChanged" action.
+type ChatMovableChangedAction struct {
+	Movable bool `json:"movable"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/movableChanged".
+func (*ChatMovableChangedAction) Type() ActionType { return ActionChatMovableChanged }
+
+func (*ChatMovableChangedAction) isAction()     {}
+func (*ChatMovableChangedAction) isChatAction() {}
 
 // ChatPendingMessageRemovedAction is the "chat/pendingMessageRemoved" action.
 type ChatPendingMessageRemovedAction struct {
@@ -531,7 +779,7 @@ type ChatToolCallReadyAction struct {
 	ToolInput         *ToolInput                  `json:"toolInput,omitzero"`
 	ConfirmationTitle *StringOrMarkdown           `json:"confirmationTitle,omitzero"`
 	RiskAssessment    ToolCallRiskAssessment      `json:"riskAssessment,omitzero"`
-	Edits             *FileEditList               `json:"edits,omitzero"`
+	Edits             *FileEditCollection         `json:"edits,omitzero"`
 	Editable          *bool                       `json:"editable,omitzero"`
 	Confirmed         *ToolCallConfirmationReason `json:"confirmed,omitzero"`
 	Options           []ConfirmationOption        `json:"options,omitzero"`
@@ -599,9 +847,9 @@ func (*ChatTruncatedAction) isChatAction() {}
 
 // ChatTurnCancelledAction is the "chat/turnCancelled" action.
 type ChatTurnCancelledAction struct {
-	TurnID   string  `json:"turnId"`
-	Duration float64 `json:"duration"`
-	Meta     Object  `json:"_meta,omitzero"`
+	TurnID   string `json:"turnId"`
+	Duration int64  `json:"duration"`
+	Meta     Object `json:"_meta,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -615,9 +863,9 @@ func (*ChatTurnCancelledAction) isChatAction() {}
 
 // ChatTurnCompleteAction is the "chat/turnComplete" action.
 type ChatTurnCompleteAction struct {
-	TurnID   string  `json:"turnId"`
-	Duration float64 `json:"duration"`
-	Meta     Object  `json:"_meta,omitzero"`
+	TurnID   string `json:"turnId"`
+	Duration int64  `json:"duration"`
+	Meta     Object `json:"_meta,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -628,6 +876,20 @@ func (*ChatTurnCompleteAction) Type() ActionType { return ActionChatTurnComplete
 
 func (*ChatTurnCompleteAction) isAction()     {}
 func (*ChatTurnCompleteAction) isChatAction() {}
+
+// ChatTurnResumeAction is the "chat/turnResume" action.
+type ChatTurnResumeAction struct {
+	TurnID string `json:"turnId"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "chat/turnResume".
+func (*ChatTurnResumeAction) Type() ActionType { return ActionChatTurnResume }
+
+func (*ChatTurnResumeAction) isAction()     {}
+func (*ChatTurnResumeAction) isChatAction() {}
 
 // ChatTurnStartedAction is the "chat/turnStarted" action.
 type ChatTurnStartedAction struct {
@@ -713,7 +975,9 @@ type PartialChatSummary struct {
 	Status             *SessionStatus     `json:"status,omitzero"`
 	Activity           *string            `json:"activity,omitzero"`
 	ModifiedAt         *string            `json:"modifiedAt,omitzero"`
+	Changes            *ChangesSummary    `json:"changes,omitzero"`
 	Origin             ChatOrigin         `json:"origin,omitzero"`
+	Movable            *bool              `json:"movable,omitzero"`
 	Interactivity      *ChatInteractivity `json:"interactivity,omitzero"`
 	WorkingDirectories []URI              `json:"workingDirectories,omitzero"`
 	// Extra holds members this protocol version does not define; they
@@ -897,6 +1161,19 @@ func (*SessionChatUpdatedAction) Type() ActionType { return ActionSessionChatUpd
 
 func (*SessionChatUpdatedAction) isAction() {}
 
+// SessionChatsReorderedAction is the "session/chatsReordered" action.
+type SessionChatsReorderedAction struct {
+	Chats []URI `json:"chats"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "session/chatsReordered".
+func (*SessionChatsReorderedAction) Type() ActionType { return ActionSessionChatsReordered }
+
+func (*SessionChatsReorderedAction) isAction() {}
+
 // SessionConfigChangedAction is the "session/configChanged" action.
 type SessionConfigChangedAction struct {
 	Config  Object `json:"config"`
@@ -939,8 +1216,8 @@ func (*SessionCustomizationRemovedAction) isAction() {}
 
 // SessionCustomizationToggledAction is the "session/customizationToggled" action.
 type SessionCustomizationToggledAction struct {
-	ID      string `json:"id"`
-	Enabled bool   `json:"enabled"`
+	ID         string                    `json:"id"`
+	Enablement []CustomizationEnablement `json:"enablement"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1043,6 +1320,21 @@ type SessionIsReadChangedAction struct {
 func (*SessionIsReadChangedAction) Type() ActionType { return ActionSessionIsReadChanged }
 
 func (*SessionIsReadChangedAction) isAction() {}
+
+// SessionMCPServerBackgroundRequestedAction is the "session/mcpServerBackgroundRequested" action.
+type SessionMCPServerBackgroundRequestedAction struct {
+	ID string `json:"id"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// Type returns "session/mcpServerBackgroundRequested".
+func (*SessionMCPServerBackgroundRequestedAction) Type() ActionType {
+	return ActionSessionMCPServerBackgroundRequested
+}
+
+func (*SessionMCPServerBackgroundRequestedAction) isAction() {}
 
 // SessionMCPServerStartRequestedAction is the "session/mcpServerStartRequested" action.
 type SessionMCPServerStartRequestedAction struct {
@@ -1334,107 +1626,117 @@ func (*TerminalTitleChangedAction) Type() ActionType { return ActionTerminalTitl
 
 func (*TerminalTitleChangedAction) isAction() {}
 
-// ToolCallActionBase is the AHP ToolCallActionBase object.
-type ToolCallActionBase struct {
-	TurnID     string `json:"turnId"`
-	ToolCallID string `json:"toolCallId"`
-	Meta       Object `json:"_meta,omitzero"`
-	// Extra holds members this protocol version does not define; they
-	// are written back unchanged.
-	Extra Object `json:"-"`
-}
-
 // ActionType is the type string that names an action on the wire.
 type ActionType string
 
 // The action types this protocol version defines.
 const (
-	ActionRootAgentsChanged                 ActionType = "root/agentsChanged"
-	ActionRootActiveSessionsChanged         ActionType = "root/activeSessionsChanged"
-	ActionRootTerminalsChanged              ActionType = "root/terminalsChanged"
-	ActionRootConfigChanged                 ActionType = "root/configChanged"
-	ActionSessionReady                      ActionType = "session/ready"
-	ActionSessionCreationFailed             ActionType = "session/creationFailed"
-	ActionSessionChatAdded                  ActionType = "session/chatAdded"
-	ActionSessionChatRemoved                ActionType = "session/chatRemoved"
-	ActionSessionChatUpdated                ActionType = "session/chatUpdated"
-	ActionSessionDefaultChatChanged         ActionType = "session/defaultChatChanged"
-	ActionSessionTitleChanged               ActionType = "session/titleChanged"
-	ActionSessionServerToolsChanged         ActionType = "session/serverToolsChanged"
-	ActionSessionActiveClientSet            ActionType = "session/activeClientSet"
-	ActionSessionActiveClientRemoved        ActionType = "session/activeClientRemoved"
-	ActionSessionWorkingDirectorySet        ActionType = "session/workingDirectorySet"
-	ActionSessionWorkingDirectoryRemoved    ActionType = "session/workingDirectoryRemoved"
-	ActionSessionInputNeededSet             ActionType = "session/inputNeededSet"
-	ActionSessionInputNeededRemoved         ActionType = "session/inputNeededRemoved"
-	ActionSessionCustomizationsChanged      ActionType = "session/customizationsChanged"
-	ActionSessionCustomizationToggled       ActionType = "session/customizationToggled"
-	ActionSessionCustomizationUpdated       ActionType = "session/customizationUpdated"
-	ActionSessionCustomizationRemoved       ActionType = "session/customizationRemoved"
-	ActionSessionMCPServerStateChanged      ActionType = "session/mcpServerStateChanged"
-	ActionSessionMCPServerStartRequested    ActionType = "session/mcpServerStartRequested"
-	ActionSessionMCPServerStopRequested     ActionType = "session/mcpServerStopRequested"
-	ActionSessionIsReadChanged              ActionType = "session/isReadChanged"
-	ActionSessionIsArchivedChanged          ActionType = "session/isArchivedChanged"
-	ActionSessionActivityChanged            ActionType = "session/activityChanged"
-	ActionSessionChangesetsChanged          ActionType = "session/changesetsChanged"
-	ActionSessionConfigChanged              ActionType = "session/configChanged"
-	ActionSessionMetaChanged                ActionType = "session/metaChanged"
-	ActionChatTurnStarted                   ActionType = "chat/turnStarted"
-	ActionChatDelta                         ActionType = "chat/delta"
-	ActionChatResponsePart                  ActionType = "chat/responsePart"
-	ActionChatToolCallStart                 ActionType = "chat/toolCallStart"
-	ActionChatToolCallDelta                 ActionType = "chat/toolCallDelta"
-	ActionChatToolCallReady                 ActionType = "chat/toolCallReady"
-	ActionChatToolCallConfirmed             ActionType = "chat/toolCallConfirmed"
-	ActionChatToolCallComplete              ActionType = "chat/toolCallComplete"
-	ActionChatToolCallResultConfirmed       ActionType = "chat/toolCallResultConfirmed"
-	ActionChatToolCallContentChanged        ActionType = "chat/toolCallContentChanged"
-	ActionChatToolCallAuthRequired          ActionType = "chat/toolCallAuthRequired"
-	ActionChatToolCallAuthResolved          ActionType = "chat/toolCallAuthResolved"
-	ActionChatTurnComplete                  ActionType = "chat/turnComplete"
-	ActionChatTurnCancelled                 ActionType = "chat/turnCancelled"
-	ActionChatError                         ActionType = "chat/error"
-	ActionChatActivityChanged               ActionType = "chat/activityChanged"
-	ActionChatWorkingDirectorySet           ActionType = "chat/workingDirectorySet"
-	ActionChatWorkingDirectoryRemoved       ActionType = "chat/workingDirectoryRemoved"
-	ActionChatUsage                         ActionType = "chat/usage"
-	ActionChatReasoning                     ActionType = "chat/reasoning"
-	ActionChatPendingMessageSet             ActionType = "chat/pendingMessageSet"
-	ActionChatPendingMessageRemoved         ActionType = "chat/pendingMessageRemoved"
-	ActionChatQueuedMessagesReordered       ActionType = "chat/queuedMessagesReordered"
-	ActionChatDraftChanged                  ActionType = "chat/draftChanged"
-	ActionChatInputRequested                ActionType = "chat/inputRequested"
-	ActionChatInputAnswerChanged            ActionType = "chat/inputAnswerChanged"
-	ActionChatInputCompleted                ActionType = "chat/inputCompleted"
-	ActionChatTruncated                     ActionType = "chat/truncated"
-	ActionChatTurnsLoaded                   ActionType = "chat/turnsLoaded"
-	ActionChangesetStatusChanged            ActionType = "changeset/statusChanged"
-	ActionChangesetFileSet                  ActionType = "changeset/fileSet"
-	ActionChangesetFileRemoved              ActionType = "changeset/fileRemoved"
-	ActionChangesetFilesReviewChanged       ActionType = "changeset/filesReviewChanged"
-	ActionChangesetContentChanged           ActionType = "changeset/contentChanged"
-	ActionChangesetOperationsChanged        ActionType = "changeset/operationsChanged"
-	ActionChangesetOperationStatusChanged   ActionType = "changeset/operationStatusChanged"
-	ActionChangesetCleared                  ActionType = "changeset/cleared"
-	ActionAnnotationsSet                    ActionType = "annotations/set"
-	ActionAnnotationsUpdated                ActionType = "annotations/updated"
-	ActionAnnotationsRemoved                ActionType = "annotations/removed"
-	ActionAnnotationsEntrySet               ActionType = "annotations/entrySet"
-	ActionAnnotationsEntryRemoved           ActionType = "annotations/entryRemoved"
-	ActionTerminalData                      ActionType = "terminal/data"
-	ActionTerminalInput                     ActionType = "terminal/input"
-	ActionTerminalResized                   ActionType = "terminal/resized"
-	ActionTerminalClaimed                   ActionType = "terminal/claimed"
-	ActionTerminalTitleChanged              ActionType = "terminal/titleChanged"
-	ActionTerminalCwdChanged                ActionType = "terminal/cwdChanged"
-	ActionTerminalExited                    ActionType = "terminal/exited"
-	ActionTerminalCleared                   ActionType = "terminal/cleared"
-	ActionTerminalCommandDetectionAvailable ActionType = "terminal/commandDetectionAvailable"
-	ActionTerminalCommandExecuted           ActionType = "terminal/commandExecuted"
-	ActionTerminalCommandFinished           ActionType = "terminal/commandFinished"
-	ActionResourceWatchChanged              ActionType = "resourceWatch/changed"
-	ActionSessionWorkingDirectoryReplaced   ActionType = "session/workingDirectoryReplaced"
+	ActionRootAgentsChanged                   ActionType = "root/agentsChanged"
+	ActionRootActiveSessionsChanged           ActionType = "root/activeSessionsChanged"
+	ActionRootTerminalsChanged                ActionType = "root/terminalsChanged"
+	ActionRootConfigChanged                   ActionType = "root/configChanged"
+	ActionSessionReady                        ActionType = "session/ready"
+	ActionSessionCreationFailed               ActionType = "session/creationFailed"
+	ActionSessionChatAdded                    ActionType = "session/chatAdded"
+	ActionSessionChatRemoved                  ActionType = "session/chatRemoved"
+	ActionSessionChatUpdated                  ActionType = "session/chatUpdated"
+	ActionSessionChatsReordered               ActionType = "session/chatsReordered"
+	ActionSessionDefaultChatChanged           ActionType = "session/defaultChatChanged"
+	ActionSessionTitleChanged                 ActionType = "session/titleChanged"
+	ActionSessionServerToolsChanged           ActionType = "session/serverToolsChanged"
+	ActionSessionActiveClientSet              ActionType = "session/activeClientSet"
+	ActionSessionActiveClientRemoved          ActionType = "session/activeClientRemoved"
+	ActionSessionWorkingDirectorySet          ActionType = "session/workingDirectorySet"
+	ActionSessionWorkingDirectoryRemoved      ActionType = "session/workingDirectoryRemoved"
+	ActionSessionWorkingDirectoryReplaced     ActionType = "session/workingDirectoryReplaced"
+	ActionSessionInputNeededSet               ActionType = "session/inputNeededSet"
+	ActionSessionInputNeededRemoved           ActionType = "session/inputNeededRemoved"
+	ActionSessionCustomizationsChanged        ActionType = "session/customizationsChanged"
+	ActionSessionCustomizationToggled         ActionType = "session/customizationToggled"
+	ActionSessionCustomizationUpdated         ActionType = "session/customizationUpdated"
+	ActionSessionCustomizationRemoved         ActionType = "session/customizationRemoved"
+	ActionSessionMCPServerStateChanged        ActionType = "session/mcpServerStateChanged"
+	ActionSessionMCPServerStartRequested      ActionType = "session/mcpServerStartRequested"
+	ActionSessionMCPServerStopRequested       ActionType = "session/mcpServerStopRequested"
+	ActionSessionMCPServerBackgroundRequested ActionType = "session/mcpServerBackgroundRequested"
+	ActionSessionIsReadChanged                ActionType = "session/isReadChanged"
+	ActionSessionIsArchivedChanged            ActionType = "session/isArchivedChanged"
+	ActionSessionActivityChanged              ActionType = "session/activityChanged"
+	ActionSessionChangesetsChanged            ActionType = "session/changesetsChanged"
+	ActionSessionConfigChanged                ActionType = "session/configChanged"
+	ActionSessionMetaChanged                  ActionType = "session/metaChanged"
+	ActionChatTurnStarted                     ActionType = "chat/turnStarted"
+	ActionChatDelta                           ActionType = "chat/delta"
+	ActionChatResponsePart                    ActionType = "chat/responsePart"
+	ActionChatToolCallStart                   ActionType = "chat/toolCallStart"
+	ActionChatToolCallDelta                   ActionType = "chat/toolCallDelta"
+	ActionChatToolCallReady                   ActionType = "chat/toolCallReady"
+	ActionChatToolCallConfirmed               ActionType = "chat/toolCallConfirmed"
+	ActionChatToolCallComplete                ActionType = "chat/toolCallComplete"
+	ActionChatToolCallResultConfirmed         ActionType = "chat/toolCallResultConfirmed"
+	ActionChatToolCallContentChanged          ActionType = "chat/toolCallContentChanged"
+	ActionChatToolCallAuthRequired            ActionType = "chat/toolCallAuthRequired"
+	ActionChatToolCallAuthResolved            ActionType = "chat/toolCallAuthResolved"
+	ActionChatTurnComplete                    ActionType = "chat/turnComplete"
+	ActionChatTurnCancelled                   ActionType = "chat/turnCancelled"
+	ActionChatError                           ActionType = "chat/error"
+	ActionChatTurnResume                      ActionType = "chat/turnResume"
+	ActionChatActivityChanged                 ActionType = "chat/activityChanged"
+	ActionChatBackgroundWorkSet               ActionType = "chat/backgroundWorkSet"
+	ActionChatBackgroundWorkRemoved           ActionType = "chat/backgroundWorkRemoved"
+	ActionChatMovableChanged                  ActionType = "chat/movableChanged"
+	ActionChatChangesetsChanged               ActionType = "chat/changesetsChanged"
+	ActionChatCanvasesChanged                 ActionType = "chat/canvasesChanged"
+	ActionCanvasStateChanged                  ActionType = "canvas/stateChanged"
+	ActionChatWorkingDirectorySet             ActionType = "chat/workingDirectorySet"
+	ActionChatWorkingDirectoryRemoved         ActionType = "chat/workingDirectoryRemoved"
+	ActionChatUsage                           ActionType = "chat/usage"
+	ActionChatReasoning                       ActionType = "chat/reasoning"
+	ActionChatPendingMessageSet               ActionType = "chat/pendingMessageSet"
+	ActionChatPendingMessageRemoved           ActionType = "chat/pendingMessageRemoved"
+	ActionChatQueuedMessagesReordered         ActionType = "chat/queuedMessagesReordered"
+	ActionChatDraftChanged                    ActionType = "chat/draftChanged"
+	ActionChatIsReadChanged                   ActionType = "chat/isReadChanged"
+	ActionChatIsArchivedChanged               ActionType = "chat/isArchivedChanged"
+	ActionChatInputRequested                  ActionType = "chat/inputRequested"
+	ActionChatInputAnswerChanged              ActionType = "chat/inputAnswerChanged"
+	ActionChatInputCompleted                  ActionType = "chat/inputCompleted"
+	ActionChatTruncated                       ActionType = "chat/truncated"
+	ActionChatTurnsLoaded                     ActionType = "chat/turnsLoaded"
+	ActionChangesetStatusChanged              ActionType = "changeset/statusChanged"
+	ActionChangesetFileSet                    ActionType = "changeset/fileSet"
+	ActionChangesetFileRemoved                ActionType = "changeset/fileRemoved"
+	ActionChangesetFilesReviewChanged         ActionType = "changeset/filesReviewChanged"
+	ActionChangesetContentChanged             ActionType = "changeset/contentChanged"
+	ActionChangesetOperationsChanged          ActionType = "changeset/operationsChanged"
+	ActionChangesetOperationStatusChanged     ActionType = "changeset/operationStatusChanged"
+	ActionChangesetCleared                    ActionType = "changeset/cleared"
+	ActionAnnotationsSet                      ActionType = "annotations/set"
+	ActionAnnotationsUpdated                  ActionType = "annotations/updated"
+	ActionAnnotationsRemoved                  ActionType = "annotations/removed"
+	ActionAnnotationsEntrySet                 ActionType = "annotations/entrySet"
+	ActionAnnotationsEntryRemoved             ActionType = "annotations/entryRemoved"
+	ActionTerminalData                        ActionType = "terminal/data"
+	ActionTerminalInput                       ActionType = "terminal/input"
+	ActionTerminalResized                     ActionType = "terminal/resized"
+	ActionTerminalClaimed                     ActionType = "terminal/claimed"
+	ActionTerminalTitleChanged                ActionType = "terminal/titleChanged"
+	ActionTerminalCwdChanged                  ActionType = "terminal/cwdChanged"
+	ActionTerminalExited                      ActionType = "terminal/exited"
+	ActionTerminalCleared                     ActionType = "terminal/cleared"
+	ActionTerminalCommandDetectionAvailable   ActionType = "terminal/commandDetectionAvailable"
+	ActionTerminalCommandExecuted             ActionType = "terminal/commandExecuted"
+	ActionTerminalCommandFinished             ActionType = "terminal/commandFinished"
+	ActionResourceWatchChanged                ActionType = "resourceWatch/changed"
+	ActionAutomationCreateRequested           ActionType = "automation/createRequested"
+	ActionAutomationUpdateRequested           ActionType = "automation/updateRequested"
+	ActionAutomationSet                       ActionType = "automation/set"
+	ActionAutomationRemoved                   ActionType = "automation/removed"
+	ActionAutomationRunLifecycleChanged       ActionType = "automationRun/lifecycleChanged"
+	ActionAutomationRunSessionSet             ActionType = "automationRun/sessionSet"
+	ActionAutomationRunSessionRemoved         ActionType = "automationRun/sessionRemoved"
+	ActionAutomationRunPrimarySessionChanged  ActionType = "automationRun/primarySessionChanged"
+	ActionAutomationRunCancelRequested        ActionType = "automationRun/cancelRequested"
 )
 
 // actionTypes lists every defined action type in schema order.
@@ -1448,6 +1750,7 @@ var actionTypes = [...]ActionType{
 	ActionSessionChatAdded,
 	ActionSessionChatRemoved,
 	ActionSessionChatUpdated,
+	ActionSessionChatsReordered,
 	ActionSessionDefaultChatChanged,
 	ActionSessionTitleChanged,
 	ActionSessionServerToolsChanged,
@@ -1455,6 +1758,7 @@ var actionTypes = [...]ActionType{
 	ActionSessionActiveClientRemoved,
 	ActionSessionWorkingDirectorySet,
 	ActionSessionWorkingDirectoryRemoved,
+	ActionSessionWorkingDirectoryReplaced,
 	ActionSessionInputNeededSet,
 	ActionSessionInputNeededRemoved,
 	ActionSessionCustomizationsChanged,
@@ -1464,6 +1768,7 @@ var actionTypes = [...]ActionType{
 	ActionSessionMCPServerStateChanged,
 	ActionSessionMCPServerStartRequested,
 	ActionSessionMCPServerStopRequested,
+	ActionSessionMCPServerBackgroundRequested,
 	ActionSessionIsReadChanged,
 	ActionSessionIsArchivedChanged,
 	ActionSessionActivityChanged,
@@ -1485,7 +1790,14 @@ var actionTypes = [...]ActionType{
 	ActionChatTurnComplete,
 	ActionChatTurnCancelled,
 	ActionChatError,
+	ActionChatTurnResume,
 	ActionChatActivityChanged,
+	ActionChatBackgroundWorkSet,
+	ActionChatBackgroundWorkRemoved,
+	ActionChatMovableChanged,
+	ActionChatChangesetsChanged,
+	ActionChatCanvasesChanged,
+	ActionCanvasStateChanged,
 	ActionChatWorkingDirectorySet,
 	ActionChatWorkingDirectoryRemoved,
 	ActionChatUsage,
@@ -1494,6 +1806,8 @@ var actionTypes = [...]ActionType{
 	ActionChatPendingMessageRemoved,
 	ActionChatQueuedMessagesReordered,
 	ActionChatDraftChanged,
+	ActionChatIsReadChanged,
+	ActionChatIsArchivedChanged,
 	ActionChatInputRequested,
 	ActionChatInputAnswerChanged,
 	ActionChatInputCompleted,
@@ -1524,5 +1838,13 @@ var actionTypes = [...]ActionType{
 	ActionTerminalCommandExecuted,
 	ActionTerminalCommandFinished,
 	ActionResourceWatchChanged,
-	ActionSessionWorkingDirectoryReplaced,
+	ActionAutomationCreateRequested,
+	ActionAutomationUpdateRequested,
+	ActionAutomationSet,
+	ActionAutomationRemoved,
+	ActionAutomationRunLifecycleChanged,
+	ActionAutomationRunSessionSet,
+	ActionAutomationRunSessionRemoved,
+	ActionAutomationRunPrimarySessionChanged,
+	ActionAutomationRunCancelRequested,
 }

@@ -30,6 +30,8 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(SessionChatRemovedAction)
 	case "session/chatUpdated":
 		v = new(SessionChatUpdatedAction)
+	case "session/chatsReordered":
+		v = new(SessionChatsReorderedAction)
 	case "session/defaultChatChanged":
 		v = new(SessionDefaultChatChangedAction)
 	case "session/titleChanged":
@@ -44,6 +46,8 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(SessionWorkingDirectorySetAction)
 	case "session/workingDirectoryRemoved":
 		v = new(SessionWorkingDirectoryRemovedAction)
+	case "session/workingDirectoryReplaced":
+		v = new(SessionWorkingDirectoryReplacedAction)
 	case "session/inputNeededSet":
 		v = new(SessionInputNeededSetAction)
 	case "session/inputNeededRemoved":
@@ -62,6 +66,8 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(SessionMCPServerStartRequestedAction)
 	case "session/mcpServerStopRequested":
 		v = new(SessionMCPServerStopRequestedAction)
+	case "session/mcpServerBackgroundRequested":
+		v = new(SessionMCPServerBackgroundRequestedAction)
 	case "session/isReadChanged":
 		v = new(SessionIsReadChangedAction)
 	case "session/isArchivedChanged":
@@ -104,8 +110,22 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(ChatTurnCancelledAction)
 	case "chat/error":
 		v = new(ChatErrorAction)
+	case "chat/turnResume":
+		v = new(ChatTurnResumeAction)
 	case "chat/activityChanged":
 		v = new(ChatActivityChangedAction)
+	case "chat/backgroundWorkSet":
+		v = new(ChatBackgroundWorkSetAction)
+	case "chat/backgroundWorkRemoved":
+		v = new(ChatBackgroundWorkRemovedAction)
+	case "chat/movableChanged":
+		v = new(ChatMovableChangedAction)
+	case "chat/changesetsChanged":
+		v = new(ChatChangesetsChangedAction)
+	case "chat/canvasesChanged":
+		v = new(ChatCanvasesChangedAction)
+	case "canvas/stateChanged":
+		v = new(CanvasStateChangedAction)
 	case "chat/workingDirectorySet":
 		v = new(ChatWorkingDirectorySetAction)
 	case "chat/workingDirectoryRemoved":
@@ -122,6 +142,10 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(ChatQueuedMessagesReorderedAction)
 	case "chat/draftChanged":
 		v = new(ChatDraftChangedAction)
+	case "chat/isReadChanged":
+		v = new(ChatIsReadChangedAction)
+	case "chat/isArchivedChanged":
+		v = new(ChatIsArchivedChangedAction)
 	case "chat/inputRequested":
 		v = new(ChatInputRequestedAction)
 	case "chat/inputAnswerChanged":
@@ -182,8 +206,24 @@ func decodeAction(d *decoder) (Action, error) {
 		v = new(TerminalCommandFinishedAction)
 	case "resourceWatch/changed":
 		v = new(ResourceWatchChangedAction)
-	case "session/workingDirectoryReplaced":
-		v = new(SessionWorkingDirectoryReplacedAction)
+	case "automation/createRequested":
+		v = new(AutomationCreateRequestedAction)
+	case "automation/updateRequested":
+		v = new(AutomationUpdateRequestedAction)
+	case "automation/set":
+		v = new(AutomationSetAction)
+	case "automation/removed":
+		v = new(AutomationRemovedAction)
+	case "automationRun/lifecycleChanged":
+		v = new(AutomationRunLifecycleChangedAction)
+	case "automationRun/sessionSet":
+		v = new(AutomationRunSessionSetAction)
+	case "automationRun/sessionRemoved":
+		v = new(AutomationRunSessionRemovedAction)
+	case "automationRun/primarySessionChanged":
+		v = new(AutomationRunPrimarySessionChangedAction)
+	case "automationRun/cancelRequested":
+		v = new(AutomationRunCancelRequestedAction)
 	default:
 		return newUnknown(tag, raw), nil
 	}
@@ -567,9 +607,9 @@ func (x *AnnotationsUpdatedAction) encode(w *writer) {
 	w.literal("\"annotations/updated\"")
 	w.key("\"annotationId\":")
 	w.string(x.AnnotationID)
-	if x.TurnID != nil {
-		w.key("\"turnId\":")
-		w.string((*x.TurnID))
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		x.Origin.encode(w)
 	}
 	if x.Resource != nil {
 		w.key("\"resource\":")
@@ -606,9 +646,9 @@ func (x *AnnotationsUpdatedAction) decode(d *decoder) error {
 			seen |= 1 << 1
 			x.AnnotationID, err = d.string()
 			err = inField("annotationId", err)
-		case "turnId":
-			x.TurnID, err = decodeOptional(d, (*decoder).string)
-			err = inField("turnId", err)
+		case "origin":
+			x.Origin, err = decodeOptional(d, decodeStruct[AnnotationOrigin])
+			err = inField("origin", err)
 		case "resource":
 			x.Resource, err = decodeOptional(d, (*decoder).string)
 			err = inField("resource", err)
@@ -633,6 +673,644 @@ func (x *AnnotationsUpdatedAction) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("annotationId")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCreateRequestedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCreateRequestedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCreateRequestedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automation/createRequested\"")
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"definition\":")
+	(&x.Definition).encode(w)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCreateRequestedAction) decode(d *decoder) error {
+	*x = AutomationCreateRequestedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automation/createRequested"))
+		case "resource":
+			seen |= 1 << 1
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "definition":
+			seen |= 1 << 2
+			err = inField("definition", x.Definition.decode(d))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("definition")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationDefinitionPatch) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationDefinitionPatch) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationDefinitionPatch) encode(w *writer) {
+	w.beginObject()
+	if x.Title != nil {
+		w.key("\"title\":")
+		w.string((*x.Title))
+	}
+	if x.Message != nil {
+		w.key("\"message\":")
+		x.Message.encode(w)
+	}
+	if x.Session != nil {
+		w.key("\"session\":")
+		x.Session.encode(w)
+	}
+	if x.Enabled != nil {
+		w.key("\"enabled\":")
+		w.bool((*x.Enabled))
+	}
+	if x.Triggers != nil {
+		w.key("\"triggers\":")
+		w.beginArray()
+		for i0 := range x.Triggers {
+			encodeUnion(w, x.Triggers[i0])
+		}
+		w.endArray()
+	}
+	if x.DisableConditions != nil {
+		w.key("\"disableConditions\":")
+		w.beginArray()
+		for i0 := range x.DisableConditions {
+			encodeUnion(w, x.DisableConditions[i0])
+		}
+		w.endArray()
+	}
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationDefinitionPatch) decode(d *decoder) error {
+	*x = AutomationDefinitionPatch{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "title":
+			x.Title, err = decodeOptional(d, (*decoder).string)
+			err = inField("title", err)
+		case "message":
+			x.Message, err = decodeOptional(d, decodeStruct[Message])
+			err = inField("message", err)
+		case "session":
+			x.Session, err = decodeOptional(d, decodeStruct[AutomationSessionTemplate])
+			err = inField("session", err)
+		case "enabled":
+			x.Enabled, err = decodeOptional(d, (*decoder).bool)
+			err = inField("enabled", err)
+		case "triggers":
+			x.Triggers, err = decodeNullable(d, arrayOf(decodeAutomationTrigger))
+			err = inField("triggers", err)
+		case "disableConditions":
+			x.DisableConditions, err = decodeNullable(d, arrayOf(decodeAutomationDisableCondition))
+			err = inField("disableConditions", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRemovedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRemovedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRemovedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automation/removed\"")
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRemovedAction) decode(d *decoder) error {
+	*x = AutomationRemovedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automation/removed"))
+		case "resource":
+			seen |= 1 << 1
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("resource")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunCancelRequestedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunCancelRequestedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunCancelRequestedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automationRun/cancelRequested\"")
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunCancelRequestedAction) decode(d *decoder) error {
+	*x = AutomationRunCancelRequestedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automationRun/cancelRequested"))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunLifecycleChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunLifecycleChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunLifecycleChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automationRun/lifecycleChanged\"")
+	w.key("\"lifecycle\":")
+	encodeUnion(w, x.Lifecycle)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunLifecycleChangedAction) decode(d *decoder) error {
+	*x = AutomationRunLifecycleChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automationRun/lifecycleChanged"))
+		case "lifecycle":
+			seen |= 1 << 1
+			x.Lifecycle, err = decodeAutomationRunLifecycle(d)
+			err = inField("lifecycle", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("lifecycle")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunPrimarySessionChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunPrimarySessionChangedAction) UnmarshalJSON(b []byte) error {
+	return unmarshal(b, x)
+}
+
+func (x *AutomationRunPrimarySessionChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automationRun/primarySessionChanged\"")
+	if x.PrimarySession != nil {
+		w.key("\"primarySession\":")
+		w.string((*x.PrimarySession))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunPrimarySessionChangedAction) decode(d *decoder) error {
+	*x = AutomationRunPrimarySessionChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automationRun/primarySessionChanged"))
+		case "primarySession":
+			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			err = inField("primarySession", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunSessionRemovedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunSessionRemovedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunSessionRemovedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automationRun/sessionRemoved\"")
+	w.key("\"session\":")
+	w.string(x.Session)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunSessionRemovedAction) decode(d *decoder) error {
+	*x = AutomationRunSessionRemovedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automationRun/sessionRemoved"))
+		case "session":
+			seen |= 1 << 1
+			x.Session, err = d.string()
+			err = inField("session", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("session")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunSessionSetAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunSessionSetAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunSessionSetAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automationRun/sessionSet\"")
+	w.key("\"session\":")
+	w.string(x.Session)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunSessionSetAction) decode(d *decoder) error {
+	*x = AutomationRunSessionSetAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automationRun/sessionSet"))
+		case "session":
+			seen |= 1 << 1
+			x.Session, err = d.string()
+			err = inField("session", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("session")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationSetAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationSetAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationSetAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automation/set\"")
+	w.key("\"automation\":")
+	(&x.Automation).encode(w)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationSetAction) decode(d *decoder) error {
+	*x = AutomationSetAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automation/set"))
+		case "automation":
+			seen |= 1 << 1
+			err = inField("automation", x.Automation.decode(d))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationUpdateRequestedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationUpdateRequestedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationUpdateRequestedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"automation/updateRequested\"")
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"changes\":")
+	(&x.Changes).encode(w)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationUpdateRequestedAction) decode(d *decoder) error {
+	*x = AutomationUpdateRequestedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("automation/updateRequested"))
+		case "resource":
+			seen |= 1 << 1
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "changes":
+			seen |= 1 << 2
+			err = inField("changes", x.Changes.decode(d))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("changes")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CanvasStateChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CanvasStateChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CanvasStateChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"canvas/stateChanged\"")
+	w.key("\"canvas\":")
+	(&x.Canvas).encode(w)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CanvasStateChangedAction) decode(d *decoder) error {
+	*x = CanvasStateChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("canvas/stateChanged"))
+		case "canvas":
+			seen |= 1 << 1
+			err = inField("canvas", x.Canvas.decode(d))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("canvas")
 	}
 	return nil
 }
@@ -706,10 +1384,6 @@ func (x *ChangesetContentChangedAction) encode(w *writer) {
 		}
 		w.endArray()
 	}
-	if x.Error != nil {
-		w.key("\"error\":")
-		x.Error.encode(w)
-	}
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -736,9 +1410,6 @@ func (x *ChangesetContentChangedAction) decode(d *decoder) error {
 		case "operations":
 			x.Operations, err = decodeNullable(d, arrayOf(decodeStruct[ChangesetOperation]))
 			err = inField("operations", err)
-		case "error":
-			x.Error, err = decodeOptional(d, decodeStruct[ErrorInfo])
-			err = inField("error", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -1159,8 +1830,20 @@ func decodeChatAction(d *decoder) (ChatAction, error) {
 		v = new(ChatTurnCancelledAction)
 	case "chat/error":
 		v = new(ChatErrorAction)
+	case "chat/turnResume":
+		v = new(ChatTurnResumeAction)
 	case "chat/activityChanged":
 		v = new(ChatActivityChangedAction)
+	case "chat/backgroundWorkSet":
+		v = new(ChatBackgroundWorkSetAction)
+	case "chat/backgroundWorkRemoved":
+		v = new(ChatBackgroundWorkRemovedAction)
+	case "chat/movableChanged":
+		v = new(ChatMovableChangedAction)
+	case "chat/changesetsChanged":
+		v = new(ChatChangesetsChangedAction)
+	case "chat/canvasesChanged":
+		v = new(ChatCanvasesChangedAction)
 	case "chat/workingDirectorySet":
 		v = new(ChatWorkingDirectorySetAction)
 	case "chat/workingDirectoryRemoved":
@@ -1181,6 +1864,10 @@ func decodeChatAction(d *decoder) (ChatAction, error) {
 		v = new(ChatQueuedMessagesReorderedAction)
 	case "chat/draftChanged":
 		v = new(ChatDraftChangedAction)
+	case "chat/isReadChanged":
+		v = new(ChatIsReadChangedAction)
+	case "chat/isArchivedChanged":
+		v = new(ChatIsArchivedChangedAction)
 	case "chat/inputRequested":
 		v = new(ChatInputRequestedAction)
 	case "chat/inputAnswerChanged":
@@ -1229,6 +1916,226 @@ func (x *ChatActivityChangedAction) decode(d *decoder) error {
 		case "activity":
 			x.Activity, err = decodeOptional(d, (*decoder).string)
 			err = inField("activity", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatBackgroundWorkRemovedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatBackgroundWorkRemovedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatBackgroundWorkRemovedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/backgroundWorkRemoved\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatBackgroundWorkRemovedAction) decode(d *decoder) error {
+	*x = ChatBackgroundWorkRemovedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/backgroundWorkRemoved"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatBackgroundWorkSetAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatBackgroundWorkSetAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatBackgroundWorkSetAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/backgroundWorkSet\"")
+	w.key("\"work\":")
+	encodeUnion(w, x.Work)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatBackgroundWorkSetAction) decode(d *decoder) error {
+	*x = ChatBackgroundWorkSetAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/backgroundWorkSet"))
+		case "work":
+			seen |= 1 << 1
+			x.Work, err = decodeBackgroundWork(d)
+			err = inField("work", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("work")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatCanvasesChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatCanvasesChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatCanvasesChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/canvasesChanged\"")
+	if x.Canvases != nil {
+		w.key("\"canvases\":")
+		w.beginArray()
+		for i0 := range x.Canvases {
+			(&x.Canvases[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatCanvasesChangedAction) decode(d *decoder) error {
+	*x = ChatCanvasesChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/canvasesChanged"))
+		case "canvases":
+			x.Canvases, err = decodeNullable(d, arrayOf(decodeStruct[CanvasReference]))
+			err = inField("canvases", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatChangesetsChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatChangesetsChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatChangesetsChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/changesetsChanged\"")
+	if x.Changesets != nil {
+		w.key("\"changesets\":")
+		w.beginArray()
+		for i0 := range x.Changesets {
+			(&x.Changesets[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatChangesetsChangedAction) decode(d *decoder) error {
+	*x = ChatChangesetsChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/changesetsChanged"))
+		case "changesets":
+			x.Changesets, err = decodeNullable(d, arrayOf(decodeStruct[Changeset]))
+			err = inField("changesets", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -1389,9 +2296,9 @@ func (x *ChatErrorAction) encode(w *writer) {
 	w.key("\"turnId\":")
 	w.string(x.TurnID)
 	w.key("\"duration\":")
-	w.float(x.Duration)
-	w.key("\"error\":")
-	(&x.Error).encode(w)
+	w.int(x.Duration)
+	w.key("\"part\":")
+	(&x.Part).encode(w)
 	if x.Meta != nil {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
@@ -1421,11 +2328,11 @@ func (x *ChatErrorAction) decode(d *decoder) error {
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
-			x.Duration, err = d.float()
+			x.Duration, err = d.roundedInt()
 			err = inField("duration", err)
-		case "error":
+		case "part":
 			seen |= 1 << 3
-			err = inField("error", x.Error.decode(d))
+			err = inField("part", x.Part.decode(d))
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
@@ -1449,7 +2356,7 @@ func (x *ChatErrorAction) decode(d *decoder) error {
 		return missing("duration")
 	}
 	if seen&(1<<3) == 0 {
-		return missing("error")
+		return missing("part")
 	}
 	return nil
 }
@@ -1648,6 +2555,168 @@ func (x *ChatInputRequestedAction) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("request")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatIsArchivedChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatIsArchivedChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatIsArchivedChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/isArchivedChanged\"")
+	w.key("\"isArchived\":")
+	w.bool(x.IsArchived)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatIsArchivedChangedAction) decode(d *decoder) error {
+	*x = ChatIsArchivedChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/isArchivedChanged"))
+		case "isArchived":
+			seen |= 1 << 1
+			x.IsArchived, err = d.bool()
+			err = inField("isArchived", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("isArchived")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatIsReadChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatIsReadChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatIsReadChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/isReadChanged\"")
+	w.key("\"isRead\":")
+	w.bool(x.IsRead)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatIsReadChangedAction) decode(d *decoder) error {
+	*x = ChatIsReadChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/isReadChanged"))
+		case "isRead":
+			seen |= 1 << 1
+			x.IsRead, err = d.bool()
+			err = inField("isRead", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("isRead")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatMovableChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatMovableChangedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatMovableChangedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/movableChanged\"")
+	w.key("\"movable\":")
+	w.bool(x.Movable)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatMovableChangedAction) decode(d *decoder) error {
+	*x = ChatMovableChangedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/movableChanged"))
+		case "movable":
+			seen |= 1 << 1
+			x.Movable, err = d.bool()
+			err = inField("movable", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("movable")
 	}
 	return nil
 }
@@ -2623,7 +3692,7 @@ func (x *ChatToolCallReadyAction) decode(d *decoder) error {
 			x.RiskAssessment, err = decodeNullable(d, decodeToolCallRiskAssessment)
 			err = inField("riskAssessment", err)
 		case "edits":
-			x.Edits, err = decodeOptional(d, decodeStruct[FileEditList])
+			x.Edits, err = decodeOptional(d, decodeStruct[FileEditCollection])
 			err = inField("edits", err)
 		case "editable":
 			x.Editable, err = decodeOptional(d, (*decoder).bool)
@@ -2905,7 +3974,7 @@ func (x *ChatTurnCancelledAction) encode(w *writer) {
 	w.key("\"turnId\":")
 	w.string(x.TurnID)
 	w.key("\"duration\":")
-	w.float(x.Duration)
+	w.int(x.Duration)
 	if x.Meta != nil {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
@@ -2935,7 +4004,7 @@ func (x *ChatTurnCancelledAction) decode(d *decoder) error {
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
-			x.Duration, err = d.float()
+			x.Duration, err = d.roundedInt()
 			err = inField("duration", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -2975,7 +4044,7 @@ func (x *ChatTurnCompleteAction) encode(w *writer) {
 	w.key("\"turnId\":")
 	w.string(x.TurnID)
 	w.key("\"duration\":")
-	w.float(x.Duration)
+	w.int(x.Duration)
 	if x.Meta != nil {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
@@ -3005,7 +4074,7 @@ func (x *ChatTurnCompleteAction) decode(d *decoder) error {
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
-			x.Duration, err = d.float()
+			x.Duration, err = d.roundedInt()
 			err = inField("duration", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3028,6 +4097,60 @@ func (x *ChatTurnCompleteAction) decode(d *decoder) error {
 	}
 	if seen&(1<<2) == 0 {
 		return missing("duration")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatTurnResumeAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatTurnResumeAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatTurnResumeAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"chat/turnResume\"")
+	w.key("\"turnId\":")
+	w.string(x.TurnID)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatTurnResumeAction) decode(d *decoder) error {
+	*x = ChatTurnResumeAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("chat/turnResume"))
+		case "turnId":
+			seen |= 1 << 1
+			x.TurnID, err = d.string()
+			err = inField("turnId", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("turnId")
 	}
 	return nil
 }
@@ -3387,9 +4510,17 @@ func (x *PartialChatSummary) encode(w *writer) {
 		w.key("\"modifiedAt\":")
 		w.string((*x.ModifiedAt))
 	}
+	if x.Changes != nil {
+		w.key("\"changes\":")
+		x.Changes.encode(w)
+	}
 	if x.Origin != nil {
 		w.key("\"origin\":")
 		encodeUnion(w, x.Origin)
+	}
+	if x.Movable != nil {
+		w.key("\"movable\":")
+		w.bool((*x.Movable))
 	}
 	if x.Interactivity != nil {
 		w.key("\"interactivity\":")
@@ -3433,9 +4564,15 @@ func (x *PartialChatSummary) decode(d *decoder) error {
 		case "modifiedAt":
 			x.ModifiedAt, err = decodeOptional(d, (*decoder).string)
 			err = inField("modifiedAt", err)
+		case "changes":
+			x.Changes, err = decodeOptional(d, decodeStruct[ChangesSummary])
+			err = inField("changes", err)
 		case "origin":
 			x.Origin, err = decodeNullable(d, decodeChatOrigin)
 			err = inField("origin", err)
+		case "movable":
+			x.Movable, err = decodeOptional(d, (*decoder).bool)
+			err = inField("movable", err)
 		case "interactivity":
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
@@ -4174,6 +5311,64 @@ func (x *SessionChatUpdatedAction) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x SessionChatsReorderedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *SessionChatsReorderedAction) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *SessionChatsReorderedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"session/chatsReordered\"")
+	w.key("\"chats\":")
+	w.beginArray()
+	for i0 := range x.Chats {
+		w.string(x.Chats[i0])
+	}
+	w.endArray()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *SessionChatsReorderedAction) decode(d *decoder) error {
+	*x = SessionChatsReorderedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("session/chatsReordered"))
+		case "chats":
+			seen |= 1 << 1
+			x.Chats, err = decodeArray(d, (*decoder).string)
+			err = inField("chats", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("chats")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x SessionConfigChangedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -4353,8 +5548,12 @@ func (x *SessionCustomizationToggledAction) encode(w *writer) {
 	w.literal("\"session/customizationToggled\"")
 	w.key("\"id\":")
 	w.string(x.ID)
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
+	w.key("\"enablement\":")
+	w.beginArray()
+	for i0 := range x.Enablement {
+		encodeUnion(w, x.Enablement[i0])
+	}
+	w.endArray()
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -4378,10 +5577,10 @@ func (x *SessionCustomizationToggledAction) decode(d *decoder) error {
 			seen |= 1 << 1
 			x.ID, err = d.string()
 			err = inField("id", err)
-		case "enabled":
+		case "enablement":
 			seen |= 1 << 2
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
+			x.Enablement, err = decodeArray(d, decodeCustomizationEnablement)
+			err = inField("enablement", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -4399,7 +5598,7 @@ func (x *SessionCustomizationToggledAction) decode(d *decoder) error {
 		return missing("id")
 	}
 	if seen&(1<<2) == 0 {
-		return missing("enabled")
+		return missing("enablement")
 	}
 	return nil
 }
@@ -4780,6 +5979,62 @@ func (x *SessionIsReadChangedAction) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("isRead")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x SessionMCPServerBackgroundRequestedAction) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *SessionMCPServerBackgroundRequestedAction) UnmarshalJSON(b []byte) error {
+	return unmarshal(b, x)
+}
+
+func (x *SessionMCPServerBackgroundRequestedAction) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.literal("\"session/mcpServerBackgroundRequested\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *SessionMCPServerBackgroundRequestedAction) decode(d *decoder) error {
+	*x = SessionMCPServerBackgroundRequestedAction{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			err = inField("type", d.expect("session/mcpServerBackgroundRequested"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
 	}
 	return nil
 }
@@ -5955,68 +7210,6 @@ func (x *TerminalTitleChangedAction) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("title")
-	}
-	return nil
-}
-
-// MarshalJSON encodes x as AHP JSON.
-func (x ToolCallActionBase) MarshalJSON() ([]byte, error) { return marshal(&x) }
-
-// UnmarshalJSON decodes AHP JSON into x.
-func (x *ToolCallActionBase) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
-
-func (x *ToolCallActionBase) encode(w *writer) {
-	w.beginObject()
-	w.key("\"turnId\":")
-	w.string(x.TurnID)
-	w.key("\"toolCallId\":")
-	w.string(x.ToolCallID)
-	if x.Meta != nil {
-		w.key("\"_meta\":")
-		w.object(x.Meta)
-	}
-	w.extra(x.Extra)
-	w.endObject()
-}
-
-func (x *ToolCallActionBase) decode(d *decoder) error {
-	*x = ToolCallActionBase{}
-	if err := d.beginObject(); err != nil {
-		return err
-	}
-	var seen uint64
-	for d.more() {
-		name, err := d.name()
-		if err != nil {
-			return err
-		}
-		switch string(name) {
-		case "turnId":
-			seen |= 1 << 0
-			x.TurnID, err = d.string()
-			err = inField("turnId", err)
-		case "toolCallId":
-			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
-			err = inField("toolCallId", err)
-		case "_meta":
-			x.Meta, err = decodeNullable(d, (*decoder).object)
-			err = inField("_meta", err)
-		default:
-			err = d.extra(&x.Extra, name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := d.endObject(); err != nil {
-		return err
-	}
-	if seen&(1<<0) == 0 {
-		return missing("turnId")
-	}
-	if seen&(1<<1) == 0 {
-		return missing("toolCallId")
 	}
 	return nil
 }

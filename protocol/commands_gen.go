@@ -4,10 +4,11 @@ package protocol
 
 // AuthenticateParams is the AHP AuthenticateParams object.
 type AuthenticateParams struct {
-	Meta     Object   `json:"_meta,omitzero"`
-	Resource string   `json:"resource"`
-	Token    string   `json:"token"`
-	Scopes   []string `json:"scopes,omitzero"`
+	Meta      Object   `json:"_meta,omitzero"`
+	Resource  string   `json:"resource"`
+	Token     string   `json:"token"`
+	ExpiresIn *int64   `json:"expiresIn,omitzero"`
+	Scopes    []string `json:"scopes,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -15,6 +16,59 @@ type AuthenticateParams struct {
 
 // AuthenticateResult is the AHP AuthenticateResult object.
 type AuthenticateResult struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationCapabilities is the AHP AutomationCapabilities object.
+type AutomationCapabilities struct {
+	Create          *AutomationCreateCapability          `json:"create,omitzero"`
+	Schedules       *AutomationScheduleCapabilities      `json:"schedules,omitzero"`
+	RunCancellation *AutomationRunCancellationCapability `json:"runCancellation,omitzero"`
+	RunHistoryLimit *int64                               `json:"runHistoryLimit,omitzero"`
+	Customizations  *AutomationCustomizationsCapability  `json:"customizations,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationCreateCapability is the AHP AutomationCreateCapability object.
+type AutomationCreateCapability struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationCustomizationsCapability is the AHP AutomationCustomizationsCapability object.
+type AutomationCustomizationsCapability struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationRunCancellationCapability is the AHP AutomationRunCancellationCapability object.
+type AutomationRunCancellationCapability struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationScheduleCapabilities is the AHP AutomationScheduleCapabilities object.
+type AutomationScheduleCapabilities struct {
+	MinIntervalMinutes *int64 `json:"minIntervalMinutes,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationTriggerDefinition is the AHP AutomationTriggerDefinition object.
+type AutomationTriggerDefinition struct {
+	Type         string                             `json:"type"`
+	Title        string                             `json:"title"`
+	Description  *string                            `json:"description,omitzero"`
+	Events       []AutomationTriggerEventDefinition `json:"events"`
+	ConfigSchema *ConfigSchema                      `json:"configSchema,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -69,6 +123,35 @@ type ChangesetOperationTargetResource struct {
 }
 
 func (*ChangesetOperationTargetResource) isChangesetOperationTarget() {}
+
+// ChatMoveDestination holds one of *ChatMoveToSessionDestination, *ChatMoveToNewSessionDestination, or *Unknown for a
+// variant this protocol version does not define.
+type ChatMoveDestination interface {
+	wireValue
+	isChatMoveDestination()
+}
+
+func (*Unknown) isChatMoveDestination() {}
+
+// ChatMoveToNewSessionDestination is the AHP ChatMoveToNewSessionDestination object.
+type ChatMoveToNewSessionDestination struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*ChatMoveToNewSessionDestination) isChatMoveDestination() {}
+
+// ChatMoveToSessionDestination is the AHP ChatMoveToSessionDestination object.
+type ChatMoveToSessionDestination struct {
+	Session URI  `json:"session"`
+	After   *URI `json:"after,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*ChatMoveToSessionDestination) isChatMoveDestination() {}
 
 // ChatSource holds one of *ForkChatSource, *SideChatSource, or *Unknown for a
 // variant this protocol version does not define.
@@ -176,7 +259,6 @@ type CreateSessionParams struct {
 	Meta               Object               `json:"_meta,omitzero"`
 	Provider           *string              `json:"provider,omitzero"`
 	WorkingDirectories []URI                `json:"workingDirectories,omitzero"`
-	Fork               *SessionForkSource   `json:"fork,omitzero"`
 	Config             Object               `json:"config,omitzero"`
 	ActiveClient       *SessionActiveClient `json:"activeClient,omitzero"`
 	ProgressToken      *string              `json:"progressToken,omitzero"`
@@ -245,6 +327,23 @@ type DisposeTerminalParams struct {
 	Extra Object `json:"-"`
 }
 
+// FetchAutomationRunsParams is the AHP FetchAutomationRunsParams object.
+type FetchAutomationRunsParams struct {
+	Meta       Object  `json:"_meta,omitzero"`
+	Automation URI     `json:"automation"`
+	Cursor     *string `json:"cursor,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// FetchAutomationRunsResult is the AHP FetchAutomationRunsResult object.
+type FetchAutomationRunsResult struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
 // FetchTurnsParams is the AHP FetchTurnsParams object.
 type FetchTurnsParams struct {
 	Channel URI     `json:"channel"`
@@ -307,14 +406,16 @@ type InitializeParams struct {
 
 // InitializeResult is the AHP InitializeResult object.
 type InitializeResult struct {
-	ProtocolVersion             string                 `json:"protocolVersion"`
-	ServerSeq                   int64                  `json:"serverSeq"`
-	ServerInfo                  *Implementation        `json:"serverInfo,omitzero"`
-	Snapshots                   []Snapshot             `json:"snapshots"`
-	DefaultDirectory            *URI                   `json:"defaultDirectory,omitzero"`
-	CompletionTriggerCharacters []string               `json:"completionTriggerCharacters,omitzero"`
-	TerminalCommandPrefix       *string                `json:"terminalCommandPrefix,omitzero"`
-	Telemetry                   *TelemetryCapabilities `json:"telemetry,omitzero"`
+	ProtocolVersion             string                  `json:"protocolVersion"`
+	ServerSeq                   int64                   `json:"serverSeq"`
+	ServerInfo                  *Implementation         `json:"serverInfo,omitzero"`
+	Meta                        Object                  `json:"_meta,omitzero"`
+	Snapshots                   []Snapshot              `json:"snapshots"`
+	DefaultDirectory            *URI                    `json:"defaultDirectory,omitzero"`
+	CompletionTriggerCharacters []string                `json:"completionTriggerCharacters,omitzero"`
+	TerminalCommandPrefix       *string                 `json:"terminalCommandPrefix,omitzero"`
+	Telemetry                   *TelemetryCapabilities  `json:"telemetry,omitzero"`
+	Automations                 *AutomationCapabilities `json:"automations,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -340,6 +441,25 @@ type InvokeChangesetOperationResult struct {
 	Extra Object `json:"-"`
 }
 
+// ListAutomationTriggerDefinitionsParams is the AHP ListAutomationTriggerDefinitionsParams object.
+type ListAutomationTriggerDefinitionsParams struct {
+	Meta               Object  `json:"_meta,omitzero"`
+	Provider           *string `json:"provider,omitzero"`
+	WorkingDirectories []URI   `json:"workingDirectories,omitzero"`
+	SessionConfig      Object  `json:"sessionConfig,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// ListAutomationTriggerDefinitionsResult is the AHP ListAutomationTriggerDefinitionsResult object.
+type ListAutomationTriggerDefinitionsResult struct {
+	Items []AutomationTriggerDefinition `json:"items"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
 // ListSessionsParams is the AHP ListSessionsParams object.
 type ListSessionsParams struct {
 	Meta   Object  `json:"_meta,omitzero"`
@@ -354,6 +474,24 @@ type ListSessionsParams struct {
 type ListSessionsResult struct {
 	NextCursor *string          `json:"nextCursor,omitzero"`
 	Items      []SessionSummary `json:"items"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// MoveChatParams is the AHP MoveChatParams object.
+type MoveChatParams struct {
+	Channel     URI                 `json:"channel"`
+	Meta        Object              `json:"_meta,omitzero"`
+	Destination ChatMoveDestination `json:"destination"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// MoveChatResult is the AHP MoveChatResult object.
+type MoveChatResult struct {
+	Session URI `json:"session"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -638,6 +776,24 @@ type ResourceWriteResult struct {
 	Extra Object `json:"-"`
 }
 
+// RunAutomationParams is the AHP RunAutomationParams object.
+type RunAutomationParams struct {
+	Meta       Object `json:"_meta,omitzero"`
+	Automation URI    `json:"automation"`
+	RequestID  string `json:"requestId"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// RunAutomationResult is the AHP RunAutomationResult object.
+type RunAutomationResult struct {
+	Resource URI `json:"resource"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
 // SessionConfigCompletionsParams is the AHP SessionConfigCompletionsParams object.
 type SessionConfigCompletionsParams struct {
 	Meta             Object  `json:"_meta,omitzero"`
@@ -664,15 +820,6 @@ type SessionConfigValueItem struct {
 	Value       string  `json:"value"`
 	Label       string  `json:"label"`
 	Description *string `json:"description,omitzero"`
-	// Extra holds members this protocol version does not define; they
-	// are written back unchanged.
-	Extra Object `json:"-"`
-}
-
-// SessionForkSource is the AHP SessionForkSource object.
-type SessionForkSource struct {
-	Session URI    `json:"session"`
-	TurnID  string `json:"turnId"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

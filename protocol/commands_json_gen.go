@@ -20,6 +20,10 @@ func (x *AuthenticateParams) encode(w *writer) {
 	w.string(x.Resource)
 	w.key("\"token\":")
 	w.string(x.Token)
+	if x.ExpiresIn != nil {
+		w.key("\"expiresIn\":")
+		w.int((*x.ExpiresIn))
+	}
 	if x.Scopes != nil {
 		w.key("\"scopes\":")
 		w.beginArray()
@@ -58,6 +62,9 @@ func (x *AuthenticateParams) decode(d *decoder) error {
 			seen |= 1 << 2
 			x.Token, err = d.string()
 			err = inField("token", err)
+		case "expiresIn":
+			x.ExpiresIn, err = decodeOptional(d, (*decoder).int)
+			err = inField("expiresIn", err)
 		case "scopes":
 			x.Scopes, err = decodeNullable(d, arrayOf((*decoder).string))
 			err = inField("scopes", err)
@@ -115,6 +122,310 @@ func (x *AuthenticateResult) decode(d *decoder) error {
 	}
 	if err := d.endObject(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCapabilities) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCapabilities) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCapabilities) encode(w *writer) {
+	w.beginObject()
+	if x.Create != nil {
+		w.key("\"create\":")
+		x.Create.encode(w)
+	}
+	if x.Schedules != nil {
+		w.key("\"schedules\":")
+		x.Schedules.encode(w)
+	}
+	if x.RunCancellation != nil {
+		w.key("\"runCancellation\":")
+		x.RunCancellation.encode(w)
+	}
+	if x.RunHistoryLimit != nil {
+		w.key("\"runHistoryLimit\":")
+		w.int((*x.RunHistoryLimit))
+	}
+	if x.Customizations != nil {
+		w.key("\"customizations\":")
+		x.Customizations.encode(w)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCapabilities) decode(d *decoder) error {
+	*x = AutomationCapabilities{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "create":
+			x.Create, err = decodeOptional(d, decodeStruct[AutomationCreateCapability])
+			err = inField("create", err)
+		case "schedules":
+			x.Schedules, err = decodeOptional(d, decodeStruct[AutomationScheduleCapabilities])
+			err = inField("schedules", err)
+		case "runCancellation":
+			x.RunCancellation, err = decodeOptional(d, decodeStruct[AutomationRunCancellationCapability])
+			err = inField("runCancellation", err)
+		case "runHistoryLimit":
+			x.RunHistoryLimit, err = decodeOptional(d, (*decoder).int)
+			err = inField("runHistoryLimit", err)
+		case "customizations":
+			x.Customizations, err = decodeOptional(d, decodeStruct[AutomationCustomizationsCapability])
+			err = inField("customizations", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCreateCapability) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCreateCapability) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCreateCapability) encode(w *writer) {
+	w.beginObject()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCreateCapability) decode(d *decoder) error {
+	*x = AutomationCreateCapability{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCustomizationsCapability) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCustomizationsCapability) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCustomizationsCapability) encode(w *writer) {
+	w.beginObject()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCustomizationsCapability) decode(d *decoder) error {
+	*x = AutomationCustomizationsCapability{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunCancellationCapability) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunCancellationCapability) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunCancellationCapability) encode(w *writer) {
+	w.beginObject()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunCancellationCapability) decode(d *decoder) error {
+	*x = AutomationRunCancellationCapability{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationScheduleCapabilities) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationScheduleCapabilities) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationScheduleCapabilities) encode(w *writer) {
+	w.beginObject()
+	if x.MinIntervalMinutes != nil {
+		w.key("\"minIntervalMinutes\":")
+		w.int((*x.MinIntervalMinutes))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationScheduleCapabilities) decode(d *decoder) error {
+	*x = AutomationScheduleCapabilities{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "minIntervalMinutes":
+			x.MinIntervalMinutes, err = decodeOptional(d, (*decoder).int)
+			err = inField("minIntervalMinutes", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationTriggerDefinition) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationTriggerDefinition) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationTriggerDefinition) encode(w *writer) {
+	w.beginObject()
+	w.key("\"type\":")
+	w.string(x.Type)
+	w.key("\"title\":")
+	w.string(x.Title)
+	if x.Description != nil {
+		w.key("\"description\":")
+		w.string((*x.Description))
+	}
+	w.key("\"events\":")
+	w.beginArray()
+	for i0 := range x.Events {
+		(&x.Events[i0]).encode(w)
+	}
+	w.endArray()
+	if x.ConfigSchema != nil {
+		w.key("\"configSchema\":")
+		x.ConfigSchema.encode(w)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationTriggerDefinition) decode(d *decoder) error {
+	*x = AutomationTriggerDefinition{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "type":
+			seen |= 1 << 0
+			x.Type, err = d.string()
+			err = inField("type", err)
+		case "title":
+			seen |= 1 << 1
+			x.Title, err = d.string()
+			err = inField("title", err)
+		case "description":
+			x.Description, err = decodeOptional(d, (*decoder).string)
+			err = inField("description", err)
+		case "events":
+			seen |= 1 << 2
+			x.Events, err = decodeArray(d, decodeStruct[AutomationTriggerEventDefinition])
+			err = inField("events", err)
+		case "configSchema":
+			x.ConfigSchema, err = decodeOptional(d, decodeStruct[ConfigSchema])
+			err = inField("configSchema", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("title")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("events")
 	}
 	return nil
 }
@@ -372,6 +683,134 @@ func (x *ChangesetOperationTargetResource) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("resource")
+	}
+	return nil
+}
+
+// UnmarshalChatMoveDestination decodes AHP JSON holding a ChatMoveDestination.
+func UnmarshalChatMoveDestination(b []byte) (ChatMoveDestination, error) {
+	return unmarshalUnion(b, decodeChatMoveDestination)
+}
+
+func decodeChatMoveDestination(d *decoder) (ChatMoveDestination, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v ChatMoveDestination
+	switch tag {
+	case "session":
+		v = new(ChatMoveToSessionDestination)
+	case "newSession":
+		v = new(ChatMoveToNewSessionDestination)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatMoveToNewSessionDestination) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatMoveToNewSessionDestination) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatMoveToNewSessionDestination) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"newSession\"")
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatMoveToNewSessionDestination) decode(d *decoder) error {
+	*x = ChatMoveToNewSessionDestination{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("newSession"))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ChatMoveToSessionDestination) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ChatMoveToSessionDestination) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ChatMoveToSessionDestination) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"session\"")
+	w.key("\"session\":")
+	w.string(x.Session)
+	if x.After != nil {
+		w.key("\"after\":")
+		w.string((*x.After))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ChatMoveToSessionDestination) decode(d *decoder) error {
+	*x = ChatMoveToSessionDestination{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("session"))
+		case "session":
+			seen |= 1 << 1
+			x.Session, err = d.string()
+			err = inField("session", err)
+		case "after":
+			x.After, err = decodeOptional(d, (*decoder).string)
+			err = inField("after", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("session")
 	}
 	return nil
 }
@@ -879,10 +1318,6 @@ func (x *CreateSessionParams) encode(w *writer) {
 		}
 		w.endArray()
 	}
-	if x.Fork != nil {
-		w.key("\"fork\":")
-		x.Fork.encode(w)
-	}
 	if x.Config != nil {
 		w.key("\"config\":")
 		w.object(x.Config)
@@ -924,9 +1359,6 @@ func (x *CreateSessionParams) decode(d *decoder) error {
 		case "workingDirectories":
 			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
 			err = inField("workingDirectories", err)
-		case "fork":
-			x.Fork, err = decodeOptional(d, decodeStruct[SessionForkSource])
-			err = inField("fork", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
 			err = inField("config", err)
@@ -1316,6 +1748,110 @@ func (x *DisposeTerminalParams) decode(d *decoder) error {
 	}
 	if seen&(1<<0) == 0 {
 		return missing("channel")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x FetchAutomationRunsParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *FetchAutomationRunsParams) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *FetchAutomationRunsParams) encode(w *writer) {
+	w.beginObject()
+	w.key("\"channel\":")
+	w.literal("\"ahp-automations://\"")
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.key("\"automation\":")
+	w.string(x.Automation)
+	if x.Cursor != nil {
+		w.key("\"cursor\":")
+		w.string((*x.Cursor))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *FetchAutomationRunsParams) decode(d *decoder) error {
+	*x = FetchAutomationRunsParams{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "channel":
+			seen |= 1 << 0
+			err = inField("channel", d.expect("ahp-automations://"))
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "automation":
+			seen |= 1 << 1
+			x.Automation, err = d.string()
+			err = inField("automation", err)
+		case "cursor":
+			x.Cursor, err = decodeOptional(d, (*decoder).string)
+			err = inField("cursor", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("channel")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x FetchAutomationRunsResult) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *FetchAutomationRunsResult) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *FetchAutomationRunsResult) encode(w *writer) {
+	w.beginObject()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *FetchAutomationRunsResult) decode(d *decoder) error {
+	*x = FetchAutomationRunsResult{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -1711,6 +2247,10 @@ func (x *InitializeResult) encode(w *writer) {
 		w.key("\"serverInfo\":")
 		x.ServerInfo.encode(w)
 	}
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
 	w.key("\"snapshots\":")
 	w.beginArray()
 	for i0 := range x.Snapshots {
@@ -1736,6 +2276,10 @@ func (x *InitializeResult) encode(w *writer) {
 	if x.Telemetry != nil {
 		w.key("\"telemetry\":")
 		x.Telemetry.encode(w)
+	}
+	if x.Automations != nil {
+		w.key("\"automations\":")
+		x.Automations.encode(w)
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -1764,6 +2308,9 @@ func (x *InitializeResult) decode(d *decoder) error {
 		case "serverInfo":
 			x.ServerInfo, err = decodeOptional(d, decodeStruct[Implementation])
 			err = inField("serverInfo", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
 		case "snapshots":
 			seen |= 1 << 2
 			x.Snapshots, err = decodeArray(d, decodeStruct[Snapshot])
@@ -1780,6 +2327,9 @@ func (x *InitializeResult) decode(d *decoder) error {
 		case "telemetry":
 			x.Telemetry, err = decodeOptional(d, decodeStruct[TelemetryCapabilities])
 			err = inField("telemetry", err)
+		case "automations":
+			x.Automations, err = decodeOptional(d, decodeStruct[AutomationCapabilities])
+			err = inField("automations", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -1922,6 +2472,137 @@ func (x *InvokeChangesetOperationResult) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x ListAutomationTriggerDefinitionsParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ListAutomationTriggerDefinitionsParams) UnmarshalJSON(b []byte) error {
+	return unmarshal(b, x)
+}
+
+func (x *ListAutomationTriggerDefinitionsParams) encode(w *writer) {
+	w.beginObject()
+	w.key("\"channel\":")
+	w.literal("\"ahp-root://\"")
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	if x.Provider != nil {
+		w.key("\"provider\":")
+		w.string((*x.Provider))
+	}
+	if x.WorkingDirectories != nil {
+		w.key("\"workingDirectories\":")
+		w.beginArray()
+		for i0 := range x.WorkingDirectories {
+			w.string(x.WorkingDirectories[i0])
+		}
+		w.endArray()
+	}
+	if x.SessionConfig != nil {
+		w.key("\"sessionConfig\":")
+		w.object(x.SessionConfig)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ListAutomationTriggerDefinitionsParams) decode(d *decoder) error {
+	*x = ListAutomationTriggerDefinitionsParams{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "channel":
+			seen |= 1 << 0
+			err = inField("channel", d.expect("ahp-root://"))
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "provider":
+			x.Provider, err = decodeOptional(d, (*decoder).string)
+			err = inField("provider", err)
+		case "workingDirectories":
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			err = inField("workingDirectories", err)
+		case "sessionConfig":
+			x.SessionConfig, err = decodeNullable(d, (*decoder).object)
+			err = inField("sessionConfig", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("channel")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ListAutomationTriggerDefinitionsResult) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ListAutomationTriggerDefinitionsResult) UnmarshalJSON(b []byte) error {
+	return unmarshal(b, x)
+}
+
+func (x *ListAutomationTriggerDefinitionsResult) encode(w *writer) {
+	w.beginObject()
+	w.key("\"items\":")
+	w.beginArray()
+	for i0 := range x.Items {
+		(&x.Items[i0]).encode(w)
+	}
+	w.endArray()
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ListAutomationTriggerDefinitionsResult) decode(d *decoder) error {
+	*x = ListAutomationTriggerDefinitionsResult{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "items":
+			seen |= 1 << 0
+			x.Items, err = decodeArray(d, decodeStruct[AutomationTriggerDefinition])
+			err = inField("items", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("items")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x ListSessionsParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -2040,6 +2721,114 @@ func (x *ListSessionsResult) decode(d *decoder) error {
 	}
 	if seen&(1<<0) == 0 {
 		return missing("items")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x MoveChatParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *MoveChatParams) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *MoveChatParams) encode(w *writer) {
+	w.beginObject()
+	w.key("\"channel\":")
+	w.string(x.Channel)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.key("\"destination\":")
+	encodeUnion(w, x.Destination)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *MoveChatParams) decode(d *decoder) error {
+	*x = MoveChatParams{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "channel":
+			seen |= 1 << 0
+			x.Channel, err = d.string()
+			err = inField("channel", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "destination":
+			seen |= 1 << 1
+			x.Destination, err = decodeChatMoveDestination(d)
+			err = inField("destination", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("channel")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("destination")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x MoveChatResult) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *MoveChatResult) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *MoveChatResult) encode(w *writer) {
+	w.beginObject()
+	w.key("\"session\":")
+	w.string(x.Session)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *MoveChatResult) decode(d *decoder) error {
+	*x = MoveChatResult{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "session":
+			seen |= 1 << 0
+			x.Session, err = d.string()
+			err = inField("session", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("session")
 	}
 	return nil
 }
@@ -3638,6 +4427,122 @@ func (x *ResourceWriteResult) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x RunAutomationParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *RunAutomationParams) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *RunAutomationParams) encode(w *writer) {
+	w.beginObject()
+	w.key("\"channel\":")
+	w.literal("\"ahp-automations://\"")
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.key("\"automation\":")
+	w.string(x.Automation)
+	w.key("\"requestId\":")
+	w.string(x.RequestID)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *RunAutomationParams) decode(d *decoder) error {
+	*x = RunAutomationParams{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "channel":
+			seen |= 1 << 0
+			err = inField("channel", d.expect("ahp-automations://"))
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "automation":
+			seen |= 1 << 1
+			x.Automation, err = d.string()
+			err = inField("automation", err)
+		case "requestId":
+			seen |= 1 << 2
+			x.RequestID, err = d.string()
+			err = inField("requestId", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("channel")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("requestId")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x RunAutomationResult) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *RunAutomationResult) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *RunAutomationResult) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *RunAutomationResult) decode(d *decoder) error {
+	*x = RunAutomationResult{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x SessionConfigCompletionsParams) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -3834,61 +4739,6 @@ func (x *SessionConfigValueItem) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("label")
-	}
-	return nil
-}
-
-// MarshalJSON encodes x as AHP JSON.
-func (x SessionForkSource) MarshalJSON() ([]byte, error) { return marshal(&x) }
-
-// UnmarshalJSON decodes AHP JSON into x.
-func (x *SessionForkSource) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
-
-func (x *SessionForkSource) encode(w *writer) {
-	w.beginObject()
-	w.key("\"session\":")
-	w.string(x.Session)
-	w.key("\"turnId\":")
-	w.string(x.TurnID)
-	w.extra(x.Extra)
-	w.endObject()
-}
-
-func (x *SessionForkSource) decode(d *decoder) error {
-	*x = SessionForkSource{}
-	if err := d.beginObject(); err != nil {
-		return err
-	}
-	var seen uint64
-	for d.more() {
-		name, err := d.name()
-		if err != nil {
-			return err
-		}
-		switch string(name) {
-		case "session":
-			seen |= 1 << 0
-			x.Session, err = d.string()
-			err = inField("session", err)
-		case "turnId":
-			seen |= 1 << 1
-			x.TurnID, err = d.string()
-			err = inField("turnId", err)
-		default:
-			err = d.extra(&x.Extra, name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := d.endObject(); err != nil {
-		return err
-	}
-	if seen&(1<<0) == 0 {
-		return missing("session")
-	}
-	if seen&(1<<1) == 0 {
-		return missing("turnId")
 	}
 	return nil
 }

@@ -1,6 +1,10 @@
 package protocol
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
 
 // ErrorCode is a JSON-RPC error code: the standard ones and AHP's own.
 type ErrorCode int64
@@ -45,4 +49,22 @@ func (e *Error) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code
 // Errorf returns an *Error with a formatted message.
 func Errorf(code ErrorCode, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// quoteLimit is how much of a client's string an error message quotes.
+const quoteLimit = 64
+
+// Quote returns s quoted for a message a person reads. A long s is cut to
+// its first bytes (on a character boundary) followed by how much was left
+// out, so that an error never carries a large client string back or into
+// a log.
+func Quote(s string) string {
+	if len(s) <= quoteLimit {
+		return strconv.Quote(s)
+	}
+	cut := quoteLimit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
 }

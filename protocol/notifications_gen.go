@@ -4,9 +4,9 @@ package protocol
 
 // AuthRequiredParams is the AHP AuthRequiredParams object.
 type AuthRequiredParams struct {
-	Channel  URI                 `json:"channel"`
-	Resource string              `json:"resource"`
-	Reason   *AuthRequiredReason `json:"reason,omitzero"`
+	Channel  URI                       `json:"channel"`
+	Resource ProtectedResourceMetadata `json:"resource"`
+	Reason   *AuthRequiredReason       `json:"reason,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -51,18 +51,21 @@ type OTLPExportTracesParams struct {
 
 // PartialSessionSummary is an object the AHP schema defines inline.
 type PartialSessionSummary struct {
-	Provider           *string             `json:"provider,omitzero"`
-	Title              *string             `json:"title,omitzero"`
-	Status             *SessionStatus      `json:"status,omitzero"`
-	Activity           *string             `json:"activity,omitzero"`
-	Project            *ProjectInfo        `json:"project,omitzero"`
-	WorkingDirectories []URI               `json:"workingDirectories,omitzero"`
-	Annotations        *AnnotationsSummary `json:"annotations,omitzero"`
-	Resource           *URI                `json:"resource,omitzero"`
-	CreatedAt          *string             `json:"createdAt,omitzero"`
-	ModifiedAt         *string             `json:"modifiedAt,omitzero"`
-	Changes            *ChangesSummary     `json:"changes,omitzero"`
-	Meta               Object              `json:"_meta,omitzero"`
+	Provider           *string                  `json:"provider,omitzero"`
+	Title              *string                  `json:"title,omitzero"`
+	Status             *SessionStatus           `json:"status,omitzero"`
+	Activity           *string                  `json:"activity,omitzero"`
+	Origin             *AutomationSessionOrigin `json:"origin,omitzero"`
+	Project            *ProjectInfo             `json:"project,omitzero"`
+	WorkingDirectories []URI                    `json:"workingDirectories,omitzero"`
+	Annotations        *AnnotationsSummary      `json:"annotations,omitzero"`
+	Resource           *URI                     `json:"resource,omitzero"`
+	CreatedAt          *string                  `json:"createdAt,omitzero"`
+	ModifiedAt         *string                  `json:"modifiedAt,omitzero"`
+	Changes            *ChangesSummary          `json:"changes,omitzero"`
+	Meta               Object                   `json:"_meta,omitzero"`
+	Chats              []SessionChatSummary     `json:"chats,omitzero"`
+	DefaultChat        *URI                     `json:"defaultChat,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

@@ -13,7 +13,7 @@ func (x *AuthRequiredParams) encode(w *writer) {
 	w.key("\"channel\":")
 	w.string(x.Channel)
 	w.key("\"resource\":")
-	w.string(x.Resource)
+	(&x.Resource).encode(w)
 	if x.Reason != nil {
 		w.key("\"reason\":")
 		w.string(string((*x.Reason)))
@@ -40,8 +40,7 @@ func (x *AuthRequiredParams) decode(d *decoder) error {
 			err = inField("channel", err)
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
-			err = inField("resource", err)
+			err = inField("resource", x.Resource.decode(d))
 		case "reason":
 			x.Reason, err = decodeOptional(d, decodeString[AuthRequiredReason])
 			err = inField("reason", err)
@@ -253,6 +252,10 @@ func (x *PartialSessionSummary) encode(w *writer) {
 		w.key("\"activity\":")
 		w.string((*x.Activity))
 	}
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		x.Origin.encode(w)
+	}
 	if x.Project != nil {
 		w.key("\"project\":")
 		x.Project.encode(w)
@@ -289,6 +292,18 @@ func (x *PartialSessionSummary) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
+	if x.Chats != nil {
+		w.key("\"chats\":")
+		w.beginArray()
+		for i0 := range x.Chats {
+			(&x.Chats[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	if x.DefaultChat != nil {
+		w.key("\"defaultChat\":")
+		w.string((*x.DefaultChat))
+	}
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -316,6 +331,9 @@ func (x *PartialSessionSummary) decode(d *decoder) error {
 		case "activity":
 			x.Activity, err = decodeOptional(d, (*decoder).string)
 			err = inField("activity", err)
+		case "origin":
+			x.Origin, err = decodeOptional(d, decodeStruct[AutomationSessionOrigin])
+			err = inField("origin", err)
 		case "project":
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
@@ -340,6 +358,12 @@ func (x *PartialSessionSummary) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
+		case "chats":
+			x.Chats, err = decodeNullable(d, arrayOf(decodeStruct[SessionChatSummary]))
+			err = inField("chats", err)
+		case "defaultChat":
+			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			err = inField("defaultChat", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}

@@ -18,16 +18,15 @@ import (
 // Actions of other channels and of types this version does not define leave
 // the state as it is.
 
-// Apply applies a to the state of any channel. now stamps the chat
-// reducer's modifiedAt; the others do not read it.
-func Apply(state ChannelState, a Action, now time.Time) ChannelState {
+// Apply applies a to the state of any channel.
+func Apply(state ChannelState, a Action) ChannelState {
 	switch s := state.(type) {
 	case *RootState:
 		return ReduceRoot(s, a)
 	case *SessionState:
 		return ReduceSession(s, a)
 	case *ChatState:
-		return ReduceChat(s, a, now)
+		return ReduceChat(s, a)
 	case *TerminalState:
 		return ReduceTerminal(s, a)
 	case *ChangesetState:
@@ -36,6 +35,12 @@ func Apply(state ChannelState, a Action, now time.Time) ChannelState {
 		return ReduceAnnotations(s, a)
 	case *ResourceWatchState:
 		return ReduceResourceWatch(s, a)
+	case *AutomationState:
+		return ReduceAutomation(s, a)
+	case *AutomationRunState:
+		return ReduceAutomationRun(s, a)
+	case *CanvasState:
+		return ReduceCanvas(s, a)
 	}
 	return state
 }

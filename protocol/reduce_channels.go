@@ -21,7 +21,7 @@ func ReduceTerminal(s *TerminalState, a Action) *TerminalState {
 	case *TerminalCwdChangedAction:
 		next.Cwd = new(a.Cwd)
 	case *TerminalExitedAction:
-		next.ExitCode = a.ExitCode
+		next.Lifecycle = &TerminalExitedLifecycleState{ExitCode: a.ExitCode}
 	case *TerminalClearedAction:
 		next.Content = []TerminalContentPart{}
 	case *TerminalCommandDetectionAvailableAction:
@@ -108,7 +108,6 @@ func ReduceChangeset(s *ChangesetState, a Action) *ChangesetState {
 		if a.Operations != nil {
 			next.Operations = a.Operations
 		}
-		next.Error = a.Error
 	case *ChangesetOperationsChangedAction:
 		next.Operations = a.Operations
 	case *ChangesetOperationStatusChangedAction:
@@ -148,8 +147,8 @@ func ReduceAnnotations(s *AnnotationsState, a Action) *AnnotationsState {
 		}
 		next.Annotations = slices.Clone(s.Annotations)
 		t := &next.Annotations[i]
-		if a.TurnID != nil {
-			t.TurnID = *a.TurnID
+		if a.Origin != nil {
+			t.Origin = *a.Origin
 		}
 		if a.Resource != nil {
 			t.Resource = *a.Resource

@@ -5,12 +5,13 @@ import (
 	"time"
 )
 
-// ReduceChat applies a chat-channel action. now is the time the action is
-// applied; it becomes the chat's modifiedAt when the action moves it.
-func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
+// ReduceChat applies a chat-channel action. Like every reducer since 0.9
+// it reads no clock: a chat's modifiedAt is its latest turn's start when a
+// turn starts, and that start plus the turn's duration when it ends.
+func ReduceChat(s *ChatState, a Action) *ChatState {
 	switch a := a.(type) {
 	case *ChatTurnStartedAction:
-		return turnStarted(s, a, now)
+		return turnStarted(s, a)
 	case *ChatDeltaAction:
 		return updatePart(s, a.TurnID, a.PartID, func(p ResponsePart) ResponsePart {
 			if md, ok := p.(*MarkdownResponsePart); ok {
@@ -30,15 +31,43 @@ func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
 			return p
 		})
 	case *ChatResponsePartAction:
+		if _, ok := a.Part.(*ErrorResponsePart); ok {
+			return s // an error part comes only with chat/error, which ends the turn
+		}
 		return withParts(s, a.TurnID, func(parts []ResponsePart) []ResponsePart {
 			return append(slices.Clip(parts), a.Part)
 		})
 	case *ChatTurnCompleteAction:
-		return endTurn(s, a.TurnID, TurnStateComplete, a.Duration, 0, nil, now)
+		return endTurn(s, a.TurnID, TurnStateComplete, a.Duration, 0, nil)
 	case *ChatTurnCancelledAction:
-		return endTurn(s, a.TurnID, TurnStateCancelled, a.Duration, 0, nil, now)
+		return endTurn(s, a.TurnID, TurnStateCancelled, a.Duration, 0, nil)
 	case *ChatErrorAction:
-		return endTurn(s, a.TurnID, TurnStateError, a.Duration, StatusError, &a.Error, now)
+		return endTurn(s, a.TurnID, TurnStateError, a.Duration, StatusError, &a.Part)
+	case *ChatTurnResumeAction:
+		return turnResumed(s, a)
+	case *ChatIsReadChangedAction:
+		return withStatusFlag(s, StatusIsRead, a.IsRead)
+	case *ChatIsArchivedChangedAction:
+		return withStatusFlag(s, StatusIsArchived, a.IsArchived)
+	case *ChatMovableChangedAction:
+		if a.Movable == (s.Movable != nil && *s.Movable) && s.Movable != nil {
+			return s
+		}
+		next := *s
+		next.Movable = new(a.Movable)
+		return &next
+	case *ChatBackgroundWorkSetAction:
+		return backgroundWorkSet(s, a)
+	case *ChatBackgroundWorkRemovedAction:
+		return backgroundWorkRemoved(s, a)
+	case *ChatChangesetsChangedAction:
+		next := *s
+		next.Changesets = a.Changesets
+		return &next
+	case *ChatCanvasesChangedAction:
+		next := *s
+		next.Canvases = a.Canvases
+		return &next
 	case *ChatUsageAction:
 		if s.ActiveTurn == nil || s.ActiveTurn.ID != a.TurnID {
 			return s
@@ -76,15 +105,15 @@ func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
 		*ChatToolCallContentChangedAction, *ChatToolCallAuthRequiredAction, *ChatToolCallAuthResolvedAction:
 		return reduceToolCall(s, a)
 	case *ChatTruncatedAction:
-		return truncated(s, a, now)
+		return truncated(s, a)
 	case *ChatTurnsLoadedAction:
 		return turnsLoaded(s, a)
 	case *ChatInputRequestedAction:
-		return inputRequested(s, a, now)
+		return inputRequested(s, a)
 	case *ChatInputAnswerChangedAction:
-		return inputAnswerChanged(s, a, now)
+		return inputAnswerChanged(s, a)
 	case *ChatInputCompletedAction:
-		return inputCompleted(s, a, now)
+		return inputCompleted(s, a)
 	case *ChatPendingMessageSetAction:
 		return pendingMessageSet(s, a)
 	case *ChatPendingMessageRemovedAction:
@@ -104,7 +133,7 @@ func ReduceChat(s *ChatState, a Action, now time.Time) *ChatState {
 	return s
 }
 
-func turnStarted(s *ChatState, a *ChatTurnStartedAction, now time.Time) *ChatState {
+func turnStarted(s *ChatState, a *ChatTurnStartedAction) *ChatState {
 	next := *s
 	next.ActiveTurn = &ActiveTurn{
 		ID:            a.TurnID,
@@ -113,7 +142,7 @@ func turnStarted(s *ChatState, a *ChatTurnStartedAction, now time.Time) *ChatSta
 		ResponseParts: []ResponsePart{},
 	}
 	next.Status = chatStatus(&next, 0).With(StatusIsRead, false)
-	next.ModifiedAt = FormatTime(now)
+	next.ModifiedAt = a.StartedAt
 	// A turn started from a pending message consumes it.
 	if id := a.QueuedMessageID; id != nil {
 		if next.SteeringMessage != nil && next.SteeringMessage.ID == *id {
@@ -131,13 +160,14 @@ func turnStarted(s *ChatState, a *ChatTurnStartedAction, now time.Time) *ChatSta
 }
 
 // endTurn moves the active turn into the finished turns. Tool calls still
-// open are cancelled as skipped: a finished turn runs nothing.
-func endTurn(s *ChatState, turnID string, state TurnState, duration float64, terminal SessionStatus, turnErr *ErrorInfo, now time.Time) *ChatState {
+// open are cancelled as skipped: a finished turn runs nothing. An error
+// turn ends with its error part.
+func endTurn(s *ChatState, turnID string, state TurnState, duration int64, terminal SessionStatus, errPart *ErrorResponsePart) *ChatState {
 	active := s.ActiveTurn
 	if active == nil || active.ID != turnID {
 		return s
 	}
-	parts := make([]ResponsePart, len(active.ResponseParts))
+	parts := make([]ResponsePart, len(active.ResponseParts), len(active.ResponseParts)+1)
 	for i, p := range active.ResponseParts {
 		parts[i] = p
 		tp, ok := p.(*ToolCallResponsePart)
@@ -148,6 +178,9 @@ func endTurn(s *ChatState, turnID string, state TurnState, duration float64, ter
 			parts[i] = &ToolCallResponsePart{ToolCall: cancelled}
 		}
 	}
+	if errPart != nil {
+		parts = append(parts, errPart)
+	}
 	turn := Turn{
 		ID:            active.ID,
 		StartedAt:     new(active.StartedAt),
@@ -156,15 +189,97 @@ func endTurn(s *ChatState, turnID string, state TurnState, duration float64, ter
 		ResponseParts: parts,
 		Usage:         active.Usage,
 		State:         state,
-		Error:         turnErr,
 	}
 	next := *s
 	// The finished turns are shared with earlier states; appending must
 	// not write into an array another state can see.
 	next.Turns = append(slices.Clip(s.Turns), turn)
 	next.ActiveTurn = nil
-	next.ModifiedAt = FormatTime(now)
+	if end, ok := afterMillis(active.StartedAt, *turn.Duration); ok {
+		next.ModifiedAt = end
+	}
 	next.Status = chatStatus(&next, terminal)
+	return &next
+}
+
+// afterMillis returns the timestamp ms milliseconds after start, written as
+// AHP writes timestamps; false when start is not a timestamp.
+func afterMillis(start string, ms int64) (string, bool) {
+	t, err := time.Parse(time.RFC3339Nano, start)
+	if err != nil {
+		return "", false
+	}
+	return FormatTime(t.Add(time.Duration(ms) * time.Millisecond)), true
+}
+
+// turnResumed reopens the latest turn when it stopped at a resumable
+// error, with its message, parts and usage as they were. The turn keeps
+// its start: its duration, when it ends again, is the producer's to say.
+func turnResumed(s *ChatState, a *ChatTurnResumeAction) *ChatState {
+	if !Resumable(s, a.TurnID) {
+		return s
+	}
+	last := s.Turns[len(s.Turns)-1]
+	next := *s
+	next.Turns = slices.Clip(s.Turns[:len(s.Turns)-1])
+	startedAt := s.ModifiedAt // a turn recorded before startedAt was kept
+	if last.StartedAt != nil {
+		startedAt = *last.StartedAt
+	}
+	next.ActiveTurn = &ActiveTurn{
+		ID:            last.ID,
+		StartedAt:     startedAt,
+		Message:       last.Message,
+		ResponseParts: slices.Clip(last.ResponseParts),
+		Usage:         last.Usage,
+	}
+	next.Status = chatStatus(&next, 0).With(StatusIsRead, false)
+	return &next
+}
+
+// Resumable reports whether chat/turnResume may reopen turnID in s: no turn
+// is running, and turnID is the latest turn, stopped at an error whose part
+// says it can be resumed.
+func Resumable(s *ChatState, turnID string) bool {
+	if s.ActiveTurn != nil || len(s.Turns) == 0 {
+		return false
+	}
+	last := s.Turns[len(s.Turns)-1]
+	if last.ID != turnID || last.State != TurnStateError || len(last.ResponseParts) == 0 {
+		return false
+	}
+	e, ok := last.ResponseParts[len(last.ResponseParts)-1].(*ErrorResponsePart)
+	return ok && e.Resumable != nil && *e.Resumable
+}
+
+// withStatusFlag sets or clears one of the flag bits of a chat's status.
+func withStatusFlag(s *ChatState, flag SessionStatus, on bool) *ChatState {
+	status := s.Status.With(flag, on)
+	if status == s.Status {
+		return s
+	}
+	next := *s
+	next.Status = status
+	return &next
+}
+
+func backgroundWorkSet(s *ChatState, a *ChatBackgroundWorkSetAction) *ChatState {
+	id := backgroundWorkID(a.Work)
+	next := *s
+	next.BackgroundWork = upsert(s.BackgroundWork, a.Work, func(w BackgroundWork) bool { return backgroundWorkID(w) == id })
+	return &next
+}
+
+func backgroundWorkRemoved(s *ChatState, a *ChatBackgroundWorkRemovedAction) *ChatState {
+	i := slices.IndexFunc(s.BackgroundWork, func(w BackgroundWork) bool { return backgroundWorkID(w) == a.ID })
+	if i < 0 {
+		return s
+	}
+	next := *s
+	next.BackgroundWork = without(s.BackgroundWork, i)
+	if len(next.BackgroundWork) == 0 {
+		next.BackgroundWork = nil
+	}
 	return &next
 }
 
@@ -272,7 +387,7 @@ func partIdentity(p ResponsePart) string {
 	return "\x00" // matches no id
 }
 
-func truncated(s *ChatState, a *ChatTruncatedAction, now time.Time) *ChatState {
+func truncated(s *ChatState, a *ChatTruncatedAction) *ChatState {
 	next := *s
 	if a.TurnID == nil {
 		next.Turns = []Turn{}
@@ -285,7 +400,6 @@ func truncated(s *ChatState, a *ChatTruncatedAction, now time.Time) *ChatState {
 		next.Turns = slices.Clip(s.Turns[:i+1])
 	}
 	next.ActiveTurn = nil
-	next.ModifiedAt = FormatTime(now)
 	next.Status = chatStatus(&next, 0)
 	return &next
 }
@@ -329,7 +443,7 @@ func replacePart(s *ChatState, i int, p ResponsePart) *ChatState {
 	})
 }
 
-func inputRequested(s *ChatState, a *ChatInputRequestedAction, now time.Time) *ChatState {
+func inputRequested(s *ChatState, a *ChatInputRequestedAction) *ChatState {
 	if s.ActiveTurn == nil {
 		return s
 	}
@@ -347,11 +461,10 @@ func inputRequested(s *ChatState, a *ChatInputRequestedAction, now time.Time) *C
 		})
 	}
 	next.Status = chatStatus(next, 0).With(StatusIsRead, false)
-	next.ModifiedAt = FormatTime(now)
 	return next
 }
 
-func inputAnswerChanged(s *ChatState, a *ChatInputAnswerChangedAction, now time.Time) *ChatState {
+func inputAnswerChanged(s *ChatState, a *ChatInputAnswerChangedAction) *ChatState {
 	i, existing := openInputRequest(s, a.RequestID)
 	if existing == nil {
 		return s
@@ -363,16 +476,14 @@ func inputAnswerChanged(s *ChatState, a *ChatInputAnswerChangedAction, now time.
 		answers.Set(a.QuestionID, a.Answer)
 	}
 	if answers.Len() == 0 {
-		answers = Map[ChatInputAnswer]{}
+		answers = Map[ChatInputAnswer]{} // the zero Map: absent on the wire
 	}
 	part := *existing
 	part.Request.Answers = answers
-	next := replacePart(s, i, &part)
-	next.ModifiedAt = FormatTime(now)
-	return next
+	return replacePart(s, i, &part)
 }
 
-func inputCompleted(s *ChatState, a *ChatInputCompletedAction, now time.Time) *ChatState {
+func inputCompleted(s *ChatState, a *ChatInputCompletedAction) *ChatState {
 	i, existing := openInputRequest(s, a.RequestID)
 	if existing == nil {
 		return s
@@ -389,7 +500,6 @@ func inputCompleted(s *ChatState, a *ChatInputCompletedAction, now time.Time) *C
 	part.Response = new(a.Response)
 	next := replacePart(s, i, &part)
 	next.Status = chatStatus(next, 0)
-	next.ModifiedAt = FormatTime(now)
 	return next
 }
 
@@ -451,4 +561,28 @@ func queuedMessagesReordered(s *ChatState, a *ChatQueuedMessagesReorderedAction)
 	next := *s
 	next.QueuedMessages = out
 	return &next
+}
+
+// backgroundWorkID is the id every kind of background work carries.
+func backgroundWorkID(w BackgroundWork) string {
+	switch w := w.(type) {
+	case *BackgroundShellWork:
+		return w.ID
+	case *BackgroundSubagentWork:
+		return w.ID
+	case *Unknown:
+		return w.member("id")
+	}
+	return ""
+}
+
+// ErrorPart returns the error a turn ended with: its last part, when that
+// is an error part, else nil.
+func (t *Turn) ErrorPart() *ErrorResponsePart {
+	if n := len(t.ResponseParts); n > 0 {
+		if e, ok := t.ResponseParts[n-1].(*ErrorResponsePart); ok {
+			return e
+		}
+	}
+	return nil
 }

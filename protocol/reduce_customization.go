@@ -76,21 +76,57 @@ func setEnabled[T ~*E, E any](c T, set func(*E)) T {
 	return T(&next)
 }
 
-func enabledCustomization(c Customization, on bool) Customization {
+// Enabled is the effective value of a list of enablement decisions: the
+// most specific decision (session, then workspace, then global) wins, and
+// no decision at all means enabled.
+func Enabled(list []CustomizationEnablement) bool {
+	best, rank := true, 0
+	for _, e := range list {
+		var on bool
+		var r int
+		switch e := e.(type) {
+		case *CustomizationEnablementSession:
+			on, r = e.Enabled, 3
+		case *CustomizationEnablementWorkspace:
+			on, r = e.Enabled, 2
+		case *CustomizationEnablementGlobal:
+			on, r = e.Enabled, 1
+		default:
+			continue
+		}
+		if r > rank {
+			best, rank = on, r
+		}
+	}
+	return best
+}
+
+// toggled applies a customizationToggled's decisions to one entry: plugins
+// and MCP servers keep the decisions themselves, other entries the
+// effective value.
+func toggled(c Customization, list []CustomizationEnablement) Customization {
+	on := Enabled(list)
+	if len(list) == 0 {
+		list = nil // no decision at all: the member goes
+	}
 	switch c := c.(type) {
 	case *PluginCustomization:
-		return setEnabled(c, func(n *PluginCustomization) { n.Enabled = on })
+		return setEnabled(c, func(n *PluginCustomization) { n.Enablement = list })
 	case *DirectoryCustomization:
 		return setEnabled(c, func(n *DirectoryCustomization) { n.Enabled = on })
 	case *MCPServerCustomization:
-		return setEnabled(c, func(n *MCPServerCustomization) { n.Enabled = on })
+		return setEnabled(c, func(n *MCPServerCustomization) { n.Enablement = list })
 	case *Unknown:
 		return c.with("enabled", on)
 	}
 	return c
 }
 
-func enabledChild(c ChildCustomization, on bool) ChildCustomization {
+func toggledChild(c ChildCustomization, list []CustomizationEnablement) ChildCustomization {
+	on := Enabled(list)
+	if len(list) == 0 {
+		list = nil
+	}
 	switch c := c.(type) {
 	case *AgentCustomization:
 		return setEnabled(c, func(n *AgentCustomization) { n.Enabled = &on })
@@ -103,21 +139,21 @@ func enabledChild(c ChildCustomization, on bool) ChildCustomization {
 	case *HookCustomization:
 		return setEnabled(c, func(n *HookCustomization) { n.Enabled = &on })
 	case *MCPServerCustomization:
-		return setEnabled(c, func(n *MCPServerCustomization) { n.Enabled = on })
+		return setEnabled(c, func(n *MCPServerCustomization) { n.Enablement = list })
 	case *Unknown:
 		return c.with("enabled", on)
 	}
 	return c
 }
 
-func toggleCustomization(s *SessionState, id string, on bool) *SessionState {
+func toggleCustomization(s *SessionState, id string, list []CustomizationEnablement) *SessionState {
 	if s.Customizations == nil {
 		return s
 	}
 	next := *s
 	if i := slices.IndexFunc(s.Customizations, func(c Customization) bool { return customizationID(c) == id }); i >= 0 {
 		next.Customizations = slices.Clone(s.Customizations)
-		next.Customizations[i] = enabledCustomization(s.Customizations[i], on)
+		next.Customizations[i] = toggled(s.Customizations[i], list)
 		return &next
 	}
 	for i, c := range s.Customizations {
@@ -127,7 +163,7 @@ func toggleCustomization(s *SessionState, id string, on bool) *SessionState {
 			continue
 		}
 		kids = slices.Clone(kids)
-		kids[j] = enabledChild(kids[j], on)
+		kids[j] = toggledChild(kids[j], list)
 		next.Customizations = slices.Clone(s.Customizations)
 		next.Customizations[i] = withChildren(c, kids)
 		return &next
@@ -166,6 +202,15 @@ func removeCustomization(s *SessionState, id string) *SessionState {
 // the top level or inside a container. Any other entry with that id is left
 // alone.
 func updateMCPServer(s *SessionState, id string, update func(*MCPServerCustomization)) *SessionState {
+	return updateMCPServerIf(s, id, func(m *MCPServerCustomization) bool {
+		update(m)
+		return true
+	})
+}
+
+// updateMCPServerIf is updateMCPServer for updates that may decline, by
+// returning false, to change the server they are given.
+func updateMCPServerIf(s *SessionState, id string, update func(*MCPServerCustomization) bool) *SessionState {
 	if s.Customizations == nil {
 		return s
 	}
@@ -176,7 +221,9 @@ func updateMCPServer(s *SessionState, id string, update func(*MCPServerCustomiza
 			return s
 		}
 		updated := *m
-		update(&updated)
+		if !update(&updated) {
+			return s
+		}
 		next.Customizations = slices.Clone(s.Customizations)
 		next.Customizations[i] = &updated
 		return &next
@@ -194,7 +241,9 @@ func updateMCPServer(s *SessionState, id string, update func(*MCPServerCustomiza
 			continue
 		}
 		updated := *m
-		update(&updated)
+		if !update(&updated) {
+			continue
+		}
 		kids = slices.Clone(kids)
 		kids[j] = &updated
 		list[i] = withChildren(c, kids)

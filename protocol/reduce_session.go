@@ -11,7 +11,7 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		// and the status follows the turns, not the lifecycle.
 		next.Lifecycle = SessionLifecycleReady
 	case *SessionCreationFailedAction:
-		next.Lifecycle = SessionLifecycleCreationFailed
+		next.Lifecycle = SessionLifecycleFailed
 		next.CreationError = &a.Error
 	case *SessionChatAddedAction:
 		next.Chats = upsert(s.Chats, a.Summary, func(c ChatSummary) bool { return c.Resource == a.Summary.Resource })
@@ -31,6 +31,12 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		}
 		next.Chats = slices.Clone(s.Chats)
 		next.Chats[i] = next.Chats[i].Merge(&a.Changes)
+	case *SessionChatsReorderedAction:
+		chats, ok := reorderedChats(s.Chats, a.Chats)
+		if !ok {
+			return s
+		}
+		next.Chats = chats
 	case *SessionDefaultChatChangedAction:
 		if sameString(s.DefaultChat, a.DefaultChat) {
 			return s
@@ -115,7 +121,7 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 	case *SessionCustomizationsChangedAction:
 		next.Customizations = a.Customizations
 	case *SessionCustomizationToggledAction:
-		return toggleCustomization(s, a.ID, a.Enabled)
+		return toggleCustomization(s, a.ID, a.Enablement)
 	case *SessionCustomizationUpdatedAction:
 		id := customizationID(a.Customization)
 		next.Customizations = upsert(s.Customizations, a.Customization, func(c Customization) bool { return customizationID(c) == id })
@@ -129,6 +135,15 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		return updateMCPServer(s, a.ID, func(m *MCPServerCustomization) {
 			m.State, m.Channel = &MCPServerStartingState{}, nil
 		})
+	case *SessionMCPServerBackgroundRequestedAction:
+		return updateMCPServerIf(s, a.ID, func(m *MCPServerCustomization) bool {
+			starting, ok := m.State.(*MCPServerStartingState)
+			if !ok || starting.Blocking == nil || !*starting.Blocking {
+				return false
+			}
+			m.State = &MCPServerStartingState{Blocking: new(false), Extra: starting.Extra}
+			return true
+		})
 	case *SessionMCPServerStopRequestedAction:
 		return updateMCPServer(s, a.ID, func(m *MCPServerCustomization) {
 			m.State, m.Channel = &MCPServerStoppedState{}, nil
@@ -137,6 +152,30 @@ func ReduceSession(s *SessionState, a Action) *SessionState {
 		return s
 	}
 	return &next
+}
+
+// reorderedChats puts the chat catalogue in the order given, which must
+// name every chat exactly once; any other order is ignored.
+func reorderedChats(chats []ChatSummary, order []URI) ([]ChatSummary, bool) {
+	if len(order) != len(chats) {
+		return nil, false
+	}
+	at := make(map[URI]int, len(chats))
+	for i, c := range chats {
+		at[c.Resource] = i
+	}
+	out := make([]ChatSummary, 0, len(order))
+	moved := false
+	for i, uri := range order {
+		j, ok := at[uri]
+		if !ok {
+			return nil, false
+		}
+		delete(at, uri) // a repeated URI is then unknown
+		moved = moved || i != j
+		out = append(out, chats[j])
+	}
+	return out, moved
 }
 
 // withInputNeeded reflects the session's input queue in its activity bits.
@@ -183,8 +222,14 @@ func (c ChatSummary) Merge(changes *PartialChatSummary) ChatSummary {
 	if changes.ModifiedAt != nil {
 		c.ModifiedAt = *changes.ModifiedAt
 	}
+	if changes.Changes != nil {
+		c.Changes = changes.Changes
+	}
 	if changes.Origin != nil {
 		c.Origin = changes.Origin
+	}
+	if changes.Movable != nil {
+		c.Movable = changes.Movable
 	}
 	if changes.Interactivity != nil {
 		c.Interactivity = changes.Interactivity

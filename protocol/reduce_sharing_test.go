@@ -3,7 +3,6 @@ package protocol_test
 import (
 	"fmt"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/ahpd/ahpd/protocol"
@@ -34,7 +33,7 @@ func longChat(n int) *protocol.ChatState {
 // turns where they are: the new state points at the same array.
 func TestDeltaSharesFinishedTurns(t *testing.T) {
 	s := longChat(1000)
-	next := protocol.ReduceChat(s, &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: "x"}, time.Now())
+	next := protocol.ReduceChat(s, &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: "x"})
 	if next == s {
 		t.Fatal("delta changed nothing")
 	}
@@ -62,7 +61,7 @@ func TestNoOpReturnsSameState(t *testing.T) {
 		&protocol.SessionTitleChangedAction{Title: "not a chat action"},
 		&protocol.Unknown{Kind: "chat/fromTheFuture", Raw: []byte(`{"type":"chat/fromTheFuture"}`)},
 	} {
-		if next := protocol.ReduceChat(s, a, time.Now()); next != s {
+		if next := protocol.ReduceChat(s, a); next != s {
 			t.Errorf("%s: got a new state for a no-op", a.Type())
 		}
 	}
@@ -75,11 +74,10 @@ func BenchmarkDeltaOnLongChat(b *testing.B) {
 		b.Run(fmt.Sprintf("turns=%d", n), func(b *testing.B) {
 			s := longChat(n)
 			a := &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: "tok "}
-			now := time.Now()
 			b.ReportAllocs()
 			for b.Loop() {
 				// Always from the same state, so the part does not grow.
-				if protocol.ReduceChat(s, a, now) == s {
+				if protocol.ReduceChat(s, a) == s {
 					b.Fatal("no-op")
 				}
 			}
@@ -93,10 +91,10 @@ func TestSettersToTheSameValueAreNoOps(t *testing.T) {
 	draft := &protocol.Message{Text: "half a thought", Origin: protocol.MessageOrigin{}}
 	chat := &protocol.ChatState{Resource: "ahp-chat://default/x", Draft: draft}
 	same := &protocol.ChatDraftChangedAction{Draft: &protocol.Message{Text: "half a thought", Origin: protocol.MessageOrigin{}}}
-	if protocol.ReduceChat(chat, same, time.Now()) != chat {
+	if protocol.ReduceChat(chat, same) != chat {
 		t.Error("an unchanged draft changed the chat")
 	}
-	if protocol.ReduceChat(chat, &protocol.ChatDraftChangedAction{}, time.Now()) == chat {
+	if protocol.ReduceChat(chat, &protocol.ChatDraftChangedAction{}) == chat {
 		t.Error("clearing the draft changed nothing")
 	}
 	s := &protocol.SessionState{Title: "t", Status: protocol.StatusIdle | protocol.StatusIsRead}

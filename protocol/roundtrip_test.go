@@ -16,6 +16,11 @@ import (
 // the Go type ahpd uses for it.
 var decoders = map[string]func([]byte) (any, error){
 	"ActionEnvelope":           decodeAs[protocol.ActionEnvelope],
+	"AutomationRunLifecycle":   union(protocol.UnmarshalAutomationRunLifecycle),
+	"BackgroundWork":           union(protocol.UnmarshalBackgroundWork),
+	"ChatMoveDestination":      union(protocol.UnmarshalChatMoveDestination),
+	"ResponsePart":             union(protocol.UnmarshalResponsePart),
+	"TerminalLifecycleState":   union(protocol.UnmarshalTerminalLifecycleState),
 	"ChangesetOperationTarget": union(protocol.UnmarshalChangesetOperationTarget),
 	"ChatInputQuestion":        union(protocol.UnmarshalChatInputQuestion),
 	"ChatSource":               union(protocol.UnmarshalChatSource),
@@ -127,7 +132,42 @@ func parseJSON(t *testing.T, b []byte) any {
 	return v
 }
 
+// projectVectors is where ahpd keeps the vectors of 1.0: upstream vectors
+// whose shapes changed, under their upstream names, and new ones.
+const projectVectors = "testdata/ahp-1.0"
+
+// vectorFiles returns the vectors of sub: every upstream 0.8 vector, or the
+// project's 1.0 version of it when there is one, then the project's new
+// vectors.
 func vectorFiles(t *testing.T, sub string) []string {
+	t.Helper()
+	upstream := upstreamVectors(t, sub)
+	ours, err := filepath.Glob(filepath.Join(projectVectors, sub, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := map[string]string{}
+	for _, p := range ours {
+		mine[filepath.Base(p)] = p
+	}
+	files := make([]string, 0, len(upstream)+len(ours))
+	for _, p := range upstream {
+		if own, ok := mine[filepath.Base(p)]; ok {
+			p = own
+			delete(mine, filepath.Base(p))
+		}
+		files = append(files, p)
+	}
+	for _, p := range ours {
+		if _, left := mine[filepath.Base(p)]; left {
+			files = append(files, p)
+		}
+	}
+	return files
+}
+
+// upstreamVectors returns the upstream 0.8 vectors of sub.
+func upstreamVectors(t *testing.T, sub string) []string {
 	t.Helper()
 	dir, err := protocoltest.TestCasesDir()
 	if err != nil {
@@ -138,6 +178,7 @@ func vectorFiles(t *testing.T, sub string) []string {
 		t.Fatalf("no vectors in %s: the conformance vectors are required (set $AHP_TEST_CASES)", filepath.Join(dir, sub))
 	}
 	return files
+
 }
 
 func readJSON(t *testing.T, path string, v any) {

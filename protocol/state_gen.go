@@ -82,7 +82,7 @@ type AgentSelection struct {
 // Annotation is the AHP Annotation object.
 type Annotation struct {
 	ID       string            `json:"id"`
-	TurnID   string            `json:"turnId"`
+	Origin   AnnotationOrigin  `json:"origin"`
 	Resource URI               `json:"resource"`
 	Range    *TextRange        `json:"range,omitzero"`
 	Resolved bool              `json:"resolved"`
@@ -98,6 +98,16 @@ type AnnotationEntry struct {
 	ID   string           `json:"id"`
 	Text StringOrMarkdown `json:"text"`
 	Meta Object           `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AnnotationOrigin is the AHP AnnotationOrigin object.
+type AnnotationOrigin struct {
+	Session URI     `json:"session"`
+	Chat    *URI    `json:"chat,omitzero"`
+	TurnID  *string `json:"turnId,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -122,6 +132,378 @@ type AnnotationsSummary struct {
 	// are written back unchanged.
 	Extra Object `json:"-"`
 }
+
+// AutomationAfterDateCondition is the AHP AutomationAfterDateCondition object.
+type AutomationAfterDateCondition struct {
+	Date string `json:"date"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationAfterDateCondition) isAutomationDisableCondition() {}
+
+// AutomationAfterRunsCondition is the AHP AutomationAfterRunsCondition object.
+type AutomationAfterRunsCondition struct {
+	Max int64 `json:"max"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationAfterRunsCondition) isAutomationDisableCondition() {}
+
+// AutomationCancelledRunLifecycle is the AHP AutomationCancelledRunLifecycle object.
+type AutomationCancelledRunLifecycle struct {
+	CreatedAt   string  `json:"createdAt"`
+	StartedAt   *string `json:"startedAt,omitzero"`
+	CompletedAt string  `json:"completedAt"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationCancelledRunLifecycle) isAutomationRunLifecycle() {}
+
+// AutomationCompletedRunLifecycle is the AHP AutomationCompletedRunLifecycle object.
+type AutomationCompletedRunLifecycle struct {
+	CreatedAt   string     `json:"createdAt"`
+	StartedAt   string     `json:"startedAt"`
+	CompletedAt string     `json:"completedAt"`
+	Usage       *UsageInfo `json:"usage,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationCompletedRunLifecycle) isAutomationRunLifecycle() {}
+
+// AutomationDefinition is the AHP AutomationDefinition object.
+type AutomationDefinition struct {
+	Title             string                       `json:"title"`
+	Message           Message                      `json:"message"`
+	Session           AutomationSessionTemplate    `json:"session"`
+	Enabled           bool                         `json:"enabled"`
+	Triggers          []AutomationTrigger          `json:"triggers"`
+	DisableConditions []AutomationDisableCondition `json:"disableConditions,omitzero"`
+	Meta              Object                       `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationDisableCondition holds one of *AutomationAfterRunsCondition, *AutomationAfterDateCondition, or *Unknown for a
+// variant this protocol version does not define.
+type AutomationDisableCondition interface {
+	wireValue
+	isAutomationDisableCondition()
+}
+
+func (*Unknown) isAutomationDisableCondition() {}
+
+// AutomationEntry is the AHP AutomationEntry object.
+type AutomationEntry struct {
+	Resource       URI                    `json:"resource"`
+	Definition     AutomationDefinition   `json:"definition"`
+	NextRunAt      *string                `json:"nextRunAt,omitzero"`
+	RunCount       *int64                 `json:"runCount,omitzero"`
+	Runs           []AutomationRunSummary `json:"runs"`
+	RunsNextCursor *string                `json:"runsNextCursor,omitzero"`
+	Operations     []AutomationOperation  `json:"operations"`
+	Customizations []PluginCustomization  `json:"customizations,omitzero"`
+	CreatedAt      string                 `json:"createdAt"`
+	ModifiedAt     string                 `json:"modifiedAt"`
+	Meta           Object                 `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationEventTrigger is the AHP AutomationEventTrigger object.
+type AutomationEventTrigger struct {
+	ID          string                             `json:"id"`
+	Type        string                             `json:"type"`
+	Title       string                             `json:"title"`
+	Description *string                            `json:"description,omitzero"`
+	Events      []AutomationTriggerEventDefinition `json:"events"`
+	Config      Object                             `json:"config,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationEventTrigger) isAutomationTrigger() {}
+
+// AutomationFailedRunLifecycle is the AHP AutomationFailedRunLifecycle object.
+type AutomationFailedRunLifecycle struct {
+	CreatedAt   string    `json:"createdAt"`
+	StartedAt   *string   `json:"startedAt,omitzero"`
+	CompletedAt string    `json:"completedAt"`
+	Error       ErrorInfo `json:"error"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationFailedRunLifecycle) isAutomationRunLifecycle() {}
+
+// AutomationManualRunOrigin is the AHP AutomationManualRunOrigin object.
+type AutomationManualRunOrigin struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationManualRunOrigin) isAutomationRunOrigin() {}
+
+// AutomationMisfirePolicy is one of a fixed set of strings. Values this version does not
+// list are kept as they are.
+type AutomationMisfirePolicy string
+
+// The AutomationMisfirePolicy values this protocol version defines.
+const (
+	AutomationMisfirePolicySkip    AutomationMisfirePolicy = "skip"
+	AutomationMisfirePolicyRunOnce AutomationMisfirePolicy = "runOnce"
+)
+
+// AutomationOperation is one of a fixed set of strings. Values this version does not
+// list are kept as they are.
+type AutomationOperation string
+
+// The AutomationOperation values this protocol version defines.
+const (
+	AutomationOperationUpdate AutomationOperation = "update"
+	AutomationOperationRemove AutomationOperation = "remove"
+	AutomationOperationRun    AutomationOperation = "run"
+)
+
+// AutomationPendingRunLifecycle is the AHP AutomationPendingRunLifecycle object.
+type AutomationPendingRunLifecycle struct {
+	CreatedAt string `json:"createdAt"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationPendingRunLifecycle) isAutomationRunLifecycle() {}
+
+// AutomationRunLifecycle holds one of *AutomationPendingRunLifecycle, *AutomationRunningRunLifecycle, *AutomationCompletedRunLifecycle, *AutomationFailedRunLifecycle, *AutomationCancelledRunLifecycle, or *Unknown for a
+// variant this protocol version does not define.
+type AutomationRunLifecycle interface {
+	wireValue
+	isAutomationRunLifecycle()
+}
+
+func (*Unknown) isAutomationRunLifecycle() {}
+
+// AutomationRunOrigin holds one of *AutomationManualRunOrigin, *AutomationTriggeredRunOrigin, or *Unknown for a
+// variant this protocol version does not define.
+type AutomationRunOrigin interface {
+	wireValue
+	isAutomationRunOrigin()
+}
+
+func (*Unknown) isAutomationRunOrigin() {}
+
+// AutomationRunState is the AHP AutomationRunState object.
+type AutomationRunState struct {
+	Resource       URI                    `json:"resource"`
+	Automation     URI                    `json:"automation"`
+	Origin         AutomationRunOrigin    `json:"origin"`
+	Lifecycle      AutomationRunLifecycle `json:"lifecycle"`
+	Sessions       []URI                  `json:"sessions"`
+	PrimarySession *URI                   `json:"primarySession,omitzero"`
+	Meta           Object                 `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationRunState) isChannelState() {}
+
+// AutomationRunSummary is the AHP AutomationRunSummary object.
+type AutomationRunSummary struct {
+	Resource       URI                    `json:"resource"`
+	Automation     URI                    `json:"automation"`
+	Origin         AutomationRunOrigin    `json:"origin"`
+	Lifecycle      AutomationRunLifecycle `json:"lifecycle"`
+	PrimarySession *URI                   `json:"primarySession,omitzero"`
+	SessionCount   int64                  `json:"sessionCount"`
+	Meta           Object                 `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationRunningRunLifecycle is the AHP AutomationRunningRunLifecycle object.
+type AutomationRunningRunLifecycle struct {
+	CreatedAt string `json:"createdAt"`
+	StartedAt string `json:"startedAt"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationRunningRunLifecycle) isAutomationRunLifecycle() {}
+
+// AutomationSchedule is the AHP AutomationSchedule object.
+type AutomationSchedule struct {
+	Expression string `json:"expression"`
+	TimeZone   string `json:"timeZone"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationScheduleTrigger is the AHP AutomationScheduleTrigger object.
+type AutomationScheduleTrigger struct {
+	ID            string                   `json:"id"`
+	Schedule      AutomationSchedule       `json:"schedule"`
+	MisfirePolicy *AutomationMisfirePolicy `json:"misfirePolicy,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationScheduleTrigger) isAutomationTrigger() {}
+
+// AutomationSessionOrigin is the AHP AutomationSessionOrigin object.
+type AutomationSessionOrigin struct {
+	Automation URI `json:"automation"`
+	Run        URI `json:"run"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationSessionTemplate is the AHP AutomationSessionTemplate object.
+type AutomationSessionTemplate struct {
+	Provider           *string                     `json:"provider,omitzero"`
+	Model              *ModelSelection             `json:"model,omitzero"`
+	Agent              *AgentSelection             `json:"agent,omitzero"`
+	WorkingDirectories []URI                       `json:"workingDirectories,omitzero"`
+	Config             Object                      `json:"config,omitzero"`
+	Customizations     []ClientPluginCustomization `json:"customizations,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationState is the AHP AutomationState object.
+type AutomationState struct {
+	Entries []AutomationEntry `json:"entries"`
+	Meta    Object            `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationState) isChannelState() {}
+
+// AutomationTrigger holds one of *AutomationScheduleTrigger, *AutomationEventTrigger, or *Unknown for a
+// variant this protocol version does not define.
+type AutomationTrigger interface {
+	wireValue
+	isAutomationTrigger()
+}
+
+func (*Unknown) isAutomationTrigger() {}
+
+// AutomationTriggerEventDefinition is the AHP AutomationTriggerEventDefinition object.
+type AutomationTriggerEventDefinition struct {
+	ID          string  `json:"id"`
+	Title       string  `json:"title"`
+	Description *string `json:"description,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// AutomationTriggeredRunOrigin is the AHP AutomationTriggeredRunOrigin object.
+type AutomationTriggeredRunOrigin struct {
+	TriggerID    string  `json:"triggerId"`
+	ScheduledFor *string `json:"scheduledFor,omitzero"`
+	CatchUp      *bool   `json:"catchUp,omitzero"`
+	Event        Object  `json:"event,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*AutomationTriggeredRunOrigin) isAutomationRunOrigin() {}
+
+// BackgroundShellWork is the AHP BackgroundShellWork object.
+type BackgroundShellWork struct {
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	StartedAt string `json:"startedAt"`
+	Meta      Object `json:"_meta,omitzero"`
+	Command   string `json:"command"`
+	Terminal  *URI   `json:"terminal,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*BackgroundShellWork) isBackgroundWork() {}
+
+// BackgroundSubagentWork is the AHP BackgroundSubagentWork object.
+type BackgroundSubagentWork struct {
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	StartedAt string `json:"startedAt"`
+	Meta      Object `json:"_meta,omitzero"`
+	Chat      URI    `json:"chat"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*BackgroundSubagentWork) isBackgroundWork() {}
+
+// BackgroundWork holds one of *BackgroundShellWork, *BackgroundSubagentWork, or *Unknown for a
+// variant this protocol version does not define.
+type BackgroundWork interface {
+	wireValue
+	isBackgroundWork()
+}
+
+func (*Unknown) isBackgroundWork() {}
+
+// BackgroundWorkBase is the AHP BackgroundWorkBase object.
+type BackgroundWorkBase struct {
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	StartedAt string `json:"startedAt"`
+	Meta      Object `json:"_meta,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// CanvasReference is the AHP CanvasReference object.
+type CanvasReference struct {
+	Resource URI `json:"resource"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// CanvasState is the AHP CanvasState object.
+type CanvasState struct {
+	InstanceID    string  `json:"instanceId"`
+	ExtensionID   string  `json:"extensionId"`
+	ExtensionName *string `json:"extensionName,omitzero"`
+	CanvasID      string  `json:"canvasId"`
+	Title         *string `json:"title,omitzero"`
+	Status        *string `json:"status,omitzero"`
+	URL           *URI    `json:"url,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*CanvasState) isChannelState() {}
 
 // ChangesSummary is the AHP ChangesSummary object.
 type ChangesSummary struct {
@@ -222,12 +604,13 @@ type ChangesetStatus string
 
 // The ChangesetStatus values this protocol version defines.
 const (
-	ChangesetStatusComputing ChangesetStatus = "computing"
-	ChangesetStatusReady     ChangesetStatus = "ready"
-	ChangesetStatusError     ChangesetStatus = "error"
+	ChangesetStatusComputing   ChangesetStatus = "computing"
+	ChangesetStatusRecomputing ChangesetStatus = "recomputing"
+	ChangesetStatusReady       ChangesetStatus = "ready"
+	ChangesetStatusError       ChangesetStatus = "error"
 )
 
-// ChannelState holds one of its 7 variants (*SessionState, *ChatState, *TerminalState, ...), or *Unknown
+// ChannelState holds one of its 10 variants (*SessionState, *ChatState, *AutomationRunState, ...), or *Unknown
 // for a variant this protocol version does not define.
 type ChannelState interface {
 	wireValue
@@ -531,9 +914,14 @@ type ChatState struct {
 	Status             SessionStatus      `json:"status"`
 	Activity           *string            `json:"activity,omitzero"`
 	ModifiedAt         string             `json:"modifiedAt"`
+	Changes            *ChangesSummary    `json:"changes,omitzero"`
 	Origin             ChatOrigin         `json:"origin,omitzero"`
+	Movable            *bool              `json:"movable,omitzero"`
 	Interactivity      *ChatInteractivity `json:"interactivity,omitzero"`
 	WorkingDirectories []URI              `json:"workingDirectories,omitzero"`
+	Changesets         []Changeset        `json:"changesets,omitzero"`
+	BackgroundWork     []BackgroundWork   `json:"backgroundWork,omitzero"`
+	Canvases           []CanvasReference  `json:"canvases,omitzero"`
 	Turns              []Turn             `json:"turns"`
 	TurnsNextCursor    *string            `json:"turnsNextCursor,omitzero"`
 	ActiveTurn         *ActiveTurn        `json:"activeTurn,omitzero"`
@@ -555,7 +943,9 @@ type ChatSummary struct {
 	Status             SessionStatus      `json:"status"`
 	Activity           *string            `json:"activity,omitzero"`
 	ModifiedAt         string             `json:"modifiedAt"`
+	Changes            *ChangesSummary    `json:"changes,omitzero"`
 	Origin             ChatOrigin         `json:"origin,omitzero"`
+	Movable            *bool              `json:"movable,omitzero"`
 	Interactivity      *ChatInteractivity `json:"interactivity,omitzero"`
 	WorkingDirectories []URI              `json:"workingDirectories,omitzero"`
 	// Extra holds members this protocol version does not define; they
@@ -602,18 +992,19 @@ const (
 
 // ClientPluginCustomization is the AHP ClientPluginCustomization object.
 type ClientPluginCustomization struct {
-	ID       string                 `json:"id"`
-	URI      URI                    `json:"uri"`
-	Name     string                 `json:"name"`
-	Icons    []Icon                 `json:"icons,omitzero"`
-	Range    *TextRange             `json:"range,omitzero"`
-	Meta     Object                 `json:"_meta,omitzero"`
-	Enabled  bool                   `json:"enabled"`
-	ClientID *string                `json:"clientId,omitzero"`
-	Load     CustomizationLoadState `json:"load,omitzero"`
-	Children []ChildCustomization   `json:"children,omitzero"`
-	Version  *string                `json:"version,omitzero"`
-	Nonce    *string                `json:"nonce,omitzero"`
+	ID              string                         `json:"id"`
+	URI             URI                            `json:"uri"`
+	Name            string                         `json:"name"`
+	Icons           []Icon                         `json:"icons,omitzero"`
+	Range           *TextRange                     `json:"range,omitzero"`
+	Meta            Object                         `json:"_meta,omitzero"`
+	ClientID        *string                        `json:"clientId,omitzero"`
+	Load            CustomizationLoadState         `json:"load,omitzero"`
+	Children        []ChildCustomization           `json:"children,omitzero"`
+	Enablement      []CustomizationEnablement      `json:"enablement,omitzero"`
+	Version         *string                        `json:"version,omitzero"`
+	Nonce           *string                        `json:"nonce,omitzero"`
+	ChildEnablement Map[[]CustomizationEnablement] `json:"childEnablement,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -630,6 +1021,8 @@ type ConfigPropertySchema struct {
 	EnumDescriptions     []string                  `json:"enumDescriptions,omitzero"`
 	ReadOnly             *bool                     `json:"readOnly,omitzero"`
 	Items                *ConfigPropertySchema     `json:"items,omitzero"`
+	MinItems             *int64                    `json:"minItems,omitzero"`
+	MaxItems             *int64                    `json:"maxItems,omitzero"`
 	Properties           Map[ConfigPropertySchema] `json:"properties,omitzero"`
 	Required             []string                  `json:"required,omitzero"`
 	AdditionalProperties *ConfigPropertySchema     `json:"additionalProperties,omitzero"`
@@ -676,7 +1069,6 @@ type ContainerCustomizationBase struct {
 	Icons    []Icon                 `json:"icons,omitzero"`
 	Range    *TextRange             `json:"range,omitzero"`
 	Meta     Object                 `json:"_meta,omitzero"`
-	Enabled  bool                   `json:"enabled"`
 	ClientID *string                `json:"clientId,omitzero"`
 	Load     CustomizationLoadState `json:"load,omitzero"`
 	Children []ChildCustomization   `json:"children,omitzero"`
@@ -728,6 +1120,46 @@ type CustomizationDegradedState struct {
 
 func (*CustomizationDegradedState) isCustomizationLoadState() {}
 
+// CustomizationEnablement holds one of *CustomizationEnablementGlobal, *CustomizationEnablementWorkspace, *CustomizationEnablementSession, or *Unknown for a
+// variant this protocol version does not define.
+type CustomizationEnablement interface {
+	wireValue
+	isCustomizationEnablement()
+}
+
+func (*Unknown) isCustomizationEnablement() {}
+
+// CustomizationEnablementGlobal is an object the AHP schema defines inline.
+type CustomizationEnablementGlobal struct {
+	Enabled bool `json:"enabled"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*CustomizationEnablementGlobal) isCustomizationEnablement() {}
+
+// CustomizationEnablementSession is an object the AHP schema defines inline.
+type CustomizationEnablementSession struct {
+	Enabled bool `json:"enabled"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*CustomizationEnablementSession) isCustomizationEnablement() {}
+
+// CustomizationEnablementWorkspace is an object the AHP schema defines inline.
+type CustomizationEnablementWorkspace struct {
+	URI     URI  `json:"uri"`
+	Enabled bool `json:"enabled"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*CustomizationEnablementWorkspace) isCustomizationEnablement() {}
+
 // CustomizationErrorState is the AHP CustomizationErrorState object.
 type CustomizationErrorState struct {
 	Message string `json:"message"`
@@ -765,15 +1197,6 @@ type CustomizationLoadingState struct {
 
 func (*CustomizationLoadingState) isCustomizationLoadState() {}
 
-// DiffStat is an object the AHP schema defines inline.
-type DiffStat struct {
-	Added   *int64 `json:"added,omitzero"`
-	Removed *int64 `json:"removed,omitzero"`
-	// Extra holds members this protocol version does not define; they
-	// are written back unchanged.
-	Extra Object `json:"-"`
-}
-
 // DirectoryCustomization is the AHP DirectoryCustomization object.
 type DirectoryCustomization struct {
 	ID       string                 `json:"id"`
@@ -782,10 +1205,10 @@ type DirectoryCustomization struct {
 	Icons    []Icon                 `json:"icons,omitzero"`
 	Range    *TextRange             `json:"range,omitzero"`
 	Meta     Object                 `json:"_meta,omitzero"`
-	Enabled  bool                   `json:"enabled"`
 	ClientID *string                `json:"clientId,omitzero"`
 	Load     CustomizationLoadState `json:"load,omitzero"`
 	Children []ChildCustomization   `json:"children,omitzero"`
+	Enabled  bool                   `json:"enabled"`
 	Contents ChildCustomizationType `json:"contents"`
 	Writable bool                   `json:"writable"`
 	// Extra holds members this protocol version does not define; they
@@ -806,25 +1229,45 @@ type ErrorInfo struct {
 	Extra Object `json:"-"`
 }
 
-// FileEdit is the AHP FileEdit object.
-type FileEdit struct {
-	Before *FileEditSide `json:"before,omitzero"`
-	After  *FileEditSide `json:"after,omitzero"`
-	Diff   *DiffStat     `json:"diff,omitzero"`
+// ErrorResponsePart is the AHP ErrorResponsePart object.
+type ErrorResponsePart struct {
+	Error     ErrorInfo `json:"error"`
+	Resumable *bool     `json:"resumable,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
 }
 
-// FileEditList is an object the AHP schema defines inline.
-type FileEditList struct {
+func (*ErrorResponsePart) isResponsePart() {}
+
+// FileEdit is the AHP FileEdit object.
+type FileEdit struct {
+	Before *FileEditSide      `json:"before,omitzero"`
+	After  *FileEditSide      `json:"after,omitzero"`
+	Diff   *FileEditDiffStats `json:"diff,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// FileEditCollection is the AHP FileEditCollection object.
+type FileEditCollection struct {
 	Items []FileEdit `json:"items"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
 }
 
-// FileEditSide is an object the AHP schema defines inline.
+// FileEditDiffStats is the AHP FileEditDiffStats object.
+type FileEditDiffStats struct {
+	Added   *int64 `json:"added,omitzero"`
+	Removed *int64 `json:"removed,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// FileEditSide is the AHP FileEditSide object.
 type FileEditSide struct {
 	URI     URI        `json:"uri"`
 	Content ContentRef `json:"content"`
@@ -927,16 +1370,16 @@ func (*MCPServerAuthRequiredState) isMCPServerState() {}
 
 // MCPServerCustomization is the AHP McpServerCustomization object.
 type MCPServerCustomization struct {
-	ID      string                      `json:"id"`
-	URI     URI                         `json:"uri"`
-	Name    string                      `json:"name"`
-	Icons   []Icon                      `json:"icons,omitzero"`
-	Range   *TextRange                  `json:"range,omitzero"`
-	Meta    Object                      `json:"_meta,omitzero"`
-	Enabled bool                        `json:"enabled"`
-	State   MCPServerState              `json:"state"`
-	Channel *URI                        `json:"channel,omitzero"`
-	MCPApp  *MCPServerCustomizationApps `json:"mcpApp,omitzero"`
+	ID         string                      `json:"id"`
+	URI        URI                         `json:"uri"`
+	Name       string                      `json:"name"`
+	Icons      []Icon                      `json:"icons,omitzero"`
+	Range      *TextRange                  `json:"range,omitzero"`
+	Meta       Object                      `json:"_meta,omitzero"`
+	Enablement []CustomizationEnablement   `json:"enablement,omitzero"`
+	State      MCPServerState              `json:"state"`
+	Channel    *URI                        `json:"channel,omitzero"`
+	MCPApp     *MCPServerCustomizationApps `json:"mcpApp,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -974,6 +1417,7 @@ func (*MCPServerReadyState) isMCPServerState() {}
 
 // MCPServerStartingState is the AHP McpServerStartingState object.
 type MCPServerStartingState struct {
+	Blocking *bool `json:"blocking,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1098,6 +1542,7 @@ const (
 	MessageKindUser               MessageKind = "user"
 	MessageKindAgent              MessageKind = "agent"
 	MessageKindTool               MessageKind = "tool"
+	MessageKindAutomation         MessageKind = "automation"
 	MessageKindSystemNotification MessageKind = "systemNotification"
 )
 
@@ -1147,7 +1592,8 @@ type MultipleChatsCapability struct {
 
 // MultipleWorkingDirectoriesCapability is the AHP MultipleWorkingDirectoriesCapability object.
 type MultipleWorkingDirectoriesCapability struct {
-	ImmutablePrimary *bool `json:"immutablePrimary,omitzero"`
+	ImmutablePrimary   *bool `json:"immutablePrimary,omitzero"`
+	PrimaryReplacement *bool `json:"primaryReplacement,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1164,17 +1610,17 @@ type PendingMessage struct {
 
 // PluginCustomization is the AHP PluginCustomization object.
 type PluginCustomization struct {
-	ID       string                 `json:"id"`
-	URI      URI                    `json:"uri"`
-	Name     string                 `json:"name"`
-	Icons    []Icon                 `json:"icons,omitzero"`
-	Range    *TextRange             `json:"range,omitzero"`
-	Meta     Object                 `json:"_meta,omitzero"`
-	Enabled  bool                   `json:"enabled"`
-	ClientID *string                `json:"clientId,omitzero"`
-	Load     CustomizationLoadState `json:"load,omitzero"`
-	Children []ChildCustomization   `json:"children,omitzero"`
-	Version  *string                `json:"version,omitzero"`
+	ID         string                    `json:"id"`
+	URI        URI                       `json:"uri"`
+	Name       string                    `json:"name"`
+	Icons      []Icon                    `json:"icons,omitzero"`
+	Range      *TextRange                `json:"range,omitzero"`
+	Meta       Object                    `json:"_meta,omitzero"`
+	ClientID   *string                   `json:"clientId,omitzero"`
+	Load       CustomizationLoadState    `json:"load,omitzero"`
+	Children   []ChildCustomization      `json:"children,omitzero"`
+	Enablement []CustomizationEnablement `json:"enablement,omitzero"`
+	Version    *string                   `json:"version,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1294,8 +1740,8 @@ type ResourceWatchState struct {
 
 func (*ResourceWatchState) isChannelState() {}
 
-// ResponsePart holds one of *MarkdownResponsePart, *ResourceResponsePart, *ToolCallResponsePart, *ReasoningResponsePart, *SystemNotificationResponsePart, *InputRequestResponsePart, or *Unknown for a
-// variant this protocol version does not define.
+// ResponsePart holds one of its 7 variants (*MarkdownResponsePart, *ResourceResponsePart, *ToolCallResponsePart, ...), or *Unknown
+// for a variant this protocol version does not define.
 type ResponsePart interface {
 	wireValue
 	isResponsePart()
@@ -1376,6 +1822,19 @@ type SessionChatInputRequest struct {
 
 func (*SessionChatInputRequest) isSessionInputRequest() {}
 
+// SessionChatSummary is the AHP SessionChatSummary object.
+type SessionChatSummary struct {
+	Resource      URI                `json:"resource"`
+	Title         string             `json:"title"`
+	Origin        ChatOrigin         `json:"origin,omitzero"`
+	Interactivity *ChatInteractivity `json:"interactivity,omitzero"`
+	Status        *SessionStatus     `json:"status,omitzero"`
+	Changes       *ChangesSummary    `json:"changes,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
 // SessionConfigPropertySchema is the AHP SessionConfigPropertySchema object.
 type SessionConfigPropertySchema struct {
 	Type                 string                    `json:"type"`
@@ -1387,6 +1846,8 @@ type SessionConfigPropertySchema struct {
 	EnumDescriptions     []string                  `json:"enumDescriptions,omitzero"`
 	ReadOnly             *bool                     `json:"readOnly,omitzero"`
 	Items                *ConfigPropertySchema     `json:"items,omitzero"`
+	MinItems             *int64                    `json:"minItems,omitzero"`
+	MaxItems             *int64                    `json:"maxItems,omitzero"`
 	Properties           Map[ConfigPropertySchema] `json:"properties,omitzero"`
 	Required             []string                  `json:"required,omitzero"`
 	AdditionalProperties *ConfigPropertySchema     `json:"additionalProperties,omitzero"`
@@ -1439,20 +1900,21 @@ type SessionLifecycle string
 
 // The SessionLifecycle values this protocol version defines.
 const (
-	SessionLifecycleCreating       SessionLifecycle = "creating"
-	SessionLifecycleReady          SessionLifecycle = "ready"
-	SessionLifecycleCreationFailed SessionLifecycle = "creationFailed"
+	SessionLifecycleCreating SessionLifecycle = "creating"
+	SessionLifecycleReady    SessionLifecycle = "ready"
+	SessionLifecycleFailed   SessionLifecycle = "failed"
 )
 
 // SessionMetadata is the AHP SessionMetadata object.
 type SessionMetadata struct {
-	Provider           string              `json:"provider"`
-	Title              string              `json:"title"`
-	Status             SessionStatus       `json:"status"`
-	Activity           *string             `json:"activity,omitzero"`
-	Project            *ProjectInfo        `json:"project,omitzero"`
-	WorkingDirectories []URI               `json:"workingDirectories,omitzero"`
-	Annotations        *AnnotationsSummary `json:"annotations,omitzero"`
+	Provider           string                   `json:"provider"`
+	Title              string                   `json:"title"`
+	Status             SessionStatus            `json:"status"`
+	Activity           *string                  `json:"activity,omitzero"`
+	Origin             *AutomationSessionOrigin `json:"origin,omitzero"`
+	Project            *ProjectInfo             `json:"project,omitzero"`
+	WorkingDirectories []URI                    `json:"workingDirectories,omitzero"`
+	Annotations        *AnnotationsSummary      `json:"annotations,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1475,26 +1937,30 @@ type SessionModelInfo struct {
 	Extra Object `json:"-"`
 }
 
+// SessionOrigin is the AHP SessionOrigin: on the wire, a AutomationSessionOrigin.
+type SessionOrigin = AutomationSessionOrigin
+
 // SessionState is the AHP SessionState object.
 type SessionState struct {
-	Provider           string                `json:"provider"`
-	Title              string                `json:"title"`
-	Status             SessionStatus         `json:"status"`
-	Activity           *string               `json:"activity,omitzero"`
-	Project            *ProjectInfo          `json:"project,omitzero"`
-	WorkingDirectories []URI                 `json:"workingDirectories,omitzero"`
-	Annotations        *AnnotationsSummary   `json:"annotations,omitzero"`
-	Lifecycle          SessionLifecycle      `json:"lifecycle"`
-	CreationError      *ErrorInfo            `json:"creationError,omitzero"`
-	ServerTools        []ToolDefinition      `json:"serverTools,omitzero"`
-	ActiveClients      []SessionActiveClient `json:"activeClients"`
-	Chats              []ChatSummary         `json:"chats"`
-	DefaultChat        *URI                  `json:"defaultChat,omitzero"`
-	Config             *SessionConfigState   `json:"config,omitzero"`
-	Customizations     []Customization       `json:"customizations,omitzero"`
-	Changesets         []Changeset           `json:"changesets,omitzero"`
-	InputNeeded        []SessionInputRequest `json:"inputNeeded,omitzero"`
-	Meta               Object                `json:"_meta,omitzero"`
+	Provider           string                   `json:"provider"`
+	Title              string                   `json:"title"`
+	Status             SessionStatus            `json:"status"`
+	Activity           *string                  `json:"activity,omitzero"`
+	Origin             *AutomationSessionOrigin `json:"origin,omitzero"`
+	Project            *ProjectInfo             `json:"project,omitzero"`
+	WorkingDirectories []URI                    `json:"workingDirectories,omitzero"`
+	Annotations        *AnnotationsSummary      `json:"annotations,omitzero"`
+	Lifecycle          SessionLifecycle         `json:"lifecycle"`
+	CreationError      *ErrorInfo               `json:"creationError,omitzero"`
+	ServerTools        []ToolDefinition         `json:"serverTools,omitzero"`
+	ActiveClients      []SessionActiveClient    `json:"activeClients"`
+	Chats              []ChatSummary            `json:"chats"`
+	DefaultChat        *URI                     `json:"defaultChat,omitzero"`
+	Config             *SessionConfigState      `json:"config,omitzero"`
+	Customizations     []Customization          `json:"customizations,omitzero"`
+	Changesets         []Changeset              `json:"changesets,omitzero"`
+	InputNeeded        []SessionInputRequest    `json:"inputNeeded,omitzero"`
+	Meta               Object                   `json:"_meta,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1504,18 +1970,21 @@ func (*SessionState) isChannelState() {}
 
 // SessionSummary is the AHP SessionSummary object.
 type SessionSummary struct {
-	Provider           string              `json:"provider"`
-	Title              string              `json:"title"`
-	Status             SessionStatus       `json:"status"`
-	Activity           *string             `json:"activity,omitzero"`
-	Project            *ProjectInfo        `json:"project,omitzero"`
-	WorkingDirectories []URI               `json:"workingDirectories,omitzero"`
-	Annotations        *AnnotationsSummary `json:"annotations,omitzero"`
-	Resource           URI                 `json:"resource"`
-	CreatedAt          string              `json:"createdAt"`
-	ModifiedAt         string              `json:"modifiedAt"`
-	Changes            *ChangesSummary     `json:"changes,omitzero"`
-	Meta               Object              `json:"_meta,omitzero"`
+	Provider           string                   `json:"provider"`
+	Title              string                   `json:"title"`
+	Status             SessionStatus            `json:"status"`
+	Activity           *string                  `json:"activity,omitzero"`
+	Origin             *AutomationSessionOrigin `json:"origin,omitzero"`
+	Project            *ProjectInfo             `json:"project,omitzero"`
+	WorkingDirectories []URI                    `json:"workingDirectories,omitzero"`
+	Annotations        *AnnotationsSummary      `json:"annotations,omitzero"`
+	Resource           URI                      `json:"resource"`
+	CreatedAt          string                   `json:"createdAt"`
+	ModifiedAt         string                   `json:"modifiedAt"`
+	Changes            *ChangesSummary          `json:"changes,omitzero"`
+	Meta               Object                   `json:"_meta,omitzero"`
+	Chats              []SessionChatSummary     `json:"chats,omitzero"`
+	DefaultChat        *URI                     `json:"defaultChat,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1536,11 +2005,11 @@ func (*SessionToolAuthenticationRequest) isSessionInputRequest() {}
 
 // SessionToolClientExecutionRequest is the AHP SessionToolClientExecutionRequest object.
 type SessionToolClientExecutionRequest struct {
-	ID       string        `json:"id"`
-	Chat     URI           `json:"chat"`
-	TurnID   string        `json:"turnId"`
-	ClientID string        `json:"clientId"`
-	ToolCall ToolCallState `json:"toolCall"`
+	ID       string               `json:"id"`
+	Chat     URI                  `json:"chat"`
+	TurnID   string               `json:"turnId"`
+	ClientID string               `json:"clientId"`
+	ToolCall ToolCallRunningState `json:"toolCall"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1688,20 +2157,49 @@ type TerminalContentPart interface {
 
 func (*Unknown) isTerminalContentPart() {}
 
-// TerminalInfo is the AHP TerminalInfo object.
-type TerminalInfo struct {
-	Resource URI           `json:"resource"`
-	Title    string        `json:"title"`
-	Claim    TerminalClaim `json:"claim"`
-	ExitCode *int64        `json:"exitCode,omitzero"`
+// TerminalExitedLifecycleState is the AHP TerminalExitedLifecycleState object.
+type TerminalExitedLifecycleState struct {
+	ExitCode *int64 `json:"exitCode,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
 }
 
+func (*TerminalExitedLifecycleState) isTerminalLifecycleState() {}
+
+// TerminalInfo is the AHP TerminalInfo object.
+type TerminalInfo struct {
+	Resource  URI                    `json:"resource"`
+	Title     string                 `json:"title"`
+	Claim     TerminalClaim          `json:"claim"`
+	Lifecycle TerminalLifecycleState `json:"lifecycle"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// TerminalLifecycleState holds one of *TerminalRunningLifecycleState, *TerminalExitedLifecycleState, or *Unknown for a
+// variant this protocol version does not define.
+type TerminalLifecycleState interface {
+	wireValue
+	isTerminalLifecycleState()
+}
+
+func (*Unknown) isTerminalLifecycleState() {}
+
+// TerminalRunningLifecycleState is the AHP TerminalRunningLifecycleState object.
+type TerminalRunningLifecycleState struct {
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+func (*TerminalRunningLifecycleState) isTerminalLifecycleState() {}
+
 // TerminalSessionClaim is the AHP TerminalSessionClaim object.
 type TerminalSessionClaim struct {
 	Session    URI     `json:"session"`
+	Chat       URI     `json:"chat"`
 	TurnID     *string `json:"turnId,omitzero"`
 	ToolCallID *string `json:"toolCallId,omitzero"`
 	// Extra holds members this protocol version does not define; they
@@ -1713,15 +2211,15 @@ func (*TerminalSessionClaim) isTerminalClaim() {}
 
 // TerminalState is the AHP TerminalState object.
 type TerminalState struct {
-	Title                    string                `json:"title"`
-	Cwd                      *URI                  `json:"cwd,omitzero"`
-	Cols                     *int64                `json:"cols,omitzero"`
-	Rows                     *int64                `json:"rows,omitzero"`
-	Content                  []TerminalContentPart `json:"content"`
-	ExitCode                 *int64                `json:"exitCode,omitzero"`
-	Claim                    TerminalClaim         `json:"claim"`
-	SupportsCommandDetection *bool                 `json:"supportsCommandDetection,omitzero"`
-	IsPty                    *bool                 `json:"isPty,omitzero"`
+	Title                    string                 `json:"title"`
+	Cwd                      *URI                   `json:"cwd,omitzero"`
+	Cols                     *int64                 `json:"cols,omitzero"`
+	Rows                     *int64                 `json:"rows,omitzero"`
+	Content                  []TerminalContentPart  `json:"content"`
+	Lifecycle                TerminalLifecycleState `json:"lifecycle"`
+	Claim                    TerminalClaim          `json:"claim"`
+	SupportsCommandDetection *bool                  `json:"supportsCommandDetection,omitzero"`
+	IsPty                    *bool                  `json:"isPty,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1772,6 +2270,16 @@ type ToolAnnotations struct {
 	DestructiveHint *bool   `json:"destructiveHint,omitzero"`
 	IdempotentHint  *bool   `json:"idempotentHint,omitzero"`
 	OpenWorldHint   *bool   `json:"openWorldHint,omitzero"`
+	// Extra holds members this protocol version does not define; they
+	// are written back unchanged.
+	Extra Object `json:"-"`
+}
+
+// ToolCallActionBase is the AHP ToolCallActionBase object.
+type ToolCallActionBase struct {
+	TurnID     string `json:"turnId"`
+	ToolCallID string `json:"toolCallId"`
+	Meta       Object `json:"_meta,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1937,7 +2445,7 @@ type ToolCallPendingConfirmationState struct {
 	ToolInput         *ToolInput             `json:"toolInput,omitzero"`
 	ConfirmationTitle *StringOrMarkdown      `json:"confirmationTitle,omitzero"`
 	RiskAssessment    ToolCallRiskAssessment `json:"riskAssessment,omitzero"`
-	Edits             *FileEditList          `json:"edits,omitzero"`
+	Edits             *FileEditCollection    `json:"edits,omitzero"`
 	Editable          *bool                  `json:"editable,omitzero"`
 	Options           []ConfirmationOption   `json:"options,omitzero"`
 	// Extra holds members this protocol version does not define; they
@@ -2143,9 +2651,9 @@ func (*ToolResultEmbeddedResourceContent) isToolResultContent() {}
 
 // ToolResultFileEditContent is the AHP ToolResultFileEditContent object.
 type ToolResultFileEditContent struct {
-	Before *FileEditSide `json:"before,omitzero"`
-	After  *FileEditSide `json:"after,omitzero"`
-	Diff   *DiffStat     `json:"diff,omitzero"`
+	Before *FileEditSide      `json:"before,omitzero"`
+	After  *FileEditSide      `json:"after,omitzero"`
+	Diff   *FileEditDiffStats `json:"diff,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -2215,12 +2723,11 @@ type ToolSchema struct {
 type Turn struct {
 	ID            string         `json:"id"`
 	StartedAt     *string        `json:"startedAt,omitzero"`
-	Duration      *float64       `json:"duration,omitzero"`
+	Duration      *int64         `json:"duration,omitzero"`
 	Message       Message        `json:"message"`
 	ResponseParts []ResponsePart `json:"responseParts"`
 	Usage         *UsageInfo     `json:"usage,omitzero"`
 	State         TurnState      `json:"state"`
-	Error         *ErrorInfo     `json:"error,omitzero"`
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

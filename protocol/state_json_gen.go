@@ -504,8 +504,8 @@ func (x *Annotation) encode(w *writer) {
 	w.beginObject()
 	w.key("\"id\":")
 	w.string(x.ID)
-	w.key("\"turnId\":")
-	w.string(x.TurnID)
+	w.key("\"origin\":")
+	(&x.Origin).encode(w)
 	w.key("\"resource\":")
 	w.string(x.Resource)
 	if x.Range != nil {
@@ -544,10 +544,9 @@ func (x *Annotation) decode(d *decoder) error {
 			seen |= 1 << 0
 			x.ID, err = d.string()
 			err = inField("id", err)
-		case "turnId":
+		case "origin":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
-			err = inField("turnId", err)
+			err = inField("origin", x.Origin.decode(d))
 		case "resource":
 			seen |= 1 << 2
 			x.Resource, err = d.string()
@@ -580,7 +579,7 @@ func (x *Annotation) decode(d *decoder) error {
 		return missing("id")
 	}
 	if seen&(1<<1) == 0 {
-		return missing("turnId")
+		return missing("origin")
 	}
 	if seen&(1<<2) == 0 {
 		return missing("resource")
@@ -651,6 +650,66 @@ func (x *AnnotationEntry) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("text")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AnnotationOrigin) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AnnotationOrigin) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AnnotationOrigin) encode(w *writer) {
+	w.beginObject()
+	w.key("\"session\":")
+	w.string(x.Session)
+	if x.Chat != nil {
+		w.key("\"chat\":")
+		w.string((*x.Chat))
+	}
+	if x.TurnID != nil {
+		w.key("\"turnId\":")
+		w.string((*x.TurnID))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AnnotationOrigin) decode(d *decoder) error {
+	*x = AnnotationOrigin{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "session":
+			seen |= 1 << 0
+			x.Session, err = d.string()
+			err = inField("session", err)
+		case "chat":
+			x.Chat, err = decodeOptional(d, (*decoder).string)
+			err = inField("chat", err)
+		case "turnId":
+			x.TurnID, err = decodeOptional(d, (*decoder).string)
+			err = inField("turnId", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("session")
 	}
 	return nil
 }
@@ -765,6 +824,2012 @@ func (x *AnnotationsSummary) decode(d *decoder) error {
 	}
 	if seen&(1<<2) == 0 {
 		return missing("entryCount")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationAfterDateCondition) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationAfterDateCondition) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationAfterDateCondition) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"afterDate\"")
+	w.key("\"date\":")
+	w.string(x.Date)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationAfterDateCondition) decode(d *decoder) error {
+	*x = AutomationAfterDateCondition{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("afterDate"))
+		case "date":
+			seen |= 1 << 1
+			x.Date, err = d.string()
+			err = inField("date", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("date")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationAfterRunsCondition) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationAfterRunsCondition) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationAfterRunsCondition) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"afterRuns\"")
+	w.key("\"max\":")
+	w.int(x.Max)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationAfterRunsCondition) decode(d *decoder) error {
+	*x = AutomationAfterRunsCondition{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("afterRuns"))
+		case "max":
+			seen |= 1 << 1
+			x.Max, err = d.int()
+			err = inField("max", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("max")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCancelledRunLifecycle) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCancelledRunLifecycle) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCancelledRunLifecycle) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"cancelled\"")
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	if x.StartedAt != nil {
+		w.key("\"startedAt\":")
+		w.string((*x.StartedAt))
+	}
+	w.key("\"completedAt\":")
+	w.string(x.CompletedAt)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCancelledRunLifecycle) decode(d *decoder) error {
+	*x = AutomationCancelledRunLifecycle{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("cancelled"))
+		case "createdAt":
+			seen |= 1 << 1
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		case "startedAt":
+			x.StartedAt, err = decodeOptional(d, (*decoder).string)
+			err = inField("startedAt", err)
+		case "completedAt":
+			seen |= 1 << 2
+			x.CompletedAt, err = d.string()
+			err = inField("completedAt", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("createdAt")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("completedAt")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationCompletedRunLifecycle) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationCompletedRunLifecycle) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationCompletedRunLifecycle) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"completed\"")
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	w.key("\"startedAt\":")
+	w.string(x.StartedAt)
+	w.key("\"completedAt\":")
+	w.string(x.CompletedAt)
+	if x.Usage != nil {
+		w.key("\"usage\":")
+		x.Usage.encode(w)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationCompletedRunLifecycle) decode(d *decoder) error {
+	*x = AutomationCompletedRunLifecycle{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("completed"))
+		case "createdAt":
+			seen |= 1 << 1
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		case "startedAt":
+			seen |= 1 << 2
+			x.StartedAt, err = d.string()
+			err = inField("startedAt", err)
+		case "completedAt":
+			seen |= 1 << 3
+			x.CompletedAt, err = d.string()
+			err = inField("completedAt", err)
+		case "usage":
+			x.Usage, err = decodeOptional(d, decodeStruct[UsageInfo])
+			err = inField("usage", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("createdAt")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("startedAt")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("completedAt")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationDefinition) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationDefinition) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationDefinition) encode(w *writer) {
+	w.beginObject()
+	w.key("\"title\":")
+	w.string(x.Title)
+	w.key("\"message\":")
+	(&x.Message).encode(w)
+	w.key("\"session\":")
+	(&x.Session).encode(w)
+	w.key("\"enabled\":")
+	w.bool(x.Enabled)
+	w.key("\"triggers\":")
+	w.beginArray()
+	for i0 := range x.Triggers {
+		encodeUnion(w, x.Triggers[i0])
+	}
+	w.endArray()
+	if x.DisableConditions != nil {
+		w.key("\"disableConditions\":")
+		w.beginArray()
+		for i0 := range x.DisableConditions {
+			encodeUnion(w, x.DisableConditions[i0])
+		}
+		w.endArray()
+	}
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationDefinition) decode(d *decoder) error {
+	*x = AutomationDefinition{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "title":
+			seen |= 1 << 0
+			x.Title, err = d.string()
+			err = inField("title", err)
+		case "message":
+			seen |= 1 << 1
+			err = inField("message", x.Message.decode(d))
+		case "session":
+			seen |= 1 << 2
+			err = inField("session", x.Session.decode(d))
+		case "enabled":
+			seen |= 1 << 3
+			x.Enabled, err = d.bool()
+			err = inField("enabled", err)
+		case "triggers":
+			seen |= 1 << 4
+			x.Triggers, err = decodeArray(d, decodeAutomationTrigger)
+			err = inField("triggers", err)
+		case "disableConditions":
+			x.DisableConditions, err = decodeNullable(d, arrayOf(decodeAutomationDisableCondition))
+			err = inField("disableConditions", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("title")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("message")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("session")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("enabled")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("triggers")
+	}
+	return nil
+}
+
+// UnmarshalAutomationDisableCondition decodes AHP JSON holding a AutomationDisableCondition.
+func UnmarshalAutomationDisableCondition(b []byte) (AutomationDisableCondition, error) {
+	return unmarshalUnion(b, decodeAutomationDisableCondition)
+}
+
+func decodeAutomationDisableCondition(d *decoder) (AutomationDisableCondition, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v AutomationDisableCondition
+	switch tag {
+	case "afterRuns":
+		v = new(AutomationAfterRunsCondition)
+	case "afterDate":
+		v = new(AutomationAfterDateCondition)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationEntry) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationEntry) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationEntry) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"definition\":")
+	(&x.Definition).encode(w)
+	if x.NextRunAt != nil {
+		w.key("\"nextRunAt\":")
+		w.string((*x.NextRunAt))
+	}
+	if x.RunCount != nil {
+		w.key("\"runCount\":")
+		w.int((*x.RunCount))
+	}
+	w.key("\"runs\":")
+	w.beginArray()
+	for i0 := range x.Runs {
+		(&x.Runs[i0]).encode(w)
+	}
+	w.endArray()
+	if x.RunsNextCursor != nil {
+		w.key("\"runsNextCursor\":")
+		w.string((*x.RunsNextCursor))
+	}
+	w.key("\"operations\":")
+	w.beginArray()
+	for i0 := range x.Operations {
+		w.string(string(x.Operations[i0]))
+	}
+	w.endArray()
+	if x.Customizations != nil {
+		w.key("\"customizations\":")
+		w.beginArray()
+		for i0 := range x.Customizations {
+			(&x.Customizations[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	w.key("\"modifiedAt\":")
+	w.string(x.ModifiedAt)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationEntry) decode(d *decoder) error {
+	*x = AutomationEntry{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "definition":
+			seen |= 1 << 1
+			err = inField("definition", x.Definition.decode(d))
+		case "nextRunAt":
+			x.NextRunAt, err = decodeOptional(d, (*decoder).string)
+			err = inField("nextRunAt", err)
+		case "runCount":
+			x.RunCount, err = decodeOptional(d, (*decoder).int)
+			err = inField("runCount", err)
+		case "runs":
+			seen |= 1 << 2
+			x.Runs, err = decodeArray(d, decodeStruct[AutomationRunSummary])
+			err = inField("runs", err)
+		case "runsNextCursor":
+			x.RunsNextCursor, err = decodeOptional(d, (*decoder).string)
+			err = inField("runsNextCursor", err)
+		case "operations":
+			seen |= 1 << 3
+			x.Operations, err = decodeArray(d, decodeString[AutomationOperation])
+			err = inField("operations", err)
+		case "customizations":
+			x.Customizations, err = decodeNullable(d, arrayOf(decodeStruct[PluginCustomization]))
+			err = inField("customizations", err)
+		case "createdAt":
+			seen |= 1 << 4
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		case "modifiedAt":
+			seen |= 1 << 5
+			x.ModifiedAt, err = d.string()
+			err = inField("modifiedAt", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("definition")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("runs")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("operations")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("createdAt")
+	}
+	if seen&(1<<5) == 0 {
+		return missing("modifiedAt")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationEventTrigger) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationEventTrigger) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationEventTrigger) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"event\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"type\":")
+	w.string(x.Type)
+	w.key("\"title\":")
+	w.string(x.Title)
+	if x.Description != nil {
+		w.key("\"description\":")
+		w.string((*x.Description))
+	}
+	w.key("\"events\":")
+	w.beginArray()
+	for i0 := range x.Events {
+		(&x.Events[i0]).encode(w)
+	}
+	w.endArray()
+	if x.Config != nil {
+		w.key("\"config\":")
+		w.object(x.Config)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationEventTrigger) decode(d *decoder) error {
+	*x = AutomationEventTrigger{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("event"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "type":
+			seen |= 1 << 2
+			x.Type, err = d.string()
+			err = inField("type", err)
+		case "title":
+			seen |= 1 << 3
+			x.Title, err = d.string()
+			err = inField("title", err)
+		case "description":
+			x.Description, err = decodeOptional(d, (*decoder).string)
+			err = inField("description", err)
+		case "events":
+			seen |= 1 << 4
+			x.Events, err = decodeArray(d, decodeStruct[AutomationTriggerEventDefinition])
+			err = inField("events", err)
+		case "config":
+			x.Config, err = decodeNullable(d, (*decoder).object)
+			err = inField("config", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("type")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("title")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("events")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationFailedRunLifecycle) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationFailedRunLifecycle) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationFailedRunLifecycle) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"failed\"")
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	if x.StartedAt != nil {
+		w.key("\"startedAt\":")
+		w.string((*x.StartedAt))
+	}
+	w.key("\"completedAt\":")
+	w.string(x.CompletedAt)
+	w.key("\"error\":")
+	(&x.Error).encode(w)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationFailedRunLifecycle) decode(d *decoder) error {
+	*x = AutomationFailedRunLifecycle{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("failed"))
+		case "createdAt":
+			seen |= 1 << 1
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		case "startedAt":
+			x.StartedAt, err = decodeOptional(d, (*decoder).string)
+			err = inField("startedAt", err)
+		case "completedAt":
+			seen |= 1 << 2
+			x.CompletedAt, err = d.string()
+			err = inField("completedAt", err)
+		case "error":
+			seen |= 1 << 3
+			err = inField("error", x.Error.decode(d))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("createdAt")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("completedAt")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("error")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationManualRunOrigin) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationManualRunOrigin) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationManualRunOrigin) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"manual\"")
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationManualRunOrigin) decode(d *decoder) error {
+	*x = AutomationManualRunOrigin{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("manual"))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationPendingRunLifecycle) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationPendingRunLifecycle) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationPendingRunLifecycle) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"pending\"")
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationPendingRunLifecycle) decode(d *decoder) error {
+	*x = AutomationPendingRunLifecycle{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("pending"))
+		case "createdAt":
+			seen |= 1 << 1
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("createdAt")
+	}
+	return nil
+}
+
+// UnmarshalAutomationRunLifecycle decodes AHP JSON holding a AutomationRunLifecycle.
+func UnmarshalAutomationRunLifecycle(b []byte) (AutomationRunLifecycle, error) {
+	return unmarshalUnion(b, decodeAutomationRunLifecycle)
+}
+
+func decodeAutomationRunLifecycle(d *decoder) (AutomationRunLifecycle, error) {
+	raw, tag, err := d.variant("status")
+	if err != nil {
+		return nil, err
+	}
+	var v AutomationRunLifecycle
+	switch tag {
+	case "pending":
+		v = new(AutomationPendingRunLifecycle)
+	case "running":
+		v = new(AutomationRunningRunLifecycle)
+	case "completed":
+		v = new(AutomationCompletedRunLifecycle)
+	case "failed":
+		v = new(AutomationFailedRunLifecycle)
+	case "cancelled":
+		v = new(AutomationCancelledRunLifecycle)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// UnmarshalAutomationRunOrigin decodes AHP JSON holding a AutomationRunOrigin.
+func UnmarshalAutomationRunOrigin(b []byte) (AutomationRunOrigin, error) {
+	return unmarshalUnion(b, decodeAutomationRunOrigin)
+}
+
+func decodeAutomationRunOrigin(d *decoder) (AutomationRunOrigin, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v AutomationRunOrigin
+	switch tag {
+	case "manual":
+		v = new(AutomationManualRunOrigin)
+	case "trigger":
+		v = new(AutomationTriggeredRunOrigin)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunState) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunState) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunState) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"automation\":")
+	w.string(x.Automation)
+	w.key("\"origin\":")
+	encodeUnion(w, x.Origin)
+	w.key("\"lifecycle\":")
+	encodeUnion(w, x.Lifecycle)
+	w.key("\"sessions\":")
+	w.beginArray()
+	for i0 := range x.Sessions {
+		w.string(x.Sessions[i0])
+	}
+	w.endArray()
+	if x.PrimarySession != nil {
+		w.key("\"primarySession\":")
+		w.string((*x.PrimarySession))
+	}
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunState) decode(d *decoder) error {
+	*x = AutomationRunState{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "automation":
+			seen |= 1 << 1
+			x.Automation, err = d.string()
+			err = inField("automation", err)
+		case "origin":
+			seen |= 1 << 2
+			x.Origin, err = decodeAutomationRunOrigin(d)
+			err = inField("origin", err)
+		case "lifecycle":
+			seen |= 1 << 3
+			x.Lifecycle, err = decodeAutomationRunLifecycle(d)
+			err = inField("lifecycle", err)
+		case "sessions":
+			seen |= 1 << 4
+			x.Sessions, err = decodeArray(d, (*decoder).string)
+			err = inField("sessions", err)
+		case "primarySession":
+			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			err = inField("primarySession", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("origin")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("lifecycle")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("sessions")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunSummary) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunSummary) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunSummary) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"automation\":")
+	w.string(x.Automation)
+	w.key("\"origin\":")
+	encodeUnion(w, x.Origin)
+	w.key("\"lifecycle\":")
+	encodeUnion(w, x.Lifecycle)
+	if x.PrimarySession != nil {
+		w.key("\"primarySession\":")
+		w.string((*x.PrimarySession))
+	}
+	w.key("\"sessionCount\":")
+	w.int(x.SessionCount)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunSummary) decode(d *decoder) error {
+	*x = AutomationRunSummary{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "automation":
+			seen |= 1 << 1
+			x.Automation, err = d.string()
+			err = inField("automation", err)
+		case "origin":
+			seen |= 1 << 2
+			x.Origin, err = decodeAutomationRunOrigin(d)
+			err = inField("origin", err)
+		case "lifecycle":
+			seen |= 1 << 3
+			x.Lifecycle, err = decodeAutomationRunLifecycle(d)
+			err = inField("lifecycle", err)
+		case "primarySession":
+			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			err = inField("primarySession", err)
+		case "sessionCount":
+			seen |= 1 << 4
+			x.SessionCount, err = d.int()
+			err = inField("sessionCount", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("origin")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("lifecycle")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("sessionCount")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationRunningRunLifecycle) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationRunningRunLifecycle) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationRunningRunLifecycle) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"running\"")
+	w.key("\"createdAt\":")
+	w.string(x.CreatedAt)
+	w.key("\"startedAt\":")
+	w.string(x.StartedAt)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationRunningRunLifecycle) decode(d *decoder) error {
+	*x = AutomationRunningRunLifecycle{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("running"))
+		case "createdAt":
+			seen |= 1 << 1
+			x.CreatedAt, err = d.string()
+			err = inField("createdAt", err)
+		case "startedAt":
+			seen |= 1 << 2
+			x.StartedAt, err = d.string()
+			err = inField("startedAt", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("createdAt")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("startedAt")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationSchedule) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationSchedule) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationSchedule) encode(w *writer) {
+	w.beginObject()
+	w.key("\"expression\":")
+	w.string(x.Expression)
+	w.key("\"timeZone\":")
+	w.string(x.TimeZone)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationSchedule) decode(d *decoder) error {
+	*x = AutomationSchedule{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "expression":
+			seen |= 1 << 0
+			x.Expression, err = d.string()
+			err = inField("expression", err)
+		case "timeZone":
+			seen |= 1 << 1
+			x.TimeZone, err = d.string()
+			err = inField("timeZone", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("expression")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("timeZone")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationScheduleTrigger) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationScheduleTrigger) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationScheduleTrigger) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"schedule\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"schedule\":")
+	(&x.Schedule).encode(w)
+	if x.MisfirePolicy != nil {
+		w.key("\"misfirePolicy\":")
+		w.string(string((*x.MisfirePolicy)))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationScheduleTrigger) decode(d *decoder) error {
+	*x = AutomationScheduleTrigger{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("schedule"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "schedule":
+			seen |= 1 << 2
+			err = inField("schedule", x.Schedule.decode(d))
+		case "misfirePolicy":
+			x.MisfirePolicy, err = decodeOptional(d, decodeString[AutomationMisfirePolicy])
+			err = inField("misfirePolicy", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("schedule")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationSessionOrigin) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationSessionOrigin) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationSessionOrigin) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"automation\"")
+	w.key("\"automation\":")
+	w.string(x.Automation)
+	w.key("\"run\":")
+	w.string(x.Run)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationSessionOrigin) decode(d *decoder) error {
+	*x = AutomationSessionOrigin{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("automation"))
+		case "automation":
+			seen |= 1 << 1
+			x.Automation, err = d.string()
+			err = inField("automation", err)
+		case "run":
+			seen |= 1 << 2
+			x.Run, err = d.string()
+			err = inField("run", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("automation")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("run")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationSessionTemplate) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationSessionTemplate) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationSessionTemplate) encode(w *writer) {
+	w.beginObject()
+	if x.Provider != nil {
+		w.key("\"provider\":")
+		w.string((*x.Provider))
+	}
+	if x.Model != nil {
+		w.key("\"model\":")
+		x.Model.encode(w)
+	}
+	if x.Agent != nil {
+		w.key("\"agent\":")
+		x.Agent.encode(w)
+	}
+	if x.WorkingDirectories != nil {
+		w.key("\"workingDirectories\":")
+		w.beginArray()
+		for i0 := range x.WorkingDirectories {
+			w.string(x.WorkingDirectories[i0])
+		}
+		w.endArray()
+	}
+	if x.Config != nil {
+		w.key("\"config\":")
+		w.object(x.Config)
+	}
+	if x.Customizations != nil {
+		w.key("\"customizations\":")
+		w.beginArray()
+		for i0 := range x.Customizations {
+			(&x.Customizations[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationSessionTemplate) decode(d *decoder) error {
+	*x = AutomationSessionTemplate{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "provider":
+			x.Provider, err = decodeOptional(d, (*decoder).string)
+			err = inField("provider", err)
+		case "model":
+			x.Model, err = decodeOptional(d, decodeStruct[ModelSelection])
+			err = inField("model", err)
+		case "agent":
+			x.Agent, err = decodeOptional(d, decodeStruct[AgentSelection])
+			err = inField("agent", err)
+		case "workingDirectories":
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			err = inField("workingDirectories", err)
+		case "config":
+			x.Config, err = decodeNullable(d, (*decoder).object)
+			err = inField("config", err)
+		case "customizations":
+			x.Customizations, err = decodeNullable(d, arrayOf(decodeStruct[ClientPluginCustomization]))
+			err = inField("customizations", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationState) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationState) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationState) encode(w *writer) {
+	w.beginObject()
+	w.key("\"entries\":")
+	w.beginArray()
+	for i0 := range x.Entries {
+		(&x.Entries[i0]).encode(w)
+	}
+	w.endArray()
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationState) decode(d *decoder) error {
+	*x = AutomationState{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "entries":
+			seen |= 1 << 0
+			x.Entries, err = decodeArray(d, decodeStruct[AutomationEntry])
+			err = inField("entries", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("entries")
+	}
+	return nil
+}
+
+// UnmarshalAutomationTrigger decodes AHP JSON holding a AutomationTrigger.
+func UnmarshalAutomationTrigger(b []byte) (AutomationTrigger, error) {
+	return unmarshalUnion(b, decodeAutomationTrigger)
+}
+
+func decodeAutomationTrigger(d *decoder) (AutomationTrigger, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v AutomationTrigger
+	switch tag {
+	case "schedule":
+		v = new(AutomationScheduleTrigger)
+	case "event":
+		v = new(AutomationEventTrigger)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationTriggerEventDefinition) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationTriggerEventDefinition) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationTriggerEventDefinition) encode(w *writer) {
+	w.beginObject()
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"title\":")
+	w.string(x.Title)
+	if x.Description != nil {
+		w.key("\"description\":")
+		w.string((*x.Description))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationTriggerEventDefinition) decode(d *decoder) error {
+	*x = AutomationTriggerEventDefinition{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "id":
+			seen |= 1 << 0
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "title":
+			seen |= 1 << 1
+			x.Title, err = d.string()
+			err = inField("title", err)
+		case "description":
+			x.Description, err = decodeOptional(d, (*decoder).string)
+			err = inField("description", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("title")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x AutomationTriggeredRunOrigin) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *AutomationTriggeredRunOrigin) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *AutomationTriggeredRunOrigin) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"trigger\"")
+	w.key("\"triggerId\":")
+	w.string(x.TriggerID)
+	if x.ScheduledFor != nil {
+		w.key("\"scheduledFor\":")
+		w.string((*x.ScheduledFor))
+	}
+	if x.CatchUp != nil {
+		w.key("\"catchUp\":")
+		w.bool((*x.CatchUp))
+	}
+	if x.Event != nil {
+		w.key("\"event\":")
+		w.object(x.Event)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *AutomationTriggeredRunOrigin) decode(d *decoder) error {
+	*x = AutomationTriggeredRunOrigin{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("trigger"))
+		case "triggerId":
+			seen |= 1 << 1
+			x.TriggerID, err = d.string()
+			err = inField("triggerId", err)
+		case "scheduledFor":
+			x.ScheduledFor, err = decodeOptional(d, (*decoder).string)
+			err = inField("scheduledFor", err)
+		case "catchUp":
+			x.CatchUp, err = decodeOptional(d, (*decoder).bool)
+			err = inField("catchUp", err)
+		case "event":
+			x.Event, err = decodeNullable(d, (*decoder).object)
+			err = inField("event", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("triggerId")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x BackgroundShellWork) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *BackgroundShellWork) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *BackgroundShellWork) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"shell\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"label\":")
+	w.string(x.Label)
+	w.key("\"startedAt\":")
+	w.string(x.StartedAt)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.key("\"command\":")
+	w.string(x.Command)
+	if x.Terminal != nil {
+		w.key("\"terminal\":")
+		w.string((*x.Terminal))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *BackgroundShellWork) decode(d *decoder) error {
+	*x = BackgroundShellWork{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("shell"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "label":
+			seen |= 1 << 2
+			x.Label, err = d.string()
+			err = inField("label", err)
+		case "startedAt":
+			seen |= 1 << 3
+			x.StartedAt, err = d.string()
+			err = inField("startedAt", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "command":
+			seen |= 1 << 4
+			x.Command, err = d.string()
+			err = inField("command", err)
+		case "terminal":
+			x.Terminal, err = decodeOptional(d, (*decoder).string)
+			err = inField("terminal", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("label")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("startedAt")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("command")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x BackgroundSubagentWork) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *BackgroundSubagentWork) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *BackgroundSubagentWork) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"subagent\"")
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"label\":")
+	w.string(x.Label)
+	w.key("\"startedAt\":")
+	w.string(x.StartedAt)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.key("\"chat\":")
+	w.string(x.Chat)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *BackgroundSubagentWork) decode(d *decoder) error {
+	*x = BackgroundSubagentWork{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("subagent"))
+		case "id":
+			seen |= 1 << 1
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "label":
+			seen |= 1 << 2
+			x.Label, err = d.string()
+			err = inField("label", err)
+		case "startedAt":
+			seen |= 1 << 3
+			x.StartedAt, err = d.string()
+			err = inField("startedAt", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		case "chat":
+			seen |= 1 << 4
+			x.Chat, err = d.string()
+			err = inField("chat", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("label")
+	}
+	if seen&(1<<3) == 0 {
+		return missing("startedAt")
+	}
+	if seen&(1<<4) == 0 {
+		return missing("chat")
+	}
+	return nil
+}
+
+// UnmarshalBackgroundWork decodes AHP JSON holding a BackgroundWork.
+func UnmarshalBackgroundWork(b []byte) (BackgroundWork, error) {
+	return unmarshalUnion(b, decodeBackgroundWork)
+}
+
+func decodeBackgroundWork(d *decoder) (BackgroundWork, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v BackgroundWork
+	switch tag {
+	case "shell":
+		v = new(BackgroundShellWork)
+	case "subagent":
+		v = new(BackgroundSubagentWork)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x BackgroundWorkBase) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *BackgroundWorkBase) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *BackgroundWorkBase) encode(w *writer) {
+	w.beginObject()
+	w.key("\"id\":")
+	w.string(x.ID)
+	w.key("\"label\":")
+	w.string(x.Label)
+	w.key("\"startedAt\":")
+	w.string(x.StartedAt)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *BackgroundWorkBase) decode(d *decoder) error {
+	*x = BackgroundWorkBase{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "id":
+			seen |= 1 << 0
+			x.ID, err = d.string()
+			err = inField("id", err)
+		case "label":
+			seen |= 1 << 1
+			x.Label, err = d.string()
+			err = inField("label", err)
+		case "startedAt":
+			seen |= 1 << 2
+			x.StartedAt, err = d.string()
+			err = inField("startedAt", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("id")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("label")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("startedAt")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CanvasReference) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CanvasReference) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CanvasReference) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CanvasReference) decode(d *decoder) error {
+	*x = CanvasReference{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CanvasState) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CanvasState) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CanvasState) encode(w *writer) {
+	w.beginObject()
+	w.key("\"instanceId\":")
+	w.string(x.InstanceID)
+	w.key("\"extensionId\":")
+	w.string(x.ExtensionID)
+	if x.ExtensionName != nil {
+		w.key("\"extensionName\":")
+		w.string((*x.ExtensionName))
+	}
+	w.key("\"canvasId\":")
+	w.string(x.CanvasID)
+	if x.Title != nil {
+		w.key("\"title\":")
+		w.string((*x.Title))
+	}
+	if x.Status != nil {
+		w.key("\"status\":")
+		w.string((*x.Status))
+	}
+	if x.URL != nil {
+		w.key("\"url\":")
+		w.string((*x.URL))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CanvasState) decode(d *decoder) error {
+	*x = CanvasState{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "instanceId":
+			seen |= 1 << 0
+			x.InstanceID, err = d.string()
+			err = inField("instanceId", err)
+		case "extensionId":
+			seen |= 1 << 1
+			x.ExtensionID, err = d.string()
+			err = inField("extensionId", err)
+		case "extensionName":
+			x.ExtensionName, err = decodeOptional(d, (*decoder).string)
+			err = inField("extensionName", err)
+		case "canvasId":
+			seen |= 1 << 2
+			x.CanvasID, err = d.string()
+			err = inField("canvasId", err)
+		case "title":
+			x.Title, err = decodeOptional(d, (*decoder).string)
+			err = inField("title", err)
+		case "status":
+			x.Status, err = decodeOptional(d, (*decoder).string)
+			err = inField("status", err)
+		case "url":
+			x.URL, err = decodeOptional(d, (*decoder).string)
+			err = inField("url", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("instanceId")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("extensionId")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("canvasId")
 	}
 	return nil
 }
@@ -1221,8 +3286,12 @@ func decodeChannelState(d *decoder) (ChannelState, error) {
 		v = new(SessionState)
 	case keys.has("resource", "title", "status", "modifiedAt", "turns"):
 		v = new(ChatState)
-	case keys.has("title", "content", "claim"):
+	case keys.has("resource", "automation", "origin", "lifecycle", "sessions"):
+		v = new(AutomationRunState)
+	case keys.has("title", "content", "lifecycle", "claim"):
 		v = new(TerminalState)
+	case keys.has("instanceId", "extensionId", "canvasId"):
+		v = new(CanvasState)
 	case keys.has("status", "files"):
 		v = new(ChangesetState)
 	case keys.has("root", "recursive"):
@@ -1231,6 +3300,8 @@ func decodeChannelState(d *decoder) (ChannelState, error) {
 		v = new(RootState)
 	case keys.has("annotations"):
 		v = new(AnnotationsState)
+	case keys.has("entries"):
+		v = new(AutomationState)
 	default:
 		return newUnknown(tag, raw), nil
 	}
@@ -2724,9 +4795,17 @@ func (x *ChatState) encode(w *writer) {
 	}
 	w.key("\"modifiedAt\":")
 	w.string(x.ModifiedAt)
+	if x.Changes != nil {
+		w.key("\"changes\":")
+		x.Changes.encode(w)
+	}
 	if x.Origin != nil {
 		w.key("\"origin\":")
 		encodeUnion(w, x.Origin)
+	}
+	if x.Movable != nil {
+		w.key("\"movable\":")
+		w.bool((*x.Movable))
 	}
 	if x.Interactivity != nil {
 		w.key("\"interactivity\":")
@@ -2737,6 +4816,30 @@ func (x *ChatState) encode(w *writer) {
 		w.beginArray()
 		for i0 := range x.WorkingDirectories {
 			w.string(x.WorkingDirectories[i0])
+		}
+		w.endArray()
+	}
+	if x.Changesets != nil {
+		w.key("\"changesets\":")
+		w.beginArray()
+		for i0 := range x.Changesets {
+			(&x.Changesets[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	if x.BackgroundWork != nil {
+		w.key("\"backgroundWork\":")
+		w.beginArray()
+		for i0 := range x.BackgroundWork {
+			encodeUnion(w, x.BackgroundWork[i0])
+		}
+		w.endArray()
+	}
+	if x.Canvases != nil {
+		w.key("\"canvases\":")
+		w.beginArray()
+		for i0 := range x.Canvases {
+			(&x.Canvases[i0]).encode(w)
 		}
 		w.endArray()
 	}
@@ -2809,15 +4912,30 @@ func (x *ChatState) decode(d *decoder) error {
 			seen |= 1 << 3
 			x.ModifiedAt, err = d.string()
 			err = inField("modifiedAt", err)
+		case "changes":
+			x.Changes, err = decodeOptional(d, decodeStruct[ChangesSummary])
+			err = inField("changes", err)
 		case "origin":
 			x.Origin, err = decodeNullable(d, decodeChatOrigin)
 			err = inField("origin", err)
+		case "movable":
+			x.Movable, err = decodeOptional(d, (*decoder).bool)
+			err = inField("movable", err)
 		case "interactivity":
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
 		case "workingDirectories":
 			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
 			err = inField("workingDirectories", err)
+		case "changesets":
+			x.Changesets, err = decodeNullable(d, arrayOf(decodeStruct[Changeset]))
+			err = inField("changesets", err)
+		case "backgroundWork":
+			x.BackgroundWork, err = decodeNullable(d, arrayOf(decodeBackgroundWork))
+			err = inField("backgroundWork", err)
+		case "canvases":
+			x.Canvases, err = decodeNullable(d, arrayOf(decodeStruct[CanvasReference]))
+			err = inField("canvases", err)
 		case "turns":
 			seen |= 1 << 4
 			x.Turns, err = decodeArray(d, decodeStruct[Turn])
@@ -2888,9 +5006,17 @@ func (x *ChatSummary) encode(w *writer) {
 	}
 	w.key("\"modifiedAt\":")
 	w.string(x.ModifiedAt)
+	if x.Changes != nil {
+		w.key("\"changes\":")
+		x.Changes.encode(w)
+	}
 	if x.Origin != nil {
 		w.key("\"origin\":")
 		encodeUnion(w, x.Origin)
+	}
+	if x.Movable != nil {
+		w.key("\"movable\":")
+		w.bool((*x.Movable))
 	}
 	if x.Interactivity != nil {
 		w.key("\"interactivity\":")
@@ -2939,9 +5065,15 @@ func (x *ChatSummary) decode(d *decoder) error {
 			seen |= 1 << 3
 			x.ModifiedAt, err = d.string()
 			err = inField("modifiedAt", err)
+		case "changes":
+			x.Changes, err = decodeOptional(d, decodeStruct[ChangesSummary])
+			err = inField("changes", err)
 		case "origin":
 			x.Origin, err = decodeNullable(d, decodeChatOrigin)
 			err = inField("origin", err)
+		case "movable":
+			x.Movable, err = decodeOptional(d, (*decoder).bool)
+			err = inField("movable", err)
 		case "interactivity":
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
@@ -3131,8 +5263,6 @@ func (x *ClientPluginCustomization) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
 	if x.ClientID != nil {
 		w.key("\"clientId\":")
 		w.string((*x.ClientID))
@@ -3149,6 +5279,14 @@ func (x *ClientPluginCustomization) encode(w *writer) {
 		}
 		w.endArray()
 	}
+	if x.Enablement != nil {
+		w.key("\"enablement\":")
+		w.beginArray()
+		for i0 := range x.Enablement {
+			encodeUnion(w, x.Enablement[i0])
+		}
+		w.endArray()
+	}
 	if x.Version != nil {
 		w.key("\"version\":")
 		w.string((*x.Version))
@@ -3156,6 +5294,19 @@ func (x *ClientPluginCustomization) encode(w *writer) {
 	if x.Nonce != nil {
 		w.key("\"nonce\":")
 		w.string((*x.Nonce))
+	}
+	if !x.ChildEnablement.IsZero() {
+		w.key("\"childEnablement\":")
+		w.beginObject()
+		for k0, v0 := range x.ChildEnablement.All() {
+			w.name(k0)
+			w.beginArray()
+			for i1 := range v0 {
+				encodeUnion(w, v0[i1])
+			}
+			w.endArray()
+		}
+		w.endObject()
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -3197,10 +5348,6 @@ func (x *ClientPluginCustomization) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
-		case "enabled":
-			seen |= 1 << 4
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
 		case "clientId":
 			x.ClientID, err = decodeOptional(d, (*decoder).string)
 			err = inField("clientId", err)
@@ -3210,12 +5357,18 @@ func (x *ClientPluginCustomization) decode(d *decoder) error {
 		case "children":
 			x.Children, err = decodeNullable(d, arrayOf(decodeChildCustomization))
 			err = inField("children", err)
+		case "enablement":
+			x.Enablement, err = decodeNullable(d, arrayOf(decodeCustomizationEnablement))
+			err = inField("enablement", err)
 		case "version":
 			x.Version, err = decodeOptional(d, (*decoder).string)
 			err = inField("version", err)
 		case "nonce":
 			x.Nonce, err = decodeOptional(d, (*decoder).string)
 			err = inField("nonce", err)
+		case "childEnablement":
+			x.ChildEnablement, err = decodeNullable(d, mapOf(arrayOf(decodeCustomizationEnablement)))
+			err = inField("childEnablement", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -3237,9 +5390,6 @@ func (x *ClientPluginCustomization) decode(d *decoder) error {
 	}
 	if seen&(1<<3) == 0 {
 		return missing("name")
-	}
-	if seen&(1<<4) == 0 {
-		return missing("enabled")
 	}
 	return nil
 }
@@ -3295,6 +5445,14 @@ func (x *ConfigPropertySchema) encode(w *writer) {
 	if x.Items != nil {
 		w.key("\"items\":")
 		x.Items.encode(w)
+	}
+	if x.MinItems != nil {
+		w.key("\"minItems\":")
+		w.int((*x.MinItems))
+	}
+	if x.MaxItems != nil {
+		w.key("\"maxItems\":")
+		w.int((*x.MaxItems))
 	}
 	if !x.Properties.IsZero() {
 		w.key("\"properties\":")
@@ -3362,6 +5520,12 @@ func (x *ConfigPropertySchema) decode(d *decoder) error {
 		case "items":
 			x.Items, err = decodeOptional(d, decodeStruct[ConfigPropertySchema])
 			err = inField("items", err)
+		case "minItems":
+			x.MinItems, err = decodeOptional(d, (*decoder).int)
+			err = inField("minItems", err)
+		case "maxItems":
+			x.MaxItems, err = decodeOptional(d, (*decoder).int)
+			err = inField("maxItems", err)
 		case "properties":
 			x.Properties, err = decodeNullable(d, mapOf(decodeStruct[ConfigPropertySchema]))
 			err = inField("properties", err)
@@ -3561,8 +5725,6 @@ func (x *ContainerCustomizationBase) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
 	if x.ClientID != nil {
 		w.key("\"clientId\":")
 		w.string((*x.ClientID))
@@ -3616,10 +5778,6 @@ func (x *ContainerCustomizationBase) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
-		case "enabled":
-			seen |= 1 << 3
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
 		case "clientId":
 			x.ClientID, err = decodeOptional(d, (*decoder).string)
 			err = inField("clientId", err)
@@ -3647,9 +5805,6 @@ func (x *ContainerCustomizationBase) decode(d *decoder) error {
 	}
 	if seen&(1<<2) == 0 {
 		return missing("name")
-	}
-	if seen&(1<<3) == 0 {
-		return missing("enabled")
 	}
 	return nil
 }
@@ -3888,6 +6043,201 @@ func (x *CustomizationDegradedState) decode(d *decoder) error {
 	return nil
 }
 
+// UnmarshalCustomizationEnablement decodes AHP JSON holding a CustomizationEnablement.
+func UnmarshalCustomizationEnablement(b []byte) (CustomizationEnablement, error) {
+	return unmarshalUnion(b, decodeCustomizationEnablement)
+}
+
+func decodeCustomizationEnablement(d *decoder) (CustomizationEnablement, error) {
+	raw, tag, err := d.variant("kind")
+	if err != nil {
+		return nil, err
+	}
+	var v CustomizationEnablement
+	switch tag {
+	case "global":
+		v = new(CustomizationEnablementGlobal)
+	case "workspace":
+		v = new(CustomizationEnablementWorkspace)
+	case "session":
+		v = new(CustomizationEnablementSession)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CustomizationEnablementGlobal) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CustomizationEnablementGlobal) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CustomizationEnablementGlobal) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"global\"")
+	w.key("\"enabled\":")
+	w.bool(x.Enabled)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CustomizationEnablementGlobal) decode(d *decoder) error {
+	*x = CustomizationEnablementGlobal{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("global"))
+		case "enabled":
+			seen |= 1 << 1
+			x.Enabled, err = d.bool()
+			err = inField("enabled", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("enabled")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CustomizationEnablementSession) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CustomizationEnablementSession) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CustomizationEnablementSession) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"session\"")
+	w.key("\"enabled\":")
+	w.bool(x.Enabled)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CustomizationEnablementSession) decode(d *decoder) error {
+	*x = CustomizationEnablementSession{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("session"))
+		case "enabled":
+			seen |= 1 << 1
+			x.Enabled, err = d.bool()
+			err = inField("enabled", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("enabled")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x CustomizationEnablementWorkspace) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *CustomizationEnablementWorkspace) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *CustomizationEnablementWorkspace) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"workspace\"")
+	w.key("\"uri\":")
+	w.string(x.URI)
+	w.key("\"enabled\":")
+	w.bool(x.Enabled)
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *CustomizationEnablementWorkspace) decode(d *decoder) error {
+	*x = CustomizationEnablementWorkspace{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("workspace"))
+		case "uri":
+			seen |= 1 << 1
+			x.URI, err = d.string()
+			err = inField("uri", err)
+		case "enabled":
+			seen |= 1 << 2
+			x.Enabled, err = d.bool()
+			err = inField("enabled", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("uri")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("enabled")
+	}
+	return nil
+}
+
 // MarshalJSON encodes x as AHP JSON.
 func (x CustomizationErrorState) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
@@ -4059,56 +6409,6 @@ func (x *CustomizationLoadingState) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
-func (x DiffStat) MarshalJSON() ([]byte, error) { return marshal(&x) }
-
-// UnmarshalJSON decodes AHP JSON into x.
-func (x *DiffStat) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
-
-func (x *DiffStat) encode(w *writer) {
-	w.beginObject()
-	if x.Added != nil {
-		w.key("\"added\":")
-		w.int((*x.Added))
-	}
-	if x.Removed != nil {
-		w.key("\"removed\":")
-		w.int((*x.Removed))
-	}
-	w.extra(x.Extra)
-	w.endObject()
-}
-
-func (x *DiffStat) decode(d *decoder) error {
-	*x = DiffStat{}
-	if err := d.beginObject(); err != nil {
-		return err
-	}
-	for d.more() {
-		name, err := d.name()
-		if err != nil {
-			return err
-		}
-		switch string(name) {
-		case "added":
-			x.Added, err = decodeOptional(d, (*decoder).int)
-			err = inField("added", err)
-		case "removed":
-			x.Removed, err = decodeOptional(d, (*decoder).int)
-			err = inField("removed", err)
-		default:
-			err = d.extra(&x.Extra, name)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := d.endObject(); err != nil {
-		return err
-	}
-	return nil
-}
-
-// MarshalJSON encodes x as AHP JSON.
 func (x DirectoryCustomization) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -4140,8 +6440,6 @@ func (x *DirectoryCustomization) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
 	if x.ClientID != nil {
 		w.key("\"clientId\":")
 		w.string((*x.ClientID))
@@ -4158,6 +6456,8 @@ func (x *DirectoryCustomization) encode(w *writer) {
 		}
 		w.endArray()
 	}
+	w.key("\"enabled\":")
+	w.bool(x.Enabled)
 	w.key("\"contents\":")
 	w.string(string(x.Contents))
 	w.key("\"writable\":")
@@ -4202,10 +6502,6 @@ func (x *DirectoryCustomization) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
-		case "enabled":
-			seen |= 1 << 4
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
 		case "clientId":
 			x.ClientID, err = decodeOptional(d, (*decoder).string)
 			err = inField("clientId", err)
@@ -4215,6 +6511,10 @@ func (x *DirectoryCustomization) decode(d *decoder) error {
 		case "children":
 			x.Children, err = decodeNullable(d, arrayOf(decodeChildCustomization))
 			err = inField("children", err)
+		case "enabled":
+			seen |= 1 << 4
+			x.Enabled, err = d.bool()
+			err = inField("enabled", err)
 		case "contents":
 			seen |= 1 << 5
 			x.Contents, err = decodeString[ChildCustomizationType](d)
@@ -4327,6 +6627,66 @@ func (x *ErrorInfo) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x ErrorResponsePart) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ErrorResponsePart) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ErrorResponsePart) encode(w *writer) {
+	w.beginObject()
+	w.key("\"kind\":")
+	w.literal("\"error\"")
+	w.key("\"error\":")
+	(&x.Error).encode(w)
+	if x.Resumable != nil {
+		w.key("\"resumable\":")
+		w.bool((*x.Resumable))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ErrorResponsePart) decode(d *decoder) error {
+	*x = ErrorResponsePart{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "kind":
+			seen |= 1 << 0
+			err = inField("kind", d.expect("error"))
+		case "error":
+			seen |= 1 << 1
+			err = inField("error", x.Error.decode(d))
+		case "resumable":
+			x.Resumable, err = decodeOptional(d, (*decoder).bool)
+			err = inField("resumable", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("kind")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("error")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x FileEdit) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -4368,7 +6728,7 @@ func (x *FileEdit) decode(d *decoder) error {
 			x.After, err = decodeOptional(d, decodeStruct[FileEditSide])
 			err = inField("after", err)
 		case "diff":
-			x.Diff, err = decodeOptional(d, decodeStruct[DiffStat])
+			x.Diff, err = decodeOptional(d, decodeStruct[FileEditDiffStats])
 			err = inField("diff", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4384,12 +6744,12 @@ func (x *FileEdit) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
-func (x FileEditList) MarshalJSON() ([]byte, error) { return marshal(&x) }
+func (x FileEditCollection) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
-func (x *FileEditList) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+func (x *FileEditCollection) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
 
-func (x *FileEditList) encode(w *writer) {
+func (x *FileEditCollection) encode(w *writer) {
 	w.beginObject()
 	w.key("\"items\":")
 	w.beginArray()
@@ -4401,8 +6761,8 @@ func (x *FileEditList) encode(w *writer) {
 	w.endObject()
 }
 
-func (x *FileEditList) decode(d *decoder) error {
-	*x = FileEditList{}
+func (x *FileEditCollection) decode(d *decoder) error {
+	*x = FileEditCollection{}
 	if err := d.beginObject(); err != nil {
 		return err
 	}
@@ -4429,6 +6789,56 @@ func (x *FileEditList) decode(d *decoder) error {
 	}
 	if seen&(1<<0) == 0 {
 		return missing("items")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x FileEditDiffStats) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *FileEditDiffStats) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *FileEditDiffStats) encode(w *writer) {
+	w.beginObject()
+	if x.Added != nil {
+		w.key("\"added\":")
+		w.int((*x.Added))
+	}
+	if x.Removed != nil {
+		w.key("\"removed\":")
+		w.int((*x.Removed))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *FileEditDiffStats) decode(d *decoder) error {
+	*x = FileEditDiffStats{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "added":
+			x.Added, err = decodeOptional(d, (*decoder).int)
+			err = inField("added", err)
+		case "removed":
+			x.Removed, err = decodeOptional(d, (*decoder).int)
+			err = inField("removed", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -5016,8 +7426,14 @@ func (x *MCPServerCustomization) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
+	if x.Enablement != nil {
+		w.key("\"enablement\":")
+		w.beginArray()
+		for i0 := range x.Enablement {
+			encodeUnion(w, x.Enablement[i0])
+		}
+		w.endArray()
+	}
 	w.key("\"state\":")
 	encodeUnion(w, x.State)
 	if x.Channel != nil {
@@ -5068,12 +7484,11 @@ func (x *MCPServerCustomization) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
-		case "enabled":
-			seen |= 1 << 4
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
+		case "enablement":
+			x.Enablement, err = decodeNullable(d, arrayOf(decodeCustomizationEnablement))
+			err = inField("enablement", err)
 		case "state":
-			seen |= 1 << 5
+			seen |= 1 << 4
 			x.State, err = decodeMCPServerState(d)
 			err = inField("state", err)
 		case "channel":
@@ -5105,9 +7520,6 @@ func (x *MCPServerCustomization) decode(d *decoder) error {
 		return missing("name")
 	}
 	if seen&(1<<4) == 0 {
-		return missing("enabled")
-	}
-	if seen&(1<<5) == 0 {
 		return missing("state")
 	}
 	return nil
@@ -5266,6 +7678,10 @@ func (x *MCPServerStartingState) encode(w *writer) {
 	w.beginObject()
 	w.key("\"kind\":")
 	w.literal("\"starting\"")
+	if x.Blocking != nil {
+		w.key("\"blocking\":")
+		w.bool((*x.Blocking))
+	}
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -5285,6 +7701,9 @@ func (x *MCPServerStartingState) decode(d *decoder) error {
 		case "kind":
 			seen |= 1 << 0
 			err = inField("kind", d.expect("starting"))
+		case "blocking":
+			x.Blocking, err = decodeOptional(d, (*decoder).bool)
+			err = inField("blocking", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -6177,6 +8596,10 @@ func (x *MultipleWorkingDirectoriesCapability) encode(w *writer) {
 		w.key("\"immutablePrimary\":")
 		w.bool((*x.ImmutablePrimary))
 	}
+	if x.PrimaryReplacement != nil {
+		w.key("\"primaryReplacement\":")
+		w.bool((*x.PrimaryReplacement))
+	}
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -6195,6 +8618,9 @@ func (x *MultipleWorkingDirectoriesCapability) decode(d *decoder) error {
 		case "immutablePrimary":
 			x.ImmutablePrimary, err = decodeOptional(d, (*decoder).bool)
 			err = inField("immutablePrimary", err)
+		case "primaryReplacement":
+			x.PrimaryReplacement, err = decodeOptional(d, (*decoder).bool)
+			err = inField("primaryReplacement", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -6294,8 +8720,6 @@ func (x *PluginCustomization) encode(w *writer) {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
 	}
-	w.key("\"enabled\":")
-	w.bool(x.Enabled)
 	if x.ClientID != nil {
 		w.key("\"clientId\":")
 		w.string((*x.ClientID))
@@ -6309,6 +8733,14 @@ func (x *PluginCustomization) encode(w *writer) {
 		w.beginArray()
 		for i0 := range x.Children {
 			encodeUnion(w, x.Children[i0])
+		}
+		w.endArray()
+	}
+	if x.Enablement != nil {
+		w.key("\"enablement\":")
+		w.beginArray()
+		for i0 := range x.Enablement {
+			encodeUnion(w, x.Enablement[i0])
 		}
 		w.endArray()
 	}
@@ -6356,10 +8788,6 @@ func (x *PluginCustomization) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
-		case "enabled":
-			seen |= 1 << 4
-			x.Enabled, err = d.bool()
-			err = inField("enabled", err)
 		case "clientId":
 			x.ClientID, err = decodeOptional(d, (*decoder).string)
 			err = inField("clientId", err)
@@ -6369,6 +8797,9 @@ func (x *PluginCustomization) decode(d *decoder) error {
 		case "children":
 			x.Children, err = decodeNullable(d, arrayOf(decodeChildCustomization))
 			err = inField("children", err)
+		case "enablement":
+			x.Enablement, err = decodeNullable(d, arrayOf(decodeCustomizationEnablement))
+			err = inField("enablement", err)
 		case "version":
 			x.Version, err = decodeOptional(d, (*decoder).string)
 			err = inField("version", err)
@@ -6393,9 +8824,6 @@ func (x *PluginCustomization) decode(d *decoder) error {
 	}
 	if seen&(1<<3) == 0 {
 		return missing("name")
-	}
-	if seen&(1<<4) == 0 {
-		return missing("enabled")
 	}
 	return nil
 }
@@ -6984,6 +9412,8 @@ func decodeResponsePart(d *decoder) (ResponsePart, error) {
 		v = new(SystemNotificationResponsePart)
 	case "inputRequest":
 		v = new(InputRequestResponsePart)
+	case "error":
+		v = new(ErrorResponsePart)
 	default:
 		return newUnknown(tag, raw), nil
 	}
@@ -7447,6 +9877,89 @@ func (x *SessionChatInputRequest) decode(d *decoder) error {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x SessionChatSummary) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *SessionChatSummary) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *SessionChatSummary) encode(w *writer) {
+	w.beginObject()
+	w.key("\"resource\":")
+	w.string(x.Resource)
+	w.key("\"title\":")
+	w.string(x.Title)
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		encodeUnion(w, x.Origin)
+	}
+	if x.Interactivity != nil {
+		w.key("\"interactivity\":")
+		w.string(string((*x.Interactivity)))
+	}
+	if x.Status != nil {
+		w.key("\"status\":")
+		w.uint(uint64((*x.Status)))
+	}
+	if x.Changes != nil {
+		w.key("\"changes\":")
+		x.Changes.encode(w)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *SessionChatSummary) decode(d *decoder) error {
+	*x = SessionChatSummary{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "resource":
+			seen |= 1 << 0
+			x.Resource, err = d.string()
+			err = inField("resource", err)
+		case "title":
+			seen |= 1 << 1
+			x.Title, err = d.string()
+			err = inField("title", err)
+		case "origin":
+			x.Origin, err = decodeNullable(d, decodeChatOrigin)
+			err = inField("origin", err)
+		case "interactivity":
+			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
+			err = inField("interactivity", err)
+		case "status":
+			x.Status, err = decodeOptional(d, decodeUint32[SessionStatus])
+			err = inField("status", err)
+		case "changes":
+			x.Changes, err = decodeOptional(d, decodeStruct[ChangesSummary])
+			err = inField("changes", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("resource")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("title")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x SessionConfigPropertySchema) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -7497,6 +10010,14 @@ func (x *SessionConfigPropertySchema) encode(w *writer) {
 	if x.Items != nil {
 		w.key("\"items\":")
 		x.Items.encode(w)
+	}
+	if x.MinItems != nil {
+		w.key("\"minItems\":")
+		w.int((*x.MinItems))
+	}
+	if x.MaxItems != nil {
+		w.key("\"maxItems\":")
+		w.int((*x.MaxItems))
 	}
 	if !x.Properties.IsZero() {
 		w.key("\"properties\":")
@@ -7572,6 +10093,12 @@ func (x *SessionConfigPropertySchema) decode(d *decoder) error {
 		case "items":
 			x.Items, err = decodeOptional(d, decodeStruct[ConfigPropertySchema])
 			err = inField("items", err)
+		case "minItems":
+			x.MinItems, err = decodeOptional(d, (*decoder).int)
+			err = inField("minItems", err)
+		case "maxItems":
+			x.MaxItems, err = decodeOptional(d, (*decoder).int)
+			err = inField("maxItems", err)
 		case "properties":
 			x.Properties, err = decodeNullable(d, mapOf(decodeStruct[ConfigPropertySchema]))
 			err = inField("properties", err)
@@ -7829,6 +10356,10 @@ func (x *SessionMetadata) encode(w *writer) {
 		w.key("\"activity\":")
 		w.string((*x.Activity))
 	}
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		x.Origin.encode(w)
+	}
 	if x.Project != nil {
 		w.key("\"project\":")
 		x.Project.encode(w)
@@ -7876,6 +10407,9 @@ func (x *SessionMetadata) decode(d *decoder) error {
 		case "activity":
 			x.Activity, err = decodeOptional(d, (*decoder).string)
 			err = inField("activity", err)
+		case "origin":
+			x.Origin, err = decodeOptional(d, decodeStruct[AutomationSessionOrigin])
+			err = inField("origin", err)
 		case "project":
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
@@ -8038,6 +10572,10 @@ func (x *SessionState) encode(w *writer) {
 		w.key("\"activity\":")
 		w.string((*x.Activity))
 	}
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		x.Origin.encode(w)
+	}
 	if x.Project != nil {
 		w.key("\"project\":")
 		x.Project.encode(w)
@@ -8147,6 +10685,9 @@ func (x *SessionState) decode(d *decoder) error {
 		case "activity":
 			x.Activity, err = decodeOptional(d, (*decoder).string)
 			err = inField("activity", err)
+		case "origin":
+			x.Origin, err = decodeOptional(d, decodeStruct[AutomationSessionOrigin])
+			err = inField("origin", err)
 		case "project":
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
@@ -8241,6 +10782,10 @@ func (x *SessionSummary) encode(w *writer) {
 		w.key("\"activity\":")
 		w.string((*x.Activity))
 	}
+	if x.Origin != nil {
+		w.key("\"origin\":")
+		x.Origin.encode(w)
+	}
 	if x.Project != nil {
 		w.key("\"project\":")
 		x.Project.encode(w)
@@ -8270,6 +10815,18 @@ func (x *SessionSummary) encode(w *writer) {
 	if x.Meta != nil {
 		w.key("\"_meta\":")
 		w.object(x.Meta)
+	}
+	if x.Chats != nil {
+		w.key("\"chats\":")
+		w.beginArray()
+		for i0 := range x.Chats {
+			(&x.Chats[i0]).encode(w)
+		}
+		w.endArray()
+	}
+	if x.DefaultChat != nil {
+		w.key("\"defaultChat\":")
+		w.string((*x.DefaultChat))
 	}
 	w.extra(x.Extra)
 	w.endObject()
@@ -8302,6 +10859,9 @@ func (x *SessionSummary) decode(d *decoder) error {
 		case "activity":
 			x.Activity, err = decodeOptional(d, (*decoder).string)
 			err = inField("activity", err)
+		case "origin":
+			x.Origin, err = decodeOptional(d, decodeStruct[AutomationSessionOrigin])
+			err = inField("origin", err)
 		case "project":
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
@@ -8329,6 +10889,12 @@ func (x *SessionSummary) decode(d *decoder) error {
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
+		case "chats":
+			x.Chats, err = decodeNullable(d, arrayOf(decodeStruct[SessionChatSummary]))
+			err = inField("chats", err)
+		case "defaultChat":
+			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			err = inField("defaultChat", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -8459,7 +11025,7 @@ func (x *SessionToolClientExecutionRequest) encode(w *writer) {
 	w.key("\"clientId\":")
 	w.string(x.ClientID)
 	w.key("\"toolCall\":")
-	encodeUnion(w, x.ToolCall)
+	(&x.ToolCall).encode(w)
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -8497,8 +11063,7 @@ func (x *SessionToolClientExecutionRequest) decode(d *decoder) error {
 			err = inField("clientId", err)
 		case "toolCall":
 			seen |= 1 << 5
-			x.ToolCall, err = decodeToolCallState(d)
-			err = inField("toolCall", err)
+			err = inField("toolCall", x.ToolCall.decode(d))
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -9312,6 +11877,58 @@ func decodeTerminalContentPart(d *decoder) (TerminalContentPart, error) {
 }
 
 // MarshalJSON encodes x as AHP JSON.
+func (x TerminalExitedLifecycleState) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *TerminalExitedLifecycleState) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *TerminalExitedLifecycleState) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"exited\"")
+	if x.ExitCode != nil {
+		w.key("\"exitCode\":")
+		w.int((*x.ExitCode))
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *TerminalExitedLifecycleState) decode(d *decoder) error {
+	*x = TerminalExitedLifecycleState{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("exited"))
+		case "exitCode":
+			x.ExitCode, err = decodeOptional(d, (*decoder).int)
+			err = inField("exitCode", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
 func (x TerminalInfo) MarshalJSON() ([]byte, error) { return marshal(&x) }
 
 // UnmarshalJSON decodes AHP JSON into x.
@@ -9325,10 +11942,8 @@ func (x *TerminalInfo) encode(w *writer) {
 	w.string(x.Title)
 	w.key("\"claim\":")
 	encodeUnion(w, x.Claim)
-	if x.ExitCode != nil {
-		w.key("\"exitCode\":")
-		w.int((*x.ExitCode))
-	}
+	w.key("\"lifecycle\":")
+	encodeUnion(w, x.Lifecycle)
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -9357,9 +11972,10 @@ func (x *TerminalInfo) decode(d *decoder) error {
 			seen |= 1 << 2
 			x.Claim, err = decodeTerminalClaim(d)
 			err = inField("claim", err)
-		case "exitCode":
-			x.ExitCode, err = decodeOptional(d, (*decoder).int)
-			err = inField("exitCode", err)
+		case "lifecycle":
+			seen |= 1 << 3
+			x.Lifecycle, err = decodeTerminalLifecycleState(d)
+			err = inField("lifecycle", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}
@@ -9379,6 +11995,76 @@ func (x *TerminalInfo) decode(d *decoder) error {
 	if seen&(1<<2) == 0 {
 		return missing("claim")
 	}
+	if seen&(1<<3) == 0 {
+		return missing("lifecycle")
+	}
+	return nil
+}
+
+// UnmarshalTerminalLifecycleState decodes AHP JSON holding a TerminalLifecycleState.
+func UnmarshalTerminalLifecycleState(b []byte) (TerminalLifecycleState, error) {
+	return unmarshalUnion(b, decodeTerminalLifecycleState)
+}
+
+func decodeTerminalLifecycleState(d *decoder) (TerminalLifecycleState, error) {
+	raw, tag, err := d.variant("status")
+	if err != nil {
+		return nil, err
+	}
+	var v TerminalLifecycleState
+	switch tag {
+	case "running":
+		v = new(TerminalRunningLifecycleState)
+	case "exited":
+		v = new(TerminalExitedLifecycleState)
+	default:
+		return newUnknown(tag, raw), nil
+	}
+	return v, decodeRaw(raw, v)
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x TerminalRunningLifecycleState) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *TerminalRunningLifecycleState) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *TerminalRunningLifecycleState) encode(w *writer) {
+	w.beginObject()
+	w.key("\"status\":")
+	w.literal("\"running\"")
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *TerminalRunningLifecycleState) decode(d *decoder) error {
+	*x = TerminalRunningLifecycleState{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "status":
+			seen |= 1 << 0
+			err = inField("status", d.expect("running"))
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("status")
+	}
 	return nil
 }
 
@@ -9394,6 +12080,8 @@ func (x *TerminalSessionClaim) encode(w *writer) {
 	w.literal("\"session\"")
 	w.key("\"session\":")
 	w.string(x.Session)
+	w.key("\"chat\":")
+	w.string(x.Chat)
 	if x.TurnID != nil {
 		w.key("\"turnId\":")
 		w.string((*x.TurnID))
@@ -9425,6 +12113,10 @@ func (x *TerminalSessionClaim) decode(d *decoder) error {
 			seen |= 1 << 1
 			x.Session, err = d.string()
 			err = inField("session", err)
+		case "chat":
+			seen |= 1 << 2
+			x.Chat, err = d.string()
+			err = inField("chat", err)
 		case "turnId":
 			x.TurnID, err = decodeOptional(d, (*decoder).string)
 			err = inField("turnId", err)
@@ -9446,6 +12138,9 @@ func (x *TerminalSessionClaim) decode(d *decoder) error {
 	}
 	if seen&(1<<1) == 0 {
 		return missing("session")
+	}
+	if seen&(1<<2) == 0 {
+		return missing("chat")
 	}
 	return nil
 }
@@ -9478,10 +12173,8 @@ func (x *TerminalState) encode(w *writer) {
 		encodeUnion(w, x.Content[i0])
 	}
 	w.endArray()
-	if x.ExitCode != nil {
-		w.key("\"exitCode\":")
-		w.int((*x.ExitCode))
-	}
+	w.key("\"lifecycle\":")
+	encodeUnion(w, x.Lifecycle)
 	w.key("\"claim\":")
 	encodeUnion(w, x.Claim)
 	if x.SupportsCommandDetection != nil {
@@ -9525,11 +12218,12 @@ func (x *TerminalState) decode(d *decoder) error {
 			seen |= 1 << 1
 			x.Content, err = decodeArray(d, decodeTerminalContentPart)
 			err = inField("content", err)
-		case "exitCode":
-			x.ExitCode, err = decodeOptional(d, (*decoder).int)
-			err = inField("exitCode", err)
-		case "claim":
+		case "lifecycle":
 			seen |= 1 << 2
+			x.Lifecycle, err = decodeTerminalLifecycleState(d)
+			err = inField("lifecycle", err)
+		case "claim":
+			seen |= 1 << 3
 			x.Claim, err = decodeTerminalClaim(d)
 			err = inField("claim", err)
 		case "supportsCommandDetection":
@@ -9555,6 +12249,9 @@ func (x *TerminalState) decode(d *decoder) error {
 		return missing("content")
 	}
 	if seen&(1<<2) == 0 {
+		return missing("lifecycle")
+	}
+	if seen&(1<<3) == 0 {
 		return missing("claim")
 	}
 	return nil
@@ -9834,6 +12531,68 @@ func (x *ToolAnnotations) decode(d *decoder) error {
 	}
 	if err := d.endObject(); err != nil {
 		return err
+	}
+	return nil
+}
+
+// MarshalJSON encodes x as AHP JSON.
+func (x ToolCallActionBase) MarshalJSON() ([]byte, error) { return marshal(&x) }
+
+// UnmarshalJSON decodes AHP JSON into x.
+func (x *ToolCallActionBase) UnmarshalJSON(b []byte) error { return unmarshal(b, x) }
+
+func (x *ToolCallActionBase) encode(w *writer) {
+	w.beginObject()
+	w.key("\"turnId\":")
+	w.string(x.TurnID)
+	w.key("\"toolCallId\":")
+	w.string(x.ToolCallID)
+	if x.Meta != nil {
+		w.key("\"_meta\":")
+		w.object(x.Meta)
+	}
+	w.extra(x.Extra)
+	w.endObject()
+}
+
+func (x *ToolCallActionBase) decode(d *decoder) error {
+	*x = ToolCallActionBase{}
+	if err := d.beginObject(); err != nil {
+		return err
+	}
+	var seen uint64
+	for d.more() {
+		name, err := d.name()
+		if err != nil {
+			return err
+		}
+		switch string(name) {
+		case "turnId":
+			seen |= 1 << 0
+			x.TurnID, err = d.string()
+			err = inField("turnId", err)
+		case "toolCallId":
+			seen |= 1 << 1
+			x.ToolCallID, err = d.string()
+			err = inField("toolCallId", err)
+		case "_meta":
+			x.Meta, err = decodeNullable(d, (*decoder).object)
+			err = inField("_meta", err)
+		default:
+			err = d.extra(&x.Extra, name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := d.endObject(); err != nil {
+		return err
+	}
+	if seen&(1<<0) == 0 {
+		return missing("turnId")
+	}
+	if seen&(1<<1) == 0 {
+		return missing("toolCallId")
 	}
 	return nil
 }
@@ -10686,7 +13445,7 @@ func (x *ToolCallPendingConfirmationState) decode(d *decoder) error {
 			x.RiskAssessment, err = decodeNullable(d, decodeToolCallRiskAssessment)
 			err = inField("riskAssessment", err)
 		case "edits":
-			x.Edits, err = decodeOptional(d, decodeStruct[FileEditList])
+			x.Edits, err = decodeOptional(d, decodeStruct[FileEditCollection])
 			err = inField("edits", err)
 		case "editable":
 			x.Editable, err = decodeOptional(d, (*decoder).bool)
@@ -11825,7 +14584,7 @@ func (x *ToolResultFileEditContent) decode(d *decoder) error {
 			x.After, err = decodeOptional(d, decodeStruct[FileEditSide])
 			err = inField("after", err)
 		case "diff":
-			x.Diff, err = decodeOptional(d, decodeStruct[DiffStat])
+			x.Diff, err = decodeOptional(d, decodeStruct[FileEditDiffStats])
 			err = inField("diff", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -12205,7 +14964,7 @@ func (x *Turn) encode(w *writer) {
 	}
 	if x.Duration != nil {
 		w.key("\"duration\":")
-		w.float((*x.Duration))
+		w.int((*x.Duration))
 	}
 	w.key("\"message\":")
 	(&x.Message).encode(w)
@@ -12221,10 +14980,6 @@ func (x *Turn) encode(w *writer) {
 	}
 	w.key("\"state\":")
 	w.string(string(x.State))
-	if x.Error != nil {
-		w.key("\"error\":")
-		x.Error.encode(w)
-	}
 	w.extra(x.Extra)
 	w.endObject()
 }
@@ -12249,7 +15004,7 @@ func (x *Turn) decode(d *decoder) error {
 			x.StartedAt, err = decodeOptional(d, (*decoder).string)
 			err = inField("startedAt", err)
 		case "duration":
-			x.Duration, err = decodeOptional(d, (*decoder).float)
+			x.Duration, err = decodeOptional(d, (*decoder).roundedInt)
 			err = inField("duration", err)
 		case "message":
 			seen |= 1 << 1
@@ -12265,9 +15020,6 @@ func (x *Turn) decode(d *decoder) error {
 			seen |= 1 << 3
 			x.State, err = decodeString[TurnState](d)
 			err = inField("state", err)
-		case "error":
-			x.Error, err = decodeOptional(d, decodeStruct[ErrorInfo])
-			err = inField("error", err)
 		default:
 			err = d.extra(&x.Extra, name)
 		}

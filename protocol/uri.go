@@ -56,7 +56,7 @@ func (e *URIError) Error() string {
 		b.WriteByte(' ')
 	}
 	b.WriteString("URI ")
-	b.WriteString(strconv.Quote(e.URI))
+	b.WriteString(Quote(e.URI))
 	b.WriteString(": ")
 	b.WriteString(e.Reason)
 	if e.Err != nil {

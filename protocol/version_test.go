@@ -113,19 +113,18 @@ func TestNegotiate(t *testing.T) {
 		{[]string{"1.0.0", "0.8.0"}, "1.0.0"},
 		{[]string{"0.8.0", "1.0.0"}, "1.0.0"},
 		{[]string{"0.9.0"}, "0.9.0"},
+		{[]string{"0.9.0", "0.7.0", "0.6.0", "0.5.2", "0.5.1"}, "0.9.0"}, // VS Code 1.139
 		{[]string{"0.9.3", "0.8.1"}, "0.9.3"},
+		{[]string{"0.9.0", "1.0.0"}, "1.0.0"},
 		{[]string{"1.4.0"}, "1.4.0"},
-		{[]string{"0.8.0"}, "0.8.0"},
-		{[]string{"0.5.3"}, "0.5.3"},
-		{[]string{"0.5.1"}, "0.5.1"},
-		{[]string{"2.0.0", "0.7.2"}, "0.7.2"},
-		{[]string{"banana", "0.8.0"}, "0.8.0"},
-		{[]string{"0.8.0", "1.0.0-beta", "01.0.0"}, "0.8.0"},
-		{[]string{"2.0.0"}, ""},
-		{[]string{"0.4.0"}, ""},
-		{[]string{"0.5.0"}, ""},
+		{[]string{"1.4.0", "1.0.2"}, "1.4.0"},
+		{[]string{"2.0.0", "0.9.2"}, "0.9.2"},
+		// ahpd does not claim a version it does not speak.
+		{[]string{"0.8.0"}, ""},
+		{[]string{"0.8.0", "0.7.0", "0.5.1"}, ""},
 		{[]string{"0.10.0"}, ""},
-		{[]string{"banana"}, ""},
+		{[]string{"2.0.0"}, ""},
+		{[]string{"0.0.9"}, ""},
 		{[]string{}, ""},
 		{nil, ""},
 	}
@@ -148,14 +147,36 @@ func TestNegotiate(t *testing.T) {
 	}
 }
 
+// TestNegotiateMalformed: one malformed entry spoils the offer, wherever
+// it is, as the registry's rule throws on it.
+func TestNegotiateMalformed(t *testing.T) {
+	for _, offered := range [][]string{
+		{"banana", "1.0.0"},
+		{"1.0.0", "1.0.0-beta"},
+		{"0.9.0", "01.0.0"},
+		{""},
+		{"1.0.0", strings.Repeat("9", 100000)},
+	} {
+		got, err := Negotiate(offered)
+		var mv *MalformedVersionError
+		if !errors.As(err, &mv) {
+			t.Errorf("Negotiate(%.40q) = %q, %v; want *MalformedVersionError", offered, got, err)
+			continue
+		}
+		if len(err.Error()) > 200 {
+			t.Errorf("the error quotes %d bytes of the client's offer", len(err.Error()))
+		}
+	}
+}
+
 func TestUnsupportedVersionError(t *testing.T) {
-	_, err := Negotiate([]string{"2.0.0", "banana"})
+	_, err := Negotiate([]string{"2.0.0", "0.8.0"})
 	var uv *UnsupportedVersionError
 	if !errors.As(err, &uv) {
 		t.Fatalf("Negotiate: %v", err)
 	}
 	msg := err.Error()
-	for _, want := range []string{"2.0.0", "banana", "1.0.0", "0.5.1"} {
+	for _, want := range []string{"2.0.0", "0.8.0", "1.0.0", "0.9.0"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error %q does not mention %q", msg, want)
 		}
@@ -171,8 +192,17 @@ func TestUnsupportedVersionError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"supportedVersions":["1.0.0","0.9.0","0.8.0","0.7.0","0.6.0","0.5.2","0.5.1"]}`; string(b) != want {
+	if want := `{"supportedVersions":["1.0.0","0.9.0"]}`; string(b) != want {
 		t.Errorf("Data() encodes as %s, want %s", b, want)
+	}
+	// A long offer is cut in the message.
+	long := make([]string, 1000)
+	for i := range long {
+		long[i] = "3.0.0"
+	}
+	_, err = Negotiate(long)
+	if err == nil || len(err.Error()) > 300 {
+		t.Errorf("error for 1000 offered versions is %d bytes", len(err.Error()))
 	}
 }
 
@@ -228,8 +258,8 @@ func TestVersionRegistryMatchesSchema(t *testing.T) {
 			t.Errorf("clientDispatchable entry %q = %v: want only defined types, set to true", at, ok)
 		}
 	}
-	if n := len(clientDispatchable); n != 38 {
-		t.Errorf("%d client-dispatchable action types, want 38", n)
+	if n := len(clientDispatchable); n != 47 {
+		t.Errorf("%d client-dispatchable action types, want 47", n)
 	}
 }
 
@@ -334,7 +364,8 @@ func TestVersionActionChannel(t *testing.T) {
 		}
 	}
 	channels := map[string]bool{"root": true, "session": true, "chat": true, "changeset": true,
-		"annotations": true, "terminal": true, "resourceWatch": true}
+		"annotations": true, "terminal": true, "resourceWatch": true,
+		"canvas": true, "automation": true, "automationRun": true}
 	for _, at := range actionTypes {
 		if !channels[at.Channel()] {
 			t.Errorf("%q.Channel() = %q, not a known channel", at, at.Channel())

@@ -378,6 +378,23 @@ func (d *decoder) int() (int64, error) {
 	return int64(f), nil
 }
 
+// roundedInt reads a number as an integer, rounding a fraction to the
+// nearest: for the counts a peer may measure with a fractional clock.
+func (d *decoder) roundedInt() (int64, error) {
+	v, err := d.number()
+	if err != nil {
+		return 0, err
+	}
+	if n, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || math.IsNaN(f) || math.Abs(f) > 1<<53 {
+		return 0, fmt.Errorf("expected a number of at most 2^53, found %s", v)
+	}
+	return int64(math.Round(f)), nil
+}
+
 func decodeUint32[T ~uint32](d *decoder) (T, error) {
 	n, err := d.int()
 	if err != nil {

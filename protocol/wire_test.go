@@ -57,7 +57,7 @@ func TestUnknownMembersPassThrough(t *testing.T) {
 	if got := encode(t, a); !jsonEqual(t, got, []byte(raw)) {
 		t.Errorf("re-encoded action lost members:\n got: %s\nwant: %s", got, raw)
 	}
-	s := protocol.ReduceChat(&protocol.ChatState{Resource: "ahp-chat://default/x", Turns: []protocol.Turn{}}, a, time.Now())
+	s := protocol.ReduceChat(&protocol.ChatState{Resource: "ahp-chat://default/x", Turns: []protocol.Turn{}}, a)
 	msg := encode(t, s.ActiveTurn.Message)
 	if want := `{"text":"hi","origin":{"kind":"user","via":"cli"},"tone":"calm"}`; !jsonEqual(t, msg, []byte(want)) {
 		t.Errorf("message in state = %s, want %s", msg, want)
@@ -84,7 +84,7 @@ func TestEncodedValuesValidate(t *testing.T) {
 		{"StateAction", &protocol.ChatToolCallConfirmedAction{
 			TurnID: "t", ToolCallID: "c", Approved: false, Reason: new(protocol.ToolCallCancellationReasonDenied),
 		}},
-		{"StateAction", &protocol.ChatTurnCompleteAction{TurnID: "t", Duration: 12.5}},
+		{"StateAction", &protocol.ChatTurnCompleteAction{TurnID: "t", Duration: 12}},
 		{"StateAction", &protocol.SessionWorkingDirectoryReplacedAction{Directory: "file:///a", Replacement: "file:///a.worktrees/s"}},
 		{"SessionSummary", protocol.SessionSummary{
 			Resource: "script:/s1", Provider: "script", Title: "t",

@@ -225,8 +225,8 @@ func sendTB(tb testing.TB, c *hosttest.Client, chat, turnID, msg string) protoco
 // turnSummary describes a turn for failure messages.
 func turnSummary(turn protocol.Turn) string {
 	s := fmt.Sprintf("%s %s %q -> %q", turn.ID, turn.State, turn.Message.Text, text(turn.ResponseParts))
-	if turn.Error != nil {
-		s += fmt.Sprintf(" error %+v", *turn.Error)
+	if e := turn.ErrorPart(); e != nil {
+		s += fmt.Sprintf(" error %+v", e.Error)
 	}
 	return s
 }

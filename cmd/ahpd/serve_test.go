@@ -364,7 +364,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 	c := connect(t, p, token, "c1")
 	session, chat := newSession(t, c, e, "s1")
 	if turn := send(t, c, chat, "t1", "say hello"); turn.State != protocol.TurnStateComplete {
-		t.Fatalf("turn state %s, error %+v", turn.State, turn.Error)
+		t.Fatalf("turn state %s, error %+v", turn.State, turn.ErrorPart())
 	}
 	before := listSessions(t, c)
 	if len(before) != 1 || before[0].Resource != session {

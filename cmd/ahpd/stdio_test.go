@@ -66,7 +66,7 @@ func TestStdio(t *testing.T) {
 	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
 	c := &stdioClient{t: t, p: p}
 
-	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["0.8.0"],"clientId":"x"}}`)
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["1.0.0"],"clientId":"x"}}`)
 	m := c.response("1")
 	if m.Error != nil {
 		t.Fatalf("initialize: %+v", m.Error)
@@ -74,8 +74,8 @@ func TestStdio(t *testing.T) {
 	var init struct {
 		ProtocolVersion string `json:"protocolVersion"`
 	}
-	if err := json.Unmarshal(m.Result, &init); err != nil || init.ProtocolVersion != "0.8.0" {
-		t.Errorf("initialize result %s, want protocolVersion 0.8.0", m.Result)
+	if err := json.Unmarshal(m.Result, &init); err != nil || init.ProtocolVersion != "1.0.0" {
+		t.Errorf("initialize result %s, want protocolVersion 1.0.0", m.Result)
 	}
 	schemas, err := protocoltest.Default()
 	if err != nil {
@@ -119,7 +119,7 @@ func TestStdioSIGTERM(t *testing.T) {
 	e := newEnv(t)
 	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
 	c := &stdioClient{t: t, p: p}
-	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["0.8.0"],"clientId":"x"}}`)
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["1.0.0"],"clientId":"x"}}`)
 	if m := c.response("1"); m.Error != nil {
 		t.Fatalf("initialize: %+v", m.Error)
 	}

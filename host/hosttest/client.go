@@ -284,7 +284,7 @@ func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
 	if env.ServerSeq <= c.fromSeq[env.Channel] {
 		return // already in the snapshot
 	}
-	c.states[env.Channel] = protocol.Apply(state, env.Action, time.Now())
+	c.states[env.Channel] = protocol.Apply(state, env.Action)
 }
 
 func (c *Client) takeSnapshots(method string, result json.RawMessage) {
@@ -475,7 +475,7 @@ func (c *Client) Initialize(clientID string, subs ...string) *protocol.Initializ
 	}
 	raw := c.MustCall("initialize", map[string]any{
 		"channel":              protocol.RootURI,
-		"protocolVersions":     []string{"0.8.0"},
+		"protocolVersions":     []string{protocol.ProtocolVersion},
 		"clientId":             clientID,
 		"initialSubscriptions": subs,
 	})

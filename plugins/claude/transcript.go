@@ -335,14 +335,15 @@ func (b *turnBuilder) finish() {
 	}
 	if !cur.started.IsZero() {
 		turn.StartedAt = new(protocol.FormatTime(cur.started))
-		turn.Duration = new(float64(cur.last.Sub(cur.started).Microseconds()) / 1000)
+		turn.Duration = new(cur.last.Sub(cur.started).Milliseconds())
 	}
 	switch {
 	case cur.interrupted:
 		turn.State = protocol.TurnStateCancelled
 	case cur.errMsg != "":
 		turn.State = protocol.TurnStateError
-		turn.Error = &protocol.ErrorInfo{ErrorType: "agentError", Message: "claude: " + cur.errMsg}
+		turn.ResponseParts = append(turn.ResponseParts, &protocol.ErrorResponsePart{
+			Error: protocol.ErrorInfo{ErrorType: "agentError", Message: "claude: " + cur.errMsg}})
 	}
 	if len(cur.usage) > 0 {
 		var in, out, cached int64

@@ -156,7 +156,7 @@ func TestTurns(t *testing.T) {
 		t.Errorf("turn-4 text = %#v, streamed %q", parts[0], interrupted.Response())
 	}
 
-	if e := turns[4].Error; e == nil || !strings.Contains(e.Message, "the model is unwell") || len(turns[4].ResponseParts) != 0 {
+	if e := turns[4].ErrorPart(); e == nil || !strings.Contains(e.Error.Message, "the model is unwell") || len(turns[4].ResponseParts) != 1 {
 		t.Errorf("turn-5 error = %+v, parts %#v", e, turns[4].ResponseParts)
 	}
 

@@ -123,7 +123,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	err := r.script(runCtx, msg.Text)
 
 	state := protocol.TurnStateComplete
-	var turnErr *protocol.ErrorInfo
+	var turnErr *protocol.ErrorResponsePart
 	switch {
 	case err != nil && runCtx.Err() != nil:
 		state = protocol.TurnStateCancelled
@@ -136,7 +136,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		}
 	case err != nil:
 		state = protocol.TurnStateError
-		turnErr = &protocol.ErrorInfo{ErrorType: "runtime", Message: err.Error()}
+		turnErr = &protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "runtime", Message: err.Error()}}
 	}
 	id := t.ID()
 	if id == "" {

@@ -147,7 +147,7 @@ func (r *recorder) Usage(u protocol.UsageInfo) {
 
 // finish returns the finished turn. Tool calls still open are cancelled
 // as skipped, as the host's reducer does when a turn ends.
-func (r *recorder) finish(id string, started time.Time, msg protocol.Message, state protocol.TurnState, turnErr *protocol.ErrorInfo) protocol.Turn {
+func (r *recorder) finish(id string, started time.Time, msg protocol.Message, state protocol.TurnState, turnErr *protocol.ErrorResponsePart) protocol.Turn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range r.tools {
@@ -156,9 +156,12 @@ func (r *recorder) finish(id string, started time.Time, msg protocol.Message, st
 			r.set(e, e.cancelled(protocol.ToolCallCancellationReasonSkipped))
 		}
 	}
-	ms := float64(time.Since(started)) / float64(time.Millisecond)
-	parts := make([]protocol.ResponsePart, len(r.parts))
+	ms := time.Since(started).Milliseconds()
+	parts := make([]protocol.ResponsePart, len(r.parts), len(r.parts)+1)
 	copy(parts, r.parts)
+	if turnErr != nil {
+		parts = append(parts, turnErr)
+	}
 	return protocol.Turn{
 		ID:            id,
 		StartedAt:     new(protocol.FormatTime(started)),
@@ -167,7 +170,6 @@ func (r *recorder) finish(id string, started time.Time, msg protocol.Message, st
 		ResponseParts: parts,
 		Usage:         r.usage,
 		State:         state,
-		Error:         turnErr,
 	}
 }
 

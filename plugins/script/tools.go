@@ -86,7 +86,7 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		PastTenseMessage: protocol.Markdown(fmt.Sprintf("Wrote `%s`", path)),
 		Content: []protocol.ToolResultContent{&protocol.ToolResultFileEditContent{
 			After: &protocol.FileEditSide{URI: uri, Content: protocol.ContentRef{URI: uri}},
-			Diff:  &protocol.DiffStat{Added: &added, Removed: &removed},
+			Diff:  &protocol.FileEditDiffStats{Added: &added, Removed: &removed},
 		}},
 	})
 	return nil

@@ -82,7 +82,7 @@ func TestTranscript(t *testing.T) {
 
 	first := turns[0]
 	if first.ID == "" || first.StartedAt == nil || first.Duration == nil || first.State != protocol.TurnStateComplete ||
-		first.Error != nil || !strings.HasPrefix(first.Message.Text, "think first") {
+		first.ErrorPart() != nil || !strings.HasPrefix(first.Message.Text, "think first") {
 		t.Errorf("first turn = %+v", first)
 	}
 	parts := first.ResponseParts
@@ -114,7 +114,7 @@ func TestTranscript(t *testing.T) {
 		t.Errorf("part 6 = %#v", parts[6])
 	}
 
-	if second := turns[1]; second.State != protocol.TurnStateError || second.Error == nil || second.Error.Message != "broken" {
+	if second := turns[1]; second.State != protocol.TurnStateError || second.ErrorPart() == nil || second.ErrorPart().Error.Message != "broken" {
 		t.Errorf("second turn = %+v", second)
 	}
 	third := turns[2]

@@ -1,9 +1,10 @@
 // Package protocoltest checks values against the official AHP JSON schemas
 // and finds the protocol's conformance vectors, for tests anywhere in ahpd.
 //
-// The schemas are read from $AHP_SCHEMA_DIR and the vectors from
-// $AHP_TEST_CASES; by default both come from ../shared/ahp beside the
-// module. They are not copied into the project.
+// The released 1.0.0 definitions are read from $AHP_SCHEMA_DIR (by default
+// ../shared/ahp/schema-1.0 beside the module) and the upstream 0.8 vectors
+// from $AHP_TEST_CASES (../shared/ahp/test-cases). Neither is copied into
+// the project.
 package protocoltest
 
 import (
@@ -18,17 +19,13 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-
-	"github.com/ahpd/ahpd/protocol/internal/extensions"
 )
 
-// schemaFiles are the five schema files, in the order a definition is looked
-// up: each file repeats the definitions it references.
-var schemaFiles = []string{"state", "actions", "commands", "notifications", "errors"}
-
-// SchemaDir returns the directory holding the AHP *.schema.json files.
+// SchemaDir returns the directory holding the AHP 1.0.0 definitions:
+// errors.schema.json, which repeats all but a dozen of them, and
+// extra-defs.json with the rest.
 func SchemaDir() (string, error) {
-	return sharedDir("AHP_SCHEMA_DIR", "schema")
+	return sharedDir("AHP_SCHEMA_DIR", "schema-1.0")
 }
 
 // TestCasesDir returns the directory holding the conformance vectors
@@ -73,108 +70,59 @@ func moduleRoot() (string, error) {
 // schemas. It is safe for concurrent use.
 type Schemas struct {
 	compiler *jsonschema.Compiler
-	home     map[string]string // definition name -> schema file URL
+	url      string
+	defs     map[string]any
 
 	mu       sync.Mutex
 	compiled map[string]*jsonschema.Schema
 }
 
-// Load reads the five schema files in dir.
+// Load reads the definitions in dir.
 func Load(dir string) (*Schemas, error) {
-	s := &Schemas{
-		compiler: jsonschema.NewCompiler(),
-		home:     map[string]string{},
-		compiled: map[string]*jsonschema.Schema{},
+	main, err := readJSON(filepath.Join(dir, "errors.schema.json"))
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range schemaFiles {
-		path := filepath.Join(dir, name+".schema.json")
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
+	extra, err := readJSON(filepath.Join(dir, "extra-defs.json"))
+	if err != nil {
+		return nil, err
+	}
+	defs, _ := main["$defs"].(map[string]any)
+	if defs == nil {
+		return nil, fmt.Errorf("%s: no $defs", dir)
+	}
+	for name, def := range extra {
+		if _, dup := defs[name]; dup {
+			return nil, fmt.Errorf("extra-defs.json redefines %s", name)
 		}
-		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		root, ok := doc.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("%s: not a JSON object", path)
-		}
-		dropEmptyRefs(root)
-		widenBitsets(root)
-		if err := addExtensions(root); err != nil {
-			return nil, err
-		}
-		url, _ := root["$id"].(string)
-		if url == "" {
-			url = "file://" + path
-		}
-		if err := s.compiler.AddResource(url, root); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		defs, _ := root["$defs"].(map[string]any)
-		for def := range defs {
-			if _, seen := s.home[def]; !seen {
-				s.home[def] = url
-			}
-		}
+		defs[name] = def
+	}
+	widenBitsets(main)
+	url, _ := main["$id"].(string)
+	if url == "" {
+		url = "file://" + filepath.Join(dir, "errors.schema.json")
+	}
+	s := &Schemas{compiler: jsonschema.NewCompiler(), url: url, defs: defs, compiled: map[string]*jsonschema.Schema{}}
+	if err := s.compiler.AddResource(url, main); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return s, nil
 }
 
-// dropEmptyRefs removes the `{"$ref": "#/$defs/"}` members the upstream
-// generator left in some oneOf lists (the StateAction union): they point at
-// nothing, and a strict validator refuses to compile them. The files on disk
-// are left as they are.
-func dropEmptyRefs(v any) {
-	switch x := v.(type) {
-	case map[string]any:
-		if list, ok := x["oneOf"].([]any); ok {
-			kept := list[:0]
-			for _, item := range list {
-				if m, ok := item.(map[string]any); ok && m["$ref"] == "#/$defs/" {
-					continue
-				}
-				kept = append(kept, item)
-			}
-			x["oneOf"] = kept
-		}
-		for _, e := range x {
-			dropEmptyRefs(e)
-		}
-	case []any:
-		for _, e := range x {
-			dropEmptyRefs(e)
-		}
-	}
-}
-
-// addExtensions adds the definitions ahpd speaks that came after the
-// schema files, as the generated types have them, so what ahpd sends of
-// them is checked too.
-func addExtensions(root map[string]any) error {
-	ext, err := extensions.Load()
+func readJSON(path string) (map[string]any, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defs, _ := root["$defs"].(map[string]any)
-	for union, members := range ext.Unions {
-		u, ok := defs[union].(map[string]any)
-		if !ok {
-			continue
-		}
-		oneOf, _ := u["oneOf"].([]any)
-		for _, m := range members {
-			def, err := jsonschema.UnmarshalJSON(bytes.NewReader(ext.Defs[m]))
-			if err != nil {
-				return fmt.Errorf("extension %s: %w", m, err)
-			}
-			defs[m] = def
-			oneOf = append(oneOf, map[string]any{"$ref": "#/$defs/" + m})
-		}
-		u["oneOf"] = oneOf
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return nil
+	m, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s: not a JSON object", path)
+	}
+	return m, nil
 }
 
 // widenBitsets lets SessionStatus hold any combination of its bits. The
@@ -197,11 +145,10 @@ func (s *Schemas) schema(def string) (*jsonschema.Schema, error) {
 	if sch, ok := s.compiled[def]; ok {
 		return sch, nil
 	}
-	url, ok := s.home[def]
-	if !ok {
+	if _, ok := s.defs[def]; !ok {
 		return nil, fmt.Errorf("the AHP schemas define no %q", def)
 	}
-	sch, err := s.compiler.Compile(url + "#/$defs/" + def)
+	sch, err := s.compiler.Compile(s.url + "#/$defs/" + def)
 	if err != nil {
 		return nil, fmt.Errorf("compiling %s: %w", def, err)
 	}
@@ -211,7 +158,7 @@ func (s *Schemas) schema(def string) (*jsonschema.Schema, error) {
 
 // Has reports whether the schemas define def.
 func (s *Schemas) Has(def string) bool {
-	_, ok := s.home[def]
+	_, ok := s.defs[def]
 	return ok
 }
 

@@ -1,5 +1,7 @@
 package main
 
+import "strings"
+
 // The decisions the schema cannot carry. Each entry is a place where the
 // JSON Schema is silent or lossy (TypeScript has one number type; a few
 // unions have no discriminator) and Go needs an answer.
@@ -12,10 +14,7 @@ var renames = map[string]string{
 	"SessionChatUpdatedAction.changes":     "PartialChatSummary",
 	"Snapshot.state":                       "ChannelState",
 	"ToolCallResult.error":                 "ToolError",
-	"FileEdit.before":                      "FileEditSide",
-	"FileEdit.diff":                        "DiffStat",
 	"ResourceWatchState.includes":          "GlobList",
-	"ChatToolCallReadyAction.edits":        "FileEditList",
 	"ResourceWatchChangedAction.changes":   "ResourceChangeList",
 	"ToolDefinition.inputSchema":           "ToolSchema",
 	"AhpMcpUiHostCapabilities.serverTools": "ListChangedCapability",
@@ -59,12 +58,19 @@ var floats = map[string]bool{
 	"ChatInputNumberQuestion.defaultValue":       true,
 	"ChatInputNumberAnswerValue.value":           true,
 	"ToolCallRiskAssessmentCompleteState.safety": true,
-	"ChatTurnCompleteAction.duration":            true,
-	"ChatTurnCancelledAction.duration":           true,
-	"ChatErrorAction.duration":                   true,
-	"Turn.duration":                              true,
 	"ProgressParams.progress":                    true,
 	"ProgressParams.total":                       true,
+}
+
+// rounded lists the integer properties a peer may send with a fraction,
+// such as a duration measured with a high-resolution clock: they are read
+// rounded to the nearest integer, and written as integers, which is what
+// the typed clients (Go, Rust, Swift, Kotlin) decode.
+var rounded = map[string]bool{
+	"ChatTurnCompleteAction.duration":  true,
+	"ChatTurnCancelledAction.duration": true,
+	"ChatErrorAction.duration":         true,
+	"Turn.duration":                    true,
 }
 
 // untyped gives a type to properties the schema leaves open.
@@ -85,9 +91,66 @@ var extraUnions = map[string][]string{
 	"ReconnectResult": {"ReconnectReplayResult", "ReconnectSnapshotResult"},
 }
 
+// releasedIn corrects the registry's introduced-in versions where they
+// are not the release an action shipped in. registry.ts dates these 0.9.0
+// (and the canvas actions 0.10.0, a version never released), yet they are
+// not in 0.9.0: the 1.0.0 release notes (upstream clients/dotnet
+// CHANGELOG, 1.0.0) and schema-1.0/SOURCE.md list them as new in 1.0.0,
+// and a client that negotiated 0.9.0 has no reducer for them.
+var releasedIn = map[string]string{
+	"session/chatsReordered":               "1.0.0",
+	"session/mcpServerBackgroundRequested": "1.0.0",
+	"chat/movableChanged":                  "1.0.0",
+	"chat/isReadChanged":                   "1.0.0",
+	"chat/isArchivedChanged":               "1.0.0",
+	"chat/backgroundWorkSet":               "1.0.0",
+	"chat/backgroundWorkRemoved":           "1.0.0",
+	"chat/changesetsChanged":               "1.0.0",
+	"chat/canvasesChanged":                 "1.0.0",
+	"canvas/stateChanged":                  "1.0.0",
+}
+
 // initialisms are written in upper case in Go names.
 var initialisms = map[string]string{
 	"id": "ID", "uri": "URI", "url": "URL", "json": "JSON", "http": "HTTP",
 	"api": "API", "tcp": "TCP", "ui": "UI", "mcp": "MCP", "ahp": "AHP",
 	"otlp": "OTLP", "rpc": "RPC",
+}
+
+// stateRoots are the state definitions the others hang from. Abstract bases
+// (…Base, …Fields) are state roots too: the schema repeats their members in
+// each type that extends them, so nothing refers to them.
+var stateRoots = map[string]bool{
+	"Snapshot": true, "SessionSummary": true, "SessionMetadata": true,
+	"ResourceChange": true, "ToolCallResult": true, "TelemetryCapabilities": true,
+}
+
+// actionRoots are the action unions and the envelope.
+var actionRoots = map[string]bool{
+	"StateAction": true, "ChatAction": true, "ActionEnvelope": true, "ToolCallActionBase": true,
+}
+
+// notificationRoots are the notification union and its params.
+var notificationRoots = map[string]bool{
+	"ProtocolNotification": true, "AuthRequiredParams": true, "SessionAddedParams": true,
+	"SessionRemovedParams": true, "SessionSummaryChangedParams": true, "ProgressParams": true,
+	"OtlpExportLogsParams": true, "OtlpExportTracesParams": true, "OtlpExportMetricsParams": true,
+}
+
+// rootOf names the Go file a definition is a root of, or "" when it is
+// reached only through others.
+func rootOf(name string, _ *node) string {
+	switch {
+	case stateRoots[name] || strings.HasSuffix(name, "Base") || strings.HasSuffix(name, "Fields"):
+		return "state"
+	case actionRoots[name]:
+		return "actions"
+	case notificationRoots[name]:
+		return "notifications"
+	case strings.HasSuffix(name, "Params") || strings.HasSuffix(name, "Result"):
+		return "commands"
+	case strings.HasSuffix(name, "ErrorCode") || strings.HasSuffix(name, "ErrorData") || name == "AhpErrorDetailsMap":
+		return "errors"
+	}
+	return ""
 }

@@ -52,7 +52,7 @@ func goType(t *typ, optional bool) string {
 		return ptr + "string"
 	case kBool:
 		return ptr + "bool"
-	case kInt:
+	case kInt, kRound:
 		return ptr + "int64"
 	case kFloat:
 		return ptr + "float64"
@@ -79,7 +79,7 @@ func goType(t *typ, optional bool) string {
 // pointer (its zero value would otherwise be indistinguishable from absent).
 func pointerWhenOptional(t *typ) bool {
 	switch t.k {
-	case kString, kBool, kInt, kFloat, kUint32:
+	case kString, kBool, kInt, kRound, kFloat, kUint32:
 		return true
 	case kDef:
 		return t.def.kind != dUnion
@@ -124,6 +124,10 @@ func (b *builder) emitTypes(home string) ([]byte, error) {
 			b.emitStruct(&o, d)
 		case dUnion:
 			b.emitUnion(&o, d)
+		case dAlias:
+			o.p("// %s is the AHP %s: on the wire, a %s.", d.goName, d.schemaName, d.target.goName)
+			o.p("type %s = %s", d.goName, d.target.goName)
+			o.p("")
 		}
 	}
 	if home == "actions" {
@@ -393,6 +397,8 @@ func decodeFunc(t *typ) string {
 		return "(*decoder).bool"
 	case kInt:
 		return "(*decoder).int"
+	case kRound:
+		return "(*decoder).roundedInt"
 	case kFloat:
 		return "(*decoder).float"
 	case kUint32:
@@ -425,7 +431,7 @@ func encode(o *out, t *typ, expr string, depth int) {
 		}
 	case kBool:
 		o.p("w.bool(%s)", expr)
-	case kInt:
+	case kInt, kRound:
 		o.p("w.int(%s)", expr)
 	case kFloat:
 		o.p("w.float(%s)", expr)

@@ -36,17 +36,26 @@ func run(schemaDir, outDir string) error {
 		if err != nil {
 			return err
 		}
-		schemaDir = filepath.Join(root, "..", "shared", "ahp", "schema")
+		schemaDir = filepath.Join(root, "..", "shared", "ahp", "schema-1.0")
 	}
-	files, err := loadSchemas(schemaDir)
+	defs, err := loadSchemas(schemaDir)
 	if err != nil {
 		return fmt.Errorf("loading schemas (set AHP_SCHEMA_DIR): %w", err)
 	}
-	b := newBuilder(files)
+	home, err := homes(defs)
+	if err != nil {
+		return err
+	}
+	for name := range defs {
+		if _, ok := home[name]; !ok {
+			return fmt.Errorf("$defs.%s belongs to no Go file: make it a root in config.go", name)
+		}
+	}
+	b := newBuilder(defs, home)
 	if err := b.build(); err != nil {
 		return err
 	}
-	for _, home := range schemaFiles {
+	for _, home := range goFiles {
 		types, err := b.emitTypes(home)
 		if err != nil {
 			return fmt.Errorf("%s types: %w", home, err)
@@ -62,7 +71,15 @@ func run(schemaDir, outDir string) error {
 			return err
 		}
 	}
-	return nil
+	reg, err := loadRegistry(schemaDir, b)
+	if err != nil {
+		return err
+	}
+	src, err := b.emitRegistry(reg)
+	if err != nil {
+		return fmt.Errorf("registry: %w", err)
+	}
+	return os.WriteFile(filepath.Join(outDir, "registry_gen.go"), src, 0o644)
 }
 
 // moduleRoot finds the directory holding go.mod above the working directory.

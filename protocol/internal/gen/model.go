@@ -15,6 +15,7 @@ const (
 	kString kind = iota // string, or a named string type (enum, alias)
 	kBool
 	kInt    // int64
+	kRound  // int64, read rounded from any number
 	kFloat  // float64
 	kUint32 // a named uint32 (SessionStatus)
 	kRaw    // jsontext.Value: any JSON value
@@ -41,6 +42,7 @@ const (
 	dUnion
 	dEnum
 	dManual
+	dAlias // a definition that is only a reference to another
 )
 
 // typeDef is a named Go type the generator emits (or, for dManual, refers to).
@@ -63,6 +65,9 @@ type typeDef struct {
 
 	// dEnum
 	values []string
+
+	// dAlias
+	target *typeDef
 }
 
 type field struct {
@@ -118,23 +123,14 @@ type builder struct {
 	enums    []*typeDef
 }
 
-func newBuilder(files []*schemaFile) *builder {
-	b := &builder{
-		defs:     map[string]*node{},
-		home:     map[string]string{},
+func newBuilder(defs map[string]*node, home map[string]string) *builder {
+	return &builder{
+		defs:     defs,
+		home:     home,
 		types:    map[string]*typeDef{},
 		byGoName: map[string]*typeDef{},
 		shapes:   map[string]*typeDef{},
 	}
-	for _, f := range files {
-		for name, n := range f.defs {
-			if _, ok := b.defs[name]; !ok {
-				b.defs[name] = n
-				b.home[name] = f.name
-			}
-		}
-	}
-	return b
 }
 
 func (b *builder) build() error {
@@ -228,6 +224,16 @@ func (b *builder) resolve(name string) (*typeDef, error) {
 		return nil, nil
 	}
 	home := b.home[name]
+	if n.Ref != "" && n.Type == "" && n.Properties == nil && n.OneOf == nil {
+		// An alias: references to it are references to its target, and a
+		// Go alias keeps the name.
+		target, err := b.resolve(n.refName())
+		if err != nil || target == nil {
+			return nil, fmt.Errorf("alias of %s: %v", n.refName(), err)
+		}
+		b.types[name] = target
+		return target, b.registerGo(&typeDef{kind: dAlias, goName: goName(rename(name)), schemaName: name, home: home, target: target})
+	}
 	d := &typeDef{goName: goName(rename(name)), schemaName: name, home: home}
 	if err := b.register(name, d); err != nil {
 		return nil, err
@@ -475,9 +481,14 @@ func (b *builder) typeOf(n *node, ctx, home string) (*typ, error) {
 		return &typ{k: kString}, nil
 	case "boolean":
 		return &typ{k: kBool}, nil
+	case "integer":
+		return &typ{k: kInt}, nil
 	case "number":
 		if floats[ctx] {
 			return &typ{k: kFloat}, nil
+		}
+		if rounded[ctx] {
+			return &typ{k: kRound}, nil
 		}
 		return &typ{k: kInt}, nil
 	case "array":

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/ahpd/ahpd/protocol/internal/extensions"
 )
 
 // node is one JSON Schema node, limited to the keywords the AHP schemas use.
@@ -26,6 +24,14 @@ type node struct {
 	AddlProps   *node            `json:"additionalProperties"`
 	Description string           `json:"description"`
 
+	// Constraints that leave the Go type as it is: the tests' schema
+	// validation checks them, the decoder does not.
+	Minimum     json.RawMessage `json:"minimum"`
+	AllOf       []*node         `json:"allOf"`
+	Contains    *node           `json:"contains"`
+	MinContains json.RawMessage `json:"minContains"`
+	MaxContains json.RawMessage `json:"maxContains"`
+
 	// propOrder keeps the properties in schema order, so generated structs
 	// read like the schema.
 	propOrder []string
@@ -35,6 +41,7 @@ var knownKeywords = map[string]bool{
 	"$ref": true, "type": true, "const": true, "enum": true, "oneOf": true,
 	"properties": true, "required": true, "items": true,
 	"additionalProperties": true, "description": true,
+	"minimum": true, "allOf": true, "contains": true, "minContains": true, "maxContains": true,
 }
 
 func (n *node) UnmarshalJSON(b []byte) error {
@@ -50,6 +57,11 @@ func (n *node) UnmarshalJSON(b []byte) error {
 	type plain node
 	if err := json.Unmarshal(b, (*plain)(n)); err != nil {
 		return err
+	}
+	for _, c := range n.AllOf {
+		if c.Contains == nil || c.Type != "" || c.Ref != "" || c.Properties != nil || c.OneOf != nil {
+			return fmt.Errorf("allOf holds more than array constraints")
+		}
 	}
 	if raw, ok := keys["properties"]; ok {
 		order, err := objectKeys(raw)
@@ -138,78 +150,111 @@ func (n *node) stringValues() ([]string, bool) {
 	return nil, false
 }
 
-// schemaFile is one of the five AHP schema files.
-type schemaFile struct {
-	name string // "state", "actions", ...
-	defs map[string]*node
-	raw  map[string]json.RawMessage
-}
+// The released definitions come as two files: errors.schema.json, which
+// like every upstream schema file repeats every definition it references
+// (all but a dozen), and extra-defs.json with the ones that live only in the
+// other upstream files.
+const (
+	mainFile  = "errors.schema.json"
+	extraFile = "extra-defs.json"
+)
 
-// schemaFiles lists the files in the order that decides a definition's home:
-// every file repeats the definitions it references, and a definition is
-// emitted once, into the Go file of the first schema file that has it.
-var schemaFiles = []string{"state", "actions", "commands", "notifications", "errors"}
+// goFiles lists the Go files the types are split into, in the order that
+// decides a definition's home: a definition goes to the first file whose
+// roots reach it.
+var goFiles = []string{"state", "actions", "commands", "notifications", "errors"}
 
-func loadSchemas(dir string) ([]*schemaFile, error) {
-	var out []*schemaFile
-	for _, name := range schemaFiles {
-		path := filepath.Join(dir, name+".schema.json")
+// loadSchemas reads every definition in dir.
+func loadSchemas(dir string) (map[string]*node, error) {
+	defs := map[string]*node{}
+	read := func(name string, inDefs bool) error {
+		path := filepath.Join(dir, name)
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		var doc struct {
-			Defs map[string]json.RawMessage `json:"$defs"`
-		}
-		if err := json.Unmarshal(data, &doc); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		f := &schemaFile{name: name, defs: map[string]*node{}, raw: doc.Defs}
-		for k, raw := range doc.Defs {
-			var n node
-			if err := json.Unmarshal(raw, &n); err != nil {
-				return nil, fmt.Errorf("%s: $defs.%s: %w", path, k, err)
+		raw := map[string]json.RawMessage{}
+		if inDefs {
+			var doc struct {
+				Defs map[string]json.RawMessage `json:"$defs"`
 			}
-			f.defs[k] = &n
+			err = json.Unmarshal(data, &doc)
+			raw = doc.Defs
+		} else {
+			err = json.Unmarshal(data, &raw)
 		}
-		out = append(out, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for k, r := range raw {
+			if _, dup := defs[k]; dup {
+				return fmt.Errorf("%s: $defs.%s is defined twice", path, k)
+			}
+			var n node
+			if err := json.Unmarshal(r, &n); err != nil {
+				return fmt.Errorf("%s: $defs.%s: %w", path, k, err)
+			}
+			defs[k] = &n
+		}
+		return nil
 	}
-	return out, addExtensions(out)
+	if err := read(mainFile, true); err != nil {
+		return nil, err
+	}
+	if err := read(extraFile, false); err != nil {
+		return nil, err
+	}
+	return defs, nil
 }
 
-// addExtensions adds the definitions that came after the schema files to
-// the actions file, and their references to the unions they belong to.
-func addExtensions(files []*schemaFile) error {
-	ext, err := extensions.Load()
-	if err != nil {
-		return fmt.Errorf("extensions: %w", err)
-	}
-	var actions *schemaFile
-	for _, f := range files {
-		if f.name == "actions" {
-			actions = f
+// homes assigns each definition the Go file it is emitted into: the first
+// of goFiles whose roots (config.go) reach it through references.
+func homes(defs map[string]*node) (map[string]string, error) {
+	home := map[string]string{}
+	for _, file := range goFiles {
+		var stack []string
+		for name := range defs {
+			if rootOf(name, defs[name]) == file {
+				stack = append(stack, name)
+			}
 		}
-	}
-	for name, raw := range ext.Defs {
-		var n node
-		if err := json.Unmarshal(raw, &n); err != nil {
-			return fmt.Errorf("extensions: $defs.%s: %w", name, err)
-		}
-		actions.defs[name] = &n
-	}
-	for union, members := range ext.Unions {
-		for _, f := range files {
-			u, ok := f.defs[union]
-			if !ok {
+		for len(stack) > 0 {
+			name := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if _, done := home[name]; done {
 				continue
 			}
-			for _, m := range members {
-				u.OneOf = append(u.OneOf, &node{Ref: "#/$defs/" + m})
-				if f != actions {
-					f.defs[m] = actions.defs[m]
-				}
+			n, ok := defs[name]
+			if !ok {
+				return nil, fmt.Errorf("a reference to %q, which is not defined", name)
 			}
+			home[name] = file
+			stack = append(stack, n.refs()...)
 		}
 	}
-	return nil
+	return home, nil
+}
+
+// refs returns the names of the definitions n refers to.
+func (n *node) refs() []string {
+	var out []string
+	var walk func(n *node)
+	walk = func(n *node) {
+		if n == nil {
+			return
+		}
+		if n.Ref != "" && n.refName() != "" {
+			out = append(out, n.refName())
+		}
+		for _, o := range n.OneOf {
+			walk(o)
+		}
+		for _, p := range n.Properties {
+			walk(p)
+		}
+		walk(n.Items)
+		walk(n.AddlProps)
+	}
+	walk(n)
+	return out
 }
