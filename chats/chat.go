@@ -72,12 +72,13 @@ type Chat struct {
 	now     func() time.Time
 
 	// Guarded by the owner's lock.
-	state   *protocol.ChatState
-	run     *run                           // the running turn
-	last    *run                           // the turn that ran last, while its ending is told
-	confirm map[string]chan bool           // tool call id -> the runner waiting on it
-	answers map[string]chan plugins.Answer // input request id -> the runner waiting on it
-	busy    bool
+	state      *protocol.ChatState
+	run        *run                           // the running turn
+	last       *run                           // the turn that ran last, while its ending is told
+	confirm    map[string]chan bool           // tool call id -> the runner waiting on it
+	answers    map[string]chan plugins.Answer // input request id -> the runner waiting on it
+	background map[string]bool                // the background work listed, by id
+	busy       bool
 
 	agentMu sync.Mutex // serializes starting and closing the agent; taken after the owner's lock
 	agent   plugins.Agent
@@ -91,14 +92,15 @@ func New(opts Options) *Chat {
 		now = time.Now
 	}
 	return &Chat{
-		uri:     opts.URI,
-		owner:   opts.Owner,
-		start:   opts.Start,
-		prepare: opts.Prepare,
-		now:     now,
-		state:   opts.State,
-		confirm: map[string]chan bool{},
-		answers: map[string]chan plugins.Answer{},
+		uri:        opts.URI,
+		owner:      opts.Owner,
+		start:      opts.Start,
+		prepare:    opts.Prepare,
+		now:        now,
+		state:      opts.State,
+		confirm:    map[string]chan bool{},
+		answers:    map[string]chan plugins.Answer{},
+		background: map[string]bool{},
 	}
 }
 
@@ -148,17 +150,26 @@ func (c *Chat) Validate(a protocol.Action, clientID string) string {
 		if a.TurnID == "" {
 			return "a turn needs an id"
 		}
-		if s.ActiveTurn != nil || c.run != nil {
+		// A turn cancelled a moment ago may still be winding down in the
+		// agent: the new one waits for it (see begin), it is not refused.
+		if s.ActiveTurn != nil {
 			return "a turn is already running in this chat; queue the message instead"
 		}
 		for _, t := range s.Turns {
 			if t.ID == a.TurnID {
-				return fmt.Sprintf("turn %q already exists", a.TurnID)
+				return fmt.Sprintf("turn %s already exists", protocol.Quote(a.TurnID))
 			}
 		}
 	case *protocol.ChatTurnCancelledAction:
 		if s.ActiveTurn == nil || s.ActiveTurn.ID != a.TurnID {
 			return "no active turn to cancel"
+		}
+	case *protocol.ChatTurnResumeAction:
+		if s.ActiveTurn != nil {
+			return "a turn is already running in this chat"
+		}
+		if !protocol.Resumable(s, a.TurnID) {
+			return fmt.Sprintf("turn %s is not the chat's latest turn stopped at an error it can be resumed from", protocol.Quote(a.TurnID))
 		}
 	case *protocol.ChatToolCallConfirmedAction:
 		// The schema's two variants: an approval says how, a denial why.
@@ -211,6 +222,10 @@ func (c *Chat) React(a protocol.Action) {
 	switch a := a.(type) {
 	case *protocol.ChatTurnStartedAction:
 		c.begin(a.TurnID, a.Message)
+	case *protocol.ChatTurnResumeAction:
+		if at := c.state.ActiveTurn; at != nil && at.ID == a.TurnID {
+			c.resume(at)
+		}
 	case *protocol.ChatTurnCancelledAction:
 		c.cancel(a.TurnID)
 	case *protocol.ChatTruncatedAction:

@@ -17,6 +17,7 @@ type run struct {
 	started time.Time
 	cancel  context.CancelFunc
 	done    chan struct{}
+	after   <-chan struct{} // the run before, cancelled and still ending
 
 	// Guarded by the owner's lock.
 	textPart      string // the markdown part text goes into
@@ -28,10 +29,37 @@ type run struct {
 // begin starts the runner of a turn the state already holds. Called with
 // the owner's lock held.
 func (c *Chat) begin(turnID string, msg protocol.Message) {
+	c.launch(c.newRun(turnID, c.now()), msg, false)
+}
+
+// resume starts the runner of a turn chat/turnResume reopened: the agent
+// continues it, and it keeps its start, so its duration when it ends is
+// from when it first started. Called with the owner's lock held.
+func (c *Chat) resume(at *protocol.ActiveTurn) {
+	started, err := time.Parse(time.RFC3339Nano, at.StartedAt)
+	if err != nil {
+		started = c.now()
+	}
+	r := c.newRun(at.ID, started)
+	r.parts = len(at.ResponseParts) // new parts follow the ones it has
+	c.launch(r, at.Message, true)
+}
+
+func (c *Chat) newRun(turnID string, started time.Time) *run {
+	return &run{turnID: turnID, started: started, done: make(chan struct{}), tools: map[string]bool{}}
+}
+
+func (c *Chat) launch(r *run, msg protocol.Message, resume bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &run{turnID: turnID, started: c.now(), cancel: cancel, done: make(chan struct{}), tools: map[string]bool{}}
+	r.cancel = cancel
+	if prev := c.run; prev != nil {
+		// Its turn has ended for the clients; the agent takes one prompt
+		// at a time, so this one waits for it to let go.
+		prev.cancel()
+		r.after = prev.done
+	}
 	c.run = r
-	go c.drive(ctx, r, msg)
+	go c.drive(ctx, r, msg, resume)
 }
 
 // cancel stops the running turn. Called with the owner's lock held.
@@ -67,9 +95,12 @@ func (c *Chat) Done() <-chan struct{} {
 var closed = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // drive takes a turn through the agent and ends it.
-func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
+func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume bool) {
 	defer close(r.done)
 	defer r.cancel()
+	if r.after != nil {
+		<-r.after
+	}
 	var agent plugins.Agent
 	err := c.ready(ctx)
 	if err == nil {
@@ -79,7 +110,7 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 		}
 	}
 	if err != nil {
-		state := c.end(r, err, false)
+		state := c.end(r, err, false, false)
 		// The session learns of the failure before the chat takes another
 		// turn, so a retry finds the start still owed.
 		c.owner.StartFailed(c, err)
@@ -87,8 +118,34 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message) {
 		return
 	}
 	c.owner.Started(c)
-	err = agent.Prompt(ctx, msg, &turn{c: c, r: r})
-	c.settle(r, c.end(r, err, true))
+	t := &turn{c: c, r: r}
+	cont, canContinue := agent.(plugins.Continuer)
+	switch {
+	case !resume:
+		err = agent.Prompt(ctx, msg, t)
+	case canContinue:
+		err = cont.Continue(ctx, msg, t)
+	default:
+		err = errors.New("this agent cannot continue a turn")
+	}
+	interrupted := plugins.IsInterrupted(err)
+	if interrupted {
+		// Its process may be gone: the next turn, or the resume of this
+		// one, starts the conversation's agent anew.
+		c.dropAgent(agent)
+	}
+	c.settle(r, c.end(r, err, true, interrupted && canContinue))
+}
+
+// dropAgent closes the chat's agent, if it is still agent, and forgets it.
+func (c *Chat) dropAgent(agent plugins.Agent) {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	if c.agent != agent {
+		return
+	}
+	_ = agent.Close() // it was interrupted: how it closes says nothing new
+	c.agent = nil
 }
 
 // ready runs the owner's preparation for a turn, if it has one.
@@ -122,7 +179,7 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 // nothing. With release the chat takes a next turn from the moment a
 // client sees this one end: a client that answers the end with a new
 // message must not be told a turn is still running.
-func (c *Chat) end(r *run, err error, release bool) protocol.TurnState {
+func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnState {
 	duration := c.now().Sub(r.started).Milliseconds()
 	state := protocol.TurnStateComplete
 	var end protocol.Action
@@ -134,9 +191,12 @@ func (c *Chat) end(r *run, err error, release bool) protocol.TurnState {
 		end = &protocol.ChatTurnCancelledAction{TurnID: r.turnID, Duration: duration}
 	default:
 		state = protocol.TurnStateError
-		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Part: protocol.ErrorResponsePart{
-			Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()},
-		}}
+		part := protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()}}
+		if resumable {
+			part.Error.ErrorType = "agentInterrupted"
+			part.Resumable = new(true)
+		}
+		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Part: part}
 	}
 	c.owner.Do(func() {
 		c.owner.Emit(c, end)
@@ -330,7 +390,35 @@ func (t *turn) Usage(u protocol.UsageInfo) {
 
 func (t *turn) Title(s string) { t.c.owner.SetTitle(s) }
 
-func (t *turn) Busy(busy bool) {
-	t.c.owner.Do(func() { t.c.busy = busy })
-	t.c.owner.Busy(t.c, busy)
+// Background lists work the agent runs for the chat outside its turns in
+// the chat's state, until it ends.
+func (t *turn) Background(w plugins.BackgroundWork, done bool) {
+	c := t.c
+	var busy bool
+	c.owner.Do(func() {
+		_, listed := c.background[w.ID]
+		switch {
+		case done && listed:
+			delete(c.background, w.ID)
+			c.owner.Emit(c, &protocol.ChatBackgroundWorkRemovedAction{ID: w.ID})
+		case !done:
+			c.background[w.ID] = true
+			c.owner.Emit(c, &protocol.ChatBackgroundWorkSetAction{Work: backgroundWork(w, c.now())})
+		}
+		c.busy = len(c.background) > 0
+		busy = c.busy
+	})
+	c.owner.Busy(c, busy)
+}
+
+// backgroundWork is the protocol's entry of a backend's background work.
+func backgroundWork(w plugins.BackgroundWork, now time.Time) protocol.BackgroundWork {
+	label := w.Label
+	if label == "" {
+		label = w.Command
+	}
+	if w.Chat != "" {
+		return &protocol.BackgroundSubagentWork{ID: w.ID, Label: label, StartedAt: protocol.FormatTime(now), Chat: w.Chat}
+	}
+	return &protocol.BackgroundShellWork{ID: w.ID, Label: label, StartedAt: protocol.FormatTime(now), Command: w.Command}
 }

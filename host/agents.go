@@ -39,6 +39,12 @@ func (h *Host) checkBackends() {
 func (h *Host) agentsLocked() []protocol.AgentInfo {
 	infos := h.opts.Backends.Infos()
 	for i, info := range infos {
+		if info.ProtectedResources == nil {
+			// An agent that needs no sign-in says so: without the member,
+			// VS Code asks signed-out people to sign in to Copilot first.
+			info.ProtectedResources = []protocol.ProtectedResourceMetadata{}
+			infos[i] = info
+		}
 		why, ok := h.unavailable[info.Provider]
 		if !ok {
 			continue

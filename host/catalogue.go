@@ -3,8 +3,8 @@ package host
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -46,7 +46,7 @@ func (h *Host) openCatalogue() {
 		return
 	}
 	h.mode = h.loadMode()
-	h.root.Config = rootConfig(h.mode)
+	h.root.Config = rootConfig(h.mode, h.root.Config.Values)
 	// The catalogue's first batch may come before Open returns; it waits
 	// on extMu for h.cat.
 	h.extMu.Lock()
@@ -59,8 +59,9 @@ func (h *Host) openCatalogue() {
 	})
 }
 
-// rootConfig is the root config a host with a catalogue offers.
-func rootConfig(mode catalogue.Mode) *protocol.RootConfigState {
+// rootConfig is the root config a host with a catalogue offers: the
+// catalogue's key, and the values kept so far.
+func rootConfig(mode catalogue.Mode, kept protocol.Object) *protocol.RootConfigState {
 	props := protocol.NewMap[protocol.ConfigPropertySchema]()
 	p := protocol.ConfigPropertySchema{
 		Type:        "string",
@@ -73,10 +74,12 @@ func rootConfig(mode catalogue.Mode) *protocol.RootConfigState {
 		p.Enum = append(p.Enum, quoteJSON(string(m)))
 	}
 	props.Set(catalogue.ConfigKey, p)
-	return &protocol.RootConfigState{
-		Schema: protocol.ConfigSchema{Properties: props},
-		Values: protocol.Object{catalogue.ConfigKey: quoteJSON(string(mode))},
+	values := maps.Clone(kept)
+	if values == nil {
+		values = protocol.Object{}
 	}
+	values[catalogue.ConfigKey] = quoteJSON(string(mode))
+	return &protocol.RootConfigState{Schema: protocol.ConfigSchema{Properties: props}, Values: values}
 }
 
 // loadMode reads the stored showExternalSessions, the default if none.
@@ -107,23 +110,12 @@ func (h *Host) saveMode(m catalogue.Mode) {
 	}
 }
 
-// rootConfigChange checks a root/configChanged: known keys, in their
-// shape. The caller holds rootMu.
-func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) string {
-	for k, v := range a.Config {
-		if k != catalogue.ConfigKey {
-			return "unknown root config key " + k
-		}
-		if _, ok := catalogue.ParseMode(stringValue(v)); !ok {
-			return fmt.Sprintf("%s takes one of none, recent, last24Hours, last7Days and last30Days", k)
-		}
-	}
-	return ""
-}
-
 // modeChanged applies a new showExternalSessions: every client is told
 // what it now shows and what it no longer does.
 func (h *Host) modeChanged() {
+	if h.cat == nil {
+		return // a host with no catalogue shows no external sessions
+	}
 	h.rootMu.Lock()
 	m, _ := catalogue.ParseMode(stringValue(h.root.Config.Values[catalogue.ConfigKey]))
 	h.rootMu.Unlock()
@@ -175,8 +167,12 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 	for _, ch := range changes {
 		k := ch.Row.Key()
 		if ch.Kind == catalogue.Changed && before[k] && next[k] && !h.heldOpen(k) {
+			changes := ch.Partial()
+			if changes.Title != nil {
+				changes.Chats = externalSummary(&ch.Row).Chats // the chat carries the title too
+			}
 			h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
-				Channel: protocol.RootURI, Session: k.URI(), Changes: ch.Partial(),
+				Channel: protocol.RootURI, Session: k.URI(), Changes: changes,
 			}, nil)
 		}
 	}
@@ -299,6 +295,11 @@ func (s *session) noteOwnLocked() {
 func externalSummary(r *catalogue.Row) protocol.SessionSummary {
 	sum := r.Summary()
 	sum.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
+	// Opened, it is a session of one chat, its default: the row says so.
+	chat := protocol.DefaultChatURI(sum.Resource)
+	sum.DefaultChat = &chat
+	sum.Chats = []protocol.SessionChatSummary{{Resource: chat, Title: sum.Title,
+		Origin: &protocol.ChatOriginUser{}, Status: new(sum.Status)}}
 	return sum
 }
 

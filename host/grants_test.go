@@ -416,7 +416,8 @@ func TestOwnerAndScope(t *testing.T) {
 		Message: protocol.Message{Text: "say mine now?", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
 	})
 	waitTurnEnd(t, mia, chat, "t2")
-	rootSession, _ := th.newSession(root, "r1", nil)
+	rootSession, rootChat := th.newSession(root, "r1", nil)
+	send(t, root, rootChat, "t1", "say hi") // a session nobody sent a turn in is listed to nobody
 
 	mine := func(c *hosttest.Client) []string {
 		raw := c.MustCall("listSessions", map[string]any{"channel": protocol.RootURI, "_meta": map[string]any{"ahpd.owner": "me"}})

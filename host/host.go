@@ -61,6 +61,9 @@ type Options struct {
 	// Auth says who a connection acts for and holds the users directory;
 	// nil is a host with no users directory, where everyone is root.
 	Auth *grants.Authenticator
+	// ClientWindow is how long a client whose connections all closed is
+	// remembered, for it to reconnect; 0 means ten minutes.
+	ClientWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -81,7 +84,7 @@ type Host struct {
 	sessions map[string]*session // by session id
 	conns    map[*conn]struct{}
 	nextConn int64
-	versions map[string]string // clientId -> negotiated version, for reconnect
+	clients  map[string]*client // by client id (clients.go)
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
 
@@ -124,6 +127,9 @@ func New(opts Options) (*Host, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.ClientWindow <= 0 {
+		opts.ClientWindow = defaultClientWindow
+	}
 	if opts.Auth == nil {
 		name, _ := os.Hostname()
 		opts.Auth = &grants.Authenticator{Host: name}
@@ -152,9 +158,9 @@ func New(opts Options) (*Host, error) {
 		keys:     newCursorKey(),
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
-		versions: map[string]string{},
+		clients:  map[string]*client{},
 		pokes:    make(chan struct{}, 1),
-		root:     &protocol.RootState{ActiveSessions: new(int64(0))},
+		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
 		shown:       map[catalogue.Key]bool{},
@@ -271,6 +277,12 @@ func (h *Host) Close(ctx context.Context) error {
 func (h *Host) connClosed(c *conn) {
 	for _, ch := range c.subscriptions() {
 		h.bus.unsubscribe(c, ch)
+	}
+	if id := c.client(); id != "" {
+		h.leaveClient(id)
+		if !h.clientConnected(id) {
+			h.dropActiveClient(id)
+		}
 	}
 	h.poke()
 	h.mu.Lock()

@@ -29,7 +29,7 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	s := &session{
 		h: h, uri: uri, id: su.ID, provider: provider, backend: backend, dir: dirs[0],
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
-		provisional: true, creator: c, used: h.now(), lastAction: h.now(),
+		provisional: true, creatorID: c.client(), creator: c.principal, used: h.now(), lastAction: h.now(),
 	}
 	s.awake.Store(true)
 	chatURI := protocol.DefaultChatURI(uri)
@@ -77,6 +77,9 @@ func (h *Host) restore(rec *record) (*session, error) {
 // build makes the session's state and chats from its record.
 func (s *session) build(config protocol.SessionConfigState) {
 	rec := &s.rec
+	if rec.Lifecycle == "creationFailed" {
+		rec.Lifecycle = string(protocol.SessionLifecycleFailed) // its name before 0.9
+	}
 	status := protocol.StatusIdle.With(protocol.StatusIsRead, rec.Read).With(protocol.StatusIsArchived, rec.Archived)
 	dirs := make([]protocol.URI, len(rec.WorkingDirectories))
 	for i, d := range rec.WorkingDirectories {
@@ -93,10 +96,13 @@ func (s *session) build(config protocol.SessionConfigState) {
 		Config:             &config,
 	}
 	for _, cr := range rec.Chats {
+		if cr.URI == rec.DefaultChat {
+			cr.Read, cr.Archived = rec.Read, rec.Archived // they move together (marks.go)
+		}
 		cs := &protocol.ChatState{
 			Resource:   cr.URI,
 			Title:      cr.Title,
-			Status:     protocol.StatusIdle,
+			Status:     protocol.StatusIdle.With(protocol.StatusIsRead, cr.Read).With(protocol.StatusIsArchived, cr.Archived),
 			ModifiedAt: cr.ModifiedAt,
 			Origin:     &protocol.ChatOriginUser{},
 			Turns:      []protocol.Turn{},
@@ -106,7 +112,6 @@ func (s *session) build(config protocol.SessionConfigState) {
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}
-	s.summary.Changes = rec.Changes
 	s.summary = s.computeSummaryLocked()
 }
 
@@ -178,6 +183,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	if len(cs.Turns) > 0 || cs.ActiveTurn != nil {
 		return // turns came in while reading: the live ones win
 	}
+	e.timed(turns)
 	window := s.h.opts.TurnWindow
 	if len(turns) > window {
 		cs.TurnsNextCursor = new(turnCursor(len(turns) - window))
@@ -185,6 +191,35 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	}
 	cs.Turns = turns
 	e.chat.SetState(&cs)
+}
+
+// keepTiming records when a finished turn started and how long it took,
+// as its actions said. Called with s.mu held.
+func (e *chatEntry) keepTiming(turnID string) {
+	turns := e.chat.State().Turns
+	for i := len(turns) - 1; i >= 0; i-- {
+		t := turns[i]
+		if t.ID != turnID {
+			continue
+		}
+		if t.StartedAt != nil && t.Duration != nil {
+			if e.rec.Timing == nil {
+				e.rec.Timing = map[string]turnTiming{}
+			}
+			e.rec.Timing[turnID] = turnTiming{StartedAt: *t.StartedAt, Duration: *t.Duration}
+		}
+		return
+	}
+}
+
+// timed gives turns read back from a backend the start and duration their
+// clients were told, in place.
+func (e *chatEntry) timed(turns []protocol.Turn) {
+	for i := range turns {
+		if tt, ok := e.rec.Timing[turns[i].ID]; ok {
+			turns[i].StartedAt, turns[i].Duration = new(tt.StartedAt), new(tt.Duration)
+		}
+	}
 }
 
 // dispose ends the session: its turns stop, its agents go, the backend's

@@ -160,6 +160,7 @@ type resident struct {
 // balance puts quiet sessions to sleep and keeps the residency limit.
 func (h *Host) balance() {
 	now := h.now()
+	h.forgetClients(now)
 	var live []resident
 	for _, s := range h.sessionList() {
 		s.mu.Lock()

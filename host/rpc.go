@@ -117,8 +117,12 @@ func rpcError(err error) error {
 // serve runs the JSON-RPC server of a connection until it ends.
 func (h *Host) serve(c *conn) {
 	srv := jrpc2.NewServer(assigner{h, c}, &jrpc2.ServerOptions{
-		AllowPush:   false,
-		Concurrency: 4,
+		AllowPush: false,
+		// One at a time, in the order they came: a client sends subscribe
+		// and, without waiting, a turn on what it subscribed to, or
+		// createSession and then subscribe, and expects them taken in
+		// that order. No handler waits on the client.
+		Concurrency: 1,
 		// rpc.serverInfo would answer outside the grants table.
 		DisableBuiltin: true,
 		NewContext:     func() context.Context { return c.ctx },

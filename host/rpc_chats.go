@@ -157,11 +157,13 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	cursor := cs.TurnsNextCursor
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 	s.mu.Unlock()
+	// A cursor must be the one the chat holds: the protocol has a host
+	// refuse any other, even once every turn is loaded.
+	if p.Cursor != nil && (cursor == nil || *p.Cursor != *cursor) {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: not the chat's turnsNextCursor")
+	}
 	if cursor == nil {
 		return &protocol.FetchTurnsResult{}, nil // everything is loaded
-	}
-	if p.Cursor != nil && *p.Cursor != *cursor {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: not the chat's turnsNextCursor")
 	}
 	end, err := parseTurnCursor(*cursor)
 	if err != nil || s.backend == nil {
@@ -171,6 +173,9 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if err != nil {
 		return nil, fmt.Errorf("reading the chat's turns: %w", err)
 	}
+	s.mu.Lock()
+	e.timed(turns)
+	s.mu.Unlock()
 	end = min(end, len(turns))
 	start := max(0, end-h.opts.TurnWindow)
 	page := &protocol.ChatTurnsLoadedAction{Turns: turns[start:end]}

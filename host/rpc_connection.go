@@ -25,7 +25,7 @@ func (c *conn) setClient(clientID, version string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ready {
-		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %q: open a new connection to start again", c.clientID)
+		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %s: open a new connection to start again", protocol.Quote(c.clientID))
 	}
 	c.clientID, c.version, c.ready = clientID, version, true
 	return nil
@@ -62,15 +62,19 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		c.closeAfter(req.ID(), "no protocol version in common")
 		return nil, err
 	}
-	if p.ClientID == "" {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for initialize: clientId: must not be empty")
-	}
-	if err := c.setClient(p.ClientID, version); err != nil {
+	if err := checkClientID("initialize", p.ClientID); err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	h.versions[p.ClientID] = version
-	h.mu.Unlock()
+	if c.initialized() {
+		return nil, c.setClient(p.ClientID, version) // refused: initialized once
+	}
+	if err := h.joinClient(c, p.ClientID, version); err != nil {
+		return nil, err
+	}
+	if err := c.setClient(p.ClientID, version); err != nil {
+		h.leaveClient(p.ClientID)
+		return nil, err
+	}
 	c.log.Info("client connected", "client", p.ClientID, "version", version, "info", clientName(p.ClientInfo))
 
 	res := protocol.InitializeResult{
@@ -102,20 +106,49 @@ func clientName(info *protocol.Implementation) string {
 	return info.Name
 }
 
+// checkClientID refuses an empty client id, and one too long to keep.
+func checkClientID(method, id string) error {
+	switch {
+	case id == "":
+		return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: clientId: must not be empty", method)
+	case len(id) > maxClientID:
+		return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: clientId: %d bytes, more than %d", method, len(id), maxClientID)
+	}
+	return nil
+}
+
+// reconnectParams are reconnect's params with channel optional: VS Code
+// sends none, though the definitions require ahp-root://.
+type reconnectParams struct {
+	Channel           *string        `json:"channel"`
+	ClientID          string         `json:"clientId"`
+	LastSeenServerSeq int64          `json:"lastSeenServerSeq"`
+	Subscriptions     []protocol.URI `json:"subscriptions"`
+}
+
 // reconnect resumes a client's subscriptions: the changes it missed when
-// they are still held, else fresh snapshots.
+// they are still held, else fresh snapshots. A client the host does not
+// remember is -32008, and starts again with initialize.
 func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
-	var p protocol.ReconnectParams
-	if err := params(req, &p); err != nil {
+	var p reconnectParams
+	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for reconnect: %v", err)
+	}
+	if p.Channel != nil && *p.Channel != protocol.RootURI {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for reconnect: channel: must be %s", protocol.RootURI)
+	}
+	if err := checkClientID("reconnect", p.ClientID); err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	version, ok := h.versions[p.ClientID]
-	h.mu.Unlock()
-	if !ok {
-		version = protocol.ProtocolVersion
+	if c.initialized() {
+		return nil, c.setClient(p.ClientID, "") // refused: initialized once
+	}
+	version, err := h.rejoinClient(c, p.ClientID)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.setClient(p.ClientID, version); err != nil {
+		h.leaveClient(p.ClientID)
 		return nil, err
 	}
 
@@ -154,7 +187,7 @@ func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) (
 	b := h.bus
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if seq > b.seq || b.seq-seq > int64(len(b.ring)) {
+	if seq < 0 || seq > b.seq || b.seq-seq > int64(len(b.ring)) {
 		return nil, false
 	}
 	out := []protocol.ActionEnvelope{}

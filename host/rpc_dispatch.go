@@ -123,17 +123,14 @@ func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protoc
 
 func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	h.rootMu.Lock()
-	if h.root.Config == nil {
-		h.rootMu.Unlock()
-		h.bus.echo(c, protocol.RootURI, a, origin, "this host has no root config")
-		return
-	}
 	if cc, ok := a.(*protocol.RootConfigChangedAction); ok {
-		if reason := h.rootConfigChange(cc); reason != "" {
+		kept, reason := h.rootConfigChange(cc)
+		if reason != "" {
 			h.rootMu.Unlock()
 			h.bus.echo(c, protocol.RootURI, a, origin, reason)
 			return
 		}
+		a = kept
 	}
 	changed := h.applyRootLocked(a, origin)
 	h.rootMu.Unlock()
@@ -189,6 +186,9 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 		h.bus.echo(c, s.uri, a, origin, "")
 		return
 	}
+	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
+		s.rec.TitleFrom = titleFromClient
+	}
 	s.afterSessionActionLocked(a)
 }
 
@@ -212,7 +212,8 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 	if _, ok := a.(*protocol.ChatDraftChangedAction); !ok {
 		s.wake() // a draft is kept without waking the session
 	}
-	if _, ok := a.(*protocol.ChatTurnStartedAction); ok {
+	switch a.(type) {
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
 		// The turn builds on what came before it: have the turns in hand.
 		s.loadTurns(context.Background(), e)
 	}
@@ -228,8 +229,9 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		return
 	}
 	if s.backend == nil {
-		if _, ok := a.(*protocol.ChatTurnStartedAction); ok {
-			h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %q is not available on this host", s.provider))
+		switch a.(type) {
+		case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
+			h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %s is not available on this host", protocol.Quote(s.provider)))
 			return
 		}
 	}
@@ -245,6 +247,11 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		if t.Message.Origin.Kind == protocol.MessageKindUser {
 			s.adoptLocked(c.principal) // a person's turn went out in it
 		}
+		s.titleFromFirstMessageLocked(t.Message)
+	}
+	switch a.(type) {
+	case *protocol.ChatIsReadChangedAction, *protocol.ChatIsArchivedChangedAction:
+		s.persistLocked()
 	}
 	ch.React(a)
 }

@@ -165,7 +165,9 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 	var opened map[string]bool // external sessions listed from the session
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
-		listed := !s.disposed && (!s.provisional || s.creator == c) && (!mine || (me != "" && s.rec.Owner == me))
+		// A session nobody sent a turn in is listed to nobody: VS Code
+		// makes one for every empty chat it shows.
+		listed := !s.disposed && !s.provisional && (!mine || (me != "" && s.rec.Owner == me))
 		if s.rec.External {
 			listed = listed && ext.byURI[s.uri]
 			if opened == nil {

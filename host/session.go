@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -42,8 +43,9 @@ type session struct {
 	chats       map[string]*chatEntry // by chat URI
 	order       []string              // chat URIs, in the order they were made
 	rec         record
-	provisional bool  // made, its first turn not yet at the backend
-	creator     *conn // the connection that made a provisional session
+	provisional bool   // made, its first turn not yet at the backend
+	creatorID   string // the client that made a provisional session
+	creator     grants.Principal
 	announced   bool  // root/sessionAdded has been sent
 	busy        map[*chats.Chat]bool
 	disposed    bool
@@ -167,7 +169,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
 		return true
-	case *protocol.ChatTurnStartedAction:
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
 		s.markUsedLocked()
 		s.updateActiveLocked()
 	case *protocol.ChatToolCallCompleteAction:
@@ -179,6 +181,10 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		s.updateActiveLocked()
 	}
 	s.syncChatLocked(c)
+	if e := s.chats[c.URI()]; e != nil {
+		e.keepMarks()
+	}
+	s.markSessionFromChatLocked(c)
 	return true
 }
 
@@ -195,6 +201,10 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	s.lastAction = s.h.now()
 	s.h.bus.publish(s.uri, a, origin)
 	s.refreshSummaryLocked()
+	switch a.(type) {
+	case *protocol.SessionIsReadChangedAction, *protocol.SessionIsArchivedChangedAction:
+		s.markChatFromSessionLocked()
+	}
 	return true
 }
 
@@ -376,6 +386,9 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 	s.turnEnded(state)
 	s.mu.Lock()
 	if !s.disposed {
+		if e := s.chats[c.URI()]; e != nil {
+			e.keepTiming(turnID)
+		}
 		s.countEditsLocked(c)
 		s.persistLocked()
 	}
@@ -383,12 +396,12 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 	s.h.poke()
 }
 
-// SetTitle sets the session's title (chats.Owner).
+// SetTitle sets the title the agent gave the session (chats.Owner).
 func (s *session) SetTitle(title string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.emitSessionLocked(&protocol.SessionTitleChangedAction{Title: title}, nil) {
-		s.persistLocked()
+	if title = titleOf(title); title != "" {
+		s.setTitleLocked(title, titleFromAgent)
 	}
 }
 
@@ -409,17 +422,20 @@ func (s *session) announceLocked() {
 		return // an external session is listed by the catalogue's rules
 	}
 	s.announced = true
-	s.creator = nil
 	sum := s.summary
 	s.h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 }
 
 // visibleTo reports whether c may see the session: a provisional one is
-// its creator's alone.
+// its creator's alone, on whichever connection the creating client is.
 func (s *session) visibleTo(c *conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return !s.provisional || s.creator == nil || s.creator == c
+	return s.visibleToLocked(c)
+}
+
+func (s *session) visibleToLocked(c *conn) bool {
+	return !s.provisional || (s.creatorID == c.client() && s.creator == c.principal)
 }
 
 // waitTurns lets running turns end until ctx is done, then cancels them

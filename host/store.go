@@ -61,6 +61,10 @@ type record struct {
 	// client opened here: it is not the host's own until a person's turn
 	// goes out in it.
 	External bool `json:"external,omitempty"`
+	// TitleFrom says where the title came from: "" (the default),
+	// "message" (the first message), "agent" (the backend named it) or
+	// "client" (somebody renamed it, which nothing overrides).
+	TitleFrom string `json:"titleFrom,omitempty"`
 }
 
 // folder returns the folder the session was made in.
@@ -92,6 +96,19 @@ type chatRecord struct {
 	Senders map[string]string `json:"senders,omitempty"`
 	// Changes are the chat's own counts (see session changes).
 	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
+	// Read and Archived are the chat's own marks.
+	Read     bool `json:"read,omitempty"`
+	Archived bool `json:"archived,omitempty"`
+	// Timing is each finished turn's start and duration as clients were
+	// told them, by turn id: a backend's transcript keeps its own clock,
+	// and turns read back from it are given these.
+	Timing map[string]turnTiming `json:"timing,omitempty"`
+}
+
+// turnTiming is when a turn started and how long it took, as sent.
+type turnTiming struct {
+	StartedAt string `json:"startedAt"`
+	Duration  int64  `json:"duration"`
 }
 
 const recordVersion = 1

@@ -10,10 +10,12 @@ import (
 )
 
 // computeSummaryLocked derives the session's catalogue row from its state
-// and its chats. The status reads as VS Code's host aggregates a session of
-// several chats: InputNeeded while any chat waits on somebody, else
-// InProgress while any chat runs, else the default chat's activity; the
-// read and archived bits are the session's own.
+// and its chats, by the protocol's rules for a session of several chats:
+// the activity is the default chat's, promoted to InputNeeded while any
+// chat waits on somebody, else Error while any chat stopped at an error,
+// else InProgress while any chat runs (a list must not show idle work
+// that runs); the read and archived bits are the session's own. The row
+// carries the chat catalogue (chats, defaultChat) for 1.0 clients.
 func (s *session) computeSummaryLocked() protocol.SessionSummary {
 	st := s.state
 	sum := protocol.SessionSummary{
@@ -25,10 +27,18 @@ func (s *session) computeSummaryLocked() protocol.SessionSummary {
 		Annotations:        st.Annotations,
 		CreatedAt:          s.rec.CreatedAt,
 		ModifiedAt:         s.rec.ModifiedAt,
-		Changes:            s.summary.Changes,
+		Changes:            s.rec.Changes,
 		Meta:               st.Meta,
+		DefaultChat:        st.DefaultChat,
+		Chats:              make([]protocol.SessionChatSummary, 0, len(st.Chats)),
 	}
 	var deflt *chats.Chat
+	for _, entry := range st.Chats {
+		sum.Chats = append(sum.Chats, protocol.SessionChatSummary{
+			Resource: entry.Resource, Title: entry.Title, Origin: entry.Origin,
+			Interactivity: entry.Interactivity, Status: new(entry.Status), Changes: entry.Changes,
+		})
+	}
 	list := make([]*chats.Chat, 0, len(s.order))
 	for _, uri := range s.order {
 		c := s.chats[uri].chat
@@ -37,29 +47,22 @@ func (s *session) computeSummaryLocked() protocol.SessionSummary {
 		}
 		if st.DefaultChat != nil && *st.DefaultChat == uri {
 			deflt = c
-			list = append([]*chats.Chat{c}, list...) // the default chat decides ties
-		} else {
-			list = append(list, c)
 		}
+		list = append(list, c)
 	}
 	activity, by := protocol.StatusIdle, deflt
 	if deflt != nil {
 		activity = deflt.State().Status.Activity()
 	}
-	found := false
-	for _, want := range []protocol.SessionStatus{protocol.StatusInputNeeded, protocol.StatusInProgress} {
-		for _, c := range list {
-			if c.State().Status.Activity() == want {
-				activity, by, found = want, c, true
-				break
-			}
-		}
-		if found {
+	for _, want := range []protocol.SessionStatus{protocol.StatusInputNeeded, protocol.StatusError, protocol.StatusInProgress} {
+		if activity == want {
 			break
 		}
-	}
-	if len(st.InputNeeded) > 0 {
-		activity = protocol.StatusInputNeeded
+		i := slices.IndexFunc(list, func(c *chats.Chat) bool { return c.State().Status.Activity() == want })
+		if i >= 0 {
+			activity, by = want, list[i]
+			break
+		}
 	}
 	if activity == 0 {
 		activity = protocol.StatusIdle
@@ -83,6 +86,13 @@ func (s *session) refreshSummaryLocked() {
 	changes, changed := summaryChanges(s.summary, next)
 	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
+	if s.state.Status != next.Status {
+		// No action carries a session's activity, which comes from its
+		// chats: the state a snapshot gives is kept the same as the row.
+		st := *s.state
+		st.Status = next.Status
+		s.state = &st
+	}
 	if changed && s.announced {
 		s.h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
 			Channel: protocol.RootURI, Session: s.uri, Changes: changes,
@@ -121,6 +131,12 @@ func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummar
 	}
 	if !sameJSON(a.Meta, b.Meta) && b.Meta != nil {
 		ch.Meta, changed = b.Meta, true
+	}
+	if !sameJSON(a.Chats, b.Chats) {
+		ch.Chats, changed = b.Chats, true
+	}
+	if !sameString(a.DefaultChat, b.DefaultChat) && b.DefaultChat != nil {
+		ch.DefaultChat, changed = b.DefaultChat, true
 	}
 	return ch, changed
 }

@@ -173,7 +173,6 @@ func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
 		return
 	}
 	s.rec.Changes = ch
-	s.summary.Changes = ch
 	if s.state.DefaultChat != nil {
 		s.setChatChangesLocked(*s.state.DefaultChat, ch)
 	}

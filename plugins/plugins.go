@@ -83,6 +83,38 @@ type Agent interface {
 	Close() error
 }
 
+// Continuer is an Agent that continues a turn that stopped at an
+// interruption (see Interrupted), without a new message: what the host
+// does for chat/turnResume. msg is the turn's message; t reports the rest
+// of the turn as it does for Prompt, and the return value means what
+// Prompt's does. The host starts a new agent for the conversation before
+// it asks, since the one interrupted may be gone.
+type Continuer interface {
+	Continue(ctx context.Context, msg protocol.Message, t Turn) error
+}
+
+// Interrupted marks err as the error of a turn that stopped short for a
+// reason that is not the agent's answer: its process died, the backend
+// timed out. The turn ends in an error a client may resume when the
+// backend's agents are Continuers. Interrupted(nil) is nil.
+func Interrupted(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &interruptedError{err}
+}
+
+// IsInterrupted reports whether err is, or wraps, an Interrupted error.
+func IsInterrupted(err error) bool {
+	var ie *interruptedError
+	return errors.As(err, &ie)
+}
+
+type interruptedError struct{ err error }
+
+func (e *interruptedError) Error() string { return e.err.Error() }
+func (e *interruptedError) Unwrap() error { return e.err }
+
 // Reconfigurer is an Agent that takes changed session config values while
 // it runs. An agent that is not one reads the values when it next starts.
 type Reconfigurer interface {
@@ -134,9 +166,21 @@ type Turn interface {
 	// Title sets the session's title.
 	Title(s string)
 
-	// Busy reports background work the agent does outside the turn (a
-	// timer, a task): a session with background work does not sleep.
-	Busy(busy bool)
+	// Background reports work the agent keeps running for the chat
+	// outside its turns (a shell, a subagent) or, with done, that it
+	// ended. A session with background work does not sleep.
+	Background(w BackgroundWork, done bool)
+}
+
+// BackgroundWork is work an agent runs in the background.
+type BackgroundWork struct {
+	// ID names the work among the chat's.
+	ID string
+	// Label says what it is, for people.
+	Label string
+	// Command is the shell command it runs; Chat, a subagent's chat URI,
+	// makes it a subagent instead.
+	Command, Chat string
 }
 
 // ToolCall describes a tool call.

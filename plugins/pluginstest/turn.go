@@ -12,7 +12,7 @@ import (
 
 // Event is one call an agent made on a Turn.
 type Event struct {
-	// Kind names the method: "text", "reasoning", "title", "busy",
+	// Kind names the method: "text", "reasoning", "title", "background",
 	// "usage", "toolStart", "toolRunning", "confirm", "toolDone", "ask".
 	Kind string
 	// Text is the argument of Text, Reasoning and Title, and the tool
@@ -20,8 +20,9 @@ type Event struct {
 	Text string
 	// At is when the call was made.
 	At time.Time
-	// Busy is the argument of Busy.
-	Busy bool
+	// Work and Done are the arguments of Background.
+	Work plugins.BackgroundWork
+	Done bool
 	// Call is the call of ToolStart and Confirm; for ToolRunning, its id,
 	// invocation and input.
 	Call plugins.ToolCall
@@ -98,8 +99,10 @@ func (t *Turn) Reasoning(s string) { t.add(Event{Kind: "reasoning", Text: s}) }
 // Title records s.
 func (t *Turn) Title(s string) { t.add(Event{Kind: "title", Text: s}) }
 
-// Busy records b.
-func (t *Turn) Busy(b bool) { t.add(Event{Kind: "busy", Busy: b}) }
+// Background records w and done.
+func (t *Turn) Background(w plugins.BackgroundWork, done bool) {
+	t.add(Event{Kind: "background", Work: w, Done: done})
+}
 
 // Usage records u.
 func (t *Turn) Usage(u protocol.UsageInfo) { t.add(Event{Kind: "usage", Usage: u}) }

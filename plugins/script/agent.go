@@ -36,10 +36,6 @@ type Agent struct {
 	end       transcriptEnd  // where the transcript ends; touched by one Prompt at a time
 	timers    sync.WaitGroup // background timers; Add only under mu while !closed
 
-	// busyMu orders the Busy reports of background timers so that the
-	// last report matches the count, and is never held with mu.
-	busyMu sync.Mutex
-	busy   int
 }
 
 var _ plugins.Agent = (*Agent)(nil)
@@ -91,6 +87,28 @@ func (a *Agent) autoApprove() bool {
 // Prompt runs msg.Text as a script, one step a line, and records the
 // finished turn in the transcript whatever way it ended.
 func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	return a.turn(ctx, msg, t, nil)
+}
+
+// Continue runs the rest of a turn a crash step interrupted, from the
+// step after it (plugins.Continuer): the turn's script comes from msg, and
+// where it stopped, with what it had done, from the transcript.
+func (a *Agent) Continue(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	last, err := lastRecord(ctx, a.transcript)
+	if err != nil {
+		return fmt.Errorf("script: reading where the turn stopped: %w", err)
+	}
+	if last == nil || last.Turn.ID != t.ID() || last.Resume == nil {
+		return fmt.Errorf("script: turn %s did not stop where it can go on", t.ID())
+	}
+	return a.turn(ctx, msg, t, last)
+}
+
+var _ plugins.Continuer = (*Agent)(nil)
+
+// turn runs a turn's script and records it: a new turn, or, with from,
+// the rest of the one from recorded.
+func (a *Agent) turn(ctx context.Context, msg protocol.Message, t plugins.Turn, from *record) error {
 	a.mu.Lock()
 	switch {
 	case a.closed:
@@ -101,8 +119,13 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		return errors.New("script: a turn is already running")
 	}
 	a.prompting = true
-	a.end.seq++
-	seq := a.end.seq
+	var seq int64
+	if from != nil {
+		seq = from.Seq
+	} else {
+		a.end.seq++
+		seq = a.end.seq
+	}
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -120,10 +143,17 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	started := time.Now()
 	rec := newRecorder(t)
 	r := &run{agent: a, turn: rec, seq: seq}
-	err := r.script(runCtx, msg.Text)
+	startLine := 0
+	if from != nil {
+		started, _ = time.Parse(time.RFC3339Nano, deref(from.Turn.StartedAt))
+		rec.parts = from.Turn.ResponseParts
+		r.calls, startLine = from.Resume.Calls, from.Resume.Line
+	}
+	stopped, err := r.script(runCtx, msg.Text, startLine)
 
 	state := protocol.TurnStateComplete
 	var turnErr *protocol.ErrorResponsePart
+	var resume *resumePoint
 	switch {
 	case err != nil && runCtx.Err() != nil:
 		state = protocol.TurnStateCancelled
@@ -137,6 +167,11 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	case err != nil:
 		state = protocol.TurnStateError
 		turnErr = &protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "runtime", Message: err.Error()}}
+		if plugins.IsInterrupted(err) {
+			turnErr.Error.ErrorType = "agentInterrupted"
+			turnErr.Resumable = new(true)
+			resume = &resumePoint{Line: stopped + 1, Calls: r.calls}
+		}
 	}
 	id := t.ID()
 	if id == "" {
@@ -147,13 +182,20 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	a.mu.Lock()
 	newlineFirst := a.end.unterminated
 	a.mu.Unlock()
-	if werr := appendRecord(a.transcript, record{Seq: seq, Turn: turn}, newlineFirst); werr != nil {
+	if werr := appendRecord(a.transcript, record{Seq: seq, Turn: turn, Resume: resume}, newlineFirst); werr != nil {
 		return errors.Join(err, werr)
 	}
 	a.mu.Lock()
 	a.end.unterminated = false
 	a.mu.Unlock()
 	return err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // Close stops the agent: a running turn is cancelled and background
@@ -168,9 +210,9 @@ func (a *Agent) Close() error {
 	return nil
 }
 
-// background reports t busy for d, or until the agent closes. Timers may
-// overlap: the agent stays busy until the last one ends.
-func (a *Agent) background(d time.Duration, t plugins.Turn) error {
+// background runs a timer of d in the background, reported to t as
+// background work until it ends or the agent closes. Timers may overlap.
+func (a *Agent) background(d time.Duration, id string, t plugins.Turn) error {
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -179,11 +221,9 @@ func (a *Agent) background(d time.Duration, t plugins.Turn) error {
 	a.timers.Add(1)
 	a.mu.Unlock()
 
-	a.busyMu.Lock()
-	a.busy++
-	t.Busy(true)
-	a.busyMu.Unlock()
-
+	label := "background " + d.String()
+	w := plugins.BackgroundWork{ID: id, Label: label, Command: label}
+	t.Background(w, false)
 	go func() {
 		defer a.timers.Done()
 		timer := time.NewTimer(d)
@@ -192,11 +232,7 @@ func (a *Agent) background(d time.Duration, t plugins.Turn) error {
 		case <-timer.C:
 		case <-a.closing.Done():
 		}
-		a.busyMu.Lock()
-		defer a.busyMu.Unlock()
-		if a.busy--; a.busy == 0 {
-			t.Busy(false)
-		}
+		t.Background(w, true)
 	}()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -19,11 +20,15 @@ type run struct {
 	calls int   // tool calls and questions so far, for their ids
 }
 
-// script runs text one line at a time. A step's error ends the turn.
-func (r *run) script(ctx context.Context, text string) error {
+// script runs text one line at a time, from line from (0 is the first).
+// A step's error ends the turn; it returns the line it stopped at.
+func (r *run) script(ctx context.Context, text string, from int) (int, error) {
 	for n, line := range strings.Split(text, "\n") {
+		if n < from {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return n, err
 		}
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -31,16 +36,19 @@ func (r *run) script(ctx context.Context, text string) error {
 		}
 		if err := r.step(ctx, line); err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return n, ctx.Err()
 			}
 			var fe failError
-			if errors.As(err, &fe) {
-				return errors.New(string(fe))
+			switch {
+			case errors.As(err, &fe):
+				return n, errors.New(string(fe))
+			case plugins.IsInterrupted(err):
+				return n, err
 			}
-			return fmt.Errorf("line %d %q: %w", n+1, line, err)
+			return n, fmt.Errorf("line %d %q: %w", n+1, line, err)
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 // failError is the error a fail step asks for. It ends the turn carrying
@@ -67,6 +75,13 @@ func (r *run) step(ctx context.Context, line string) error {
 			arg = "script failed"
 		}
 		return failError(arg)
+	case "crash":
+		// As if the agent's process died here: the turn can be continued
+		// from the next line (chat/turnResume).
+		if arg == "" {
+			arg = "the agent process exited"
+		}
+		return plugins.Interrupted(errors.New(arg))
 	case "write":
 		path, content, _ := strings.Cut(arg, " ")
 		if path == "" {
@@ -94,7 +109,7 @@ func (r *run) step(ctx context.Context, line string) error {
 		if err != nil {
 			return err
 		}
-		return r.agent.background(d, r.turn)
+		return r.agent.background(d, r.nextID("background"), r.turn)
 	default:
 		r.turn.Text(line + "\n\n")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 func TestSay(t *testing.T) {
@@ -349,15 +350,19 @@ func TestBackground(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The turn goes on at once: it ended before the work did.
-	if got := turn.Kinds(); !slices.Equal(got, []string{"busy", "text"}) || !turn.Events()[0].Busy {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"background", "text"}) {
 		t.Errorf("events when the turn ended = %v", got)
 	}
-	waitFor(t, turn, func() bool { return len(turn.Of("busy")) == 2 })
-	if busy := turn.Of("busy"); busy[1].Busy {
-		t.Errorf("second Busy report is true")
+	first := turn.Of("background")[0]
+	if first.Done || first.Work.ID == "" || first.Work.Label != "background 300ms" || first.Work.Command == "" {
+		t.Errorf("the work reported = %+v", first)
+	}
+	waitFor(t, turn, func() bool { return len(turn.Of("background")) == 2 })
+	if end := turn.Of("background")[1]; !end.Done || end.Work.ID != first.Work.ID {
+		t.Errorf("the end reported = %+v", end)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond {
-		t.Errorf("busy ended after %v", d)
+		t.Errorf("the work ended after %v", d)
 	}
 }
 
@@ -368,16 +373,16 @@ func TestBackgroundOverlapping(t *testing.T) {
 	if err := prompt(t, a, "background 10ms\nbackground 1h", turn); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	// The short work has ended, the long one has not: still busy.
-	for _, e := range turn.Of("busy") {
-		if !e.Busy {
-			t.Fatal("reported not busy while background work runs")
-		}
+	waitFor(t, turn, func() bool { return len(turn.Of("background")) == 3 })
+	// The short work ended, the long one has not.
+	events := turn.Of("background")
+	short, long := events[0].Work.ID, events[1].Work.ID
+	if short == long || !events[2].Done || events[2].Work.ID != short {
+		t.Errorf("reports = %+v", events)
 	}
 	a.Close()
-	if busy := turn.Of("busy"); len(busy) != 3 || busy[2].Busy {
-		t.Errorf("busy reports after Close = %+v", busy)
+	if events := turn.Of("background"); len(events) != 4 || !events[3].Done || events[3].Work.ID != long {
+		t.Errorf("reports after Close = %+v", events)
 	}
 }
 
@@ -398,9 +403,9 @@ func TestCloseStopsBackground(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close did not return")
 	}
-	busy := turn.Of("busy")
-	if len(busy) != 2 || !busy[0].Busy || busy[1].Busy {
-		t.Errorf("busy reports = %+v", busy)
+	events := turn.Of("background")
+	if len(events) != 2 || events[0].Done || !events[1].Done {
+		t.Errorf("reports = %+v", events)
 	}
 	// goleak, in TestMain, checks that no timer goroutine is left.
 }
@@ -481,4 +486,67 @@ func TestWriteThroughLinkInside(t *testing.T) {
 	}
 	checkFile(t, f.path("real/a.txt"), "A")
 	checkFile(t, f.path("real/target.txt"), "B")
+}
+
+// TestCrashAndContinue checks a crash step stops the turn in a way it can
+// go on from, and a new agent for the conversation continues it from the
+// next step, recording one turn with all it did.
+func TestCrashAndContinue(t *testing.T) {
+	f := newFixture(t)
+	a := f.start(t, "allow")
+	first := pluginstest.NewTurn("turn-7")
+	msg := userMessage("say one\ncrash the process died\nwrite after.txt two\nsay three")
+	err := a.Prompt(context.Background(), msg, first)
+	if !plugins.IsInterrupted(err) || !strings.Contains(err.Error(), "the process died") {
+		t.Fatalf("a crash step: %v, want an interruption", err)
+	}
+	if _, err := os.Stat(f.path("after.txt")); !os.IsNotExist(err) {
+		t.Errorf("a step after the crash ran: %v", err)
+	}
+	a.Close()
+
+	// The process is gone; a new agent resumes the conversation.
+	b, err := f.backend.Start(context.Background(), plugins.StartOptions{Conversation: f.conv, Resume: true,
+		Config: protocol.Object{"autoApprove": jsontext.Value(`"allow"`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	rest := pluginstest.NewTurn("turn-7")
+	if err := b.(plugins.Continuer).Continue(context.Background(), msg, rest); err != nil {
+		t.Fatalf("Continue: %v", err)
+	}
+	if got := rest.Response(); strings.Contains(got, "one") || !strings.Contains(got, "three") {
+		t.Errorf("the continued turn said %q", got)
+	}
+	if data, err := os.ReadFile(f.path("after.txt")); err != nil || string(data) != "two" {
+		t.Errorf("after.txt = %q, %v", data, err)
+	}
+	turns, err := f.backend.Turns(context.Background(), f.conv)
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("turns read back: %d, %v", len(turns), err)
+	}
+	turn := turns[0]
+	var kinds []string
+	for _, p := range turn.ResponseParts {
+		switch p := p.(type) {
+		case *protocol.MarkdownResponsePart:
+			kinds = append(kinds, "text")
+		case *protocol.ErrorResponsePart:
+			if p.Resumable == nil || !*p.Resumable {
+				t.Errorf("the error part is not resumable: %+v", p)
+			}
+			kinds = append(kinds, "error")
+		case *protocol.ToolCallResponsePart:
+			kinds = append(kinds, "tool")
+		}
+	}
+	if turn.ID != "turn-7" || turn.State != protocol.TurnStateComplete || !slices.Equal(kinds, []string{"text", "error", "tool", "text"}) {
+		t.Errorf("the turn read back: %s %s %v", turn.ID, turn.State, kinds)
+	}
+
+	// Nothing left to continue.
+	if err := b.(plugins.Continuer).Continue(context.Background(), msg, pluginstest.NewTurn("turn-7")); err == nil {
+		t.Error("a turn that completed was continued")
+	}
 }

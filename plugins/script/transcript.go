@@ -29,6 +29,16 @@ type record struct {
 	// tool call ids derive from it.
 	Seq  int64         `json:"seq"`
 	Turn protocol.Turn `json:"turn"`
+	// Resume is where a turn a crash step interrupted goes on from. A
+	// turn continued is recorded again under the same seq: the last
+	// record of a turn is the turn.
+	Resume *resumePoint `json:"resume,omitempty"`
+}
+
+// resumePoint is where an interrupted turn's script goes on.
+type resumePoint struct {
+	Line  int `json:"line"`  // the line to run next, from 0
+	Calls int `json:"calls"` // tool calls and questions so far, for their ids
 }
 
 // transcriptEnd is what an agent needs to know of an existing transcript
@@ -85,7 +95,26 @@ func decodeLine(line []byte) (record, error) {
 	if rec.Seq <= 0 || rec.Turn.ID == "" {
 		return record{}, errors.New("not a turn record")
 	}
+	// A turn recorded before protocol 0.9 kept its error beside its parts.
+	if raw, ok := rec.Turn.Extra["error"]; ok {
+		var info protocol.ErrorInfo
+		if rec.Turn.ErrorPart() == nil && info.UnmarshalJSON(raw) == nil {
+			rec.Turn.ResponseParts = append(rec.Turn.ResponseParts, &protocol.ErrorResponsePart{Error: info})
+		}
+		delete(rec.Turn.Extra, "error")
+	}
 	return rec, nil
+}
+
+// lastRecord returns the transcript's last record, nil if it has none.
+func lastRecord(ctx context.Context, path string) (*record, error) {
+	var last *record
+	_, err := eachLine(ctx, path, func(line []byte) {
+		if rec, err := decodeLine(line); err == nil {
+			last = &rec
+		}
+	})
+	return last, err
 }
 
 // readTranscript returns the turns recorded at path and how many lines it
@@ -97,6 +126,11 @@ func readTranscript(ctx context.Context, path string) (turns []protocol.Turn, sk
 		rec, err := decodeLine(line)
 		if err != nil {
 			skipped++
+			return
+		}
+		// A turn continued is recorded again: the later record is it.
+		if n := len(turns); n > 0 && turns[n-1].ID == rec.Turn.ID {
+			turns[n-1] = rec.Turn
 			return
 		}
 		turns = append(turns, rec.Turn)
