@@ -75,6 +75,9 @@ func (h *Host) ownerOf(c *conn, channel string) grants.Principal {
 			return grants.Principal{}
 		}
 		uri = cu.Session
+		if home := h.chatHome(channel); home != nil {
+			uri = home.uri
+		}
 	default:
 		return grants.Principal{}
 	}

@@ -52,6 +52,9 @@ var commands = []command{
 	}},
 	{name: "disposeChat", method: "disposeChat", disposes: true, params: func(f fixture) any { return map[string]any{"channel": f.spare} }},
 	{name: "fetchTurns", method: "fetchTurns", params: func(f fixture) any { return map[string]any{"channel": f.chat} }},
+	{name: "moveChat", method: "moveChat", params: func(f fixture) any {
+		return map[string]any{"channel": f.spare, "destination": map[string]any{"kind": "session", "session": f.session}}
+	}},
 	{name: "resolveSessionConfig", method: "resolveSessionConfig", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI, "provider": "script"} }},
 	{name: "sessionConfigCompletions", method: "sessionConfigCompletions", params: func(fixture) any {
 		return map[string]any{"channel": protocol.RootURI, "provider": "script", "property": "autoApprove"}

@@ -85,6 +85,7 @@ type Host struct {
 	conns    map[*conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
+	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
 
@@ -159,6 +160,7 @@ func New(opts Options) (*Host, error) {
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
+		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
@@ -224,6 +226,11 @@ func (h *Host) loadSessions() error {
 			continue
 		}
 		h.sessions[s.id] = s
+		for _, cr := range rec.Chats {
+			if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
+				h.homes[cr.URI] = s.id // a chat moved here from another session
+			}
+		}
 	}
 	h.log.Info("sessions loaded", "count", len(h.sessions))
 	return nil
@@ -340,9 +347,11 @@ func (h *Host) chat(c *conn, uri string) (*session, *chatEntry, error) {
 	if err != nil {
 		return nil, nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
-	s, err := h.session(c, cu.Session)
-	if err != nil {
-		return nil, nil, err
+	s := h.chatHome(uri)
+	if s == nil || !s.visibleTo(c) {
+		if s, err = h.session(c, cu.Session); err != nil {
+			return nil, nil, err
+		}
 	}
 	s.mu.Lock()
 	e := s.chatLocked(uri)

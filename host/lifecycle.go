@@ -99,7 +99,12 @@ func (s *session) build(config protocol.SessionConfigState) {
 		if cr.URI == rec.DefaultChat {
 			cr.Read, cr.Archived = rec.Read, rec.Archived // they move together (marks.go)
 		}
+		var movable *bool
+		if cr.URI != rec.DefaultChat {
+			movable = new(true)
+		}
 		cs := &protocol.ChatState{
+			Movable:    movable,
 			Resource:   cr.URI,
 			Title:      cr.Title,
 			Status:     protocol.StatusIdle.With(protocol.StatusIsRead, cr.Read).With(protocol.StatusIsArchived, cr.Archived),
@@ -119,7 +124,7 @@ func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {
 	return protocol.ChatSummary{
 		Resource: cs.Resource, Title: cs.Title, Status: cs.Status, Activity: cs.Activity,
 		ModifiedAt: cs.ModifiedAt, Origin: cs.Origin, Interactivity: cs.Interactivity,
-		WorkingDirectories: cs.WorkingDirectories,
+		WorkingDirectories: cs.WorkingDirectories, Movable: cs.Movable,
 	}
 }
 
@@ -272,6 +277,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	h.mu.Unlock()
 	for _, e := range list {
 		h.unsubscribeAll(e.rec.URI)
+		h.forgetChatHome(e.rec.URI)
 	}
 	h.unsubscribeAll(s.uri)
 	s.mu.Lock()
@@ -303,19 +309,19 @@ func fileURI(path string) string {
 func dirOf(uri string) (string, error) {
 	u, err := url.Parse(uri)
 	if err != nil || u.Scheme != "file" || (u.Host != "" && u.Host != "localhost") {
-		return "", fmt.Errorf("working directory %q is not a file:// URI", uri)
+		return "", fmt.Errorf("working directory %s is not a file:// URI", protocol.Quote(uri))
 	}
 	path := filepath.FromSlash(u.Path)
 	if !filepath.IsAbs(path) {
-		return "", fmt.Errorf("working directory %q is not an absolute path", uri)
+		return "", fmt.Errorf("working directory %s is not an absolute path", protocol.Quote(uri))
 	}
 	path = filepath.Clean(path)
 	fi, err := os.Stat(path)
 	if err != nil {
-		return "", fmt.Errorf("working directory %q: %w", uri, err)
+		return "", fmt.Errorf("working directory %s: %w", protocol.Quote(uri), err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("working directory %q is not a directory", uri)
+		return "", fmt.Errorf("working directory %s is not a directory", protocol.Quote(uri))
 	}
 	return path, nil
 }

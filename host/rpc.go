@@ -32,6 +32,7 @@ var methods = map[string]handler{
 	"createChat":               (*Host).createChat,
 	"disposeChat":              (*Host).disposeChat,
 	"fetchTurns":               (*Host).fetchTurns,
+	"moveChat":                 (*Host).moveChat,
 	"resolveSessionConfig":     (*Host).resolveSessionConfig,
 	"sessionConfigCompletions": (*Host).sessionConfigCompletions,
 	"ahpd/sessionStatus":       (*Host).sessionStatus,
@@ -40,6 +41,29 @@ var methods = map[string]handler{
 }
 
 var beforeInitialize = map[string]bool{"initialize": true, "ping": true, "reconnect": true}
+
+// notServed are the protocol's commands this host does not offer yet,
+// with what they are for: they answer -32601 saying so.
+var notServed = map[string]string{
+	"createTerminal":                   "terminals",
+	"disposeTerminal":                  "terminals",
+	"invokeChangesetOperation":         "changesets",
+	"createResourceWatch":              "resource watches",
+	"listAutomationTriggerDefinitions": "automations",
+	"runAutomation":                    "automations",
+	"fetchAutomationRuns":              "automations",
+	"authenticate":                     "authentication",
+	"completions":                      "completions",
+	"resourceRead":                     "resources",
+	"resourceWrite":                    "resources",
+	"resourceList":                     "resources",
+	"resourceResolve":                  "resources",
+	"resourceMkdir":                    "resources",
+	"resourceDelete":                   "resources",
+	"resourceMove":                     "resources",
+	"resourceCopy":                     "resources",
+	"resourceRequest":                  "resources",
+}
 
 // assigner routes a connection's requests to the host's handlers.
 type assigner struct {
@@ -51,7 +75,10 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 	m, ok := methods[method]
 	if !ok {
 		return func(context.Context, *jrpc2.Request) (any, error) {
-			return nil, rpcError(protocol.Errorf(protocol.CodeMethodNotFound, "unknown method %q", method))
+			if what, ok := notServed[method]; ok {
+				return nil, rpcError(protocol.Errorf(protocol.CodeMethodNotFound, "%s: this host does not offer %s", method, what))
+			}
+			return nil, rpcError(protocol.Errorf(protocol.CodeMethodNotFound, "unknown method %s", protocol.Quote(method)))
 		}
 	}
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {

@@ -53,7 +53,7 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		Conversation: s.id + "-" + randomID()}
 	cs := &protocol.ChatState{
 		Resource: p.Chat, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
-		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{},
+		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
 	}
 	e := s.newChat(rec, cs)
 	e.loaded = true // a new conversation has no turns to read
@@ -110,6 +110,10 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 		s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: p.Channel}, nil)
 		if s.state.DefaultChat == nil {
 			s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)
+			if next := s.chats[s.order[0]]; next != nil {
+				// A default chat is not movable.
+				s.emitChatLocked(next.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
+			}
 		}
 		s.updateActiveLocked()
 		s.persistLocked()
@@ -121,6 +125,7 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 		}
 	}
 	h.unsubscribeAll(p.Channel)
+	h.forgetChatHome(p.Channel)
 	if err := errors.Join(errs...); err != nil {
 		h.log.Warn("chat disposed with errors", "chat", p.Channel, "err", err)
 	}

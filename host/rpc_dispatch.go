@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/go-json-experiment/json/jsontext"
@@ -181,6 +182,18 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 			h.bus.echo(c, s.uri, a, origin, "the first working directory is the session's root and cannot be removed")
 			return
 		}
+	case *protocol.SessionWorkingDirectoryReplacedAction:
+		if reason := s.replaceableLocked(a); reason != "" {
+			h.bus.echo(c, s.uri, a, origin, reason)
+			return
+		}
+	case *protocol.SessionMCPServerBackgroundRequestedAction:
+		// The protocol lets a host refuse: ahpd starts no MCP server that
+		// holds messages back, so there is never one to background.
+		if protocol.ReduceSession(s.state, a) == s.state {
+			h.bus.echo(c, s.uri, a, origin, fmt.Sprintf("no MCP server %s is starting and holding messages back in this session", protocol.Quote(a.ID)))
+			return
+		}
 	}
 	if !s.emitSessionLocked(a, origin) {
 		h.bus.echo(c, s.uri, a, origin, "")
@@ -190,6 +203,25 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 		s.rec.TitleFrom = titleFromClient
 	}
 	s.afterSessionActionLocked(a)
+}
+
+// replaceableLocked says why a client may not replace a working directory
+// so, or "". The primary directory is where the agents run and the
+// session's config was resolved: it moves only with the session's own
+// worktree.
+func (s *session) replaceableLocked(a *protocol.SessionWorkingDirectoryReplacedAction) string {
+	dirs := s.state.WorkingDirectories
+	i := slices.Index(dirs, a.Directory)
+	switch {
+	case i < 0:
+		return fmt.Sprintf("%s is not a working directory of this session", protocol.Quote(a.Directory))
+	case i == 0:
+		return "the first working directory is the session's root: a client cannot replace it"
+	}
+	if _, err := dirOf(a.Replacement); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // afterSessionActionLocked keeps what a client's session action changed,

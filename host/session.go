@@ -250,6 +250,9 @@ func chatChanges(entry protocol.ChatSummary, cs *protocol.ChatState) (protocol.P
 	if !slices.Equal(entry.WorkingDirectories, cs.WorkingDirectories) && cs.WorkingDirectories != nil {
 		ch.WorkingDirectories, changed = cs.WorkingDirectories, true
 	}
+	if movable := cs.Movable != nil && *cs.Movable; movable != (entry.Movable != nil && *entry.Movable) {
+		ch.Movable, changed = new(movable), true
+	}
 	return ch, changed
 }
 
