@@ -52,6 +52,7 @@ type conn struct {
 	cancel    context.CancelFunc
 
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
+	line    line         // the order its requests are taken in (rpc.go)
 
 	mu        sync.Mutex
 	ready     bool // initialize has answered

@@ -6,13 +6,22 @@ import (
 	"errors"
 	"io"
 	"maps"
+	"math"
 	"slices"
+	"sync"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/channel"
 
 	"github.com/ahpd/ahpd/protocol"
 )
+
+// maxQueuedRequests is jrpc2's bound on a connection's handlers at once.
+// Each waits its turn in the connection's line (Assign) holding one of
+// jrpc2's slots, and jrpc2 gives the slots in no order: a bound a client
+// could fill with later requests would leave the earliest waiting behind
+// them for good. So it is no bound at all.
+const maxQueuedRequests = math.MaxInt32
 
 // handler is one JSON-RPC method of a connection.
 type handler func(h *Host, ctx context.Context, c *conn, req *jrpc2.Request) (any, error)
@@ -41,6 +50,15 @@ var methods = map[string]handler{
 }
 
 var beforeInitialize = map[string]bool{"initialize": true, "ping": true, "reconnect": true}
+
+// commandSince are the commands of a later version than 0.9.0, the oldest
+// ahpd speaks: a connection of an older version does not have them.
+var commandSince = map[string]string{"moveChat": "1.0.0"}
+
+func versionAtLeast(v, since string) bool {
+	c, err := protocol.CompareVersions(v, since)
+	return err == nil && c >= 0
+}
 
 // notServed are the protocol's commands this host does not offer yet,
 // with what they are for: they answer -32601 saying so.
@@ -71,7 +89,48 @@ type assigner struct {
 	c *conn
 }
 
+// Assign is called in the order messages arrive (jrpc2 assigns a batch
+// under its lock, one batch at a time), and jrpc2 then runs each batch on
+// a goroutine of its own, in no order. So each handler takes its place in
+// the connection's line here and waits for the one before it: a client
+// may send subscribe and, without waiting, a turn on what it subscribed
+// to, or createSession and then subscribe, and they are taken in that
+// order. No handler waits on the client, so the line always moves.
 func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
+	h := a.handler(method)
+	turn, done := a.c.line.next()
+	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
+		defer close(done)
+		select {
+		case <-turn:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return h(ctx, req)
+	}
+}
+
+// line orders a connection's requests: each waits for the one before.
+type line struct {
+	mu   sync.Mutex
+	last chan struct{}
+}
+
+// next returns the channel closed when the request before is done, and
+// the one to close when this one is.
+func (l *line) next() (turn <-chan struct{}, done chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev := l.last
+	if prev == nil {
+		prev = make(chan struct{})
+		close(prev)
+	}
+	l.last = make(chan struct{})
+	return prev, l.last
+}
+
+func (a assigner) handler(method string) jrpc2.Handler {
 	m, ok := methods[method]
 	if !ok {
 		return func(context.Context, *jrpc2.Request) (any, error) {
@@ -84,6 +143,9 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
 		if !beforeInitialize[method] && !a.c.initialized() {
 			return nil, rpcError(protocol.Errorf(protocol.CodeInvalidRequest, "%s before initialize: send initialize (or reconnect) first", method))
+		}
+		if since, ok := commandSince[method]; ok && !versionAtLeast(a.c.negotiated(), since) {
+			return nil, rpcError(protocol.Errorf(protocol.CodeMethodNotFound, "%s came with protocol %s; this connection speaks %s", method, since, a.c.negotiated()))
 		}
 		if err := a.h.allow(a.c, method, req.ParamString()); err != nil {
 			return nil, rpcError(err)
@@ -145,11 +207,9 @@ func rpcError(err error) error {
 func (h *Host) serve(c *conn) {
 	srv := jrpc2.NewServer(assigner{h, c}, &jrpc2.ServerOptions{
 		AllowPush: false,
-		// One at a time, in the order they came: a client sends subscribe
-		// and, without waiting, a turn on what it subscribed to, or
-		// createSession and then subscribe, and expects them taken in
-		// that order. No handler waits on the client.
-		Concurrency: 1,
+		// Requests are taken one at a time in the order they came (see
+		// Assign); these are the ones that may wait in line.
+		Concurrency: maxQueuedRequests,
 		// rpc.serverInfo would answer outside the grants table.
 		DisableBuiltin: true,
 		NewContext:     func() context.Context { return c.ctx },

@@ -46,7 +46,7 @@ type session struct {
 	provisional bool   // made, its first turn not yet at the backend
 	creatorID   string // the client that made a provisional session
 	creator     grants.Principal
-	announced   bool  // root/sessionAdded has been sent
+	announced   bool // root/sessionAdded has been sent
 	busy        map[*chats.Chat]bool
 	disposed    bool
 	running     bool // a chat runs a turn: counted in root's activeSessions

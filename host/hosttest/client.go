@@ -35,6 +35,7 @@ type Client struct {
 	done    chan struct{}
 
 	mu       sync.Mutex
+	version  string // negotiated; "" before initialize
 	nextID   int64
 	seq      int64 // the client's own clientSeq
 	pending  map[string]pendingCall
@@ -238,12 +239,20 @@ func (c *Client) notification(method string, params json.RawMessage, data []byte
 	if err := c.schemas.Validate(def, params); err != nil && !refusal(params) {
 		c.badLocked("%s: %v", method, err)
 	}
+	if c.version != "" && method != "action" && !protocol.NotificationKnownTo(method, c.version) {
+		c.badLocked("a %s client was sent %s, which its version does not know", c.version, method)
+	}
 	msg := Message{Method: method, Params: params}
 	if method == "action" {
 		var env protocol.ActionEnvelope
 		if err := json.Unmarshal(params, &env); err != nil {
 			c.badLocked("action: %v", err)
 			return
+		}
+		// The echo of a client's own action, refused, is the action as it
+		// sent it; anything else must be of a type its version knows.
+		if t := env.Action.Type(); c.version != "" && env.RejectionReason == nil && !t.KnownTo(c.version) {
+			c.badLocked("a %s client was sent %s, which its version does not know", c.version, t)
 		}
 		msg.Envelope = &env
 		c.applyLocked(&env)
@@ -277,7 +286,7 @@ func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
 	state, ok := c.states[env.Channel]
 	if !ok {
 		if !c.blind[env.Channel] {
-			c.badLocked("an action on %s, which this client does not watch", env.Channel)
+			c.badLocked("an action on %s, which this client does not watch: %s", env.Channel, mustJSON(env))
 		}
 		return
 	}
@@ -361,6 +370,39 @@ func (c *Client) MustCall(method string, params any) json.RawMessage {
 		c.t.Fatalf("%s: %v", method, err)
 	}
 	return res
+}
+
+// Pending is a request on its way.
+type Pending struct {
+	c      *Client
+	method string
+	ch     chan response
+}
+
+// Start sends a request and returns at once: a client that does not wait
+// for one answer before its next request.
+func (c *Client) Start(method string, params any) *Pending {
+	c.t.Helper()
+	ch, err := c.send(method, params, true)
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
+	return &Pending{c: c, method: method, ch: ch}
+}
+
+// Await waits for the answer.
+func (p *Pending) Await() (json.RawMessage, *RPCError) {
+	p.c.t.Helper()
+	select {
+	case r, ok := <-p.ch:
+		if !ok {
+			p.c.t.Fatalf("%s: the connection ended: %v", p.method, p.c.Err())
+		}
+		return r.result, r.err
+	case <-time.After(Timeout):
+		p.c.t.Fatalf("%s: no answer in %v", p.method, Timeout)
+	}
+	return nil, nil
 }
 
 // Notify sends a notification.
@@ -456,6 +498,31 @@ func (c *Client) Wait(what string, cond func(msgs []Message) bool) {
 	}
 }
 
+// WaitOrNot is Wait reporting, rather than failing the test, when cond
+// does not come to hold in time.
+func (c *Client) WaitOrNot(what string, cond func(msgs []Message) bool) bool {
+	c.t.Helper()
+	deadline := time.After(Timeout / 4)
+	for {
+		c.mu.Lock()
+		msgs := append([]Message(nil), c.messages...)
+		changed := c.changed
+		closed := c.closed
+		c.mu.Unlock()
+		if cond(msgs) {
+			return true
+		}
+		if closed != nil {
+			return false
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
 // WaitState waits until cond holds for the client's state of a channel.
 func (c *Client) WaitState(channel, what string, cond func(protocol.ChannelState) bool) protocol.ChannelState {
 	c.t.Helper()
@@ -467,23 +534,55 @@ func (c *Client) WaitState(channel, what string, cond func(protocol.ChannelState
 	return last
 }
 
-// Initialize performs the handshake, subscribing to subs.
+// Initialize performs the handshake at the current protocol version,
+// subscribing to subs.
 func (c *Client) Initialize(clientID string, subs ...string) *protocol.InitializeResult {
+	c.t.Helper()
+	return c.InitializeAt([]string{protocol.ProtocolVersion}, clientID, subs...)
+}
+
+// InitializeAt performs the handshake offering versions. From then on, the
+// client holds the host to the version it negotiated: an action or a
+// notification that version does not know is an invalid message.
+func (c *Client) InitializeAt(versions []string, clientID string, subs ...string) *protocol.InitializeResult {
 	c.t.Helper()
 	if subs == nil {
 		subs = []string{}
 	}
-	raw := c.MustCall("initialize", map[string]any{
+	return c.InitializeWith(map[string]any{
 		"channel":              protocol.RootURI,
-		"protocolVersions":     []string{protocol.ProtocolVersion},
+		"protocolVersions":     versions,
 		"clientId":             clientID,
 		"initialSubscriptions": subs,
 	})
+}
+
+// InitializeWith performs the handshake with params as they are.
+func (c *Client) InitializeWith(params map[string]any) *protocol.InitializeResult {
+	c.t.Helper()
+	raw := c.MustCall("initialize", params)
 	var r protocol.InitializeResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		c.t.Fatal(err)
 	}
+	c.mu.Lock()
+	c.version = r.ProtocolVersion
+	c.mu.Unlock()
 	return &r
+}
+
+// Version returns the protocol version the client negotiated.
+func (c *Client) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// LastSeq returns the last serverSeq the client saw.
+func (c *Client) LastSeq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSeq
 }
 
 // Reconnect resumes an earlier connection's subscriptions. This client held
@@ -505,6 +604,32 @@ func (c *Client) Reconnect(clientID string, lastSeen int64, subs []string) proto
 	return r
 }
 
+// Resume takes over what an earlier client of the same program held (its
+// states, the version it spoke, the last serverSeq it saw) and reconnects
+// as it, without a channel as VS Code does: a replay is applied to the
+// states, a snapshot replaces them.
+func (c *Client) Resume(from *Client, clientID string) protocol.ReconnectResult {
+	c.t.Helper()
+	from.mu.Lock()
+	subs := make([]string, 0, len(from.states))
+	c.mu.Lock()
+	for ch, st := range from.states {
+		subs = append(subs, ch)
+		c.states[ch] = st
+		c.fromSeq[ch] = from.fromSeq[ch]
+	}
+	c.version, c.lastSeq = from.version, from.lastSeq
+	lastSeen := from.lastSeq
+	c.mu.Unlock()
+	from.mu.Unlock()
+	raw := c.MustCall("reconnect", map[string]any{"clientId": clientID, "lastSeenServerSeq": lastSeen, "subscriptions": subs})
+	r, err := protocol.UnmarshalReconnectResult(raw)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r
+}
+
 // Subscribe subscribes to a channel and returns its snapshot.
 func (c *Client) Subscribe(channel string) *protocol.Snapshot {
 	c.t.Helper()
@@ -518,3 +643,8 @@ func (c *Client) Subscribe(channel string) *protocol.Snapshot {
 
 // ErrClosed is returned by calls on a closed client.
 var ErrClosed = errors.New("hosttest: connection closed")
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
