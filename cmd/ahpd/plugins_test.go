@@ -157,6 +157,27 @@ plugins:
 	}
 	waitRunning(t, bin, 1, "after waking")
 
+	// The agent dies mid-turn: the turn ends in an error that can be
+	// resumed, which a new process, on the same conversation, continues;
+	// the chat goes on.
+	turn := send(t, c, chat, "t3", "say before\ncrash")
+	if e := turn.ErrorPart(); turn.State != protocol.TurnStateError || e == nil || e.Resumable == nil || !*e.Resumable {
+		t.Fatalf("a turn the agent died in: %s %+v", turn.State, e)
+	}
+	waitRunning(t, bin, 0, "after the crash")
+	c.Dispatch(chat, &protocol.ChatTurnResumeAction{TurnID: "t3"})
+	resumed := c.WaitState(chat, "t3 to go on and end", func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return cs.ActiveTurn == nil && cs.Turns[len(cs.Turns)-1].State == protocol.TurnStateComplete
+	}).(*protocol.ChatState)
+	if got := text(resumed.Turns[len(resumed.Turns)-1].ResponseParts); !strings.Contains(got, "before") || !strings.Contains(got, "continuing after 2 prompts") {
+		t.Errorf("the resumed turn: %q", got)
+	}
+	if turn := send(t, c, chat, "t4", "say still here"); turn.State != protocol.TurnStateComplete {
+		t.Errorf("the turn after: %s", turn.State)
+	}
+	waitRunning(t, bin, 1, "after the resume")
+
 	// An agent that dies at start fails the turn and is listed unavailable.
 	bad := "ahp-session:/broken1"
 	c.MustCall("createSession", map[string]any{"channel": bad, "provider": "broken", "workingDirectories": []string{"file://" + e.work}})

@@ -247,6 +247,9 @@ func TestCrash(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fatal: boom") || errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want one quoting the agent's stderr", err)
 	}
+	if !plugins.IsInterrupted(err) {
+		t.Errorf("a turn the agent died in is not an interruption: %v", err)
+	}
 	t.Logf("the turn's error: %v", err)
 	if turn.Response() != "before" {
 		t.Errorf("text = %q", turn.Response())
@@ -544,5 +547,31 @@ func TestStartErrors(t *testing.T) {
 	}
 	if err := f.b.Delete(context.Background(), f.conv("c")); err != nil {
 		t.Errorf("Delete: %v", err)
+	}
+}
+
+// TestContinueAfterCrash checks a turn the agent died in goes on in a new
+// process, which loads the conversation and is asked to pick up.
+func TestContinueAfterCrash(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.start(t, f.b, "conv", false)
+	id := a.ID()
+	mustPrompt(t, a, "say first")
+	if err := prompt(t, a, "say before\ncrash", pluginstest.NewTurn("")); !plugins.IsInterrupted(err) {
+		t.Fatalf("the crash: %v", err)
+	}
+	a.Close()
+	a2 := f.start(t, f.b, id, true)
+	rest := pluginstest.NewTurn("")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a2.(plugins.Continuer).Continue(ctx, protocol.Message{Text: "say before\ncrash"}, rest); err != nil {
+		t.Fatalf("Continue: %v", err)
+	}
+	// The new process has the conversation: the first prompt (the one it
+	// died in was not kept; a fresh session would have none).
+	if got := rest.Response(); got != "continuing after 1 prompts" {
+		t.Errorf("the continued turn: %q", got)
 	}
 }

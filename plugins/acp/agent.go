@@ -158,7 +158,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 
 	if !a.in.alive() {
 		a.wg.Done()
-		return a.in.failure(ctx, "starting a turn", nil)
+		return a.interrupted(a.in.failure(ctx, "starting a turn", nil))
 	}
 	a.selectModel(ctx, msg.Model)
 
@@ -215,6 +215,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		if !a.in.alive() {
 			// What the agent said before it went belongs to the turn.
 			a.in.client.drain()
+			return a.interrupted(a.in.failure(ctx, "running the turn", r.err))
 		}
 		return a.in.failure(ctx, "running the turn", r.err)
 	}
@@ -233,6 +234,35 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	}
 	return nil
 }
+
+// interrupted marks the error of a turn the agent's process died in: the
+// host starts a new process and may continue the turn, when the agent can
+// bring the conversation back.
+func (a *Agent) interrupted(err error) error {
+	if a.canResume {
+		return plugins.Interrupted(err)
+	}
+	return err
+}
+
+// continueText is the prompt that asks an agent started again to go on
+// with the turn its last process died in.
+const continueText = "Your previous reply was cut short when your process stopped. Continue where you left off."
+
+// Continue goes on with a turn the agent's process died in
+// (plugins.Continuer): the agent, started again on its session, is asked
+// to pick up where it stopped, and the rest of its reply is the turn's.
+func (a *Agent) Continue(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	return a.Prompt(ctx, protocol.Message{Text: continueText, Origin: msg.Origin, Model: msg.Model}, continued{t})
+}
+
+// continued is a turn going on: its message is not the turn's first, so
+// it is not sent under the turn's id.
+type continued struct{ plugins.Turn }
+
+func (continued) ID() string { return "" }
+
+var _ plugins.Continuer = (*Agent)(nil)
 
 // promptResult is the agent's answer to a prompt.
 type promptResult struct {

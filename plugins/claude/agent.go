@@ -220,6 +220,31 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	return newTurnRun(a, p, t).run(ctx, in)
 }
 
+// continueMarker starts the message that asks the CLI to go on with a turn
+// its process died in (chat/turnResume). The transcript reader folds it,
+// and what follows, into that turn.
+const continueMarker = "[ahpd: your previous reply was cut short when your process stopped.]"
+
+// Continue goes on with a turn the CLI's process died in
+// (plugins.Continuer): the CLI, started again on the conversation, is
+// asked to pick up where it stopped, and the rest of its reply is the
+// turn's. A CLI that died before it wrote the turn's prompt down never
+// had it: then the prompt is sent again.
+func (a *Agent) Continue(ctx context.Context, msg protocol.Message, t plugins.Turn) error {
+	if !transcriptIDs(a.transcript)[t.ID()] {
+		return a.Prompt(ctx, msg, t)
+	}
+	return a.Prompt(ctx, protocol.Message{Text: continueMarker + " Continue where you left off.", Origin: msg.Origin}, &continued{t})
+}
+
+var _ plugins.Continuer = (*Agent)(nil)
+
+// continued is a turn going on: it keeps its id, but its message is not
+// the turn's first, so it is sent under an id of its own.
+type continued struct{ plugins.Turn }
+
+func (continued) ID() string { return "" }
+
 // messageID returns the id to send a prompt under: the host's turn id,
 // which the CLI then records and Turns reads back, unless the
 // conversation has used it already.

@@ -447,6 +447,9 @@ func TestExitMidTurn(t *testing.T) {
 	if !strings.Contains(err.Error(), "exit status") || !strings.Contains(err.Error(), "Error parsing streaming input line") {
 		t.Errorf("the error does not say how the CLI exited, with its stderr: %v", err)
 	}
+	if !plugins.IsInterrupted(err) {
+		t.Errorf("a turn the CLI died in is not an interruption: %v", err)
+	}
 	if !gone(pid) {
 		t.Errorf("process %d still runs", pid)
 	}
@@ -710,4 +713,91 @@ func TestCheck(t *testing.T) {
 	if !plugins.IsUnavailable(err) {
 		t.Errorf("Start with a missing CLI: %v, want an UnavailableError", err)
 	}
+}
+
+// TestContinueAfterExit checks a turn the CLI died in goes on in a CLI
+// started again on the conversation, and reads back as one turn: asked to
+// pick up when the CLI had written the prompt down, sent the prompt again
+// when it had not.
+func TestContinueAfterExit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := newID()
+	a := f.start(t, f.backend, id, false, nil)
+	f.mock.Enqueue(claudetest.Text("a first, good turn"))
+	if err := prompt(t, a, pluginstest.NewTurn("turn-1"), "hello"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	waitForFile(t, claude.TranscriptPath(a), "a first, good turn")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Killed at once: the prompt never reached the transcript.
+	f.mock.Enqueue(claudetest.Response{
+		Blocks:    []claudetest.Block{{Type: "text", Text: "never sent"}},
+		OnRequest: func(*claudetest.Request) { syscall.Kill(claude.PID(a), syscall.SIGKILL) },
+	})
+	if err := prompt(t, a, pluginstest.NewTurn("turn-2"), "this turn dies early"); !plugins.IsInterrupted(err) {
+		t.Fatalf("Prompt = %v, want an interruption", err)
+	}
+	a.Close()
+	a = f.start(t, f.backend, id, true, nil)
+	f.mock.Enqueue(claudetest.Text("answered the second time"))
+	rest := pluginstest.NewTurn("turn-2")
+	if err := plugins.Continuer(a).Continue(ctx, protocol.Message{Text: "this turn dies early"}, rest); err != nil {
+		t.Fatalf("Continue: %v", err)
+	}
+	if texts := f.lastRequest(t).Texts(); !slices.Contains(texts, "user: this turn dies early") {
+		t.Errorf("the lost prompt was not sent again: %q", texts)
+	}
+	waitForFile(t, claude.TranscriptPath(a), "answered the second time")
+
+	// Killed once the prompt is down: the CLI is asked to go on.
+	transcript := claude.TranscriptPath(a)
+	f.mock.Enqueue(claudetest.Response{
+		Blocks: []claudetest.Block{{Type: "text", Text: "never sent"}},
+		OnRequest: func(*claudetest.Request) {
+			for range 200 {
+				if data, _ := os.ReadFile(transcript); strings.Contains(string(data), "this turn dies late") {
+					break
+				}
+				time.Sleep(10 * time.Millisecond) // the CLI writes its transcript every 100 ms
+			}
+			syscall.Kill(claude.PID(a), syscall.SIGKILL)
+		},
+	})
+	if err := prompt(t, a, pluginstest.NewTurn("turn-3"), "this turn dies late"); !plugins.IsInterrupted(err) {
+		t.Fatalf("Prompt = %v, want an interruption", err)
+	}
+	a.Close()
+	a = f.start(t, f.backend, id, true, nil)
+	f.mock.Enqueue(claudetest.Text("picking up where I was"))
+	rest = pluginstest.NewTurn("turn-3")
+	if err := plugins.Continuer(a).Continue(ctx, protocol.Message{Text: "this turn dies late"}, rest); err != nil {
+		t.Fatalf("Continue: %v", err)
+	}
+	if got := rest.Response(); got != "picking up where I was" {
+		t.Errorf("the continued turn said %q", got)
+	}
+	if texts := strings.Join(f.lastRequest(t).Texts(), "\n"); !strings.Contains(texts, "Continue where you left off") || !strings.Contains(texts, "this turn dies late") {
+		t.Errorf("the model was not asked to go on in the conversation: %q", texts)
+	}
+	waitForFile(t, claude.TranscriptPath(a), "picking up where I was")
+	turns, err := f.backend.Turns(ctx, f.conv(id))
+	if err != nil || len(turns) != 3 {
+		t.Fatalf("turns read back: %d, %v", len(turns), err)
+	}
+	if turns[2].Message.Text != "this turn dies late" || !strings.Contains(responseText(turns[2]), "picking up where I was") {
+		t.Errorf("the continued turn read back: %+v", turns[2])
+	}
+}
+
+func responseText(t protocol.Turn) string {
+	var b strings.Builder
+	for _, p := range t.ResponseParts {
+		if md, ok := p.(*protocol.MarkdownResponsePart); ok {
+			b.WriteString(md.Content)
+		}
+	}
+	return b.String()
 }

@@ -182,6 +182,9 @@ func (b *turnBuilder) user(line []byte) {
 			b.cur.interrupted = true
 			b.touch(m.Timestamp)
 		}
+	case strings.HasPrefix(text, continueMarker) && b.cur != nil:
+		// The turn went on after its process died: what follows is its.
+		b.touch(m.Timestamp)
 	case results:
 		b.touch(m.Timestamp)
 	case len(texts) > 0:

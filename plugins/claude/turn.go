@@ -94,7 +94,7 @@ func (r *turnRun) run(ctx context.Context, in userInput) error {
 		// The CLI is gone or going; how it ended says more than the
 		// broken pipe.
 		r.p.WaitExit(drainWait)
-		return r.p.exitError()
+		return plugins.Interrupted(r.p.exitError())
 	}
 
 	cancelled := ctx.Done()
@@ -130,7 +130,8 @@ func (r *turnRun) run(ctx context.Context, in userInput) error {
 				if interrupted {
 					return ended()
 				}
-				return r.p.exitError()
+				// It died mid-turn: the turn can go on in a new one.
+				return plugins.Interrupted(r.p.exitError())
 			}
 			if done, err := r.handle(line); done {
 				if interrupted {

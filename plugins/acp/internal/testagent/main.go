@@ -368,6 +368,14 @@ func (t *turn) say(ctx context.Context, format string, args ...any) error {
 }
 
 func (t *turn) run(ctx context.Context, script string) error {
+	if strings.HasPrefix(script, "Your previous reply was cut short") {
+		// ahpd asks a new process to go on with a turn the last one died
+		// in; this agent says so, with what it remembers.
+		t.sess.mu.Lock()
+		n := t.sess.Prompts
+		t.sess.mu.Unlock()
+		return t.say(ctx, "continuing after %d prompts", n)
+	}
 	for line := range strings.Lines(script) {
 		line = strings.TrimSpace(line)
 		if line == "" {
