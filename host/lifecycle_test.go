@@ -170,6 +170,7 @@ func TestRestart(t *testing.T) {
 		return s.(*protocol.SessionState).Status&protocol.StatusIsRead != 0
 	})
 	before := listSessions(t, c, nil).Items
+	seen := c.State(chat1).(*protocol.ChatState).Turns
 	c.Close()
 	th.stop()
 
@@ -191,6 +192,13 @@ func TestRestart(t *testing.T) {
 	}
 	if cs.Turns[0].ID != "t1" || cs.Turns[1].ID != "t2" {
 		t.Errorf("turn ids after restart: %s, %s; want the client's t1, t2", cs.Turns[0].ID, cs.Turns[1].ID)
+	}
+	// Read back from the transcript, the turns start and last as clients
+	// were told.
+	for i, turn := range cs.Turns {
+		if *turn.StartedAt != *seen[i].StartedAt || *turn.Duration != *seen[i].Duration {
+			t.Errorf("turn %s was %s + %d ms, reads back as %s + %d ms", turn.ID, *seen[i].StartedAt, *seen[i].Duration, *turn.StartedAt, *turn.Duration)
+		}
 	}
 	// The session goes on where it was.
 	c.Subscribe(s1)
