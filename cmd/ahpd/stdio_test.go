@@ -128,3 +128,22 @@ func TestStdioSIGTERM(t *testing.T) {
 		parseRPC(t, line)
 	}
 }
+
+// TestStdioInitializeThenListAtOnce sends initialize and listSessions
+// back to back, as a script on stdio does: the listing is taken after the
+// handshake.
+func TestStdioInitializeThenListAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
+	c := &stdioClient{t: t, p: p}
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["0.9.0"],"clientId":"x"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"listSessions","params":{"channel":"ahp-root://"}}`)
+	if m := c.response("1"); m.Error != nil {
+		t.Fatalf("initialize: %+v", m.Error)
+	}
+	if m := c.response("2"); m.Error != nil {
+		t.Errorf("listSessions right after initialize: %+v", m.Error)
+	}
+	p.terminate()
+}
