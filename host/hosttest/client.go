@@ -219,6 +219,7 @@ var resultDefs = map[string]string{
 	"resolveSessionConfig":     "ResolveSessionConfigResult",
 	"sessionConfigCompletions": "SessionConfigCompletionsResult",
 	"fetchTurns":               "FetchTurnsResult",
+	"moveChat":                 "MoveChatResult",
 }
 
 // notificationDefs names the schema definition of each notification's params.
