@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -108,7 +109,8 @@ func TestSlowSubscriber(t *testing.T) {
 	h := newTestHost(t)
 	conns, ts := subscribers(t, h, channel, 3)
 	ts[0].block = make(chan struct{}) // never reads
-	a := &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: "a token "}
+	// Not streamed text, which a client that is behind gets merged.
+	a := &protocol.ChatUsageAction{TurnID: "t1", Usage: protocol.UsageInfo{InputTokens: new(int64(1))}}
 	// The stuck writer may have taken a batch into its buffer before it
 	// blocked, so the queue overflows somewhere after maxQueuedFrames more:
 	// publish until it does, with a bound far past it.
@@ -133,4 +135,46 @@ func TestSlowSubscriber(t *testing.T) {
 		t.Errorf("the stuck subscriber holds %d frames (closed: %q)", queued, why)
 	}
 	close(ts[0].block)
+}
+
+// TestStuckSubscriberGetsTextMerged checks streamed text to a client that
+// stops reading is merged into the frame at the end of its queue, one per
+// part, holding every byte.
+func TestStuckSubscriberGetsTextMerged(t *testing.T) {
+	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
+	h := newTestHost(t)
+	conns, ts := subscribers(t, h, channel, 1)
+	ts[0].block = make(chan struct{})
+	defer close(ts[0].block)
+	for i := range 3 * maxQueuedFrames {
+		part := "p1"
+		if i >= 2*maxQueuedFrames {
+			part = "p2"
+		}
+		h.bus.publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
+	}
+	c := conns[0]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		t.Fatalf("the subscriber was dropped: %s", c.closeWhy)
+	}
+	// The writer may hold a first frame it took before it blocked; the
+	// rest merged into one frame a part.
+	if n := len(c.queue); n < 1 || n > 3 {
+		t.Fatalf("%d frames queued", n)
+	}
+	last := c.queue[len(c.queue)-1]
+	if last.merged == nil || last.merged.partID != "p2" || len(last.merged.buf) != 4*maxQueuedFrames {
+		t.Errorf("the last frame: %+v", last)
+	}
+	var env protocol.ActionEnvelope
+	if err := json.Unmarshal(last.merged.encode(last.channel, last.action), &struct {
+		Params *protocol.ActionEnvelope `json:"params"`
+	}{&env}); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*maxQueuedFrames || env.ServerSeq != h.bus.current() {
+		t.Errorf("the merged frame decodes as %+v at %d", env.Action, env.ServerSeq)
+	}
 }

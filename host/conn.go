@@ -36,6 +36,8 @@ type frame struct {
 	channel string              // the channel of an action or notification
 	action  protocol.ActionType // the action's type, for version gating
 	method  string              // a notification's method, for version gating
+	text    *streamed           // a streamed text action's text, to merge
+	merged  *mergedText         // one connection's merged text; data is made at write
 }
 
 // conn is one client connection. Its state after initialize (clientId,
@@ -188,6 +190,9 @@ func (c *conn) enqueueLocked(f *frame) {
 	if c.closed || c.finishing != "" {
 		return
 	}
+	if c.mergeLocked(f) {
+		return
+	}
 	if len(c.queue) >= maxQueuedFrames || c.queued+len(f.data) > maxQueuedBytes {
 		// The client is too far behind to catch up live. Drop it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
@@ -201,6 +206,37 @@ func (c *conn) enqueueLocked(f *frame) {
 	case c.wake <- struct{}{}:
 	default:
 	}
+}
+
+// mergeLocked adds the text of a streamed text frame to the one at the end
+// of the queue, when that is of the same part and not yet written: a
+// client that is behind gets a reply in fewer, longer deltas rather than
+// falling further behind, and its state is the same. A merged frame is
+// this connection's own (frames are shared), encoded when written.
+func (c *conn) mergeLocked(f *frame) bool {
+	if f.text == nil || len(c.queue) == 0 {
+		return false
+	}
+	i := len(c.queue) - 1
+	last := c.queue[i]
+	if last.text == nil && last.merged == nil {
+		return false
+	}
+	m := last.merged
+	if m == nil {
+		m = &mergedText{streamed: *last.text, buf: []byte(last.text.content)}
+	}
+	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content) > maxQueuedBytes {
+		return false
+	}
+	if last.merged == nil {
+		last = &frame{channel: last.channel, action: last.action, merged: m}
+		c.queue[i] = last
+	}
+	m.buf = append(m.buf, f.text.content...)
+	m.seq = f.text.seq
+	c.queued += len(f.text.content)
+	return true
 }
 
 // writer sends queued frames in order until the connection closes.
@@ -250,11 +286,15 @@ func (c *conn) drain() error {
 		c.queue, c.spare, c.queued = c.spare[:0], nil, 0
 		c.mu.Unlock()
 		for _, f := range batch {
+			data := f.data
+			if f.merged != nil {
+				data = f.merged.encode(f.channel, f.action)
+			}
 			// The host's watchdog ends a write that takes longer than
 			// writeTimeout; a context per write would cost allocations on
 			// the path every subscriber of every delta takes.
 			c.writing.Store(time.Now().UnixNano())
-			err := c.t.write(c.ctx, f.data)
+			err := c.t.write(c.ctx, data)
 			c.writing.Store(0)
 			if err != nil {
 				return err
@@ -280,7 +320,11 @@ func (c *conn) flush() {
 	c.mu.Unlock()
 	for _, f := range batch {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.t.write(ctx, f.data)
+		data := f.data
+		if f.merged != nil {
+			data = f.merged.encode(f.channel, f.action)
+		}
+		err := c.t.write(ctx, data)
 		cancel()
 		if err != nil {
 			return

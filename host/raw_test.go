@@ -58,7 +58,7 @@ type rawClient struct {
 	next int
 }
 
-func dialRaw(b *testing.B, url, chat string) *rawClient {
+func dialRaw(b testing.TB, url, chat string) *rawClient {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -74,7 +74,7 @@ func dialRaw(b *testing.B, url, chat string) *rawClient {
 	return r
 }
 
-func (r *rawClient) call(b *testing.B, id int, method string, params any) {
+func (r *rawClient) call(b testing.TB, id int, method string, params any) {
 	b.Helper()
 	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err := r.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
@@ -85,7 +85,7 @@ func (r *rawClient) call(b *testing.B, id int, method string, params any) {
 }
 
 // roundTrip sends a request and returns the response frame, undecoded.
-func (r *rawClient) roundTrip(b *testing.B, method string, params any) []byte {
+func (r *rawClient) roundTrip(b testing.TB, method string, params any) []byte {
 	b.Helper()
 	r.next++
 	id := 1000 + r.next
@@ -105,9 +105,9 @@ func (r *rawClient) roundTrip(b *testing.B, method string, params any) []byte {
 	}
 }
 
-func (r *rawClient) waitFor(b *testing.B, s string) { r.waitForBytes(b, []byte(s)) }
+func (r *rawClient) waitFor(b testing.TB, s string) { r.waitForBytes(b, []byte(s)) }
 
-func (r *rawClient) waitForBytes(b *testing.B, want []byte) {
+func (r *rawClient) waitForBytes(b testing.TB, want []byte) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

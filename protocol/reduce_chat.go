@@ -16,7 +16,7 @@ func ReduceChat(s *ChatState, a Action) *ChatState {
 		return updatePart(s, a.TurnID, a.PartID, func(p ResponsePart) ResponsePart {
 			if md, ok := p.(*MarkdownResponsePart); ok {
 				next := *md
-				next.Content += a.Content
+				next.Content, next.contentBuf = appendText(md.Content, md.contentBuf, a.Content)
 				return &next
 			}
 			return p
@@ -25,7 +25,7 @@ func ReduceChat(s *ChatState, a Action) *ChatState {
 		return updatePart(s, a.TurnID, a.PartID, func(p ResponsePart) ResponsePart {
 			if r, ok := p.(*ReasoningResponsePart); ok {
 				next := *r
-				next.Content += a.Content
+				next.Content, next.contentBuf = appendText(r.Content, r.contentBuf, a.Content)
 				return &next
 			}
 			return p

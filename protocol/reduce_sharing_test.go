@@ -1,7 +1,9 @@
 package protocol_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -134,5 +136,82 @@ func TestWorkingDirectoryReplaced(t *testing.T) {
 		if fmt.Sprint(s.WorkingDirectories) != fmt.Sprint(tc.dirs) {
 			t.Errorf("the reducer changed its input: %v", s.WorkingDirectories)
 		}
+	}
+}
+
+// TestDeltaCostsItsOwnLength streams 800 KB in 50,000 deltas. Copying the
+// reply so far at each delta would allocate some 20 GB; appending in place
+// allocates a small multiple of the text.
+func TestDeltaCostsItsOwnLength(t *testing.T) {
+	s := longChat(0)
+	delta := &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: "sixteen bytes!!\n"}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 50000 {
+		s = protocol.ReduceChat(s, delta)
+	}
+	runtime.ReadMemStats(&after)
+	got := s.ActiveTurn.ResponseParts[0].(*protocol.MarkdownResponsePart).Content
+	if len(got) != 800000 || got[:16] != delta.Content {
+		t.Fatalf("content of %d bytes", len(got))
+	}
+	// Each delta copies the active turn's part list and the part: a few
+	// hundred bytes, whatever the text's length.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("800 KB streamed allocated %d MB", alloc>>20)
+	}
+}
+
+// TestAppendKeepsEveryState checks appending in place leaves every earlier
+// state as it was, and that a state reduced twice gives two texts.
+func TestAppendKeepsEveryState(t *testing.T) {
+	s0 := longChat(0)
+	d := func(s string) protocol.Action {
+		return &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: s}
+	}
+	content := func(s *protocol.ChatState) string {
+		return s.ActiveTurn.ResponseParts[0].(*protocol.MarkdownResponsePart).Content
+	}
+	s1 := protocol.ReduceChat(s0, d("one "))
+	s2 := protocol.ReduceChat(s1, d("two "))
+	s3 := protocol.ReduceChat(s2, d("three"))
+	branch := protocol.ReduceChat(s2, d("TWO AND A HALF"))
+	s4 := protocol.ReduceChat(s3, d("!"))
+	for _, tc := range []struct {
+		s    *protocol.ChatState
+		want string
+	}{{s0, ""}, {s1, "one "}, {s2, "one two "}, {s3, "one two three"}, {branch, "one two TWO AND A HALF"}, {s4, "one two three!"}} {
+		if got := content(tc.s); got != tc.want {
+			t.Errorf("content = %q, want %q", got, tc.want)
+		}
+	}
+	// A state decoded from JSON appends as well.
+	raw, _ := json.Marshal(s4)
+	var decoded protocol.ChatState
+	if err := json.Unmarshal(raw, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	if got := content(protocol.ReduceChat(&decoded, d("?"))); got != "one two three!?" {
+		t.Errorf("after a round trip: %q", got)
+	}
+}
+
+// BenchmarkStreamText streams a reply of 200 and 800 KB in 16-byte deltas
+// and reports the cost of a streamed byte, which must not grow with the
+// reply.
+func BenchmarkStreamText(b *testing.B) {
+	for _, kb := range []int{200, 800} {
+		b.Run(fmt.Sprintf("KB=%d", kb), func(b *testing.B) {
+			delta := &protocol.ChatDeltaAction{TurnID: "active", PartID: "md", Content: "sixteen bytes!!\n"}
+			n := kb * 1000 / 16
+			b.ReportAllocs()
+			for b.Loop() {
+				s := longChat(0)
+				for range n {
+					s = protocol.ReduceChat(s, delta)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kb*1000), "ns/byte")
+		})
 	}
 }

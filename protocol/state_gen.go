@@ -1447,6 +1447,9 @@ func (*MCPServerStoppedState) isMCPServerState() {}
 type MarkdownResponsePart struct {
 	ID      string `json:"id"`
 	Content string `json:"content"`
+	// contentBuf is the buffer Content is a view of, appended to in place
+	// (see appendText).
+	contentBuf *textBuf
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`
@@ -1687,6 +1690,9 @@ type ProtectedResourceMetadata struct {
 type ReasoningResponsePart struct {
 	ID      string `json:"id"`
 	Content string `json:"content"`
+	// contentBuf is the buffer Content is a view of, appended to in place
+	// (see appendText).
+	contentBuf *textBuf
 	// Extra holds members this protocol version does not define; they
 	// are written back unchanged.
 	Extra Object `json:"-"`

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,10 @@ type recorder struct {
 	parts []protocol.ResponsePart
 	tools map[string]*toolEntry
 	usage *protocol.UsageInfo
+	// texts holds the text of the last part while it streams: a part's
+	// Content is set from it when another part follows or the turn ends,
+	// so text streamed in pieces is not copied at every piece.
+	texts map[int]*strings.Builder
 }
 
 // toolEntry is a tool call of the turn and where its part is.
@@ -31,7 +36,7 @@ type toolEntry struct {
 }
 
 func newRecorder(t plugins.Turn) *recorder {
-	return &recorder{Turn: t, tools: map[string]*toolEntry{}}
+	return &recorder{Turn: t, tools: map[string]*toolEntry{}, texts: map[int]*strings.Builder{}}
 }
 
 // Text appends Markdown, continuing the last part when it is Markdown.
@@ -39,11 +44,13 @@ func (r *recorder) Text(s string) {
 	r.Turn.Text(s)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if md, ok := r.last().(*protocol.MarkdownResponsePart); ok {
-		md.Content += s
-		return
+	if b := r.streaming(); b != nil {
+		if _, ok := r.last().(*protocol.MarkdownResponsePart); ok {
+			b.WriteString(s)
+			return
+		}
 	}
-	r.parts = append(r.parts, &protocol.MarkdownResponsePart{ID: r.partID(), Content: s})
+	r.add(&protocol.MarkdownResponsePart{ID: r.partID()}, s)
 }
 
 // Reasoning appends reasoning, continuing the last part when it is
@@ -52,11 +59,43 @@ func (r *recorder) Reasoning(s string) {
 	r.Turn.Reasoning(s)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rp, ok := r.last().(*protocol.ReasoningResponsePart); ok {
-		rp.Content += s
-		return
+	if b := r.streaming(); b != nil {
+		if _, ok := r.last().(*protocol.ReasoningResponsePart); ok {
+			b.WriteString(s)
+			return
+		}
 	}
-	r.parts = append(r.parts, &protocol.ReasoningResponsePart{ID: r.partID(), Content: s})
+	r.add(&protocol.ReasoningResponsePart{ID: r.partID()}, s)
+}
+
+// streaming returns the text of the last part while it streams, or nil.
+func (r *recorder) streaming() *strings.Builder {
+	if len(r.parts) == 0 {
+		return nil
+	}
+	return r.texts[len(r.parts)-1]
+}
+
+// add appends a text part that streams, starting with s.
+func (r *recorder) add(p protocol.ResponsePart, s string) {
+	r.settle()
+	r.parts = append(r.parts, p)
+	b := &strings.Builder{}
+	b.WriteString(s)
+	r.texts[len(r.parts)-1] = b
+}
+
+// settle writes the streamed text of the parts into them.
+func (r *recorder) settle() {
+	for i, b := range r.texts {
+		switch p := r.parts[i].(type) {
+		case *protocol.MarkdownResponsePart:
+			p.Content = b.String()
+		case *protocol.ReasoningResponsePart:
+			p.Content = b.String()
+		}
+		delete(r.texts, i)
+	}
 }
 
 func (r *recorder) ToolStart(call plugins.ToolCall) {
@@ -121,6 +160,7 @@ func (r *recorder) ToolDone(id string, result protocol.ToolCallResult) {
 func (r *recorder) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
 	part := &protocol.InputRequestResponsePart{Request: req}
 	r.mu.Lock()
+	r.settle()
 	r.parts = append(r.parts, part)
 	r.mu.Unlock()
 
@@ -150,6 +190,7 @@ func (r *recorder) Usage(u protocol.UsageInfo) {
 func (r *recorder) finish(id string, started time.Time, msg protocol.Message, state protocol.TurnState, turnErr *protocol.ErrorResponsePart) protocol.Turn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.settle()
 	for _, e := range r.tools {
 		if !e.ended {
 			e.ended = true
@@ -186,6 +227,7 @@ func (r *recorder) partID() string { return fmt.Sprintf("part-%d", len(r.parts)+
 
 // start adds a tool call's part, streaming until it runs or asks.
 func (r *recorder) start(call plugins.ToolCall) *toolEntry {
+	r.settle()
 	e := &toolEntry{part: len(r.parts), call: call}
 	r.tools[call.ID] = e
 	r.parts = append(r.parts, &protocol.ToolCallResponsePart{ToolCall: &protocol.ToolCallStreamingState{

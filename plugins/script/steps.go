@@ -63,7 +63,7 @@ func (r *run) step(ctx context.Context, line string) error {
 	arg = strings.TrimSpace(arg)
 	switch word {
 	case "say":
-		r.say(arg)
+		return r.say(ctx, arg)
 	case "think":
 		if arg != "" {
 			r.turn.Reasoning(arg)
@@ -124,16 +124,22 @@ func (r *run) nextID(kind string) string {
 }
 
 // say streams text as a paragraph in chunks of a few words, as a model
-// would.
-func (r *run) say(text string) {
+// would. A cancelled turn stops saying.
+func (r *run) say(ctx context.Context, text string) error {
 	if text == "" {
-		return
+		return nil
 	}
 	chunks := chunkWords(text, min(3, max(1, len(strings.Fields(text))/2)))
 	chunks[len(chunks)-1] += "\n\n"
-	for _, c := range chunks {
+	for i, c := range chunks {
+		if i%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
 		r.turn.Text(c)
 	}
+	return nil
 }
 
 // chunkWords splits text into pieces of perChunk words each, the last
@@ -170,11 +176,9 @@ func (r *run) ask(ctx context.Context, question string) error {
 		return err
 	}
 	if text, ok := answerText(answer.Response, answer.Answers); ok {
-		r.say(text)
-	} else {
-		r.say("No answer was given.")
+		return r.say(ctx, text)
 	}
-	return nil
+	return r.say(ctx, "No answer was given.")
 }
 
 // answerText returns the text answered to the question of an ask step.

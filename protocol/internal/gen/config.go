@@ -73,6 +73,14 @@ var rounded = map[string]bool{
 	"Turn.duration":                    true,
 }
 
+// appendable lists the text members that grow by appends as a turn
+// streams (chat/delta, chat/reasoning): a reducer appends to them in
+// place, so a reply streamed in n pieces costs O(n), not O(n^2).
+var appendable = map[string]bool{
+	"MarkdownResponsePart.content":  true,
+	"ReasoningResponsePart.content": true,
+}
+
 // untyped gives a type to properties the schema leaves open.
 var untyped = map[string]string{
 	"ChatToolCallApprovedAction.approved": "boolean",

@@ -172,6 +172,11 @@ func (b *builder) emitStruct(o *out, d *typeDef) {
 			tag += ",omitzero"
 		}
 		o.p("%s %s `json:%q`", f.goName, fieldType(f), tag)
+		if f.appendable {
+			o.p("// %s is the buffer %s is a view of, appended to in place", lowerFirst(f.goName)+"Buf", f.goName)
+			o.p("// (see appendText).")
+			o.p("%sBuf *textBuf", lowerFirst(f.goName))
+		}
 	}
 	o.p("// Extra holds members this protocol version does not define; they")
 	o.p("// are written back unchanged.")
@@ -192,6 +197,8 @@ func (b *builder) emitStruct(o *out, d *typeDef) {
 }
 
 func actionConst(t string) string { return "Action" + goName(t) }
+
+func lowerFirst(s string) string { return strings.ToLower(s[:1]) + s[1:] }
 
 func (b *builder) emitUnion(o *out, d *typeDef) {
 	var names []string

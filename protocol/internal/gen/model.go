@@ -75,6 +75,9 @@ type field struct {
 	goName   string
 	t        *typ
 	required bool
+	// appendable text grows by appends (streamed text): the struct keeps
+	// the buffer its strings are views of (config.go).
+	appendable bool
 }
 
 // constMember is a property with one fixed value; it has no Go field and is
@@ -316,7 +319,10 @@ func (b *builder) fillStruct(d *typeDef, n *node, ctx, home string) error {
 		if err != nil {
 			return fmt.Errorf("property %s: %w", p, err)
 		}
-		f := &field{json: p, goName: goName(p), t: t, required: n.isRequired(p)}
+		f := &field{json: p, goName: goName(p), t: t, required: n.isRequired(p), appendable: appendable[ctx+"."+p]}
+		if f.appendable && (t.k != kString || !f.required) {
+			return fmt.Errorf("property %s: only a required string can be appendable", p)
+		}
 		if f.goName == "Extra" {
 			return fmt.Errorf("property %s collides with the Extra field", p)
 		}
