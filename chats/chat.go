@@ -184,7 +184,7 @@ func (c *Chat) Validate(a protocol.Action, clientID string) string {
 		return "the tool call is not run by this client"
 	case *protocol.ChatTruncatedAction:
 		if a.TurnID != nil && !hasTurn(s, *a.TurnID) {
-			return fmt.Sprintf("no turn %q to truncate after", *a.TurnID)
+			return fmt.Sprintf("no turn %s to truncate after", protocol.Quote(*a.TurnID))
 		}
 	}
 	return ""

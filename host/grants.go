@@ -36,6 +36,9 @@ func (h *Host) allow(c *conn, method, params string) error {
 		Channel string `json:"channel"`
 	}
 	_ = jsonUnmarshal([]byte(params), &p)
+	if len(p.Channel) > protocol.MaxURIBytes() {
+		return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: channel: a URI of %d bytes: at most %d are allowed", method, len(p.Channel), protocol.MaxURIBytes())
+	}
 	kind, kerr := protocol.ClassifyChannel(p.Channel)
 	if method == "subscribe" && kerr != nil {
 		return nil // no channel to grant: the handler refuses the params

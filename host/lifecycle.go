@@ -330,9 +330,9 @@ func dirOf(uri string) (string, error) {
 func checkSessionID(id string) error {
 	switch {
 	case strings.HasPrefix(id, "."):
-		return fmt.Errorf("session id %q starts with a dot", id)
+		return fmt.Errorf("session id %s starts with a dot", protocol.Quote(id))
 	case strings.ContainsAny(id, "\\\x00"):
-		return fmt.Errorf("session id %q has a character a file name cannot hold", id)
+		return fmt.Errorf("session id %s has a character a file name cannot hold", protocol.Quote(id))
 	case len(id) > 200:
 		return fmt.Errorf("session id is longer than 200 characters")
 	}

@@ -183,11 +183,23 @@ func invalidParams(method string, err error) error {
 	return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: %v", method, err)
 }
 
+// maxErrorMessage bounds an error message: a message quotes at most a
+// prefix of what a client sent (protocol.Quote), and this is the net under
+// any message that slipped through.
+const maxErrorMessage = 4096
+
+func boundedMessage(s string) string {
+	if len(s) <= maxErrorMessage {
+		return s
+	}
+	return s[:maxErrorMessage] + "… (cut)"
+}
+
 // rpcError turns an error into the JSON-RPC error the client gets.
 func rpcError(err error) error {
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
-		e := &jrpc2.Error{Code: jrpc2.Code(pe.Code), Message: pe.Message}
+		e := &jrpc2.Error{Code: jrpc2.Code(pe.Code), Message: boundedMessage(pe.Message)}
 		if pe.Data != nil {
 			if data, derr := json.Marshal(pe.Data); derr == nil {
 				e.Data = data
@@ -198,9 +210,9 @@ func rpcError(err error) error {
 	var uv *protocol.UnsupportedVersionError
 	if errors.As(err, &uv) {
 		data, _ := json.Marshal(uv.Data())
-		return &jrpc2.Error{Code: jrpc2.Code(uv.Code()), Message: uv.Error(), Data: data}
+		return &jrpc2.Error{Code: jrpc2.Code(uv.Code()), Message: boundedMessage(uv.Error()), Data: data}
 	}
-	return &jrpc2.Error{Code: jrpc2.Code(protocol.CodeInternalError), Message: err.Error()}
+	return &jrpc2.Error{Code: jrpc2.Code(protocol.CodeInternalError), Message: boundedMessage(err.Error())}
 }
 
 // serve runs the JSON-RPC server of a connection until it ends.

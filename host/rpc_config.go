@@ -48,7 +48,7 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 	state, _ := h.resolveConfig(backend, p.Config, c.principal, folder)
 	prop, ok := state.Schema.Properties.Get(p.Property)
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %q", p.Property)
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %s", protocol.Quote(p.Property))
 	}
 	query := ""
 	if p.Query != nil {
@@ -101,7 +101,7 @@ func (h *Host) configBackend(provider *string) (plugins.Backend, error) {
 	}
 	b, ok := h.opts.Backends.Get(*provider)
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %q on this host (it has %s)", *provider, strings.Join(h.opts.Backends.Providers(), ", "))
+		return nil, protocol.Errorf(protocol.CodeProviderNotFound, "no provider %s on this host (it has %s)", protocol.Quote(*provider), strings.Join(h.opts.Backends.Providers(), ", "))
 	}
 	return b, nil
 }

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -31,10 +32,16 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 		c.log.Debug("dropping a malformed dispatchAction", "err", err)
 		return nil, nil
 	}
+	if len(p.Channel) > protocol.MaxURIBytes() {
+		// No channel has such a name: an action on a channel that does
+		// not exist is ignored.
+		c.log.Debug("dropping a dispatchAction on an oversized channel", "bytes", len(p.Channel))
+		return nil, nil
+	}
 	origin := &protocol.ActionOrigin{ClientID: c.client(), ClientSeq: p.ClientSeq}
 	a, err := protocol.UnmarshalAction(p.Action)
 	if err != nil {
-		h.refuse(c, p.Channel, &protocol.Unknown{Raw: p.Action}, origin, "invalid action: "+err.Error())
+		h.refuse(c, p.Channel, echoable(p.Action), origin, "invalid action: "+err.Error())
 		return nil, nil
 	}
 	// The grant is checked once the action is known to be a client's, and
@@ -78,6 +85,26 @@ var notOffered = map[string]string{
 	"canvas":        "canvases",
 }
 
+// maxEchoedAction bounds the action a refusal carries back: a larger one
+// is sent back as its type alone.
+const maxEchoedAction = 64 << 10
+
+// echoable is what a refusal of an action that does not decode carries.
+func echoable(raw jsontext.Value) *protocol.Unknown {
+	if len(raw) <= maxEchoedAction {
+		return &protocol.Unknown{Raw: raw}
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = jsonUnmarshal(raw, &head)
+	if len(head.Type) > 256 {
+		head.Type = ""
+	}
+	stub, _ := json.Marshal(head)
+	return &protocol.Unknown{Kind: head.Type, Raw: stub}
+}
+
 // checkType refuses actions no client may send, and those the protocol
 // version the connection speaks does not have.
 func checkType(a protocol.Action, version string) string {
@@ -118,6 +145,7 @@ func checkChannel(channel string, a protocol.Action) string {
 }
 
 func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+	reason = boundedMessage(reason)
 	c.log.Debug("refused a client action", "channel", channel, "reason", reason)
 	h.bus.echo(c, channel, a, origin, reason)
 }

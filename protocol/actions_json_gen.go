@@ -270,7 +270,7 @@ func (x *ActionEnvelope) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "action":
 			seen |= 1 << 1
@@ -338,7 +338,7 @@ func (x *ActionOrigin) decode(d *decoder) error {
 		switch string(name) {
 		case "clientId":
 			seen |= 1 << 0
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "clientSeq":
 			seen |= 1 << 1
@@ -398,11 +398,11 @@ func (x *AnnotationsEntryRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("annotations/entryRemoved"))
 		case "annotationId":
 			seen |= 1 << 1
-			x.AnnotationID, err = d.string()
+			x.AnnotationID, err = d.id()
 			err = inField("annotationId", err)
 		case "entryId":
 			seen |= 1 << 2
-			x.EntryID, err = d.string()
+			x.EntryID, err = d.id()
 			err = inField("entryId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -461,7 +461,7 @@ func (x *AnnotationsEntrySetAction) decode(d *decoder) error {
 			err = inField("type", d.expect("annotations/entrySet"))
 		case "annotationId":
 			seen |= 1 << 1
-			x.AnnotationID, err = d.string()
+			x.AnnotationID, err = d.id()
 			err = inField("annotationId", err)
 		case "entry":
 			seen |= 1 << 2
@@ -521,7 +521,7 @@ func (x *AnnotationsRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("annotations/removed"))
 		case "annotationId":
 			seen |= 1 << 1
-			x.AnnotationID, err = d.string()
+			x.AnnotationID, err = d.id()
 			err = inField("annotationId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -644,13 +644,13 @@ func (x *AnnotationsUpdatedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("annotations/updated"))
 		case "annotationId":
 			seen |= 1 << 1
-			x.AnnotationID, err = d.string()
+			x.AnnotationID, err = d.id()
 			err = inField("annotationId", err)
 		case "origin":
 			x.Origin, err = decodeOptional(d, decodeStruct[AnnotationOrigin])
 			err = inField("origin", err)
 		case "resource":
-			x.Resource, err = decodeOptional(d, (*decoder).string)
+			x.Resource, err = decodeOptional(d, (*decoder).uri)
 			err = inField("resource", err)
 		case "range":
 			x.Range, err = decodeOptional(d, decodeStruct[TextRange])
@@ -712,7 +712,7 @@ func (x *AutomationCreateRequestedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("automation/createRequested"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "definition":
 			seen |= 1 << 2
@@ -865,7 +865,7 @@ func (x *AutomationRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("automation/removed"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1021,7 +1021,7 @@ func (x *AutomationRunPrimarySessionChangedAction) decode(d *decoder) error {
 			seen |= 1 << 0
 			err = inField("type", d.expect("automationRun/primarySessionChanged"))
 		case "primarySession":
-			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			x.PrimarySession, err = decodeOptional(d, (*decoder).uri)
 			err = inField("primarySession", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1072,7 +1072,7 @@ func (x *AutomationRunSessionRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("automationRun/sessionRemoved"))
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1126,7 +1126,7 @@ func (x *AutomationRunSessionSetAction) decode(d *decoder) error {
 			err = inField("type", d.expect("automationRun/sessionSet"))
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1235,7 +1235,7 @@ func (x *AutomationUpdateRequestedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("automation/updateRequested"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "changes":
 			seen |= 1 << 2
@@ -1642,7 +1642,7 @@ func (x *ChangesetOperationStatusChangedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("changeset/operationStatusChanged"))
 		case "operationId":
 			seen |= 1 << 1
-			x.OperationID, err = d.string()
+			x.OperationID, err = d.id()
 			err = inField("operationId", err)
 		case "status":
 			seen |= 1 << 2
@@ -1965,7 +1965,7 @@ func (x *ChatBackgroundWorkRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/backgroundWorkRemoved"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2193,11 +2193,11 @@ func (x *ChatDeltaAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/delta"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "partId":
 			seen |= 1 << 2
-			x.PartID, err = d.string()
+			x.PartID, err = d.id()
 			err = inField("partId", err)
 		case "content":
 			seen |= 1 << 3
@@ -2324,7 +2324,7 @@ func (x *ChatErrorAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/error"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
@@ -2400,11 +2400,11 @@ func (x *ChatInputAnswerChangedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/inputAnswerChanged"))
 		case "requestId":
 			seen |= 1 << 1
-			x.RequestID, err = d.string()
+			x.RequestID, err = d.id()
 			err = inField("requestId", err)
 		case "questionId":
 			seen |= 1 << 2
-			x.QuestionID, err = d.string()
+			x.QuestionID, err = d.id()
 			err = inField("questionId", err)
 		case "answer":
 			x.Answer, err = decodeNullable(d, decodeChatInputAnswer)
@@ -2475,7 +2475,7 @@ func (x *ChatInputCompletedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/inputCompleted"))
 		case "requestId":
 			seen |= 1 << 1
-			x.RequestID, err = d.string()
+			x.RequestID, err = d.id()
 			err = inField("requestId", err)
 		case "response":
 			seen |= 1 << 2
@@ -2760,7 +2760,7 @@ func (x *ChatPendingMessageRemovedAction) decode(d *decoder) error {
 			err = inField("kind", err)
 		case "id":
 			seen |= 1 << 2
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2825,7 +2825,7 @@ func (x *ChatPendingMessageSetAction) decode(d *decoder) error {
 			err = inField("kind", err)
 		case "id":
 			seen |= 1 << 2
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "message":
 			seen |= 1 << 3
@@ -2954,11 +2954,11 @@ func (x *ChatReasoningAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/reasoning"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "partId":
 			seen |= 1 << 2
-			x.PartID, err = d.string()
+			x.PartID, err = d.id()
 			err = inField("partId", err)
 		case "content":
 			seen |= 1 << 3
@@ -3031,7 +3031,7 @@ func (x *ChatResponsePartAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/responsePart"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "part":
 			seen |= 1 << 2
@@ -3103,11 +3103,11 @@ func (x *ChatToolCallAuthRequiredAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallAuthRequired"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3179,11 +3179,11 @@ func (x *ChatToolCallAuthResolvedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallAuthResolved"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3255,11 +3255,11 @@ func (x *ChatToolCallCompleteAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallComplete"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3360,11 +3360,11 @@ func (x *ChatToolCallConfirmedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallConfirmed"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3461,11 +3461,11 @@ func (x *ChatToolCallContentChangedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallContentChanged"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3546,11 +3546,11 @@ func (x *ChatToolCallDeltaAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallDelta"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3664,11 +3664,11 @@ func (x *ChatToolCallReadyAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallReady"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3769,11 +3769,11 @@ func (x *ChatToolCallResultConfirmedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallResultConfirmed"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3858,11 +3858,11 @@ func (x *ChatToolCallStartAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/toolCallStart"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -3943,7 +3943,7 @@ func (x *ChatTruncatedAction) decode(d *decoder) error {
 			seen |= 1 << 0
 			err = inField("type", d.expect("chat/truncated"))
 		case "turnId":
-			x.TurnID, err = decodeOptional(d, (*decoder).string)
+			x.TurnID, err = decodeOptional(d, (*decoder).id)
 			err = inField("turnId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4000,7 +4000,7 @@ func (x *ChatTurnCancelledAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/turnCancelled"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
@@ -4070,7 +4070,7 @@ func (x *ChatTurnCompleteAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/turnComplete"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "duration":
 			seen |= 1 << 2
@@ -4134,7 +4134,7 @@ func (x *ChatTurnResumeAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/turnResume"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4200,7 +4200,7 @@ func (x *ChatTurnStartedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/turnStarted"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "startedAt":
 			seen |= 1 << 2
@@ -4210,7 +4210,7 @@ func (x *ChatTurnStartedAction) decode(d *decoder) error {
 			seen |= 1 << 3
 			err = inField("message", x.Message.decode(d))
 		case "queuedMessageId":
-			x.QueuedMessageID, err = decodeOptional(d, (*decoder).string)
+			x.QueuedMessageID, err = decodeOptional(d, (*decoder).id)
 			err = inField("queuedMessageId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -4344,7 +4344,7 @@ func (x *ChatUsageAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/usage"))
 		case "turnId":
 			seen |= 1 << 1
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "usage":
 			seen |= 1 << 2
@@ -4407,7 +4407,7 @@ func (x *ChatWorkingDirectoryRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/workingDirectoryRemoved"))
 		case "directory":
 			seen |= 1 << 1
-			x.Directory, err = d.string()
+			x.Directory, err = d.uri()
 			err = inField("directory", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4461,7 +4461,7 @@ func (x *ChatWorkingDirectorySetAction) decode(d *decoder) error {
 			err = inField("type", d.expect("chat/workingDirectorySet"))
 		case "directory":
 			seen |= 1 << 1
-			x.Directory, err = d.string()
+			x.Directory, err = d.uri()
 			err = inField("directory", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4550,7 +4550,7 @@ func (x *PartialChatSummary) decode(d *decoder) error {
 		}
 		switch string(name) {
 		case "resource":
-			x.Resource, err = decodeOptional(d, (*decoder).string)
+			x.Resource, err = decodeOptional(d, (*decoder).uri)
 			err = inField("resource", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -4577,7 +4577,7 @@ func (x *PartialChatSummary) decode(d *decoder) error {
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4959,7 +4959,7 @@ func (x *SessionActiveClientRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/activeClientRemoved"))
 		case "clientId":
 			seen |= 1 << 1
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5227,7 +5227,7 @@ func (x *SessionChatRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/chatRemoved"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5283,7 +5283,7 @@ func (x *SessionChatUpdatedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/chatUpdated"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "changes":
 			seen |= 1 << 2
@@ -5347,7 +5347,7 @@ func (x *SessionChatsReorderedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/chatsReordered"))
 		case "chats":
 			seen |= 1 << 1
-			x.Chats, err = decodeArray(d, (*decoder).string)
+			x.Chats, err = decodeArray(d, (*decoder).uri)
 			err = inField("chats", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5515,7 +5515,7 @@ func (x *SessionCustomizationRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/customizationRemoved"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5575,7 +5575,7 @@ func (x *SessionCustomizationToggledAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/customizationToggled"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "enablement":
 			seen |= 1 << 2
@@ -5749,7 +5749,7 @@ func (x *SessionDefaultChatChangedAction) decode(d *decoder) error {
 			seen |= 1 << 0
 			err = inField("type", d.expect("session/defaultChatChanged"))
 		case "defaultChat":
-			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			x.DefaultChat, err = decodeOptional(d, (*decoder).uri)
 			err = inField("defaultChat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5800,7 +5800,7 @@ func (x *SessionInputNeededRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/inputNeededRemoved"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6018,7 +6018,7 @@ func (x *SessionMCPServerBackgroundRequestedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/mcpServerBackgroundRequested"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6072,7 +6072,7 @@ func (x *SessionMCPServerStartRequestedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/mcpServerStartRequested"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6132,14 +6132,14 @@ func (x *SessionMCPServerStateChangedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/mcpServerStateChanged"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "state":
 			seen |= 1 << 2
 			x.State, err = decodeMCPServerState(d)
 			err = inField("state", err)
 		case "channel":
-			x.Channel, err = decodeOptional(d, (*decoder).string)
+			x.Channel, err = decodeOptional(d, (*decoder).uri)
 			err = inField("channel", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6196,7 +6196,7 @@ func (x *SessionMCPServerStopRequestedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/mcpServerStopRequested"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6459,7 +6459,7 @@ func (x *SessionWorkingDirectoryRemovedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/workingDirectoryRemoved"))
 		case "directory":
 			seen |= 1 << 1
-			x.Directory, err = d.string()
+			x.Directory, err = d.uri()
 			err = inField("directory", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6515,11 +6515,11 @@ func (x *SessionWorkingDirectoryReplacedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/workingDirectoryReplaced"))
 		case "directory":
 			seen |= 1 << 1
-			x.Directory, err = d.string()
+			x.Directory, err = d.uri()
 			err = inField("directory", err)
 		case "replacement":
 			seen |= 1 << 2
-			x.Replacement, err = d.string()
+			x.Replacement, err = d.uri()
 			err = inField("replacement", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6576,7 +6576,7 @@ func (x *SessionWorkingDirectorySetAction) decode(d *decoder) error {
 			err = inField("type", d.expect("session/workingDirectorySet"))
 		case "directory":
 			seen |= 1 << 1
-			x.Directory, err = d.string()
+			x.Directory, err = d.uri()
 			err = inField("directory", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -6780,7 +6780,7 @@ func (x *TerminalCommandExecutedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("terminal/commandExecuted"))
 		case "commandId":
 			seen |= 1 << 1
-			x.CommandID, err = d.string()
+			x.CommandID, err = d.id()
 			err = inField("commandId", err)
 		case "commandLine":
 			seen |= 1 << 2
@@ -6856,7 +6856,7 @@ func (x *TerminalCommandFinishedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("terminal/commandFinished"))
 		case "commandId":
 			seen |= 1 << 1
-			x.CommandID, err = d.string()
+			x.CommandID, err = d.id()
 			err = inField("commandId", err)
 		case "exitCode":
 			x.ExitCode, err = decodeOptional(d, (*decoder).int)
@@ -6916,7 +6916,7 @@ func (x *TerminalCwdChangedAction) decode(d *decoder) error {
 			err = inField("type", d.expect("terminal/cwdChanged"))
 		case "cwd":
 			seen |= 1 << 1
-			x.Cwd, err = d.string()
+			x.Cwd, err = d.uri()
 			err = inField("cwd", err)
 		default:
 			err = d.extra(&x.Extra, name)

@@ -462,7 +462,7 @@ func (x *BaseParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -596,7 +596,7 @@ func (x *ChangesetOperationTargetRange) decode(d *decoder) error {
 			err = inField("kind", d.expect("range"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "side":
 			x.Side, err = decodeOptional(d, (*decoder).string)
@@ -663,7 +663,7 @@ func (x *ChangesetOperationTargetResource) decode(d *decoder) error {
 			err = inField("kind", d.expect("resource"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "side":
 			x.Side, err = decodeOptional(d, (*decoder).string)
@@ -791,10 +791,10 @@ func (x *ChatMoveToSessionDestination) decode(d *decoder) error {
 			err = inField("kind", d.expect("session"))
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		case "after":
-			x.After, err = decodeOptional(d, (*decoder).string)
+			x.After, err = decodeOptional(d, (*decoder).uri)
 			err = inField("after", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -985,7 +985,7 @@ func (x *CompletionsParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1127,14 +1127,14 @@ func (x *CreateChatParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "initialMessage":
 			x.InitialMessage, err = decodeOptional(d, decodeStruct[Message])
@@ -1143,7 +1143,7 @@ func (x *CreateChatParams) decode(d *decoder) error {
 			x.Source, err = decodeNullable(d, decodeChatSource)
 			err = inField("source", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1216,7 +1216,7 @@ func (x *CreateResourceWatchParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "recursive":
 			x.Recursive, err = decodeOptional(d, (*decoder).bool)
@@ -1274,7 +1274,7 @@ func (x *CreateResourceWatchResult) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -1348,7 +1348,7 @@ func (x *CreateSessionParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1357,7 +1357,7 @@ func (x *CreateSessionParams) decode(d *decoder) error {
 			x.Provider, err = decodeOptional(d, (*decoder).string)
 			err = inField("provider", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
@@ -1434,7 +1434,7 @@ func (x *CreateTerminalParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1447,7 +1447,7 @@ func (x *CreateTerminalParams) decode(d *decoder) error {
 			x.Name, err = decodeOptional(d, (*decoder).string)
 			err = inField("name", err)
 		case "cwd":
-			x.Cwd, err = decodeOptional(d, (*decoder).string)
+			x.Cwd, err = decodeOptional(d, (*decoder).uri)
 			err = inField("cwd", err)
 		case "cols":
 			x.Cols, err = decodeOptional(d, (*decoder).int)
@@ -1561,7 +1561,7 @@ func (x *DispatchActionParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "clientSeq":
 			seen |= 1 << 1
@@ -1625,7 +1625,7 @@ func (x *DisposeChatParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1678,7 +1678,7 @@ func (x *DisposeSessionParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1731,7 +1731,7 @@ func (x *DisposeTerminalParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1796,7 +1796,7 @@ func (x *FetchAutomationRunsParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "automation":
 			seen |= 1 << 1
-			x.Automation, err = d.string()
+			x.Automation, err = d.uri()
 			err = inField("automation", err)
 		case "cursor":
 			x.Cursor, err = decodeOptional(d, (*decoder).string)
@@ -1892,7 +1892,7 @@ func (x *FetchTurnsParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1987,11 +1987,11 @@ func (x *ForkChatSource) decode(d *decoder) error {
 			err = inField("kind", d.expect("fork"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 2
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2195,13 +2195,13 @@ func (x *InitializeParams) decode(d *decoder) error {
 			err = inField("protocolVersions", err)
 		case "clientId":
 			seen |= 1 << 2
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "clientInfo":
 			x.ClientInfo, err = decodeOptional(d, decodeStruct[Implementation])
 			err = inField("clientInfo", err)
 		case "initialSubscriptions":
-			x.InitialSubscriptions, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.InitialSubscriptions, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("initialSubscriptions", err)
 		case "locale":
 			x.Locale, err = decodeOptional(d, (*decoder).string)
@@ -2316,7 +2316,7 @@ func (x *InitializeResult) decode(d *decoder) error {
 			x.Snapshots, err = decodeArray(d, decodeStruct[Snapshot])
 			err = inField("snapshots", err)
 		case "defaultDirectory":
-			x.DefaultDirectory, err = decodeOptional(d, (*decoder).string)
+			x.DefaultDirectory, err = decodeOptional(d, (*decoder).uri)
 			err = inField("defaultDirectory", err)
 		case "completionTriggerCharacters":
 			x.CompletionTriggerCharacters, err = decodeNullable(d, arrayOf((*decoder).string))
@@ -2390,14 +2390,14 @@ func (x *InvokeChangesetOperationParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "operationId":
 			seen |= 1 << 1
-			x.OperationID, err = d.string()
+			x.OperationID, err = d.id()
 			err = inField("operationId", err)
 		case "target":
 			x.Target, err = decodeNullable(d, decodeChangesetOperationTarget)
@@ -2529,7 +2529,7 @@ func (x *ListAutomationTriggerDefinitionsParams) decode(d *decoder) error {
 			x.Provider, err = decodeOptional(d, (*decoder).string)
 			err = inField("provider", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "sessionConfig":
 			x.SessionConfig, err = decodeNullable(d, (*decoder).object)
@@ -2759,7 +2759,7 @@ func (x *MoveChatParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -2815,7 +2815,7 @@ func (x *MoveChatResult) decode(d *decoder) error {
 		switch string(name) {
 		case "session":
 			seen |= 1 << 0
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3026,7 +3026,7 @@ func (x *ReconnectParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "clientId":
 			seen |= 1 << 1
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "lastSeenServerSeq":
 			seen |= 1 << 2
@@ -3034,7 +3034,7 @@ func (x *ReconnectParams) decode(d *decoder) error {
 			err = inField("lastSeenServerSeq", err)
 		case "subscriptions":
 			seen |= 1 << 3
-			x.Subscriptions, err = decodeArray(d, (*decoder).string)
+			x.Subscriptions, err = decodeArray(d, (*decoder).uri)
 			err = inField("subscriptions", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3108,7 +3108,7 @@ func (x *ReconnectReplayResult) decode(d *decoder) error {
 			err = inField("actions", err)
 		case "missing":
 			seen |= 1 << 2
-			x.Missing, err = decodeArray(d, (*decoder).string)
+			x.Missing, err = decodeArray(d, (*decoder).uri)
 			err = inField("missing", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3264,7 +3264,7 @@ func (x *ResolveSessionConfigParams) decode(d *decoder) error {
 			x.Provider, err = decodeOptional(d, (*decoder).string)
 			err = inField("provider", err)
 		case "workingDirectory":
-			x.WorkingDirectory, err = decodeOptional(d, (*decoder).string)
+			x.WorkingDirectory, err = decodeOptional(d, (*decoder).uri)
 			err = inField("workingDirectory", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
@@ -3385,11 +3385,11 @@ func (x *ResourceCopyParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "source":
 			seen |= 1 << 1
-			x.Source, err = d.string()
+			x.Source, err = d.uri()
 			err = inField("source", err)
 		case "destination":
 			seen |= 1 << 2
-			x.Destination, err = d.string()
+			x.Destination, err = d.uri()
 			err = inField("destination", err)
 		case "failIfExists":
 			x.FailIfExists, err = decodeOptional(d, (*decoder).bool)
@@ -3496,7 +3496,7 @@ func (x *ResourceDeleteParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "recursive":
 			x.Recursive, err = decodeOptional(d, (*decoder).bool)
@@ -3596,7 +3596,7 @@ func (x *ResourceListParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3707,7 +3707,7 @@ func (x *ResourceMkdirParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3810,11 +3810,11 @@ func (x *ResourceMoveParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "source":
 			seen |= 1 << 1
-			x.Source, err = d.string()
+			x.Source, err = d.uri()
 			err = inField("source", err)
 		case "destination":
 			seen |= 1 << 2
-			x.Destination, err = d.string()
+			x.Destination, err = d.uri()
 			err = inField("destination", err)
 		case "failIfExists":
 			x.FailIfExists, err = decodeOptional(d, (*decoder).bool)
@@ -4055,7 +4055,7 @@ func (x *ResourceRequestParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "read":
 			x.Read, err = decodeOptional(d, (*decoder).bool)
@@ -4162,7 +4162,7 @@ func (x *ResourceResolveParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "followSymlinks":
 			x.FollowSymlinks, err = decodeOptional(d, (*decoder).bool)
@@ -4236,7 +4236,7 @@ func (x *ResourceResolveResult) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "type":
 			seen |= 1 << 1
@@ -4340,7 +4340,7 @@ func (x *ResourceWriteParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "data":
 			seen |= 1 << 2
@@ -4468,11 +4468,11 @@ func (x *RunAutomationParams) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "automation":
 			seen |= 1 << 1
-			x.Automation, err = d.string()
+			x.Automation, err = d.uri()
 			err = inField("automation", err)
 		case "requestId":
 			seen |= 1 << 2
-			x.RequestID, err = d.string()
+			x.RequestID, err = d.id()
 			err = inField("requestId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4524,7 +4524,7 @@ func (x *RunAutomationResult) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4600,7 +4600,7 @@ func (x *SessionConfigCompletionsParams) decode(d *decoder) error {
 			x.Provider, err = decodeOptional(d, (*decoder).string)
 			err = inField("provider", err)
 		case "workingDirectory":
-			x.WorkingDirectory, err = decodeOptional(d, (*decoder).string)
+			x.WorkingDirectory, err = decodeOptional(d, (*decoder).uri)
 			err = inField("workingDirectory", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
@@ -4782,11 +4782,11 @@ func (x *SideChatSource) decode(d *decoder) error {
 			err = inField("kind", d.expect("sideChat"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 2
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "selection":
 			x.Selection, err = decodeOptional(d, decodeStruct[SideChatSelection])
@@ -4853,7 +4853,7 @@ func (x *SubscribeParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -5037,7 +5037,7 @@ func (x *UnsubscribeParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		default:
 			err = d.extra(&x.Extra, name)

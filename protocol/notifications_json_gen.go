@@ -36,7 +36,7 @@ func (x *AuthRequiredParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "resource":
 			seen |= 1 << 1
@@ -93,7 +93,7 @@ func (x *OTLPExportLogsParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "payload":
 			seen |= 1 << 1
@@ -148,7 +148,7 @@ func (x *OTLPExportMetricsParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "payload":
 			seen |= 1 << 1
@@ -203,7 +203,7 @@ func (x *OTLPExportTracesParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "payload":
 			seen |= 1 << 1
@@ -338,13 +338,13 @@ func (x *PartialSessionSummary) decode(d *decoder) error {
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "annotations":
 			x.Annotations, err = decodeOptional(d, decodeStruct[AnnotationsSummary])
 			err = inField("annotations", err)
 		case "resource":
-			x.Resource, err = decodeOptional(d, (*decoder).string)
+			x.Resource, err = decodeOptional(d, (*decoder).uri)
 			err = inField("resource", err)
 		case "createdAt":
 			x.CreatedAt, err = decodeOptional(d, (*decoder).string)
@@ -362,7 +362,7 @@ func (x *PartialSessionSummary) decode(d *decoder) error {
 			x.Chats, err = decodeNullable(d, arrayOf(decodeStruct[SessionChatSummary]))
 			err = inField("chats", err)
 		case "defaultChat":
-			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			x.DefaultChat, err = decodeOptional(d, (*decoder).uri)
 			err = inField("defaultChat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -417,7 +417,7 @@ func (x *ProgressParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "progressToken":
 			seen |= 1 << 1
@@ -485,7 +485,7 @@ func (x *SessionAddedParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "summary":
 			seen |= 1 << 1
@@ -539,11 +539,11 @@ func (x *SessionRemovedParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -596,11 +596,11 @@ func (x *SessionSummaryChangedParams) decode(d *decoder) error {
 		switch string(name) {
 		case "channel":
 			seen |= 1 << 0
-			x.Channel, err = d.string()
+			x.Channel, err = d.uri()
 			err = inField("channel", err)
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		case "changes":
 			seen |= 1 << 2

@@ -108,7 +108,7 @@ func (x *ActiveTurn) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "startedAt":
 			seen |= 1 << 1
@@ -280,11 +280,11 @@ func (x *AgentCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("agent"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -476,7 +476,7 @@ func (x *AgentSelection) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -542,14 +542,14 @@ func (x *Annotation) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "origin":
 			seen |= 1 << 1
 			err = inField("origin", x.Origin.decode(d))
 		case "resource":
 			seen |= 1 << 2
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "range":
 			x.Range, err = decodeOptional(d, decodeStruct[TextRange])
@@ -627,7 +627,7 @@ func (x *AnnotationEntry) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "text":
 			seen |= 1 << 1
@@ -690,13 +690,13 @@ func (x *AnnotationOrigin) decode(d *decoder) error {
 		switch string(name) {
 		case "session":
 			seen |= 1 << 0
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		case "chat":
-			x.Chat, err = decodeOptional(d, (*decoder).string)
+			x.Chat, err = decodeOptional(d, (*decoder).uri)
 			err = inField("chat", err)
 		case "turnId":
-			x.TurnID, err = decodeOptional(d, (*decoder).string)
+			x.TurnID, err = decodeOptional(d, (*decoder).id)
 			err = inField("turnId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -796,7 +796,7 @@ func (x *AnnotationsSummary) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "annotationCount":
 			seen |= 1 << 1
@@ -1279,7 +1279,7 @@ func (x *AutomationEntry) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "definition":
 			seen |= 1 << 1
@@ -1397,7 +1397,7 @@ func (x *AutomationEventTrigger) decode(d *decoder) error {
 			err = inField("kind", d.expect("event"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "type":
 			seen |= 1 << 2
@@ -1720,11 +1720,11 @@ func (x *AutomationRunState) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "automation":
 			seen |= 1 << 1
-			x.Automation, err = d.string()
+			x.Automation, err = d.uri()
 			err = inField("automation", err)
 		case "origin":
 			seen |= 1 << 2
@@ -1736,10 +1736,10 @@ func (x *AutomationRunState) decode(d *decoder) error {
 			err = inField("lifecycle", err)
 		case "sessions":
 			seen |= 1 << 4
-			x.Sessions, err = decodeArray(d, (*decoder).string)
+			x.Sessions, err = decodeArray(d, (*decoder).uri)
 			err = inField("sessions", err)
 		case "primarySession":
-			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			x.PrimarySession, err = decodeOptional(d, (*decoder).uri)
 			err = inField("primarySession", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -1816,11 +1816,11 @@ func (x *AutomationRunSummary) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "automation":
 			seen |= 1 << 1
-			x.Automation, err = d.string()
+			x.Automation, err = d.uri()
 			err = inField("automation", err)
 		case "origin":
 			seen |= 1 << 2
@@ -1831,7 +1831,7 @@ func (x *AutomationRunSummary) decode(d *decoder) error {
 			x.Lifecycle, err = decodeAutomationRunLifecycle(d)
 			err = inField("lifecycle", err)
 		case "primarySession":
-			x.PrimarySession, err = decodeOptional(d, (*decoder).string)
+			x.PrimarySession, err = decodeOptional(d, (*decoder).uri)
 			err = inField("primarySession", err)
 		case "sessionCount":
 			seen |= 1 << 4
@@ -2025,7 +2025,7 @@ func (x *AutomationScheduleTrigger) decode(d *decoder) error {
 			err = inField("kind", d.expect("schedule"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "schedule":
 			seen |= 1 << 2
@@ -2090,11 +2090,11 @@ func (x *AutomationSessionOrigin) decode(d *decoder) error {
 			err = inField("kind", d.expect("automation"))
 		case "automation":
 			seen |= 1 << 1
-			x.Automation, err = d.string()
+			x.Automation, err = d.uri()
 			err = inField("automation", err)
 		case "run":
 			seen |= 1 << 2
-			x.Run, err = d.string()
+			x.Run, err = d.uri()
 			err = inField("run", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2183,7 +2183,7 @@ func (x *AutomationSessionTemplate) decode(d *decoder) error {
 			x.Agent, err = decodeOptional(d, decodeStruct[AgentSelection])
 			err = inField("agent", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
@@ -2317,7 +2317,7 @@ func (x *AutomationTriggerEventDefinition) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			seen |= 1 << 1
@@ -2467,7 +2467,7 @@ func (x *BackgroundShellWork) decode(d *decoder) error {
 			err = inField("kind", d.expect("shell"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 2
@@ -2485,7 +2485,7 @@ func (x *BackgroundShellWork) decode(d *decoder) error {
 			x.Command, err = d.string()
 			err = inField("command", err)
 		case "terminal":
-			x.Terminal, err = decodeOptional(d, (*decoder).string)
+			x.Terminal, err = decodeOptional(d, (*decoder).uri)
 			err = inField("terminal", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2558,7 +2558,7 @@ func (x *BackgroundSubagentWork) decode(d *decoder) error {
 			err = inField("kind", d.expect("subagent"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 2
@@ -2573,7 +2573,7 @@ func (x *BackgroundSubagentWork) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "chat":
 			seen |= 1 << 4
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2661,7 +2661,7 @@ func (x *BackgroundWorkBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 1
@@ -2724,7 +2724,7 @@ func (x *CanvasReference) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -2810,7 +2810,7 @@ func (x *CanvasState) decode(d *decoder) error {
 			x.Status, err = decodeOptional(d, (*decoder).string)
 			err = inField("status", err)
 		case "url":
-			x.URL, err = decodeOptional(d, (*decoder).string)
+			x.URL, err = decodeOptional(d, (*decoder).uri)
 			err = inField("url", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -3050,7 +3050,7 @@ func (x *ChangesetFile) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "edit":
 			seen |= 1 << 1
@@ -3138,7 +3138,7 @@ func (x *ChangesetOperation) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 1
@@ -3514,7 +3514,7 @@ func (x *ChatInputBooleanQuestion) decode(d *decoder) error {
 			err = inField("kind", d.expect("boolean"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -3612,7 +3612,7 @@ func (x *ChatInputMultiSelectQuestion) decode(d *decoder) error {
 			err = inField("kind", d.expect("multi-select"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -3768,7 +3768,7 @@ func (x *ChatInputNumberQuestion) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -3853,7 +3853,7 @@ func (x *ChatInputOption) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 1
@@ -3950,7 +3950,7 @@ func (x *ChatInputQuestionBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -4034,13 +4034,13 @@ func (x *ChatInputRequest) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "message":
 			x.Message, err = decodeOptional(d, (*decoder).string)
 			err = inField("message", err)
 		case "url":
-			x.URL, err = decodeOptional(d, (*decoder).string)
+			x.URL, err = decodeOptional(d, (*decoder).uri)
 			err = inField("url", err)
 		case "questions":
 			x.Questions, err = decodeNullable(d, arrayOf(decodeChatInputQuestion))
@@ -4251,7 +4251,7 @@ func (x *ChatInputSingleSelectQuestion) decode(d *decoder) error {
 			err = inField("kind", d.expect("single-select"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -4464,7 +4464,7 @@ func (x *ChatInputTextQuestion) decode(d *decoder) error {
 			err = inField("kind", d.expect("text"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "title":
 			x.Title, err = decodeOptional(d, (*decoder).string)
@@ -4569,11 +4569,11 @@ func (x *ChatOriginFork) decode(d *decoder) error {
 			err = inField("kind", d.expect("fork"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 2
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4636,11 +4636,11 @@ func (x *ChatOriginSideChat) decode(d *decoder) error {
 			err = inField("kind", d.expect("sideChat"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 2
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "selection":
 			x.Selection, err = decodeOptional(d, decodeStruct[SideChatSelection])
@@ -4702,11 +4702,11 @@ func (x *ChatOriginTool) decode(d *decoder) error {
 			err = inField("kind", d.expect("tool"))
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "toolCallId":
 			seen |= 1 << 2
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -4895,7 +4895,7 @@ func (x *ChatState) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 1
@@ -4925,7 +4925,7 @@ func (x *ChatState) decode(d *decoder) error {
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "changesets":
 			x.Changesets, err = decodeNullable(d, arrayOf(decodeStruct[Changeset]))
@@ -5048,7 +5048,7 @@ func (x *ChatSummary) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 1
@@ -5078,7 +5078,7 @@ func (x *ChatSummary) decode(d *decoder) error {
 			x.Interactivity, err = decodeOptional(d, decodeString[ChatInteractivity])
 			err = inField("interactivity", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -5187,11 +5187,11 @@ func (x *ChildCustomizationBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 2
@@ -5329,11 +5329,11 @@ func (x *ClientPluginCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("plugin"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -5349,7 +5349,7 @@ func (x *ClientPluginCustomization) decode(d *decoder) error {
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "clientId":
-			x.ClientID, err = decodeOptional(d, (*decoder).string)
+			x.ClientID, err = decodeOptional(d, (*decoder).id)
 			err = inField("clientId", err)
 		case "load":
 			x.Load, err = decodeNullable(d, decodeCustomizationLoadState)
@@ -5660,7 +5660,7 @@ func (x *ConfirmationOption) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "label":
 			seen |= 1 << 1
@@ -5759,11 +5759,11 @@ func (x *ContainerCustomizationBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 2
@@ -5779,7 +5779,7 @@ func (x *ContainerCustomizationBase) decode(d *decoder) error {
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "clientId":
-			x.ClientID, err = decodeOptional(d, (*decoder).string)
+			x.ClientID, err = decodeOptional(d, (*decoder).id)
 			err = inField("clientId", err)
 		case "load":
 			x.Load, err = decodeNullable(d, decodeCustomizationLoadState)
@@ -5849,7 +5849,7 @@ func (x *ContentRef) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "sizeHint":
 			x.SizeHint, err = decodeOptional(d, (*decoder).int)
@@ -5948,11 +5948,11 @@ func (x *CustomizationBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 2
@@ -6210,7 +6210,7 @@ func (x *CustomizationEnablementWorkspace) decode(d *decoder) error {
 			err = inField("kind", d.expect("workspace"))
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "enabled":
 			seen |= 1 << 2
@@ -6483,11 +6483,11 @@ func (x *DirectoryCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("directory"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -6503,7 +6503,7 @@ func (x *DirectoryCustomization) decode(d *decoder) error {
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "clientId":
-			x.ClientID, err = decodeOptional(d, (*decoder).string)
+			x.ClientID, err = decodeOptional(d, (*decoder).id)
 			err = inField("clientId", err)
 		case "load":
 			x.Load, err = decodeNullable(d, decodeCustomizationLoadState)
@@ -6873,7 +6873,7 @@ func (x *FileEditSide) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "content":
 			seen |= 1 << 1
@@ -6954,11 +6954,11 @@ func (x *HookCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("hook"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -7045,7 +7045,7 @@ func (x *Icon) decode(d *decoder) error {
 		switch string(name) {
 		case "src":
 			seen |= 1 << 0
-			x.Src, err = d.string()
+			x.Src, err = d.uri()
 			err = inField("src", err)
 		case "contentType":
 			x.ContentType, err = decodeOptional(d, (*decoder).string)
@@ -7286,7 +7286,7 @@ func (x *MCPOAuthClient) decode(d *decoder) error {
 		switch string(name) {
 		case "clientId":
 			seen |= 1 << 0
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "clientSecret":
 			x.ClientSecret, err = decodeOptional(d, (*decoder).string)
@@ -7465,11 +7465,11 @@ func (x *MCPServerCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("mcpServer"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -7492,7 +7492,7 @@ func (x *MCPServerCustomization) decode(d *decoder) error {
 			x.State, err = decodeMCPServerState(d)
 			err = inField("state", err)
 		case "channel":
-			x.Channel, err = decodeOptional(d, (*decoder).string)
+			x.Channel, err = decodeOptional(d, (*decoder).uri)
 			err = inField("channel", err)
 		case "mcpApp":
 			x.MCPApp, err = decodeOptional(d, decodeStruct[MCPServerCustomizationApps])
@@ -7828,7 +7828,7 @@ func (x *MarkdownResponsePart) decode(d *decoder) error {
 			err = inField("kind", d.expect("markdown"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "content":
 			seen |= 1 << 2
@@ -8010,7 +8010,7 @@ func (x *MessageAnnotationsAttachment) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "resource":
 			seen |= 1 << 2
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "annotationIds":
 			x.AnnotationIds, err = decodeNullable(d, arrayOf((*decoder).string))
@@ -8196,7 +8196,7 @@ func (x *MessageChatAttachment) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "resource":
 			seen |= 1 << 2
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "endTurn":
 			x.EndTurn, err = decodeOptional(d, (*decoder).string)
@@ -8445,7 +8445,7 @@ func (x *MessageResourceAttachment) decode(d *decoder) error {
 			err = inField("_meta", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "sizeHint":
 			x.SizeHint, err = decodeOptional(d, (*decoder).int)
@@ -8513,7 +8513,7 @@ func (x *ModelSelection) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "config":
 			x.Config, err = decodeNullable(d, (*decoder).object)
@@ -8664,7 +8664,7 @@ func (x *PendingMessage) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "message":
 			seen |= 1 << 1
@@ -8769,11 +8769,11 @@ func (x *PluginCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("plugin"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -8789,7 +8789,7 @@ func (x *PluginCustomization) decode(d *decoder) error {
 			x.Meta, err = decodeNullable(d, (*decoder).object)
 			err = inField("_meta", err)
 		case "clientId":
-			x.ClientID, err = decodeOptional(d, (*decoder).string)
+			x.ClientID, err = decodeOptional(d, (*decoder).id)
 			err = inField("clientId", err)
 		case "load":
 			x.Load, err = decodeNullable(d, decodeCustomizationLoadState)
@@ -8858,7 +8858,7 @@ func (x *ProjectInfo) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "displayName":
 			seen |= 1 << 1
@@ -8944,11 +8944,11 @@ func (x *PromptCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("prompt"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -9161,7 +9161,7 @@ func (x *ReasoningResponsePart) decode(d *decoder) error {
 			err = inField("kind", d.expect("reasoning"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "content":
 			seen |= 1 << 2
@@ -9219,7 +9219,7 @@ func (x *ResourceChange) decode(d *decoder) error {
 		switch string(name) {
 		case "uri":
 			seen |= 1 << 0
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "type":
 			seen |= 1 << 1
@@ -9289,7 +9289,7 @@ func (x *ResourceResponsePart) decode(d *decoder) error {
 			err = inField("kind", d.expect("contentRef"))
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "sizeHint":
 			x.SizeHint, err = decodeOptional(d, (*decoder).int)
@@ -9357,7 +9357,7 @@ func (x *ResourceWatchState) decode(d *decoder) error {
 		switch string(name) {
 		case "root":
 			seen |= 1 << 0
-			x.Root, err = d.string()
+			x.Root, err = d.uri()
 			err = inField("root", err)
 		case "recursive":
 			seen |= 1 << 1
@@ -9629,11 +9629,11 @@ func (x *RuleCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("rule"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -9774,7 +9774,7 @@ func (x *SessionActiveClient) decode(d *decoder) error {
 		switch string(name) {
 		case "clientId":
 			seen |= 1 << 0
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "displayName":
 			x.DisplayName, err = decodeOptional(d, (*decoder).string)
@@ -9842,11 +9842,11 @@ func (x *SessionChatInputRequest) decode(d *decoder) error {
 			err = inField("kind", d.expect("chatInput"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "chat":
 			seen |= 1 << 2
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "request":
 			seen |= 1 << 3
@@ -9922,7 +9922,7 @@ func (x *SessionChatSummary) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 1
@@ -10313,11 +10313,11 @@ func (x *SessionInputRequestBase) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "chat":
 			seen |= 1 << 1
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -10414,7 +10414,7 @@ func (x *SessionMetadata) decode(d *decoder) error {
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "annotations":
 			x.Annotations, err = decodeOptional(d, decodeStruct[AnnotationsSummary])
@@ -10501,7 +10501,7 @@ func (x *SessionModelInfo) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "provider":
 			seen |= 1 << 1
@@ -10692,7 +10692,7 @@ func (x *SessionState) decode(d *decoder) error {
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "annotations":
 			x.Annotations, err = decodeOptional(d, decodeStruct[AnnotationsSummary])
@@ -10716,7 +10716,7 @@ func (x *SessionState) decode(d *decoder) error {
 			x.Chats, err = decodeArray(d, decodeStruct[ChatSummary])
 			err = inField("chats", err)
 		case "defaultChat":
-			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			x.DefaultChat, err = decodeOptional(d, (*decoder).uri)
 			err = inField("defaultChat", err)
 		case "config":
 			x.Config, err = decodeOptional(d, decodeStruct[SessionConfigState])
@@ -10866,14 +10866,14 @@ func (x *SessionSummary) decode(d *decoder) error {
 			x.Project, err = decodeOptional(d, decodeStruct[ProjectInfo])
 			err = inField("project", err)
 		case "workingDirectories":
-			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).string))
+			x.WorkingDirectories, err = decodeNullable(d, arrayOf((*decoder).uri))
 			err = inField("workingDirectories", err)
 		case "annotations":
 			x.Annotations, err = decodeOptional(d, decodeStruct[AnnotationsSummary])
 			err = inField("annotations", err)
 		case "resource":
 			seen |= 1 << 3
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "createdAt":
 			seen |= 1 << 4
@@ -10893,7 +10893,7 @@ func (x *SessionSummary) decode(d *decoder) error {
 			x.Chats, err = decodeNullable(d, arrayOf(decodeStruct[SessionChatSummary]))
 			err = inField("chats", err)
 		case "defaultChat":
-			x.DefaultChat, err = decodeOptional(d, (*decoder).string)
+			x.DefaultChat, err = decodeOptional(d, (*decoder).uri)
 			err = inField("defaultChat", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -10965,15 +10965,15 @@ func (x *SessionToolAuthenticationRequest) decode(d *decoder) error {
 			err = inField("kind", d.expect("toolAuthentication"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "chat":
 			seen |= 1 << 2
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 3
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCall":
 			seen |= 1 << 4
@@ -11047,19 +11047,19 @@ func (x *SessionToolClientExecutionRequest) decode(d *decoder) error {
 			err = inField("kind", d.expect("toolClientExecution"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "chat":
 			seen |= 1 << 2
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 3
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "clientId":
 			seen |= 1 << 4
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		case "toolCall":
 			seen |= 1 << 5
@@ -11134,15 +11134,15 @@ func (x *SessionToolConfirmationRequest) decode(d *decoder) error {
 			err = inField("kind", d.expect("toolConfirmation"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "chat":
 			seen |= 1 << 2
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
 			seen |= 1 << 3
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCall":
 			seen |= 1 << 4
@@ -11380,11 +11380,11 @@ func (x *SkillCustomization) decode(d *decoder) error {
 			err = inField("type", d.expect("skill"))
 		case "id":
 			seen |= 1 << 1
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "uri":
 			seen |= 1 << 2
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "name":
 			seen |= 1 << 3
@@ -11468,7 +11468,7 @@ func (x *Snapshot) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "state":
 			seen |= 1 << 1
@@ -11596,13 +11596,13 @@ func (x *TelemetryCapabilities) decode(d *decoder) error {
 		}
 		switch string(name) {
 		case "logs":
-			x.Logs, err = decodeOptional(d, (*decoder).string)
+			x.Logs, err = decodeOptional(d, (*decoder).uri)
 			err = inField("logs", err)
 		case "traces":
-			x.Traces, err = decodeOptional(d, (*decoder).string)
+			x.Traces, err = decodeOptional(d, (*decoder).uri)
 			err = inField("traces", err)
 		case "metrics":
-			x.Metrics, err = decodeOptional(d, (*decoder).string)
+			x.Metrics, err = decodeOptional(d, (*decoder).uri)
 			err = inField("metrics", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -11672,7 +11672,7 @@ func (x *TerminalClientClaim) decode(d *decoder) error {
 			err = inField("kind", d.expect("client"))
 		case "clientId":
 			seen |= 1 << 1
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -11742,7 +11742,7 @@ func (x *TerminalCommandPart) decode(d *decoder) error {
 			err = inField("type", d.expect("command"))
 		case "commandId":
 			seen |= 1 << 1
-			x.CommandID, err = d.string()
+			x.CommandID, err = d.id()
 			err = inField("commandId", err)
 		case "commandLine":
 			seen |= 1 << 2
@@ -11962,7 +11962,7 @@ func (x *TerminalInfo) decode(d *decoder) error {
 		switch string(name) {
 		case "resource":
 			seen |= 1 << 0
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 1
@@ -12111,17 +12111,17 @@ func (x *TerminalSessionClaim) decode(d *decoder) error {
 			err = inField("kind", d.expect("session"))
 		case "session":
 			seen |= 1 << 1
-			x.Session, err = d.string()
+			x.Session, err = d.uri()
 			err = inField("session", err)
 		case "chat":
 			seen |= 1 << 2
-			x.Chat, err = d.string()
+			x.Chat, err = d.uri()
 			err = inField("chat", err)
 		case "turnId":
-			x.TurnID, err = decodeOptional(d, (*decoder).string)
+			x.TurnID, err = decodeOptional(d, (*decoder).id)
 			err = inField("turnId", err)
 		case "toolCallId":
-			x.ToolCallID, err = decodeOptional(d, (*decoder).string)
+			x.ToolCallID, err = decodeOptional(d, (*decoder).id)
 			err = inField("toolCallId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -12206,7 +12206,7 @@ func (x *TerminalState) decode(d *decoder) error {
 			x.Title, err = d.string()
 			err = inField("title", err)
 		case "cwd":
-			x.Cwd, err = decodeOptional(d, (*decoder).string)
+			x.Cwd, err = decodeOptional(d, (*decoder).uri)
 			err = inField("cwd", err)
 		case "cols":
 			x.Cols, err = decodeOptional(d, (*decoder).int)
@@ -12569,11 +12569,11 @@ func (x *ToolCallActionBase) decode(d *decoder) error {
 		switch string(name) {
 		case "turnId":
 			seen |= 1 << 0
-			x.TurnID, err = d.string()
+			x.TurnID, err = d.id()
 			err = inField("turnId", err)
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "_meta":
 			x.Meta, err = decodeNullable(d, (*decoder).object)
@@ -12666,7 +12666,7 @@ func (x *ToolCallAuthRequiredState) decode(d *decoder) error {
 			err = inField("status", d.expect("auth-required"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -12785,7 +12785,7 @@ func (x *ToolCallBase) decode(d *decoder) error {
 		switch string(name) {
 		case "toolCallId":
 			seen |= 1 << 0
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 1
@@ -12895,7 +12895,7 @@ func (x *ToolCallCancelledState) decode(d *decoder) error {
 			err = inField("status", d.expect("cancelled"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -12997,7 +12997,7 @@ func (x *ToolCallClientContributor) decode(d *decoder) error {
 			err = inField("kind", d.expect("client"))
 		case "clientId":
 			seen |= 1 << 1
-			x.ClientID, err = d.string()
+			x.ClientID, err = d.id()
 			err = inField("clientId", err)
 		default:
 			err = d.extra(&x.Extra, name)
@@ -13099,7 +13099,7 @@ func (x *ToolCallCompletedState) decode(d *decoder) error {
 			err = inField("status", d.expect("completed"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -13413,7 +13413,7 @@ func (x *ToolCallPendingConfirmationState) decode(d *decoder) error {
 			err = inField("status", d.expect("pending-confirmation"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -13564,7 +13564,7 @@ func (x *ToolCallPendingResultConfirmationState) decode(d *decoder) error {
 			err = inField("status", d.expect("pending-result-confirmation"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -14097,7 +14097,7 @@ func (x *ToolCallRunningState) decode(d *decoder) error {
 			err = inField("status", d.expect("running"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -14252,7 +14252,7 @@ func (x *ToolCallStreamingState) decode(d *decoder) error {
 			err = inField("status", d.expect("streaming"))
 		case "toolCallId":
 			seen |= 1 << 1
-			x.ToolCallID, err = d.string()
+			x.ToolCallID, err = d.id()
 			err = inField("toolCallId", err)
 		case "toolName":
 			seen |= 1 << 2
@@ -14647,7 +14647,7 @@ func (x *ToolResultResourceContent) decode(d *decoder) error {
 			err = inField("type", d.expect("resource"))
 		case "uri":
 			seen |= 1 << 1
-			x.URI, err = d.string()
+			x.URI, err = d.uri()
 			err = inField("uri", err)
 		case "sizeHint":
 			x.SizeHint, err = decodeOptional(d, (*decoder).int)
@@ -14720,7 +14720,7 @@ func (x *ToolResultSubagentContent) decode(d *decoder) error {
 			err = inField("type", d.expect("subagent"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 2
@@ -14797,7 +14797,7 @@ func (x *ToolResultTerminalContent) decode(d *decoder) error {
 			err = inField("type", d.expect("terminal"))
 		case "resource":
 			seen |= 1 << 1
-			x.Resource, err = d.string()
+			x.Resource, err = d.uri()
 			err = inField("resource", err)
 		case "title":
 			seen |= 1 << 2
@@ -14998,7 +14998,7 @@ func (x *Turn) decode(d *decoder) error {
 		switch string(name) {
 		case "id":
 			seen |= 1 << 0
-			x.ID, err = d.string()
+			x.ID, err = d.id()
 			err = inField("id", err)
 		case "startedAt":
 			x.StartedAt, err = decodeOptional(d, (*decoder).string)

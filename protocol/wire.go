@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -319,6 +320,54 @@ func (d *decoder) string() (string, error) {
 	return tok.String(), nil
 }
 
+// Limits on identifiers a peer sends, in bytes: a URI, and a member that
+// holds an id (a turn's, a client's, ...). They are checked as the value is
+// read, before anything else is done with it.
+var (
+	maxURIBytes atomic.Int64
+	maxIDBytes  atomic.Int64
+)
+
+// DefaultMaxIdentifier is the default limit on a URI or an id, in bytes.
+const DefaultMaxIdentifier = 2048
+
+func init() {
+	maxURIBytes.Store(DefaultMaxIdentifier)
+	maxIDBytes.Store(DefaultMaxIdentifier)
+}
+
+// SetIdentifierLimits sets the longest URI and id a decoded value may
+// hold, in bytes; 0 keeps a limit as it is.
+func SetIdentifierLimits(uri, id int) {
+	if uri > 0 {
+		maxURIBytes.Store(int64(uri))
+	}
+	if id > 0 {
+		maxIDBytes.Store(int64(id))
+	}
+}
+
+// MaxURIBytes returns the longest URI a decoded value may hold.
+func MaxURIBytes() int { return int(maxURIBytes.Load()) }
+
+// uri reads a URI, refusing one longer than the limit.
+func (d *decoder) uri() (string, error) {
+	return d.limited("URI", maxURIBytes.Load())
+}
+
+// id reads an id, refusing one longer than the limit.
+func (d *decoder) id() (string, error) {
+	return d.limited("id", maxIDBytes.Load())
+}
+
+func (d *decoder) limited(what string, limit int64) (string, error) {
+	s, err := d.string()
+	if err == nil && int64(len(s)) > limit {
+		return "", fmt.Errorf("a %s of %d bytes: at most %d are allowed", what, len(s), limit)
+	}
+	return s, err
+}
+
 // expect reads a string that must equal want.
 func (d *decoder) expect(want string) error {
 	s, err := d.string()
@@ -326,7 +375,7 @@ func (d *decoder) expect(want string) error {
 		return err
 	}
 	if s != want {
-		return fmt.Errorf("must be %q, not %q", want, s)
+		return fmt.Errorf("must be %q, not %s", want, Quote(s))
 	}
 	return nil
 }

@@ -61,8 +61,33 @@ func writeRecords(tb testing.TB, e *env, n int) {
 	}
 }
 
+// BenchmarkOversizedSubscribesRSS sends a daemon eight subscribes, each
+// naming a session by a 30 MB URI (a guest can), and reports its peak and
+// settled resident memory. It once peaked at 6.5 GB and kept 5.7 GB.
+func BenchmarkOversizedSubscribesRSS(b *testing.B) {
+	huge := "ahp-session:/" + strings.Repeat("x", 30<<20)
+	for b.Loop() {
+		e := newEnv(b)
+		p := serveDaemon(b, e, "--log-level", "warn")
+		c := connect(b, p, e.token(b), "rss")
+		for range 8 {
+			if _, err := c.Call("subscribe", map[string]any{"channel": huge}); err == nil || len(err.Message) > 512 {
+				b.Fatalf("an oversized subscribe: %v", err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond) // the garbage collector's turn
+		b.ReportMetric(statusMB(b, p.cmd.Process.Pid, "VmHWM:"), "MB-peak-RSS")
+		b.ReportMetric(rssMB(b, p.cmd.Process.Pid), "MB-RSS")
+		c.Close()
+		p.stop()
+	}
+}
+
 // rssMB reads a process's resident set size.
-func rssMB(tb testing.TB, pid int) float64 {
+func rssMB(tb testing.TB, pid int) float64 { return statusMB(tb, pid, "VmRSS:") }
+
+// statusMB reads a size field of a process's status, in MB.
+func statusMB(tb testing.TB, pid int, field string) float64 {
 	tb.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -71,7 +96,7 @@ func rssMB(tb testing.TB, pid int) float64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
 			if err != nil {
 				tb.Fatal(err)
@@ -79,6 +104,6 @@ func rssMB(tb testing.TB, pid int) float64 {
 			return float64(kb) / 1024
 		}
 	}
-	tb.Fatal("no VmRSS")
+	tb.Fatal("no " + field)
 	return 0
 }

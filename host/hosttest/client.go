@@ -247,8 +247,14 @@ func (c *Client) notification(method string, params json.RawMessage, data []byte
 	if method == "action" {
 		var env protocol.ActionEnvelope
 		if err := json.Unmarshal(params, &env); err != nil {
-			c.badLocked("action: %v", err)
-			return
+			// A refusal carries the client's action back as it came, or,
+			// for one too large to send back, its type alone: it need not
+			// decode.
+			if !refusal(params) {
+				c.badLocked("action: %v", err)
+				return
+			}
+			env = refusedEnvelope(params)
 		}
 		// The echo of a client's own action, refused, is the action as it
 		// sent it; anything else must be of a type its version knows.
@@ -272,6 +278,24 @@ func refusal(params json.RawMessage) bool {
 		RejectionReason *string `json:"rejectionReason"`
 	}
 	return json.Unmarshal(params, &env) == nil && env.RejectionReason != nil
+}
+
+// refusedEnvelope reads a refusal whose action does not decode.
+func refusedEnvelope(params json.RawMessage) protocol.ActionEnvelope {
+	var raw struct {
+		Channel         string                 `json:"channel"`
+		Action          json.RawMessage        `json:"action"`
+		ServerSeq       int64                  `json:"serverSeq"`
+		Origin          *protocol.ActionOrigin `json:"origin"`
+		RejectionReason *string                `json:"rejectionReason"`
+	}
+	_ = json.Unmarshal(params, &raw)
+	var head struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(raw.Action, &head)
+	return protocol.ActionEnvelope{Channel: raw.Channel, ServerSeq: raw.ServerSeq, Origin: raw.Origin,
+		RejectionReason: raw.RejectionReason, Action: &protocol.Unknown{Kind: head.Type, Raw: []byte(raw.Action)}}
 }
 
 func (c *Client) applyLocked(env *protocol.ActionEnvelope) {

@@ -81,6 +81,16 @@ var appendable = map[string]bool{
 	"ReasoningResponsePart.content": true,
 }
 
+// identifiers are the members, by name, that hold an id: they are read
+// with the decoder's length limit for ids (URIs have their own), so a
+// client's oversized id is refused as it is read, before anything is done
+// with it.
+var identifiers = map[string]bool{
+	"id": true, "clientId": true, "turnId": true, "partId": true, "toolCallId": true,
+	"requestId": true, "questionId": true, "queuedMessageId": true, "annotationId": true,
+	"entryId": true, "operationId": true, "commandId": true, "sessionId": true,
+}
+
 // untyped gives a type to properties the schema leaves open.
 var untyped = map[string]string{
 	"ChatToolCallApprovedAction.approved": "boolean",

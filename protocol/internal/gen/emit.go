@@ -364,6 +364,12 @@ func (b *builder) emitStructCodec(o *out, d *typeDef) {
 func decodeStmt(f *field) string {
 	target := "x." + f.goName
 	var call string
+	if f.t.k == kString && f.t.name == "" && identifiers[f.json] {
+		if f.required {
+			return fmt.Sprintf("%s, err = d.id()\nerr = inField(%q, err)", target, f.json)
+		}
+		return fmt.Sprintf("%s, err = decodeOptional(d, (*decoder).id)\nerr = inField(%q, err)", target, f.json)
+	}
 	switch {
 	case f.required && f.t.k == kDef && f.t.def.kind != dUnion:
 		return fmt.Sprintf("err = inField(%q, %s.decode(d))", f.json, target)
@@ -396,7 +402,10 @@ func valueCall(t *typ) string {
 func decodeFunc(t *typ) string {
 	switch t.k {
 	case kString:
-		if t.name != "" && t.name != "URI" {
+		if t.name == "URI" {
+			return "(*decoder).uri"
+		}
+		if t.name != "" {
 			return "decodeString[" + t.name + "]"
 		}
 		return "(*decoder).string"

@@ -1,0 +1,82 @@
+package host_test
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/host/hosttest"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// TestOversizedIdentifiers sends identifiers of 30 MB, as a hostile guest
+// did: each is refused at once, the answer quotes none of it, and the
+// memory goes with the request (it held 6.5 GB after eight such
+// subscribes, quoted twice in each error).
+func TestOversizedIdentifiers(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	_, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say hi")
+	huge := "ahp-session:/" + strings.Repeat("x", 30<<20)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, call := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"subscribe", map[string]any{"channel": huge}},
+		{"subscribe", map[string]any{"channel": protocol.ChatURIFor("ahp-session:/s1", strings.Repeat("y", 4096))}},
+		{"createSession", map[string]any{"channel": huge, "provider": "script"}},
+		{"fetchTurns", map[string]any{"channel": chat, "cursor": "before:0"}},
+		{"createChat", map[string]any{"channel": "ahp-session:/s1", "chat": huge}},
+		{"ahpd/sessionStatus", map[string]any{"channel": huge}},
+		{"initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{strings.Repeat("1", 1<<20)}, "clientId": "x"}},
+	} {
+		_, err := c.Call(call.method, call.params)
+		if err == nil {
+			t.Errorf("%s with an oversized value succeeded", call.method)
+			continue
+		}
+		if len(err.Message) > 512 || len(err.Data) > 512 {
+			t.Errorf("%s: the error is %d bytes: %.200s", call.method, len(err.Message)+len(err.Data), err.Message)
+		}
+	}
+	// An action whose ids are too long is refused, and the refusal does
+	// not carry them back.
+	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{TurnID: strings.Repeat("t", 10<<20), StartedAt: protocol.FormatTime(time.Now()),
+		Message: protocol.Message{Text: "say hi", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}})
+	e := echoOf(t, c, seq)
+	if e.RejectionReason == nil || len(*e.RejectionReason) > 512 {
+		t.Fatalf("a turn id of 10 MB: %+v", e.RejectionReason)
+	}
+	if raw, _ := e.Action.(*protocol.Unknown); raw == nil || len(raw.Raw) > 1024 {
+		t.Errorf("the refusal carried %T back", e.Action)
+	}
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > 64<<20 {
+		t.Errorf("the heap grew by %d MB and stayed", grown>>20)
+	}
+}
+
+// echoOf waits for the echo of the client's action seq.
+func echoOf(t *testing.T, c *hosttest.Client, seq int64) *protocol.ActionEnvelope {
+	t.Helper()
+	var out *protocol.ActionEnvelope
+	c.Wait("the echo of action "+fmt.Sprint(seq), func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientSeq == seq {
+				out = e
+				return true
+			}
+		}
+		return false
+	})
+	return out
+}
