@@ -104,7 +104,6 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-
 // TestSlowClientGetsMergedText streams 800 KB to a client that decodes,
 // validates and reduces every frame, and so falls behind: it gets the
 // reply in fewer, longer deltas instead of being dropped, and ends with
