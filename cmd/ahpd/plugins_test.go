@@ -178,6 +178,25 @@ plugins:
 	}
 	waitRunning(t, bin, 1, "after the resume")
 
+	// It dies again; this time the chat is put to sleep, which a dead
+	// agent once refused ("work in hand"): its agent is stopped. The next message, not a
+	// resume, starts a new process on the conversation.
+	if turn := send(t, c, chat, "t5", "say again\ncrash"); turn.State != protocol.TurnStateError {
+		t.Fatalf("the second crash: %s", turn.State)
+	}
+	c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	waitRunning(t, bin, 0, "after suspending")
+	if turn := send(t, c, chat, "t6", "say after sleep"); turn.State != protocol.TurnStateComplete || !strings.Contains(text(turn.ResponseParts), "after sleep") {
+		t.Errorf("the message after the crash: %s %q", turn.State, text(turn.ResponseParts))
+	}
+	if turn := send(t, c, chat, "t7", "crash"); turn.State != protocol.TurnStateError {
+		t.Fatalf("the third crash: %s", turn.State)
+	}
+	if turn := send(t, c, chat, "t8", "say straight on"); turn.State != protocol.TurnStateComplete {
+		t.Errorf("the message straight after a crash: %s %+v", turn.State, turn.ErrorPart())
+	}
+	waitRunning(t, bin, 1, "after the crashes")
+
 	// An agent that dies at start fails the turn and is listed unavailable.
 	bad := "ahp-session:/broken1"
 	c.MustCall("createSession", map[string]any{"channel": bad, "provider": "broken", "workingDirectories": []string{"file://" + e.work}})
