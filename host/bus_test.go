@@ -36,7 +36,7 @@ func (d *discard) write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-func (d *discard) close(string) error { return nil }
+func (d *discard) close(closeCode, string) error { return nil }
 
 func newTestHost(tb testing.TB) *Host {
 	tb.Helper()
@@ -112,11 +112,11 @@ func TestSlowSubscriber(t *testing.T) {
 	// Not streamed text, which a client that is behind gets merged.
 	a := &protocol.ChatUsageAction{TurnID: "t1", Usage: protocol.UsageInfo{InputTokens: new(int64(1))}}
 	// The stuck writer may have taken a batch into its buffer before it
-	// blocked, so the queue overflows somewhere after maxQueuedFrames more:
+	// blocked, so the queue overflows somewhere after DefaultQueuedMessages more:
 	// publish until it does, with a bound far past it.
 	var n int64
 	for dropped := false; !dropped; {
-		if n > 4*maxQueuedFrames {
+		if n > 4*DefaultQueuedMessages {
 			t.Fatalf("the stuck subscriber was not dropped after %d frames", n)
 		}
 		h.bus.publish(channel, a, nil)
@@ -146,9 +146,9 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 	conns, ts := subscribers(t, h, channel, 1)
 	ts[0].block = make(chan struct{})
 	defer close(ts[0].block)
-	for i := range 3 * maxQueuedFrames {
+	for i := range 3 * DefaultQueuedMessages {
 		part := "p1"
-		if i >= 2*maxQueuedFrames {
+		if i >= 2*DefaultQueuedMessages {
 			part = "p2"
 		}
 		h.bus.publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
@@ -165,7 +165,7 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 		t.Fatalf("%d frames queued", n)
 	}
 	last := c.queue[len(c.queue)-1]
-	if last.merged == nil || last.merged.partID != "p2" || len(last.merged.buf) != 4*maxQueuedFrames {
+	if last.merged == nil || last.merged.partID != "p2" || len(last.merged.buf) != 4*DefaultQueuedMessages {
 		t.Errorf("the last frame: %+v", last)
 	}
 	var env protocol.ActionEnvelope
@@ -174,7 +174,7 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 	}{&env}); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*maxQueuedFrames || env.ServerSeq != h.bus.current() {
+	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*DefaultQueuedMessages || env.ServerSeq != h.bus.current() {
 		t.Errorf("the merged frame decodes as %+v at %d", env.Action, env.ServerSeq)
 	}
 }

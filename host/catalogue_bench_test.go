@@ -129,7 +129,7 @@ func cbStartHost(b *testing.B, state, projects string, now func() time.Time) *cb
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(false))
+	srv := httptest.NewServer(h.Handler(false, ""))
 	return &cbHost{h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
 }
 

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -12,22 +13,29 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// Limits of one connection's outbound queue. A client further behind than
-// this is dropped and catches up on reconnect, by replay or by snapshot.
-const (
-	maxQueuedFrames = 16384
-	maxQueuedBytes  = 64 << 20
-	writeTimeout    = 30 * time.Second
-)
+// writeTimeout bounds one write: a client that stopped reading is cut.
+const writeTimeout = 30 * time.Second
 
 // transport carries whole JSON-RPC messages: WebSocket text frames, or
 // lines on stdio.
 type transport interface {
+	// read returns the next message: io.EOF when the peer closed, a
+	// *violation when it broke the rules.
 	read(ctx context.Context) ([]byte, error)
 	write(ctx context.Context, msg []byte) error
-	// close ends the transport; reason says why, where it can be said.
-	close(reason string) error
+	// close ends the transport; code and reason say why, where they can
+	// be said.
+	close(code closeCode, reason string) error
 }
+
+// violation is a client breaking the transport's rules: the connection
+// ends with code.
+type violation struct {
+	code   closeCode
+	reason string
+}
+
+func (v *violation) Error() string { return v.reason }
 
 // frame is one message on its way out. Frames are shared by every
 // connection they go to and never modified.
@@ -42,19 +50,32 @@ type frame struct {
 
 // conn is one client connection. Its state after initialize (clientId,
 // version) is set once by the initialize handler and read after.
+//
+// A connection ends one of two ways. Finished (the client closed, or ahpd
+// shuts down): no more requests are taken, those taken are answered, the
+// queue is written and the transport closes with 1000. Aborted (a rule
+// broken, a deadline passed, the client too far behind): work under way is
+// cancelled, the queue dropped, and the transport closes with the code
+// that says why. Either way it is done, and the host forgets it, only once
+// its goroutines have ended.
 type conn struct {
-	h     *Host
-	id    int64
-	t     transport
-	log   *slog.Logger
-	stdio bool // the host's own connection
+	h      *Host
+	id     int64
+	t      transport
+	log    *slog.Logger
+	stdio  bool // the host's own connection: no deadlines
+	limits Limits
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
 	ctx       context.Context
 	cancel    context.CancelFunc
+	started   time.Time
 
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
+	heard   atomic.Int64 // when the client was last heard from (unix ns)
+	pinging atomic.Bool  // a WebSocket ping is out
 	line    line         // the order its requests are taken in (rpc.go)
+	in      inbound      // what reads the client's messages (inbound.go)
 
 	mu        sync.Mutex
 	ready     bool // initialize has answered
@@ -69,21 +90,32 @@ type conn struct {
 	subs      map[string]bool   // the channels this connection watches
 	closed    bool
 	closeWhy  string
+	closeCode closeCode
 	finishing string // set once the connection is to end when its queue is written
 	wake      chan struct{}
 	writerEnd chan struct{}
+	serveEnd  chan struct{} // closed when its JSON-RPC server has stopped (rpc.go)
+	served    bool          // serve began: done waits for it
+	done      chan struct{} // closed when nothing of the connection runs
 }
 
 func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *conn {
 	ctx, cancel := context.WithCancel(h.ctx)
+	now := h.now()
 	c := &conn{
 		h: h, id: id, t: t, stdio: stdio, principal: p, ctx: ctx, cancel: cancel,
+		limits:    h.opts.Limits,
+		started:   now,
 		log:       h.log.With("conn", id, "principal", p.String()),
 		holds:     map[string]bool{},
 		subs:      map[string]bool{},
 		wake:      make(chan struct{}, 1),
 		writerEnd: make(chan struct{}),
+		serveEnd:  make(chan struct{}),
+		done:      make(chan struct{}),
 	}
+	c.heard.Store(now.UnixNano())
+	c.in.init()
 	go c.writer()
 	return c
 }
@@ -193,11 +225,14 @@ func (c *conn) enqueueLocked(f *frame) {
 	if c.mergeLocked(f) {
 		return
 	}
-	if len(c.queue) >= maxQueuedFrames || c.queued+len(f.data) > maxQueuedBytes {
-		// The client is too far behind to catch up live. Drop it; it will
+	if len(c.queue) >= c.limits.QueuedMessages || c.queued+len(f.data) > c.limits.QueuedBytes {
+		// The client is too far behind to catch up live. Cut it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
+		why := fmt.Sprintf("client too slow: %d messages (%d bytes) were waiting to be sent; reconnect to catch up", len(c.queue), c.queued)
+		c.log.Warn("cut a client that fell behind", "client", c.clientID, "queued", len(c.queue), "bytes", c.queued)
+		c.h.metrics.cutFor(cutSlow)
 		c.queue, c.queued = nil, 0
-		c.closeLocked("client too slow: outbound queue full")
+		c.abortLocked(closePolicy, why)
 		return
 	}
 	c.queue = append(c.queue, f)
@@ -226,7 +261,7 @@ func (c *conn) mergeLocked(f *frame) bool {
 	if m == nil {
 		m = &mergedText{streamed: *last.text, buf: []byte(last.text.content)}
 	}
-	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content) > maxQueuedBytes {
+	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content) > c.limits.QueuedBytes {
 		return false
 	}
 	if last.merged == nil {
@@ -239,32 +274,40 @@ func (c *conn) mergeLocked(f *frame) bool {
 	return true
 }
 
-// writer sends queued frames in order until the connection closes.
+// writer sends queued frames in order until the connection ends.
 func (c *conn) writer() {
 	defer close(c.writerEnd)
 	for {
 		select {
 		case <-c.wake:
 		case <-c.ctx.Done():
-			c.flush()
-			return
+			return // aborted: what is queued is dropped
 		}
-		if err := c.drain(); err != nil {
-			c.close("write failed: " + err.Error())
+		if err := c.writeQueued(); err != nil {
+			if c.ctx.Err() == nil {
+				c.h.metrics.cutFor(cutWrite)
+				c.abort(closeInternal, "write failed: "+err.Error())
+			}
 			return
 		}
 		c.mu.Lock()
 		why, done := c.finishing, c.finishing != "" && len(c.queue) == 0
 		c.mu.Unlock()
 		if done {
-			c.close(why)
+			c.end(closeNormal, why)
 			return
 		}
 	}
 }
 
-// finishLocked ends the connection once what is queued has been written,
-// so that a last answer reaches the client; nothing more is queued.
+// finish ends the connection once what is queued has been written, so that
+// the last answers reach the client; nothing more is queued.
+func (c *conn) finish(why string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finishLocked(why)
+}
+
 func (c *conn) finishLocked(why string) {
 	if c.closed || c.finishing != "" {
 		return
@@ -276,10 +319,10 @@ func (c *conn) finishLocked(why string) {
 	}
 }
 
-// drain writes what is queued. Two buffers take turns: the writer owns one
+// writeQueued writes what is queued. Two buffers take turns: the writer owns one
 // batch while senders fill the other, so queueing allocates nothing once
 // both have grown.
-func (c *conn) drain() error {
+func (c *conn) writeQueued() error {
 	for {
 		c.mu.Lock()
 		batch := c.queue
@@ -311,53 +354,61 @@ func (c *conn) drain() error {
 	}
 }
 
-// flush writes what is queued when the connection is being closed
-// politely, so a final response or error reaches the client.
-func (c *conn) flush() {
-	c.mu.Lock()
-	batch := c.queue
-	c.queue = nil
-	c.mu.Unlock()
-	for _, f := range batch {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		data := f.data
-		if f.merged != nil {
-			data = f.merged.encode(f.channel, f.action)
-		}
-		err := c.t.write(ctx, data)
-		cancel()
-		if err != nil {
-			return
-		}
-	}
-}
-
 // stuck reports whether a write has been under way longer than d.
 func (c *conn) stuck(now time.Time, d time.Duration) bool {
 	start := c.writing.Load()
 	return start != 0 && now.Sub(time.Unix(0, start)) > d
 }
 
-// close ends the connection: the writer stops, the transport closes and
-// the host forgets the connection's subscriptions.
-func (c *conn) close(reason string) {
+// abort ends the connection now: work under way is cancelled and what is
+// queued dropped.
+func (c *conn) abort(code closeCode, reason string) {
 	c.mu.Lock()
-	c.closeLocked(reason)
-	c.mu.Unlock()
+	defer c.mu.Unlock()
+	c.abortLocked(code, reason)
 }
 
-func (c *conn) closeLocked(reason string) {
+func (c *conn) abortLocked(code closeCode, reason string) {
 	if c.closed {
 		return
 	}
-	c.closed = true
-	c.closeWhy = reason
+	c.queue, c.queued, c.held = nil, 0, nil
+	c.endLocked(code, reason)
+}
+
+// end closes the connection with code once its queue is written or
+// dropped.
+func (c *conn) end(code closeCode, reason string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.endLocked(code, reason)
+}
+
+func (c *conn) endLocked(code closeCode, reason string) {
+	if c.closed {
+		return
+	}
+	c.closed, c.closeWhy, c.closeCode = true, reason, code
 	c.cancel()
-	go func() {
-		<-c.writerEnd
-		_ = c.t.close(reason)
-		c.h.connClosed(c)
-	}()
+	served := c.served
+	go c.wind(served, code, reason)
+}
+
+// wind closes the transport once the writer has stopped and, when the
+// connection was served, once its server and reader have too; then the
+// host forgets the connection and it is done.
+func (c *conn) wind(served bool, code closeCode, reason string) {
+	<-c.writerEnd
+	_ = c.t.close(code, reason)
+	if served {
+		<-c.serveEnd
+		if !c.stdio {
+			// Nothing interrupts a read of stdin; the process ends anyway.
+			<-c.in.readerEnd
+		}
+	}
+	c.h.connClosed(c)
+	close(c.done)
 }
 
 // responseIDs returns the ids of the responses in a JSON-RPC message or

@@ -219,8 +219,11 @@ func TestGrantsTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			owner := dialAs(t, tc.th, tc.owner, "owner")
-			actor := dialAs(t, tc.th, tc.token, "actor")
+			// Client ids of their own: the last case's connections may
+			// still be closing, and an id open for another principal is
+			// refused.
+			owner := dialAs(t, tc.th, tc.owner, "owner-"+tc.name)
+			actor := dialAs(t, tc.th, tc.token, "actor-"+tc.name)
 			n := 0
 			fresh := func() fixture {
 				n++
@@ -242,7 +245,7 @@ func TestGrantsTable(t *testing.T) {
 				if !at.ClientDispatchable() {
 					continue
 				}
-				checkAction(t, tc.role, actor, shared, at)
+				checkAction(t, tc.role, actor, "actor-"+tc.name, shared, at)
 			}
 		})
 	}
@@ -287,7 +290,7 @@ func checkCommand(t *testing.T, r role, row string, err *hosttest.RPCError) {
 	}
 }
 
-func checkAction(t *testing.T, r role, actor *hosttest.Client, f fixture, at protocol.ActionType) {
+func checkAction(t *testing.T, r role, actor *hosttest.Client, actorID string, f fixture, at protocol.ActionType) {
 	t.Helper()
 	a, err := sample(at)
 	if err != nil {
@@ -304,7 +307,7 @@ func checkAction(t *testing.T, r role, actor *hosttest.Client, f fixture, at pro
 	var reason string
 	actor.Wait(string(at)+" to come back", func(msgs []hosttest.Message) bool {
 		for _, m := range msgs {
-			if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientID == "actor" && e.Origin.ClientSeq == seq {
+			if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientID == actorID && e.Origin.ClientSeq == seq {
 				if e.RejectionReason != nil {
 					reason = *e.RejectionReason
 				}

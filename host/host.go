@@ -64,21 +64,25 @@ type Options struct {
 	// ClientWindow is how long a client whose connections all closed is
 	// remembered, for it to reconnect; 0 means ten minutes.
 	ClientWindow time.Duration
+	// Limits bound what one connection may use; the zero value is the
+	// defaults.
+	Limits Limits
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
 
 // Host serves sessions to clients.
 type Host struct {
-	opts  Options
-	log   *slog.Logger
-	now   func() time.Time
-	ctx   context.Context
-	stop  context.CancelFunc
-	bus   *bus
-	store store
-	trees *worktree.Manager
-	keys  cursorKey
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	ctx     context.Context
+	stop    context.CancelFunc
+	bus     *bus
+	store   store
+	trees   *worktree.Manager
+	keys    cursorKey
+	metrics *metrics
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
@@ -128,6 +132,10 @@ func New(opts Options) (*Host, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if opts.ClientWindow <= 0 {
 		opts.ClientWindow = defaultClientWindow
 	}
@@ -157,6 +165,7 @@ func New(opts Options) (*Host, error) {
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
+		metrics:  newMetrics(),
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
@@ -186,27 +195,27 @@ func New(opts Options) (*Host, error) {
 	return h, nil
 }
 
-// watchdog drops connections whose writes stall: a client that stopped
-// reading must not keep its writer, or its queue, forever.
+// watchdog ends connections past a deadline, and those whose writes
+// stall: a client that stopped reading must not keep its writer, or its
+// queue, forever.
 func (h *Host) watchdog() {
 	defer h.wg.Done()
-	tick := time.NewTicker(time.Second)
+	tick := time.NewTicker(h.opts.Limits.tick())
 	defer tick.Stop()
 	for {
 		select {
 		case <-h.ctx.Done():
 			return
-		case now := <-tick.C:
+		case <-tick.C:
 			h.mu.Lock()
-			var stuck []*conn
+			conns := make([]*conn, 0, len(h.conns))
 			for c := range h.conns {
-				if c.stuck(now, writeTimeout) {
-					stuck = append(stuck, c)
-				}
+				conns = append(conns, c)
 			}
 			h.mu.Unlock()
-			for _, c := range stuck {
-				c.close("write timed out: the client stopped reading")
+			now := h.now()
+			for _, c := range conns {
+				c.check(now)
 			}
 		}
 	}
@@ -267,16 +276,8 @@ func (h *Host) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("closing the catalogue: %w", err))
 		}
 	}
+	h.endConnections()
 	h.stop()
-	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	h.mu.Unlock()
-	for _, c := range conns {
-		c.close("ahpd is shutting down")
-	}
 	h.wg.Wait()
 	return errors.Join(errs...)
 }

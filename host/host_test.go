@@ -69,7 +69,7 @@ func startHost(t *testing.T, state string, opts ...hostOption) *testHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(false))
+	srv := httptest.NewServer(h.Handler(false, ""))
 	th := &testHost{t: t, h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http"), state: state, work: work}
 	t.Cleanup(th.stop)
 	return th

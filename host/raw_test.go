@@ -41,7 +41,7 @@ func startBenchHostIn(b *testing.B, state string) *testHost {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(h.Handler(false))
+	srv := httptest.NewServer(h.Handler(false, ""))
 	b.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -20,7 +20,8 @@ import (
 // Each waits its turn in the connection's line (Assign) holding one of
 // jrpc2's slots, and jrpc2 gives the slots in no order: a bound a client
 // could fill with later requests would leave the earliest waiting behind
-// them for good. So it is no bound at all.
+// them for good. So it is no bound at all: Limits.InFlight is, as recv
+// takes no more requests while the line is full.
 const maxQueuedRequests = math.MaxInt32
 
 // handler is one JSON-RPC method of a connection.
@@ -98,9 +99,16 @@ type assigner struct {
 // order. No handler waits on the client, so the line always moves.
 func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 	h := a.handler(method)
+	if method == a.c.in.eofMethod {
+		// The end of input: every request before it has been answered.
+		h = func(context.Context, *jrpc2.Request) (any, error) {
+			close(a.c.in.drained)
+			return nil, nil
+		}
+	}
 	turn, done := a.c.line.next()
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
-		defer close(done)
+		defer a.c.line.leave(done)
 		select {
 		case <-turn:
 		case <-ctx.Done():
@@ -110,10 +118,13 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 	}
 }
 
-// line orders a connection's requests: each waits for the one before.
+// line orders a connection's requests: each waits for the one before. It
+// counts those in it, for recv to take no more while it is full.
 type line struct {
 	mu   sync.Mutex
 	last chan struct{}
+	n    int           // requests in line
+	left chan struct{} // closed when one leaves, for room to wait on
 }
 
 // next returns the channel closed when the request before is done, and
@@ -127,7 +138,51 @@ func (l *line) next() (turn <-chan struct{}, done chan struct{}) {
 		close(prev)
 	}
 	l.last = make(chan struct{})
+	l.n++
 	return prev, l.last
+}
+
+// leave ends a request's turn.
+func (l *line) leave(done chan struct{}) {
+	close(done)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n--
+	if l.left != nil {
+		close(l.left)
+		l.left = nil
+	}
+}
+
+// room waits until fewer than max requests are in line, or stop is
+// closed, or ctx ends.
+func (l *line) room(ctx context.Context, stop <-chan struct{}, max int) error {
+	for {
+		l.mu.Lock()
+		if l.n < max {
+			l.mu.Unlock()
+			return nil
+		}
+		if l.left == nil {
+			l.left = make(chan struct{})
+		}
+		left := l.left
+		l.mu.Unlock()
+		select {
+		case <-left:
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// busy reports whether requests are in line.
+func (l *line) busy() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n > 0
 }
 
 func (a assigner) handler(method string) jrpc2.Handler {
@@ -215,12 +270,22 @@ func rpcError(err error) error {
 	return &jrpc2.Error{Code: jrpc2.Code(protocol.CodeInternalError), Message: boundedMessage(err.Error())}
 }
 
-// serve runs the JSON-RPC server of a connection until it ends.
+// serve runs the JSON-RPC server of a connection until it ends: reading
+// stops, every request taken is answered, and the connection finishes.
 func (h *Host) serve(c *conn) {
+	defer close(c.serveEnd)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.served = true
+	c.mu.Unlock()
+	go c.read()
 	srv := jrpc2.NewServer(assigner{h, c}, &jrpc2.ServerOptions{
 		AllowPush: false,
 		// Requests are taken one at a time in the order they came (see
-		// Assign); these are the ones that may wait in line.
+		// Assign), and recv takes no more than Limits.InFlight of them.
 		Concurrency: maxQueuedRequests,
 		// rpc.serverInfo would answer outside the grants table.
 		DisableBuiltin: true,
@@ -231,12 +296,18 @@ func (h *Host) serve(c *conn) {
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !channel.IsErrClosing(err) {
 		c.log.Debug("connection ended", "err", err)
 	}
-	c.close("connection ended")
+	c.mu.Lock()
+	why := c.in.why
+	c.mu.Unlock()
+	if why == "" {
+		why = "the client closed the connection"
+	}
+	c.finish(why)
 }
 
 // rpcChannel is the jrpc2 channel of a connection: requests come from the
-// transport, responses go out through the connection's queue so they are
-// ordered with the notifications.
+// transport through recv, responses go out through the connection's queue
+// so they are ordered with the notifications.
 type rpcChannel struct{ c *conn }
 
 func (ch rpcChannel) Send(msg []byte) error {
@@ -244,18 +315,10 @@ func (ch rpcChannel) Send(msg []byte) error {
 	return nil
 }
 
-func (ch rpcChannel) Recv() ([]byte, error) {
-	msg, err := ch.c.t.read(ch.c.ctx)
-	if err != nil {
-		return nil, io.EOF
-	}
-	return msg, nil
-}
+func (ch rpcChannel) Recv() ([]byte, error) { return ch.c.recv() }
 
-func (ch rpcChannel) Close() error {
-	ch.c.close("connection ended")
-	return nil
-}
+// Close is jrpc2's when it stops; serve ends the connection after.
+func (ch rpcChannel) Close() error { return nil }
 
 func (h *Host) ping(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
 	return nil, nil

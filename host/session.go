@@ -176,8 +176,10 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		if e := s.chats[c.URI()]; e != nil {
 			e.noteEditsLocked(a.Result)
 		}
-	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction,
-		*protocol.ChatErrorAction, *protocol.ChatTruncatedAction:
+	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction, *protocol.ChatErrorAction:
+		s.h.metrics.turnEnded(a)
+		s.updateActiveLocked()
+	case *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
 	}
 	s.syncChatLocked(c)

@@ -7,79 +7,187 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/coder/websocket"
-)
 
-// maxMessage bounds one incoming message: a prompt with attachments fits,
-// a runaway client does not take the daemon's memory.
-const maxMessage = 32 << 20
+	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/protocol"
+)
 
 // Handler serves AHP over WebSocket: one JSON-RPC message per text frame.
 // Options.Auth names who a connection acts for from the token it presents
 // (?tkn= or Authorization: Bearer) before it is upgraded; a request it
-// refuses gets HTTP 401. sameOrigin refuses browser pages of other
-// origins, for a host that asks no token of its clients.
-func (h *Host) Handler(sameOrigin bool) http.Handler {
+// refuses gets HTTP 401. A host that asks no token of its clients
+// (open) takes only requests whose Host is a loopback name or the address
+// it listens on, and no browser page of another origin: a page of any
+// site could otherwise reach it by a name that resolves to 127.0.0.1.
+func (h *Host) Handler(open bool, listen string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if open && !localHost(r.Host, listen) {
+			h.log.Warn("refused a request for another host name", "host", protocol.Quote(r.Host), "remote", r.RemoteAddr)
+			http.Error(w, "this host serves only loopback names without a connection token", http.StatusForbidden)
+			return
+		}
 		principal, ok := h.opts.Auth.Authenticate(tokenOf(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd"`)
 			http.Error(w, "a valid connection token is required (?tkn= or Authorization: Bearer)", http.StatusUnauthorized)
 			return
 		}
-		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: !sameOrigin})
+		if r.URL.Path == "/metrics" {
+			if principal.Kind != grants.KindRoot {
+				http.Error(w, "the metrics are for the host's own connection token", http.StatusForbidden)
+				return
+			}
+			h.MetricsHandler().ServeHTTP(w, r)
+			return
+		}
+		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: !open})
 		if err != nil {
 			h.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 			return
 		}
-		ws.SetReadLimit(maxMessage)
-		c, err := h.newConnection(&wsTransport{ws: ws}, false, principal)
+		// wsTransport bounds messages itself, to say why it refuses one.
+		ws.SetReadLimit(-1)
+		c, err := h.newConnection(&wsTransport{ws: ws, limit: h.opts.Limits.MessageBytes}, false, principal)
 		if err != nil {
 			_ = ws.Close(websocket.StatusGoingAway, err.Error())
 			return
 		}
 		c.log.Debug("websocket connected", "remote", r.RemoteAddr)
 		h.serve(c)
+		<-c.done
 	})
 }
 
-type wsTransport struct{ ws *websocket.Conn }
+// localHost reports whether a request's Host names this machine: a
+// loopback name or address, or the address ahpd listens on.
+func localHost(hostport, listen string) bool {
+	name := hostport
+	if n, _, err := net.SplitHostPort(hostport); err == nil {
+		name = n
+	}
+	name = strings.TrimSuffix(strings.Trim(name, "[]"), ".")
+	if strings.EqualFold(name, "localhost") || strings.HasSuffix(strings.ToLower(name), ".localhost") {
+		return true
+	}
+	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	if l, _, err := net.SplitHostPort(listen); err == nil && l != "" && strings.EqualFold(strings.Trim(l, "[]"), name) {
+		return true
+	}
+	return false
+}
+
+type wsTransport struct {
+	ws    *websocket.Conn
+	limit int
+}
 
 func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
-	_, data, err := t.ws.Read(ctx)
-	return data, err
+	typ, r, err := t.ws.Reader(ctx)
+	if err != nil {
+		return nil, readEnded(err)
+	}
+	if typ != websocket.MessageText {
+		return nil, &violation{closeUnsupported, "a binary frame: AHP is JSON-RPC in text frames"}
+	}
+	data, err := readMessage(r, t.limit)
+	if err != nil {
+		return nil, readEnded(err)
+	}
+	return data, nil
+}
+
+// readEnded says how reading ended: a violation stays one; anything else
+// is the peer going, which is not the client's fault to answer.
+func readEnded(err error) error {
+	var v *violation
+	if errors.As(err, &v) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", io.EOF, err)
 }
 
 func (t *wsTransport) write(ctx context.Context, msg []byte) error {
 	return t.ws.Write(ctx, websocket.MessageText, msg)
 }
 
-func (t *wsTransport) close(reason string) error {
+func (t *wsTransport) close(code closeCode, reason string) error {
 	if len(reason) > 120 {
 		reason = reason[:120] // a close frame's reason is at most 123 bytes
 	}
-	return t.ws.Close(websocket.StatusNormalClosure, reason)
+	if code != closeNormal {
+		// A client that broke a rule, or fell behind, is not waited on.
+		_ = t.ws.CloseNow()
+		return nil
+	}
+	return t.ws.Close(websocket.StatusCode(code), reason)
+}
+
+func (t *wsTransport) ping(ctx context.Context) error { return t.ws.Ping(ctx) }
+
+// chunk is the unit a message is read in: a message of any size costs
+// its own size once, and no more, however it grows.
+const chunk = 64 << 10
+
+var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
+
+// readMessage reads r to its end into a slice of exactly its size, or
+// refuses it past limit bytes.
+func readMessage(r io.Reader, limit int) ([]byte, error) {
+	var parts []*[chunk]byte
+	defer func() {
+		for _, p := range parts {
+			chunks.Put(p)
+		}
+	}()
+	total := 0
+	for {
+		p := chunks.Get().(*[chunk]byte)
+		parts = append(parts, p)
+		n, err := io.ReadFull(r, p[:])
+		total += n
+		if total > limit {
+			return nil, &violation{closeTooBig, fmt.Sprintf("a message of more than %d bytes", limit)}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, total)
+	for i, p := range parts {
+		copy(out[i*chunk:], p[:min(chunk, total-i*chunk)])
+	}
+	return out, nil
 }
 
 // ServeStdio serves one connection on r and w, one JSON-RPC message per
 // line, until r ends or the host closes. It is the host's own connection.
 func (h *Host) ServeStdio(r io.Reader, w io.Writer) error {
-	t := &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w}
+	t := &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w, limit: h.opts.Limits.MessageBytes}
 	c, err := h.newConnection(t, true, h.opts.Auth.Root())
 	if err != nil {
 		return err
 	}
 	h.serve(c)
+	<-c.done
 	return nil
 }
 
 type stdioTransport struct {
-	r  *bufio.Reader
-	mu sync.Mutex
-	w  io.Writer
+	r     *bufio.Reader
+	limit int
+	mu    sync.Mutex
+	w     io.Writer
 }
 
 func (t *stdioTransport) read(ctx context.Context) ([]byte, error) {
@@ -97,10 +205,10 @@ func (t *stdioTransport) read(ctx context.Context) ([]byte, error) {
 func (t *stdioTransport) readLine() ([]byte, error) {
 	var line []byte
 	for {
-		chunk, err := t.r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if len(line) > maxMessage {
-			return nil, fmt.Errorf("a message longer than %d bytes", maxMessage)
+		part, err := t.r.ReadSlice('\n')
+		line = append(line, part...)
+		if len(line) > t.limit {
+			return nil, &violation{closeTooBig, fmt.Sprintf("a message of more than %d bytes", t.limit)}
 		}
 		switch {
 		case err == nil:
@@ -124,7 +232,7 @@ func (t *stdioTransport) write(ctx context.Context, msg []byte) error {
 	return err
 }
 
-func (t *stdioTransport) close(string) error {
+func (t *stdioTransport) close(closeCode, string) error {
 	if c, ok := t.w.(io.Closer); ok {
 		return c.Close()
 	}

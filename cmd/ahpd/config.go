@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ahpd/ahpd/host"
 )
 
 // config is ahpd's configuration: the YAML file's keys, with the flags
@@ -40,6 +42,30 @@ type config struct {
 	// Plugins declares backends beyond the built-in ones (config file
 	// only).
 	Plugins []pluginConfig `yaml:"plugins"`
+	// Limits bound each connection (config file only); what is left out
+	// takes the default.
+	Limits limitsConfig `yaml:"limits"`
+	// MetricsListen serves /metrics on an address of its own, without the
+	// token; "" serves it only beside AHP, behind the token.
+	MetricsListen string `yaml:"metricsListen"`
+}
+
+// limitsConfig is host.Limits as the config file spells it.
+type limitsConfig struct {
+	MessageBytes   int           `yaml:"messageBytes"`
+	CommandBytes   int           `yaml:"commandBytes"`
+	QueuedBytes    int           `yaml:"queuedBytes"`
+	QueuedMessages int           `yaml:"queuedMessages"`
+	InFlight       int           `yaml:"inFlight"`
+	Subscriptions  int           `yaml:"subscriptions"`
+	Handshake      time.Duration `yaml:"handshake"`
+	Initialize     time.Duration `yaml:"initialize"`
+	Idle           time.Duration `yaml:"idle"`
+	Lifetime       time.Duration `yaml:"lifetime"`
+}
+
+func (l limitsConfig) host() host.Limits {
+	return host.Limits(l)
 }
 
 const defaultListen = "127.0.0.1:9187"
@@ -74,6 +100,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
 	return fs
 }
 
@@ -122,6 +149,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if _, err := newLogger(io.Discard, cfg.LogLevel); err != nil {
 		return nil, err
+	}
+	if err := cfg.Limits.host().Validate(); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)

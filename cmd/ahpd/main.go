@@ -77,6 +77,8 @@ Flags:
   --shutdown-grace DURATION      how long running turns may go on at shutdown (default 10s)
   --sleep-after-minutes M        let a quiet session's agents go after M minutes (default 30; 0 never)
   --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)
+  --metrics-listen ADDR          serve /metrics on ADDR without a token (it is always served
+                                 beside AHP, behind the token)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

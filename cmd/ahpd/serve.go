@@ -58,6 +58,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		ResidencyLimit: cfg.SessionResidencyLimit,
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
+		Limits:         cfg.Limits.host(),
 		Transcripts: host.Transcripts{
 			ClaudeProjects: claudeProjects(cfg),
 			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
@@ -94,13 +95,24 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept 
 		_ = h.Close(context.Background())
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
+	handshake := cfg.Limits.host().WithDefaults().Handshake
 	srv := &http.Server{
-		Handler:           h.Handler(token == ""),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           h.Handler(token == "", ln.Addr().String()),
+		ReadHeaderTimeout: handshake,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	if cfg.MetricsListen != "" {
+		stop, err := serveMetrics(cfg.MetricsListen, h, handshake, log)
+		if err != nil {
+			_ = srv.Close()
+			<-served
+			_ = h.Close(context.Background())
+			return err
+		}
+		defer stop()
+	}
 	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
 	if kept != "" {
 		// Said once, to the person who started ahpd; the log never carries it.
@@ -122,6 +134,28 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept 
 	_ = srv.Close()
 	<-served
 	return err
+}
+
+// serveMetrics serves /metrics on addr, without a token: what it shows is
+// counts, and a scraper has none to give. It returns what stops it.
+func serveMetrics(addr string, h *host.Host, handshake time.Duration, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listening for metrics on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: handshake, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(ln)
+	}()
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	return func() {
+		_ = srv.Close()
+		<-done
+	}, nil
 }
 
 // shutdown lets running turns end within the grace period, then stops

@@ -1,0 +1,119 @@
+package host
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits bound what one connection may hold of the daemon: every size and
+// count a client controls, and how long it may stay silent. A zero field
+// takes its default; a negative duration turns that deadline off.
+// docs/HOST.md lists them with their defaults.
+type Limits struct {
+	// MessageBytes bounds one incoming message: a prompt with attachments
+	// fits. A longer one ends the connection (1009).
+	MessageBytes int
+	// CommandBytes bounds a message of any method but those that carry
+	// content (dispatchAction, createSession, createChat): a subscribe
+	// has no use for megabytes, and is answered -32600 without being
+	// decoded.
+	CommandBytes int
+	// QueuedBytes and QueuedMessages bound a connection's outbound queue.
+	// A client further behind is cut (1008) and catches up on reconnect.
+	QueuedBytes    int
+	QueuedMessages int
+	// InFlight bounds the requests of a connection taken and not yet
+	// answered: past it, ahpd reads no more of the connection until one
+	// is answered. A batch may not hold more.
+	InFlight int
+	// Subscriptions bounds the channels one connection watches.
+	Subscriptions int
+	// Handshake bounds the WebSocket upgrade: the HTTP request's headers
+	// must arrive within it.
+	Handshake time.Duration
+	// Initialize is how long a connection may go without initialize (or
+	// reconnect) answered.
+	Initialize time.Duration
+	// Idle is how long a connection may go without a word from the
+	// client: a message or the answer to a WebSocket ping, which ahpd
+	// sends once half of it has gone by, so a quiet client that is alive
+	// stays. It finds peers whose network is gone.
+	Idle time.Duration
+	// Lifetime, when set, ends every connection that old; clients
+	// reconnect. Off by default.
+	Lifetime time.Duration
+}
+
+// Defaults of Limits.
+const (
+	DefaultMessageBytes   = 32 << 20
+	DefaultCommandBytes   = 1 << 20
+	DefaultQueuedBytes    = 64 << 20
+	DefaultQueuedMessages = 16384
+	DefaultInFlight       = 256
+	DefaultSubscriptions  = 4096
+	DefaultHandshake      = 10 * time.Second
+	DefaultInitialize     = 30 * time.Second
+	DefaultIdle           = 5 * time.Minute
+)
+
+// WithDefaults fills the zero fields.
+func (l Limits) WithDefaults() Limits {
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	set(&l.MessageBytes, DefaultMessageBytes)
+	set(&l.CommandBytes, DefaultCommandBytes)
+	set(&l.QueuedBytes, DefaultQueuedBytes)
+	set(&l.QueuedMessages, DefaultQueuedMessages)
+	set(&l.InFlight, DefaultInFlight)
+	set(&l.Subscriptions, DefaultSubscriptions)
+	l.CommandBytes = min(l.CommandBytes, l.MessageBytes)
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setD(&l.Handshake, DefaultHandshake)
+	setD(&l.Initialize, DefaultInitialize)
+	setD(&l.Idle, DefaultIdle)
+	return l
+}
+
+// Validate says what is wrong with l, for a person to fix.
+func (l Limits) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{
+		{"message bytes", l.MessageBytes}, {"command bytes", l.CommandBytes},
+		{"queued bytes", l.QueuedBytes}, {"queued messages", l.QueuedMessages},
+		{"in-flight requests", l.InFlight}, {"subscriptions", l.Subscriptions},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("the connection limit of %s is %d: it must be positive (0 takes the default)", f.name, f.v)
+		}
+	}
+	if l.MessageBytes > 0 && l.MessageBytes < 64<<10 {
+		return fmt.Errorf("the connection limit of message bytes is %d: at least 65536, or a prompt does not fit", l.MessageBytes)
+	}
+	return nil
+}
+
+// on reports whether a deadline is set.
+func on(d time.Duration) bool { return d > 0 }
+
+// closeCode is how a connection ended, as a WebSocket close code; stdio
+// has no codes and only closes.
+type closeCode int
+
+// The close codes ahpd ends connections with (RFC 6455, 7.4.1).
+const (
+	closeNormal      closeCode = 1000 // the peer closed, or ahpd shut down
+	closeUnsupported closeCode = 1003 // a binary frame
+	closePolicy      closeCode = 1008 // a deadline passed, or the client fell too far behind
+	closeTooBig      closeCode = 1009 // a message over MessageBytes
+	closeInternal    closeCode = 1011 // the transport failed
+)

@@ -1,0 +1,160 @@
+package host
+
+import (
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Why connections are cut, as the reason label of
+// ahpd_connections_cut_total.
+const (
+	cutSlow      = "slow"       // its outbound queue overflowed
+	cutStalled   = "stalled"    // a write took longer than writeTimeout
+	cutDeadline  = "deadline"   // initialize, idle or lifetime deadline
+	cutViolation = "violation"  // a binary frame, a message too big
+	cutRevoked   = "revoked"    // its token no longer lets it in
+	cutWrite     = "write"      // a write failed
+	cutShutdown  = "unfinished" // it did not finish in time at shutdown
+)
+
+var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRevoked, cutWrite, cutShutdown}
+
+// metrics are the host's counters. Gauges are not kept here: the collector
+// reads them off the host when it is scraped, so they cost nothing between
+// scrapes.
+type metrics struct {
+	cut   map[string]*atomic.Int64 // by reason; fixed at start
+	turns map[protocol.TurnState]*atomic.Int64
+	once  sync.Once
+	http  http.Handler
+}
+
+func newMetrics() *metrics {
+	m := &metrics{cut: map[string]*atomic.Int64{}, turns: map[protocol.TurnState]*atomic.Int64{}}
+	for _, r := range cutReasons {
+		m.cut[r] = new(atomic.Int64)
+	}
+	for _, s := range []protocol.TurnState{protocol.TurnStateComplete, protocol.TurnStateCancelled, protocol.TurnStateError} {
+		m.turns[s] = new(atomic.Int64)
+	}
+	return m
+}
+
+// cutFor counts a connection cut.
+func (m *metrics) cutFor(reason string) {
+	if n := m.cut[reason]; n != nil {
+		n.Add(1)
+	}
+}
+
+// turnEnded counts a turn's end by the action that ended it.
+func (m *metrics) turnEnded(a protocol.Action) {
+	var s protocol.TurnState
+	switch a.(type) {
+	case *protocol.ChatTurnCompleteAction:
+		s = protocol.TurnStateComplete
+	case *protocol.ChatTurnCancelledAction:
+		s = protocol.TurnStateCancelled
+	case *protocol.ChatErrorAction:
+		s = protocol.TurnStateError
+	default:
+		return
+	}
+	m.turns[s].Add(1)
+}
+
+// MetricsHandler serves the host's metrics in the Prometheus text format,
+// with the Go runtime's and the process's.
+func (h *Host) MetricsHandler() http.Handler {
+	h.metrics.once.Do(func() {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h})
+		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	})
+	return h.metrics.http
+}
+
+// Gauges reports the numbers the metrics' gauges show, for tests.
+type Gauges struct {
+	Connections, Subscriptions, QueuedMessages, QueuedBytes, MaxQueuedBytes int
+	Sessions, Resident                                                      int
+}
+
+// gauges reads the host's gauges.
+func (h *Host) gauges() Gauges {
+	var g Gauges
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	sessions := make([]*session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	g.Connections, g.Sessions = len(conns), len(sessions)
+	for _, c := range conns {
+		c.mu.Lock()
+		g.Subscriptions += len(c.subs)
+		g.QueuedMessages += len(c.queue)
+		g.QueuedBytes += c.queued
+		g.MaxQueuedBytes = max(g.MaxQueuedBytes, c.queued)
+		c.mu.Unlock()
+	}
+	for _, s := range sessions {
+		if s.awake.Load() {
+			g.Resident++
+		}
+	}
+	return g
+}
+
+var (
+	descConnections   = prometheus.NewDesc("ahpd_connections", "Client connections open.", nil, nil)
+	descSubscriptions = prometheus.NewDesc("ahpd_subscriptions", "Channels watched, summed over connections.", nil, nil)
+	descQueued        = prometheus.NewDesc("ahpd_outbound_queue_messages", "Messages waiting to be written, summed over connections.", nil, nil)
+	descQueuedBytes   = prometheus.NewDesc("ahpd_outbound_queue_bytes", "Bytes waiting to be written, summed over connections.", nil, nil)
+	descMaxQueued     = prometheus.NewDesc("ahpd_outbound_queue_bytes_max", "Bytes waiting to be written to the connection furthest behind.", nil, nil)
+	descSessions      = prometheus.NewDesc("ahpd_sessions", "Sessions the host holds.", nil, nil)
+	descResident      = prometheus.NewDesc("ahpd_sessions_resident", "Sessions awake, their turns in memory.", nil, nil)
+	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
+	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
+)
+
+// hostCollector reads the host's metrics when scraped.
+type hostCollector struct{ h *Host }
+
+func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns} {
+		ch <- d
+	}
+}
+
+func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
+	g := hc.h.gauges()
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v))
+	}
+	gauge(descConnections, g.Connections)
+	gauge(descSubscriptions, g.Subscriptions)
+	gauge(descQueued, g.QueuedMessages)
+	gauge(descQueuedBytes, g.QueuedBytes)
+	gauge(descMaxQueued, g.MaxQueuedBytes)
+	gauge(descSessions, g.Sessions)
+	gauge(descResident, g.Resident)
+	m := hc.h.metrics
+	for _, r := range cutReasons {
+		ch <- prometheus.MustNewConstMetric(descCut, prometheus.CounterValue, float64(m.cut[r].Load()), r)
+	}
+	for s, n := range m.turns {
+		ch <- prometheus.MustNewConstMetric(descTurns, prometheus.CounterValue, float64(n.Load()), string(s))
+	}
+}
