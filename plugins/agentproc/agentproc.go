@@ -218,15 +218,3 @@ func (p *Process) WaitExit(d time.Duration) {
 		p.Kill()
 	}
 }
-
-// KillGroupOnCancel runs cmd, which must come from exec.CommandContext,
-// in a process group of its own and kills the whole group when cmd's
-// context ends: killing only a shell would leave the commands it started
-// running, and holding its output pipes open.
-func KillGroupOnCancel(cmd *exec.Cmd) {
-	SetProcessGroup(cmd)
-	cmd.Cancel = func() error {
-		KillGroup(cmd.Process)
-		return nil
-	}
-}

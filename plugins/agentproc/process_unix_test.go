@@ -5,7 +5,6 @@ package agentproc_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -205,29 +204,6 @@ func TestExitSignal(t *testing.T) {
 		if got := cmd.ProcessState.ExitCode(); got != c.code {
 			t.Errorf("%s: exit code %d, want %d", c.script, got, c.code)
 		}
-	}
-}
-
-func TestKillGroupOnCancel(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", `sleep 100 & echo $! > "$0"; wait`, pidFile)
-	agentproc.KillGroupOnCancel(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := pluginstest.WaitForPID(t, pidFile)
-	cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case <-errc:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command did not end after its context")
-	}
-	if !pluginstest.ProcessGone(pid) {
-		t.Errorf("the grandchild (pid %d) still runs after cancel", pid)
 	}
 }
 
