@@ -94,6 +94,21 @@ func TestExitKillsWhatWasLeft(t *testing.T) {
 	}
 }
 
+func TestStopEndsBackgroundChild(t *testing.T) {
+	// An agent that leaves a child running and exits when its stdin ends,
+	// as the backends' stop asks it to: the child goes with it.
+	p := start(t, "sleep 100 & echo $!; read x", agentproc.Options{})
+	pid := readPID(t, p)
+	p.CloseStdin()
+	p.WaitExit(10 * time.Second)
+	if sig, ok := exitSignal(p.WaitErr()); ok {
+		t.Errorf("the agent was killed (%s), not let exit", sig)
+	}
+	if !pluginstest.ProcessGone(pid) {
+		t.Errorf("the agent's child (pid %d) outlived the agent", pid)
+	}
+}
+
 func TestWaitExit(t *testing.T) {
 	// A child that ends when its stdin does.
 	p := start(t, "read x", agentproc.Options{})
