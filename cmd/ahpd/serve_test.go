@@ -316,6 +316,46 @@ func TestShutdownEndsRunningTurns(t *testing.T) {
 	}
 }
 
+// TestBackgroundCommandEndsWithItsStep runs a turn whose command leaves
+// sleep in the background: it ends with its step, so it neither outlives
+// the turn nor the daemon.
+func TestBackgroundCommandEndsWithItsStep(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := serveDaemon(t, e)
+	c := connect(t, p, e.token(t), "c1")
+	_, chat := newSession(t, c, e, "s1")
+
+	pidFile := filepath.Join(e.root, "sleep.pid")
+	send(t, c, chat, "t1", "run sleep 300 & echo $! > "+pidFile)
+	pid := readPid(t, pidFile)
+	t.Cleanup(func() {
+		if running(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if !endsWithin(pid, 5*time.Second) {
+		t.Errorf("sleep (pid %d) outlived its turn", pid)
+	}
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(exitTimeout); code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	if running(pid) {
+		t.Errorf("sleep (pid %d) outlived ahpd", pid)
+	}
+}
+
+// endsWithin reports whether pid stops running within d.
+func endsWithin(pid int, d time.Duration) bool {
+	for deadline := time.Now().Add(d); running(pid); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	return true
+}
+
 // readPid waits for a command to write its pid to file.
 func readPid(t *testing.T, file string) int {
 	t.Helper()

@@ -3,9 +3,12 @@
 // of its stderr for error messages; and tells how it ended.
 //
 // The backends that run an agent for as long as a conversation lasts
-// (acp, claude) start it with Start; those that run a command under a
-// context (script) or keep exec's own pipes (acp's terminals) use
-// SetProcessGroup, KillGroup and KillGroupOnCancel directly.
+// (acp, claude) start it with Start; one that runs a command to its end
+// under a context (script) uses Run; one that keeps exec's own pipes
+// (acp's terminals) uses SetProcessGroup and KillGroup directly.
+//
+// A process that leaves its group (setsid, as a double-forking daemon
+// does) is out of reach of all of these: ahpd does not track it.
 package agentproc
 
 import (
@@ -213,17 +216,5 @@ func (p *Process) WaitExit(d time.Duration) {
 	case <-p.exited:
 	case <-t.C:
 		p.Kill()
-	}
-}
-
-// KillGroupOnCancel runs cmd, which must come from exec.CommandContext,
-// in a process group of its own and kills the whole group when cmd's
-// context ends: killing only a shell would leave the commands it started
-// running, and holding its output pipes open.
-func KillGroupOnCancel(cmd *exec.Cmd) {
-	SetProcessGroup(cmd)
-	cmd.Cancel = func() error {
-		KillGroup(cmd.Process)
-		return nil
 	}
 }

@@ -5,6 +5,7 @@ package agentproc
 import (
 	"os"
 	"os/exec"
+	"time"
 )
 
 // SetProcessGroup leaves cmd as it is: without process groups only the
@@ -13,6 +14,9 @@ func SetProcessGroup(cmd *exec.Cmd) {}
 
 // KillGroup kills p alone.
 func KillGroup(p *os.Process) { p.Kill() }
+
+// StopGroup kills p alone, at once: there is no SIGTERM to ask with.
+func StopGroup(p *os.Process, grace time.Duration) { p.Kill() }
 
 // ExitSignal reports no signal: there are none to report here.
 func ExitSignal(state *os.ProcessState) (string, bool) { return "", false }

@@ -5,7 +5,6 @@ package agentproc_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,6 +91,21 @@ func TestExitKillsWhatWasLeft(t *testing.T) {
 	}
 	if !pluginstest.ProcessGone(pid) {
 		t.Errorf("the grandchild (pid %d) still runs after the child exited", pid)
+	}
+}
+
+func TestStopEndsBackgroundChild(t *testing.T) {
+	// An agent that leaves a child running and exits when its stdin ends,
+	// as the backends' stop asks it to: the child goes with it.
+	p := start(t, "sleep 100 & echo $!; read x", agentproc.Options{})
+	pid := readPID(t, p)
+	p.CloseStdin()
+	p.WaitExit(10 * time.Second)
+	if sig, ok := exitSignal(p.WaitErr()); ok {
+		t.Errorf("the agent was killed (%s), not let exit", sig)
+	}
+	if !pluginstest.ProcessGone(pid) {
+		t.Errorf("the agent's child (pid %d) outlived the agent", pid)
 	}
 }
 
@@ -205,29 +219,6 @@ func TestExitSignal(t *testing.T) {
 		if got := cmd.ProcessState.ExitCode(); got != c.code {
 			t.Errorf("%s: exit code %d, want %d", c.script, got, c.code)
 		}
-	}
-}
-
-func TestKillGroupOnCancel(t *testing.T) {
-	pidFile := filepath.Join(t.TempDir(), "pid")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", `sleep 100 & echo $! > "$0"; wait`, pidFile)
-	agentproc.KillGroupOnCancel(cmd)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	pid := pluginstest.WaitForPID(t, pidFile)
-	cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- cmd.Wait() }()
-	select {
-	case <-errc:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the command did not end after its context")
-	}
-	if !pluginstest.ProcessGone(pid) {
-		t.Errorf("the grandchild (pid %d) still runs after cancel", pid)
 	}
 }
 

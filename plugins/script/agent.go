@@ -19,7 +19,8 @@ import (
 var errClosed = errors.New("script: agent is closed")
 
 // Agent runs one conversation's scripts. Its only work outside a turn is
-// the timers "background" steps start, which Close stops.
+// the timers "background" steps start, which Close stops. Close also
+// waits for a running command and what it started to be stopped.
 type Agent struct {
 	conv       plugins.Conversation
 	transcript string
@@ -35,6 +36,7 @@ type Agent struct {
 	prompting bool
 	end       transcriptEnd  // where the transcript ends; touched by one Prompt at a time
 	timers    sync.WaitGroup // background timers; Add only under mu while !closed
+	commands  sync.WaitGroup // running commands; Add only under mu while !closed
 
 }
 
@@ -198,8 +200,9 @@ func deref(s *string) string {
 	return *s
 }
 
-// Close stops the agent: a running turn is cancelled and background
-// timers end, reporting the agent no longer busy, before Close returns.
+// Close stops the agent: a running turn is cancelled, and background
+// timers end, reporting the agent no longer busy, and a running command's
+// process group is stopped before Close returns.
 // Closing twice is harmless.
 func (a *Agent) Close() error {
 	a.mu.Lock()
@@ -207,8 +210,24 @@ func (a *Agent) Close() error {
 	a.mu.Unlock()
 	a.close()
 	a.timers.Wait()
+	a.commands.Wait()
 	return nil
 }
+
+// commandStarts counts a command in, unless the agent is closed: Close
+// waits for the commands it counted, so that none outlives it.
+func (a *Agent) commandStarts() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return false
+	}
+	a.commands.Add(1)
+	return true
+}
+
+// commandEnded counts out a command commandStarts counted in.
+func (a *Agent) commandEnded() { a.commands.Done() }
 
 // background runs a timer of d in the background, reported to t as
 // background work until it ends or the agent closes. Timers may overlap.

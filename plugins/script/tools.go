@@ -190,8 +190,15 @@ func within(dir, path string) bool {
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
+// stopGrace is how long what a command leaves running, or a cancelled
+// command, has between SIGTERM and SIGKILL.
+const stopGrace = time.Second
+
 // run runs command with sh in the working directory. A command that
-// fails is a failed tool call; the turn goes on.
+// fails is a failed tool call; the turn goes on. The command runs in a
+// process group of its own, which is stopped when the command ends or
+// the turn is cancelled: what it started in the background ends with the
+// step.
 func (r *run) run(ctx context.Context, command string) error {
 	call := plugins.ToolCall{
 		ID:          r.nextID("tool"),
@@ -207,15 +214,14 @@ func (r *run) run(ctx context.Context, command string) error {
 	r.turn.ToolStart(call)
 	r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
 
-	cmd := exec.CommandContext(ctx, "sh", "-c", command)
+	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = r.agent.conv.Dir
-	agentproc.KillGroupOnCancel(cmd)
-	// Output pipes held open by a process that left the group must not
-	// keep the turn waiting.
-	cmd.WaitDelay = 2 * time.Second
 	out := &limitedBuffer{max: maxOutput}
-	cmd.Stdout, cmd.Stderr = out, out
-	err := cmd.Run()
+	if !r.agent.commandStarts() {
+		return errClosed
+	}
+	err := agentproc.Run(ctx, cmd, out, stopGrace)
+	r.agent.commandEnded()
 	if ctx.Err() != nil {
 		// The turn is cancelled; the host cancels the open call with it.
 		return ctx.Err()

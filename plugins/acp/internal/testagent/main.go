@@ -1,7 +1,7 @@
 // Command testagent is a scripted ACP agent for the acp backend's tests,
 // built on the agent side of the ACP Go SDK. Each line of a prompt is a
 // step ("say hi", "tool t1 Read a file", "permit t2 Edit", "wait",
-// "crash", "run echo hi", ...), so a test chooses what the agent does by
+// "crash", "run echo hi", "spawn sleep 9", ...), so a test chooses what the agent does by
 // what it asks.
 //
 // The environment sets what the agent is:
@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -520,6 +521,8 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 		return t.say(ctx, "read: %s", resp.Content)
 	case "run", "run-leave", "run-kill":
 		return t.runCommand(ctx, cmd, splitArgs(rest))
+	case "spawn":
+		return t.spawn(ctx, splitArgs(rest))
 	}
 	return fmt.Errorf("unknown step %q", cmd)
 }
@@ -580,6 +583,21 @@ func (t *turn) runCommand(ctx context.Context, mode string, argv []string) error
 		status = "signal " + *exit.Signal
 	}
 	return t.say(ctx, "%s truncated=%v: %s", status, out.Truncated, out.Output)
+}
+
+// spawn starts argv as the agent's own child, in the session's
+// directory, and leaves it running, as an agent's tool or helper may.
+func (t *turn) spawn(ctx context.Context, argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("spawn: no command")
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = t.sess.Cwd
+	if err := cmd.Start(); err != nil {
+		return t.say(ctx, "spawn failed: %v", err)
+	}
+	go cmd.Wait() // reaps it, should it end while the agent runs
+	return t.say(ctx, "spawned %d", cmd.Process.Pid)
 }
 
 // splitArgs splits s at spaces, keeping what single quotes enclose
