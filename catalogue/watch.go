@@ -218,7 +218,7 @@ func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, b
 			continue
 		}
 		fi, err := e.Info()
-		if err != nil || st.err != nil || !st.read || fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) {
+		if err != nil || !st.unchanged(idOf(fi)) {
 			*todo = append(*todo, st)
 		}
 	}
@@ -349,20 +349,22 @@ func (c *Catalogue) makeRow(st *fileState) *Row {
 	r := &Row{
 		Provider:    st.key.Provider,
 		ID:          st.key.ID,
-		Title:       in.title,
-		FirstPrompt: in.prompt,
+		Title:       in.title(),
+		LastPrompt:  in.tail.text[srcLastPrompt],
+		SummaryLine: in.tail.text[srcSummary],
+		FirstPrompt: in.firstPrompt(),
 		Cwd:         in.cwd,
 		Branch:      in.branch,
 		CreatedAt:   in.created,
 		ModifiedAt:  in.modified,
 		Path:        st.path,
-		Size:        st.size,
+		Size:        st.id.size,
 		Offset:      st.offset,
 	}
 	// A transcript whose lines carry no time (or whose last line is too
 	// long to read back) is dated by the file.
 	if r.ModifiedAt.IsZero() {
-		r.ModifiedAt = st.mtime
+		r.ModifiedAt = st.id.modTime()
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = r.ModifiedAt
