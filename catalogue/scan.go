@@ -165,7 +165,9 @@ func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileSt
 	adviseRandom(f)
 	r := &fileReader{f: f, size: id.size, read: counter}
 	var res scanResult
-	if st.read && id.sameFile(st.id) && id.size >= st.id.size && id.size >= st.offset {
+	// Only a file that grew was appended to; one written without growing
+	// was rewritten, and is read whole.
+	if st.read && id.sameFile(st.id) && id.size > st.id.size && id.size >= st.offset {
 		res, err = scanAppended(r, st.parser, st.info, st.offset, st.skipping, st.mark)
 	} else {
 		res, err = scanWhole(r, st.parser)
