@@ -232,38 +232,80 @@ func between(s, open, close string) (string, bool) {
 // claudeParser reads Claude Code transcript lines.
 type claudeParser struct{}
 
-// Byte patterns tested before a line is decoded. They are member names
-// and type values, which no spacing changes; a line that matches by
-// accident (a tool result quoting a transcript) only costs a decode.
-var (
-	patTimestamp  = []byte(`"timestamp"`)
-	patBranch     = []byte(`"gitBranch"`)
-	patCustom     = []byte(`"custom-title"`)
-	patAI         = []byte(`"ai-title"`)
-	patLastPrompt = []byte(`"lastPrompt"`)
-	patSummary    = []byte(`"summary"`)
+// Before a line is decoded, a cheap test says whether it may hold what
+// is still wanted: members names the member names and type values it
+// holds, found by visiting each '"' once. The bulk of a large transcript
+// is message text, where quotes are rare (escaped), so this costs little
+// more than a memchr over the line, where testing each name in turn would
+// cost a substring search per name. A line that matches by accident (a
+// tool result quoting a transcript) only costs a decode.
+const (
+	mTimestamp uint8 = 1 << iota
+	mBranch
+	mCustom
+	mAI
+	mLastPrompt
+	mSummary
 )
 
-// sourcePats are the patterns of the title sources, by source.
-var sourcePats = [nSources][]byte{srcCustom: patCustom, srcAI: patAI, srcLastPrompt: patLastPrompt, srcSummary: patSummary}
+// sourceBits are the members that may decide each title source.
+var sourceBits = [nSources]uint8{srcCustom: mCustom, srcAI: mAI, srcLastPrompt: mLastPrompt, srcSummary: mSummary}
 
-func (claudeParser) pass(line []byte, t *info) bool {
-	if t.modified.IsZero() && bytes.Contains(line, patTimestamp) {
-		return false
-	}
-	if t.branch == "" && bytes.Contains(line, patBranch) {
-		return false
-	}
-	for k, pat := range sourcePats {
-		if !t.tail.has(source(k)) && bytes.Contains(line, pat) {
-			return false
+func members(line []byte) uint8 {
+	var m uint8
+	for i := 0; ; {
+		j := bytes.IndexByte(line[i:], '"')
+		if j < 0 {
+			return m
+		}
+		i += j + 1
+		rest := line[i:]
+		if len(rest) < 8 {
+			continue
+		}
+		var name string
+		var bit uint8
+		switch rest[0] {
+		case 't':
+			name, bit = `timestamp"`, mTimestamp
+		case 'g':
+			name, bit = `gitBranch"`, mBranch
+		case 'c':
+			name, bit = `custom-title"`, mCustom
+		case 'a':
+			name, bit = `ai-title"`, mAI
+		case 'l':
+			name, bit = `lastPrompt"`, mLastPrompt
+		case 's':
+			name, bit = `summary"`, mSummary
+		default:
+			continue
+		}
+		if len(rest) >= len(name) && string(rest[:len(name)]) == name {
+			m |= bit
+			i += len(name) // past the closing quote
 		}
 	}
-	return true
+}
+
+func (claudeParser) pass(line []byte, t *info) bool {
+	want := uint8(0)
+	if t.modified.IsZero() {
+		want |= mTimestamp
+	}
+	if t.branch == "" {
+		want |= mBranch
+	}
+	for k, bit := range sourceBits {
+		if !t.tail.has(source(k)) {
+			want |= bit
+		}
+	}
+	return want == 0 || members(line)&want == 0
 }
 
 func (claudeParser) mayTitle(line []byte) bool {
-	return bytes.Contains(line, patCustom) || bytes.Contains(line, patAI)
+	return members(line)&(mCustom|mAI) != 0
 }
 
 // tailDone: the newest time and branch are known, and the title is
