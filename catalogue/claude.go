@@ -315,6 +315,12 @@ func (claudeParser) tailDone(t *info) bool {
 	return !t.modified.IsZero() && t.branch != "" && (t.tail.text[srcCustom] != "" || t.tail.all())
 }
 
+// tailFirst: the whole window at once. The title is settled before its
+// start only by a custom title near the end, which few transcripts have;
+// the rest need every line of the window, and one read of it costs the
+// disk one request where a small read and then the rest cost two.
+func (claudeParser) tailFirst() int { return tailMax + 1 }
+
 // headDone: the first lines' facts are known, and the tail's custom
 // title makes the head's titles moot. Otherwise the head is read to the
 // end of its window: a custom or AI title anywhere in it may be the one.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -336,5 +337,34 @@ func TestDuplicateID(t *testing.T) {
 	got, _ := ch.wait(t, 0, func(x Change) bool { return x.Kind == Changed && x.Row.Cwd == "/src/a" })
 	if got.Fields&FieldCwd == 0 {
 		t.Errorf("fields %b", got.Fields)
+	}
+}
+
+// TestNotRegular names a FIFO and a symbolic link like transcripts while
+// the catalogue watches: neither is read (opening the FIFO must not wait
+// for a writer), and neither has a row.
+func TestNotRegular(t *testing.T) {
+	projects := t.TempDir()
+	real := create(t, projects, session("real", "/src/app"))
+	ch := newChanges()
+	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	dir := filepath.Dir(real)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	// Events are handled in order: once this append is reported, the
+	// FIFO's and the link's were handled before it.
+	appendFile(t, real, userLine("real", "/src/app", "main", "later", base.Add(time.Hour)))
+	ch.wait(t, 0, func(x Change) bool { return x.Row.ID == "real" && x.Kind == Changed })
+	for _, id := range []string{"fifo", "link"} {
+		if r, ok := c.Lookup(ProviderClaude, id); ok {
+			t.Errorf("%s has a row: %+v", id, r)
+		}
+	}
+	if n := len(c.Rows()); n != 1 {
+		t.Errorf("%d rows", n)
 	}
 }

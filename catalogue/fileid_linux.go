@@ -1,10 +1,18 @@
 package catalogue
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"syscall"
 )
+
+// openFlags open a transcript without following a symbolic link and
+// without waiting for a writer should the name be a FIFO's.
+const openFlags = os.O_RDONLY | syscall.O_NOFOLLOW | syscall.O_NONBLOCK
+
+// isLink reports the error of opening a symbolic link with openFlags.
+func isLink(err error) bool { return errors.Is(err, syscall.ELOOP) }
 
 // sysID fills in what only the system's stat has: device, inode and
 // change time.

@@ -184,7 +184,7 @@ func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut
 // bytes, last first, until fn returns false; unterminated is set for a
 // last line without its newline, a line cut short or still being
 // written. buf holds the window and one byte before it, which tells
-// whether the window's first bytes start a line. It reads firstWindow
+// whether the window's first bytes start a line. It reads the last first
 // bytes, then the rest of the window only if fn still wants lines, and
 // leaves what it read in the reader's cache.
 //
@@ -192,13 +192,13 @@ func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut
 // its newline), which is where a later append is read from, or -1 when
 // no newline lies in the window: the file ends inside a line longer than
 // the window.
-func (r *fileReader) tail(buf []byte, fn func(line []byte, unterminated bool) bool) (lastNL int64, err error) {
+func (r *fileReader) tail(buf []byte, first int, fn func(line []byte, unterminated bool) bool) (lastNL int64, err error) {
 	lastNL = -1
 	if r.size == 0 {
 		return 0, nil
 	}
 	size := r.size
-	l := int(min(int64(firstWindow), size))
+	l := int(min(int64(min(first, len(buf))), size))
 	start := len(buf) - l // buf[start:] holds the file from ws on
 	ws := size - int64(l)
 	m, err := r.readFile(buf[start:], ws)

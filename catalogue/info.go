@@ -222,4 +222,6 @@ type lineParser interface {
 	// headDone reports whether the head (h) has found all it looks for,
 	// given what the tail (t) found.
 	headDone(h, t *info) bool
+	// tailFirst is how many bytes the tail reads first.
+	tailFirst() int
 }

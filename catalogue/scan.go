@@ -28,7 +28,7 @@ func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
 	defer r.uncache() // it points into buf
 
 	var h, t info
-	last, err := r.tail(buf[headMax:], func(line []byte, unterminated bool) bool {
+	last, err := r.tail(buf[headMax:], p.tailFirst(), func(line []byte, unterminated bool) bool {
 		// A last line without its newline is always tried: cut short,
 		// it is counted; whole, it is the newest line there is.
 		if !unterminated && p.pass(line, &t) {
@@ -133,17 +133,12 @@ var errGone = errors.New("transcript is gone")
 // the file no longer exists. It is safe to call from any goroutine: it
 // touches nothing but its copy.
 func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileState, error) {
-	// Only regular files: opening a FIFO that an event named would
-	// block until something wrote to it.
-	if fi, err := os.Lstat(st.path); err != nil || !fi.Mode().IsRegular() {
-		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return st, errGone
-		}
-		return st, fmt.Errorf("stat: %w", err)
-	}
-	f, err := os.Open(st.path)
+	// Only regular files, and not through a symbolic link: openFlags
+	// makes opening a FIFO that an event named return at once instead of
+	// waiting for a writer, and opening a link fail.
+	f, err := os.OpenFile(st.path, openFlags, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || isLink(err) {
 			return st, errGone
 		}
 		return st, err
@@ -160,9 +155,12 @@ func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileSt
 	if st.unchanged(id) {
 		return st, nil // nothing new
 	}
-	// The reads below take a few pages at each end, where the kernel
-	// would read ahead megabytes it will not be asked for.
-	adviseRandom(f)
+	// The reads below take a few pages at each end of a large file,
+	// where the kernel would read ahead megabytes it will not be asked
+	// for. A small one is read whole in one read.
+	if id.size > tailMax+1 {
+		adviseRandom(f)
+	}
 	r := &fileReader{f: f, size: id.size, read: counter}
 	var res scanResult
 	// Only a file that grew was appended to; one written without growing
