@@ -23,7 +23,7 @@ import (
 // to 50 MB each, about 3.6 GB in all. Writing it takes a while, so it is
 // kept between runs under os.TempDir(); a new version makes a new one.
 const (
-	corpusVersion = "4"
+	corpusVersion = "5"
 	corpusFiles   = 10000
 	corpusFolders = 200
 )

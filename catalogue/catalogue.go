@@ -48,6 +48,16 @@ type Config struct {
 	// and watcher trouble. Nil logs nothing.
 	Logger *slog.Logger
 
+	// IndexPath is the file where the catalogue keeps, between starts,
+	// what it read of each transcript (see index.go), such as
+	// <state-dir>/catalogue-index.json; the catalogue alone writes it,
+	// replacing it whole. At the next start a transcript whose device,
+	// inode, size, modification and change times are as recorded gives
+	// its row without being read, and one that grew is read from where
+	// the last read stopped. "" keeps no index: every start reads every
+	// transcript.
+	IndexPath string
+
 	// readHook, when set, runs before every file read; tests slow scans
 	// down with it, and make a read fail by returning an error, which
 	// root cannot do with file modes.
@@ -83,6 +93,13 @@ type Catalogue struct {
 	timer   *time.Timer
 	armed   bool
 	warned  map[string]bool // one-off warnings already logged
+
+	// The index: what it held at start, until the first scan has used
+	// it, and whether it needs saving (see index.go).
+	restored   map[string]*indexEntry
+	indexDirty bool
+	indexArmed bool
+	indexTimer *time.Timer
 }
 
 // snapshot is one published state: rows sorted by Compare, and where
@@ -102,6 +119,9 @@ type counters struct {
 	overflows    atomic.Int64
 	files        atomic.Int64
 	publishes    atomic.Int64
+	indexHits    atomic.Int64
+	indexSaves   atomic.Int64
+	indexErrors  atomic.Int64
 }
 
 // Stats are counters for diagnostics and tests.
@@ -121,6 +141,11 @@ type Stats struct {
 	Rescans    int64 // full and light rescans run, the first scan included
 	Overflows  int64 // watcher queue overflows, each followed by a rescan
 	Publishes  int64 // snapshots published
+	// IndexHits counts transcripts whose row came from the index
+	// without a read; IndexSaves and IndexErrors the index's writes.
+	IndexHits   int64
+	IndexSaves  int64
+	IndexErrors int64
 }
 
 // Open starts a catalogue: it watches the folders at once, scans them in
@@ -167,6 +192,8 @@ func Open(cfg Config) *Catalogue {
 	}
 	c.timer = time.NewTimer(time.Hour)
 	c.timer.Stop()
+	c.indexTimer = time.NewTimer(time.Hour)
+	c.indexTimer.Stop()
 	ctx, cancel := context.WithCancel(context.Background())
 	c.ctx, c.stop = ctx, cancel
 	go c.run(ctx)
@@ -180,6 +207,8 @@ func (c *Catalogue) Close() error {
 	c.closing.Do(func() {
 		c.stop()
 		<-c.done
+		// The loop has ended, so its state is this goroutine's now.
+		c.saveIndex()
 		if c.watcher != nil {
 			err = c.watcher.Close()
 		}
@@ -219,6 +248,9 @@ func (c *Catalogue) Stats() Stats {
 		Rescans:      c.st.rescans.Load(),
 		Overflows:    c.st.overflows.Load(),
 		Publishes:    c.st.publishes.Load(),
+		IndexHits:    c.st.indexHits.Load(),
+		IndexSaves:   c.st.indexSaves.Load(),
+		IndexErrors:  c.st.indexErrors.Load(),
 	}
 }
 

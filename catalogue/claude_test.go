@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,18 +30,18 @@ func TestClaudeRows(t *testing.T) {
 		s    corpus.Session
 		want want
 	}{
-		{"no title falls back to the first prompt",
+		{"no title falls back to the last prompt",
 			corpus.Session{Cwd: work, Branch: "main", Prompts: []string{"Fix  the\n flaky test", "again"}},
-			want{display: "Fix the flaky test", prompt: "Fix the flaky test", branch: "main", cwdExists: true}},
+			want{display: "again", prompt: "Fix the flaky test", branch: "main", cwdExists: true}},
 		{"ai-title",
 			corpus.Session{Cwd: work, Branch: "dev", Prompts: []string{"p1", "p2"}, AITitle: "Flaky test fix"},
 			want{title: "Flaky test fix", display: "Flaky test fix", prompt: "p1", branch: "dev", cwdExists: true}},
 		{"the latest title wins",
 			corpus.Session{Cwd: work, Branch: "main", Prompts: []string{"p1"}, Summary: "Old summary", AITitle: "Middle", TailTitle: "Newest"},
 			want{title: "Newest", display: "Newest", prompt: "p1", branch: "main", cwdExists: true}},
-		{"a summary line titles",
+		{"a summary line is outranked by the last prompt",
 			corpus.Session{Cwd: work, Branch: "main", Prompts: []string{"p1"}, Summary: "Refactor query script"},
-			want{title: "Refactor query script", display: "Refactor query script", prompt: "p1", branch: "main", cwdExists: true}},
+			want{display: "p1", prompt: "p1", branch: "main", cwdExists: true}},
 		{"system reminders and meta lines are not prompts",
 			corpus.Session{Cwd: gone, Branch: "HEAD", Prompts: []string{"the real prompt"}, Reminder: true, Meta: true},
 			want{display: "the real prompt", prompt: "the real prompt", branch: "HEAD"}},
@@ -202,9 +203,11 @@ func TestHugeFile(t *testing.T) {
 	if !r.CreatedAt.Equal(base) {
 		t.Errorf("createdAt %v", r.CreatedAt)
 	}
+	// The windows, and the byte before the tail's that says whether its
+	// first line starts in it.
 	read := c.Stats().BytesRead
-	if read > headMax+tailMax {
-		t.Errorf("read %d bytes of a %d-byte file, want at most %d", read, r.Size, headMax+tailMax)
+	if read > headMax+tailMax+1 {
+		t.Errorf("read %d bytes of a %d-byte file, want at most %d", read, r.Size, headMax+tailMax+1)
 	}
 	t.Logf("read %d bytes of %d", read, r.Size)
 
@@ -217,7 +220,7 @@ func TestHugeFile(t *testing.T) {
 	if r := lookup(t, c, ProviderClaude, "early"); r.Title != "Early title" {
 		t.Errorf("early title %q", r.Title)
 	}
-	if read := c.Stats().BytesRead; read > headMax+tailMax {
+	if read := c.Stats().BytesRead; read > headMax+tailMax+1 {
 		t.Errorf("read %d bytes", read)
 	}
 }
@@ -334,5 +337,34 @@ func TestDuplicateID(t *testing.T) {
 	got, _ := ch.wait(t, 0, func(x Change) bool { return x.Kind == Changed && x.Row.Cwd == "/src/a" })
 	if got.Fields&FieldCwd == 0 {
 		t.Errorf("fields %b", got.Fields)
+	}
+}
+
+// TestNotRegular names a FIFO and a symbolic link like transcripts while
+// the catalogue watches: neither is read (opening the FIFO must not wait
+// for a writer), and neither has a row.
+func TestNotRegular(t *testing.T) {
+	projects := t.TempDir()
+	real := create(t, projects, session("real", "/src/app"))
+	ch := newChanges()
+	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	dir := filepath.Dir(real)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	// Events are handled in order: once this append is reported, the
+	// FIFO's and the link's were handled before it.
+	appendFile(t, real, userLine("real", "/src/app", "main", "later", base.Add(time.Hour)))
+	ch.wait(t, 0, func(x Change) bool { return x.Row.ID == "real" && x.Kind == Changed })
+	for _, id := range []string{"fifo", "link"} {
+		if r, ok := c.Lookup(ProviderClaude, id); ok {
+			t.Errorf("%s has a row: %+v", id, r)
+		}
+	}
+	if n := len(c.Rows()); n != 1 {
+		t.Errorf("%d rows", n)
 	}
 }

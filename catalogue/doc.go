@@ -9,10 +9,13 @@
 // a watcher queue overflow triggers a rescan at once.
 //
 // A row needs a transcript's first lines (when it started, where, the
-// first prompt) and its last ones (when it was last active, its latest
-// title and branch), never what lies between: a scan reads at most 64 KB
-// at each end of a file, however large, and an append is read from where
-// the previous read stopped, so its cost is the appended bytes.
+// first prompt) and its last ones (when it was last active, its branch),
+// and its title lines in both, never what lies between: a scan reads at
+// most 64 KB at each end of a file, however large, the windows the Claude
+// Agent SDK's session list reads, and titles rows as it does (info.go).
+// An append is read from where the previous read stopped, so its cost is
+// the appended bytes. With Config.IndexPath, what was read is kept
+// between starts (index.go), and an unchanged file is not read again.
 //
 // # For the host
 //

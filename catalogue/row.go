@@ -35,11 +35,20 @@ func (k Key) String() string { return k.URI() }
 type Row struct {
 	Provider string
 	ID       string
-	// Title is the latest title the transcript records (an ai-title,
-	// custom-title or summary line), or "" when it records none.
+	// Title is the title the transcript records: a custom title (a
+	// person renamed the session) before an AI title, each the newest
+	// one in the file's last 64 KB before the newest in its first 64 KB,
+	// as the Claude Agent SDK's session list ranks them; "" when it
+	// records none.
 	Title string
+	// LastPrompt is the newest last-prompt line in the last 64 KB, and
+	// SummaryLine the newest summary line there (older CLIs wrote one):
+	// the titles of a session that has no Title, in that order.
+	LastPrompt  string
+	SummaryLine string
 	// FirstPrompt is the first thing a person asked, with white space
-	// collapsed and cut to a few hundred bytes: the fallback title.
+	// collapsed and cut to a few hundred bytes: the last fallback title.
+	// A transcript with no prompt but a slash command gives the command.
 	FirstPrompt string
 	// Cwd is the directory the conversation ran in, "" when the
 	// transcript does not say (script transcripts never do).
@@ -68,14 +77,13 @@ func (r *Row) Key() Key { return Key{Provider: r.Provider, ID: r.ID} }
 // URI returns the row's session resource, "<provider>:/<id>".
 func (r *Row) URI() string { return r.Key().URI() }
 
-// DisplayTitle is the title a client shows: the recorded title, else the
-// first prompt, else a placeholder naming the provider.
+// DisplayTitle is the title a client shows, chosen as the Claude Agent
+// SDK's session list chooses it: the recorded title, else the last
+// prompt, else the summary line, else the first prompt, else a
+// placeholder naming the provider.
 func (r *Row) DisplayTitle() string {
-	switch {
-	case r.Title != "":
-		return r.Title
-	case r.FirstPrompt != "":
-		return r.FirstPrompt
+	if t := firstOf(r.Title, r.LastPrompt, r.SummaryLine, r.FirstPrompt); t != "" {
+		return t
 	}
 	return "Untitled " + r.Provider + " session"
 }

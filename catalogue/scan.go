@@ -2,167 +2,33 @@ package catalogue
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 )
-
-// facts is what one transcript line says about its conversation.
-type facts struct {
-	// first and last are when the line's work began and ended; the same
-	// instant for a Claude line, a turn's start and end for a script one.
-	first, last time.Time
-	cwd         string
-	branch      string
-	title       string
-	prompt      string
-	// conversation marks a line of the conversation itself: a transcript
-	// with none (a title alone, a queued operation) is no session yet.
-	conversation bool
-}
-
-// info is what a transcript's lines, read so far, say about it. It is
-// filled from three directions: the head forward, the tail backward and
-// appends forward, so each member is either a "first" one (kept from the
-// earliest line that has it) or a "latest" one (from the last).
-type info struct {
-	created      time.Time // first
-	cwd          string    // first: the folder the session was started in
-	prompt       string    // first
-	modified     time.Time // latest
-	branch       string    // latest
-	title        string    // latest
-	conversation bool
-}
-
-// forward takes a line that comes after every line seen so far.
-func (in *info) forward(f *facts) {
-	if in.created.IsZero() {
-		in.created = f.first
-	}
-	if in.cwd == "" {
-		in.cwd = f.cwd
-	}
-	if in.prompt == "" {
-		in.prompt = f.prompt
-	}
-	if !f.last.IsZero() {
-		in.modified = f.last
-	}
-	if f.branch != "" {
-		in.branch = f.branch
-	}
-	if f.title != "" {
-		in.title = f.title
-	}
-	in.conversation = in.conversation || f.conversation
-}
-
-// backward takes a line that comes before every line seen so far.
-func (in *info) backward(f *facts) {
-	if !f.first.IsZero() {
-		in.created = f.first
-	}
-	if f.cwd != "" {
-		in.cwd = f.cwd
-	}
-	if f.prompt != "" {
-		in.prompt = f.prompt
-	}
-	if in.modified.IsZero() {
-		in.modified = f.last
-	}
-	if in.branch == "" {
-		in.branch = f.branch
-	}
-	if in.title == "" {
-		in.title = f.title
-	}
-	in.conversation = in.conversation || f.conversation
-}
-
-// join combines what the head (h) and the tail (t) of one file said:
-// first members from the head unless it had none, latest members from
-// the tail unless it had none.
-func join(h, t info) info {
-	out := h
-	if out.created.IsZero() {
-		out.created = t.created
-	}
-	if out.cwd == "" {
-		out.cwd = t.cwd
-	}
-	if out.prompt == "" {
-		out.prompt = t.prompt
-	}
-	// The head's latest time is only its own end: with none from the
-	// tail, the file's modification time (see makeRow) is closer.
-	out.modified = t.modified
-	if t.branch != "" {
-		out.branch = t.branch
-	}
-	if t.title != "" {
-		out.title = t.title
-	}
-	out.conversation = h.conversation || t.conversation
-	return out
-}
-
-// lineParser is a provider's reading of its transcript lines.
-type lineParser interface {
-	// parse reads one line. cut says the line may be incomplete, so
-	// only what precedes the cut is read and it is never garbage.
-	// wantPrompt says the prompt is still unknown, so a prompt line's
-	// message is worth decoding. ok is false for a line that is not the
-	// provider's JSON.
-	parse(line []byte, cut, wantPrompt bool) (f facts, ok bool)
-	// pass reports whether the tail can step over line without decoding
-	// it, given what t still lacks: a cheap byte test.
-	pass(line []byte, t *info) bool
-	// mayTitle reports whether line may carry a title, by the same kind
-	// of test.
-	mayTitle(line []byte) bool
-	// tailDone reports whether the tail has found all it looks for.
-	tailDone(t *info) bool
-}
 
 // scanResult is what reading a file gave.
 type scanResult struct {
 	info     info
-	next     int64 // where the next forward read starts
-	skipping bool  // the next read starts inside a dropped line
-	skipped  int   // lines that did not decode
+	next     int64  // where the next forward read starts
+	skipping bool   // the next read starts inside a dropped line
+	mark     uint64 // markAt(next)
+	skipped  int    // lines that did not decode
 }
 
-// scanWhole makes a file's info from its head and its tail.
+// scanWhole makes a file's info from its tail window, then its head
+// window: the tail first, because a custom title found there settles the
+// title, and the head need then be read only to its first prompt.
 func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
 	var res scanResult
-	hb := bufPool.Get().(*[tailMax]byte)
-	defer bufPool.Put(hb)
-	defer func() { r.whole = nil }() // it may point into hb
+	buf := bufPool.Get().(*[headMax + tailMax + 1]byte)
+	defer bufPool.Put(buf)
+	defer r.uncache() // it points into buf
+
 	var h, t info
-	headDone := func() bool { return !h.created.IsZero() && h.cwd != "" && h.prompt != "" }
-	// Once the head has what it came for it reads no further, but the
-	// lines it holds already may still title the session for free.
-	err := r.head(hb[:], headDone, func(line []byte, cut bool) {
-		if headDone() && !p.mayTitle(line) {
-			return
-		}
-		f, ok := p.parse(line, cut, h.prompt == "")
-		if !ok {
-			res.skipped++
-			return
-		}
-		h.forward(&f)
-	})
-	if err != nil {
-		return res, err
-	}
-	tb := bufPool.Get().(*[tailMax]byte)
-	defer bufPool.Put(tb)
-	last, err := r.tail(tb[:], func(line []byte, unterminated bool) bool {
+	last, err := r.tail(buf[headMax:], p.tailFirst(), func(line []byte, unterminated bool) bool {
 		// A last line without its newline is always tried: cut short,
 		// it is counted; whole, it is the newest line there is.
 		if !unterminated && p.pass(line, &t) {
@@ -179,19 +45,40 @@ func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
 	if err != nil {
 		return res, err
 	}
+	headDone := func() bool { return p.headDone(&h, &t) }
+	basics := func() bool { return !h.created.IsZero() && h.cwd != "" && h.prompt != "" }
+	err = r.head(buf[:headMax], headDone, func(line []byte, cut bool) {
+		// Once the head has its first lines' facts, only titles are
+		// left to find in it.
+		if basics() && !p.mayTitle(line) {
+			return
+		}
+		f, ok := p.parse(line, cut, h.prompt == "")
+		if !ok {
+			res.skipped++
+			return
+		}
+		h.headLine(&f)
+	})
+	if err != nil {
+		return res, err
+	}
 	res.info = join(h, t)
 	if last < 0 {
 		res.next, res.skipping = r.size, true
 	} else {
 		res.next = last
 	}
-	return res, nil
+	res.mark, err = r.markAt(res.next)
+	return res, err
 }
 
-// scanAppended brings in up to date with the lines after off.
-func scanAppended(r *fileReader, p lineParser, in info, off int64, skipping bool) (scanResult, error) {
+// scanAppended brings in up to date with the lines after off, after
+// checking that the bytes before off are still those it read (mark): a
+// file rewritten in place rather than appended to is read whole again.
+func scanAppended(r *fileReader, p lineParser, in info, off int64, skipping bool, mark uint64) (scanResult, error) {
 	res := scanResult{info: in}
-	next, skip, err := r.forward(off, skipping, func(line []byte, cut bool) {
+	next, skip, nextMark, moved, err := r.forward(off, skipping, mark, func(line []byte, cut bool) {
 		f, ok := p.parse(line, cut, res.info.prompt == "")
 		if !ok {
 			res.skipped++
@@ -199,8 +86,14 @@ func scanAppended(r *fileReader, p lineParser, in info, off int64, skipping bool
 		}
 		res.info.forward(&f)
 	})
-	res.next, res.skipping = next, skip
-	return res, err
+	if err != nil {
+		return res, err
+	}
+	if moved {
+		return scanWhole(r, p)
+	}
+	res.next, res.skipping, res.mark = next, skip, nextMark
+	return res, nil
 }
 
 // fileState is the catalogue's record of one transcript file. The loop
@@ -210,13 +103,13 @@ type fileState struct {
 	key    Key
 	parser lineParser
 
-	// What the file was when last read. stat is kept to tell a file
-	// replaced under the same name (a new inode) from one appended to.
-	stat     fs.FileInfo
-	size     int64
-	mtime    time.Time
+	// What the file was when last read: id tells a file replaced under
+	// the same name (a new inode) from one appended to, and one
+	// unchanged from one written since (see fileID).
+	id       fileID
 	offset   int64
 	skipping bool
+	mark     uint64 // markAt(offset) when read
 	info     info
 	read     bool // a read succeeded at least once
 
@@ -224,6 +117,11 @@ type fileState struct {
 	err error
 
 	row *Row // nil while the transcript holds no conversation
+}
+
+// unchanged reports whether a file whose stat gives id needs no read.
+func (st *fileState) unchanged(id fileID) bool {
+	return st.read && st.err == nil && st.id == id
 }
 
 // errGone reports a file that is no longer there to read.
@@ -235,17 +133,12 @@ var errGone = errors.New("transcript is gone")
 // the file no longer exists. It is safe to call from any goroutine: it
 // touches nothing but its copy.
 func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileState, error) {
-	// Only regular files: opening a FIFO that an event named would
-	// block until something wrote to it.
-	if fi, err := os.Lstat(st.path); err != nil || !fi.Mode().IsRegular() {
-		if err == nil || errors.Is(err, fs.ErrNotExist) {
-			return st, errGone
-		}
-		return st, err
-	}
-	f, err := os.Open(st.path)
+	// Only regular files, and not through a symbolic link: openFlags
+	// makes opening a FIFO that an event named return at once instead of
+	// waiting for a writer, and opening a link fail.
+	f, err := os.OpenFile(st.path, openFlags, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || isLink(err) {
 			return st, errGone
 		}
 		return st, err
@@ -253,20 +146,27 @@ func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileSt
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("stat: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
 		return st, errGone
 	}
-	size := fi.Size()
-	if st.read && st.err == nil && st.stat != nil && os.SameFile(st.stat, fi) &&
-		size == st.size && fi.ModTime().Equal(st.mtime) {
+	id := idOf(fi)
+	if st.unchanged(id) {
 		return st, nil // nothing new
 	}
-	r := &fileReader{f: f, size: size, read: counter}
+	// The reads below take a few pages at each end of a large file,
+	// where the kernel would read ahead megabytes it will not be asked
+	// for. A small one is read whole in one read.
+	if id.size > tailMax+1 {
+		adviseRandom(f)
+	}
+	r := &fileReader{f: f, size: id.size, read: counter}
 	var res scanResult
-	if st.read && st.stat != nil && os.SameFile(st.stat, fi) && size >= st.size && size >= st.offset {
-		res, err = scanAppended(r, st.parser, st.info, st.offset, st.skipping)
+	// Only a file that grew was appended to; one written without growing
+	// was rewritten, and is read whole.
+	if st.read && id.sameFile(st.id) && id.size > st.id.size && id.size >= st.offset {
+		res, err = scanAppended(r, st.parser, st.info, st.offset, st.skipping, st.mark)
 	} else {
 		res, err = scanWhole(r, st.parser)
 	}
@@ -274,8 +174,8 @@ func refresh(st fileState, counter *atomic.Int64, skipped *atomic.Int64) (fileSt
 	if err != nil {
 		return st, err
 	}
-	st.stat, st.size, st.mtime = fi, size, fi.ModTime()
-	st.offset, st.skipping, st.info = res.next, res.skipping, res.info
+	st.id = id
+	st.offset, st.skipping, st.mark, st.info = res.next, res.skipping, res.mark, res.info
 	st.read, st.err = true, nil
 	return st, nil
 }

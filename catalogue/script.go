@@ -47,6 +47,10 @@ type scriptParser struct{}
 func (scriptParser) pass([]byte, *info) bool { return false }
 func (scriptParser) mayTitle([]byte) bool    { return false }
 func (scriptParser) tailDone(t *info) bool   { return !t.modified.IsZero() }
+func (scriptParser) tailFirst() int          { return firstWindow } // the last line is enough
+func (scriptParser) headDone(h, _ *info) bool {
+	return !h.created.IsZero() && h.prompt != ""
+}
 func (scriptParser) parse(line []byte, cut, _ bool) (facts, bool) {
 	var rec scriptRecord
 	if cut {

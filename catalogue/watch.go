@@ -30,13 +30,18 @@ func (c *Catalogue) run(ctx context.Context) {
 		}
 		close(c.done)
 	}()
+	c.restored = c.loadIndex()
 	c.rescan(ctx, true)
+	c.restored = nil
 	if ctx.Err() != nil {
 		return
 	}
 	c.publish()
 	close(c.ready)
 	readyClosed = true
+	// What the first scan read is saved at once: a daemon killed soon
+	// after it started still starts fast the next time.
+	c.saveIndex()
 
 	var tick <-chan time.Time
 	if c.cfg.RescanInterval > 0 {
@@ -70,6 +75,9 @@ func (c *Catalogue) run(ctx context.Context) {
 		case <-c.timer.C:
 			c.armed = false
 			c.publish()
+		case <-c.indexTimer.C:
+			c.indexArmed = false
+			c.saveIndex()
 		case f := <-c.reqs:
 			f()
 		}
@@ -214,11 +222,23 @@ func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, b
 		}
 		st := c.files[path]
 		if st == nil {
-			*todo = append(*todo, c.track(path, Key{Provider: provider, ID: id}, p))
+			k := Key{Provider: provider, ID: id}
+			st = c.track(path, k, p)
+			if ie := c.restored[path]; ie != nil && ie.Provider == provider && ie.ID == id {
+				// As read at an earlier start: used as it is if the
+				// file is unchanged, and as where to read from if not.
+				ie.restore(st)
+				if fi, err := e.Info(); err == nil && st.unchanged(idOf(fi)) {
+					c.st.indexHits.Add(1)
+					c.setRow(st, c.rowOf(st))
+					continue
+				}
+			}
+			*todo = append(*todo, st)
 			continue
 		}
 		fi, err := e.Info()
-		if err != nil || st.err != nil || !st.read || fi.Size() != st.size || !fi.ModTime().Equal(st.mtime) {
+		if err != nil || !st.unchanged(idOf(fi)) {
 			*todo = append(*todo, st)
 		}
 	}
@@ -251,6 +271,9 @@ func (c *Catalogue) drop(st *fileState) {
 	c.st.files.Store(int64(len(c.files)))
 	if st.row != nil {
 		c.markDirty(st.key)
+	}
+	if st.read {
+		c.noteIndex()
 	}
 }
 
@@ -330,17 +353,25 @@ func (c *Catalogue) apply(st *fileState, next fileState, err error) {
 		if st.err == nil {
 			// Once per file until it reads again: a rescan retries it.
 			c.cfg.Logger.Warn("catalogue: cannot read transcript", "path", st.path, "err", err)
+			c.noteIndex()
 		}
 		st.err = err
 		c.setRow(st, nil)
 		return
 	}
-	*st = next
-	if !st.info.conversation {
-		c.setRow(st, nil)
-		return
+	if next.id != st.id || next.offset != st.offset || !st.read || st.err != nil {
+		c.noteIndex()
 	}
-	c.setRow(st, c.makeRow(st))
+	*st = next
+	c.setRow(st, c.rowOf(st))
+}
+
+// rowOf returns st's row, nil while it holds no conversation.
+func (c *Catalogue) rowOf(st *fileState) *Row {
+	if !st.info.conversation {
+		return nil
+	}
+	return c.makeRow(st)
 }
 
 // makeRow turns a file's record into its row.
@@ -349,20 +380,22 @@ func (c *Catalogue) makeRow(st *fileState) *Row {
 	r := &Row{
 		Provider:    st.key.Provider,
 		ID:          st.key.ID,
-		Title:       in.title,
-		FirstPrompt: in.prompt,
+		Title:       in.title(),
+		LastPrompt:  in.tail.text[srcLastPrompt],
+		SummaryLine: in.tail.text[srcSummary],
+		FirstPrompt: in.firstPrompt(),
 		Cwd:         in.cwd,
 		Branch:      in.branch,
 		CreatedAt:   in.created,
 		ModifiedAt:  in.modified,
 		Path:        st.path,
-		Size:        st.size,
+		Size:        st.id.size,
 		Offset:      st.offset,
 	}
 	// A transcript whose lines carry no time (or whose last line is too
 	// long to read back) is dated by the file.
 	if r.ModifiedAt.IsZero() {
-		r.ModifiedAt = st.mtime
+		r.ModifiedAt = st.id.modTime()
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = r.ModifiedAt

@@ -1,7 +1,6 @@
 package checkpoints
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -114,30 +113,97 @@ const cancelGrace = 5 * time.Second
 
 // run runs c and returns its stdout. A failure is a *GitError carrying git's
 // stderr.
+//
+// git's stdin, stdout and stderr are files, not pipes. With pipes, os/exec
+// copies in goroutines and Wait waits for them to reach end of file, which
+// comes only when every process holding the pipe has closed it: a process
+// a hook started in the background keeps it open long after git exits,
+// and so, for an instant, does every process forked meanwhile. A
+// WaitDelay bounds that wait, but then a busy machine turns a capture that
+// succeeded into "WaitDelay expired before I/O complete", with the output
+// lost. A file is complete the moment git exits, whoever else holds it, so
+// the only wait left is for git itself, and WaitDelay now bounds only the
+// time a cancelled git gets to go.
 func (c gitCmd) run(ctx context.Context) ([]byte, error) {
+	stdout, err := scratch(nil)
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %w", subcommand(c.args), err)
+	}
+	defer stdout.Close()
+	stderr, err := scratch(nil)
+	if err != nil {
+		return nil, fmt.Errorf("git %s: %w", subcommand(c.args), err)
+	}
+	defer stderr.Close()
+
 	cmd := exec.CommandContext(ctx, "git", c.args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(baseEnv(), c.env...)
-	cmd.Stdin = c.stdin
+	if c.stdin != nil {
+		in, err := scratch(c.stdin)
+		if err != nil {
+			return nil, fmt.Errorf("git %s: stdin: %w", subcommand(c.args), err)
+		}
+		defer in.Close()
+		cmd.Stdin = in
+	}
+	cmd.Stdout, cmd.Stderr = stdout, stderr
 	// A killed git can leave *.lock files behind (a ref's, an index's) that
 	// make the next command fail. git removes them itself on SIGTERM, so ask
 	// politely first and kill only if it does not go.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = cancelGrace
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	runErr := cmd.Run()
+	out, err := readBack(stdout)
+	if err != nil && runErr == nil {
+		return nil, fmt.Errorf("git %s: reading its output: %w", subcommand(c.args), err)
+	}
+	if runErr != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			err = fmt.Errorf("%w (%v)", ctxErr, err)
+			runErr = fmt.Errorf("%w (%v)", ctxErr, runErr)
 		}
+		msg, _ := readBack(stderr)
 		return nil, &GitError{
 			Args:   c.args,
-			Stderr: strings.TrimSpace(stderr.String()),
-			Err:    err,
+			Stderr: strings.TrimSpace(string(msg)),
+			Err:    runErr,
 		}
 	}
-	return stdout.Bytes(), nil
+	return out, nil
+}
+
+// scratch returns an anonymous file (removed from its folder at once, so
+// nothing is left behind whatever happens) holding what r reads, if r is
+// not nil, positioned at its start.
+func scratch(r io.Reader) (*os.File, error) {
+	f, err := os.CreateTemp("", "ahpd-git-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if r == nil {
+		return f, nil
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readBack returns what was written to a scratch file.
+func readBack(f *os.File) ([]byte, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.ReadAll(f)
 }
 
 // git runs git in the repository's top-level directory.

@@ -183,9 +183,19 @@ func BenchmarkComplete(b *testing.B) {
 
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		got, err := Complete(repo, fmt.Sprintf("FEATURE-%03d", i%500), 20)
-		if err != nil || len(got) == 0 {
-			b.Fatalf("Complete = %q, %v", got, err)
+		// "FEATURE-0123" names ten branches (feature-01230 to
+		// feature-01239) whatever i is: every query the loop makes
+		// matches, as a person typing a branch's name would, and the
+		// match is checked so the figure cannot come from empty answers.
+		q := fmt.Sprintf("FEATURE-%04d", i%500)
+		got, err := Complete(repo, q, 20)
+		if err != nil || len(got) != 10 {
+			b.Fatalf("Complete(%q) = %q, %v; want 10 branches", q, got, err)
+		}
+		for _, name := range got {
+			if !strings.Contains(name, strings.ToLower(q)) {
+				b.Fatalf("Complete(%q) gave %q", q, name)
+			}
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/completion")

@@ -43,8 +43,14 @@ type Session struct {
 	// writes one (this text) among the last lines.
 	AITitle   string
 	TailTitle string
+	// Titles are more title lines, each of its kind and at its place.
+	Titles []TitleLine
 	// Tools gives every turn a tool call and its result.
 	Tools bool
+	// FirstTurn makes the first turn about this many bytes (its tool's
+	// output grows), as a first turn that read files is: the CLI's
+	// ai-title line after it then lies this far into the file.
+	FirstTurn int
 	// Interrupt ends the last turn with an interrupt line.
 	Interrupt bool
 	// PadTo makes the file about this many bytes by adding large
@@ -52,6 +58,48 @@ type Session struct {
 	PadTo int64
 	// HugeLast makes the last line an assistant text of this many bytes.
 	HugeLast int
+}
+
+// Kinds of title line, as the CLI names them in "type".
+const (
+	AITitle     = "ai-title"     // {"aiTitle": …}, generated after the first turn
+	CustomTitle = "custom-title" // {"customTitle": …}, when a person renames it
+	SummaryLine = "summary"      // {"summary": …}, at the top, by older CLIs
+)
+
+// Place says where in a transcript a title line is written.
+type Place int
+
+// The places a title line can take.
+const (
+	AtStart        Place = iota + 1 // the first line
+	AfterFirstTurn                  // after the first exchange, where the CLI titles
+	Middle                          // halfway through the file's bytes
+	NearEnd                         // before the last-prompt line
+	AtEnd                           // the last line
+)
+
+func (p Place) String() string {
+	switch p {
+	case AtStart:
+		return "at start"
+	case AfterFirstTurn:
+		return "after first turn"
+	case Middle:
+		return "in the middle"
+	case NearEnd:
+		return "near the end"
+	case AtEnd:
+		return "at the end"
+	}
+	return "nowhere"
+}
+
+// TitleLine is one title line of a transcript.
+type TitleLine struct {
+	Kind string // AITitle, CustomTitle or SummaryLine
+	Text string
+	At   Place
 }
 
 // ProjectDir is the folder name the CLI files a cwd's transcripts under:
@@ -144,6 +192,7 @@ type writer struct {
 	err    error
 	size   int64
 	fill   string // the text that replaces placeholder, when set
+	middle bool   // the Middle titles are written
 }
 
 func (w *writer) put(v any) {
@@ -272,17 +321,44 @@ func (w *writer) turn(i int, prompt string) {
 		tid := fmt.Sprintf("toolu_%08x%04d", hash(s.ID), i)
 		blocks = append(blocks, map[string]any{"type": "tool_use", "id": tid, "name": "Bash", "input": map[string]any{"command": "ls -la", "description": "List files"}})
 		w.reply(blocks...)
-		w.message("user", userMsg{"user", []any{map[string]any{"tool_use_id": tid, "type": "tool_result", "content": "total 0\nmain.go\n", "is_error": false}}},
-			false, map[string]any{"stdout": "total 0\nmain.go\n", "stderr": "", "interrupted": false})
+		out := "total 0\nmain.go\n"
+		if i == 0 && s.FirstTurn > 0 {
+			// The output is written twice (content and toolUseResult).
+			out += Filler(max(0, s.FirstTurn-int(w.size)-1500) / 2)
+		}
+		w.message("user", userMsg{"user", []any{map[string]any{"tool_use_id": tid, "type": "tool_result", "content": out, "is_error": false}}},
+			false, map[string]any{"stdout": out, "stderr": "", "interrupted": false})
 		w.reply(text(fmt.Sprintf("Done with step %d.", i+1)))
 	} else {
 		w.reply(blocks...)
 	}
 }
 
+// titles writes the title lines placed at.
+func (w *writer) titles(at Place) {
+	for _, t := range w.s.Titles {
+		if t.At != at {
+			continue
+		}
+		switch t.Kind {
+		case AITitle:
+			w.put(map[string]any{"type": AITitle, "aiTitle": t.Text, "sessionId": w.s.ID})
+		case CustomTitle:
+			w.put(map[string]any{"type": CustomTitle, "customTitle": t.Text, "sessionId": w.s.ID})
+		case SummaryLine:
+			w.put(map[string]any{"type": SummaryLine, "summary": t.Text, "leafUuid": "00000000-0000-4000-8000-000000000000"})
+		default:
+			if w.err == nil {
+				w.err = fmt.Errorf("corpus: unknown title kind %q", t.Kind)
+			}
+		}
+	}
+}
+
 // Write writes s's lines to w.
 func Write(out io.Writer, s *Session) error {
 	w := &writer{w: out, s: s}
+	w.titles(AtStart)
 	if s.Summary != "" {
 		w.put(map[string]any{"type": "summary", "summary": s.Summary, "leafUuid": "00000000-0000-4000-8000-000000000000"})
 	}
@@ -295,12 +371,19 @@ func Write(out io.Writer, s *Session) error {
 			if s.AITitle != "" {
 				w.put(map[string]any{"type": "ai-title", "aiTitle": s.AITitle, "sessionId": s.ID})
 			}
+			w.titles(AfterFirstTurn)
 			w.pad()
+		}
+		// Unpadded, the middle is the middle turn's end.
+		if !w.middle && i >= (len(s.Prompts)-1)/2 {
+			w.middle = true
+			w.titles(Middle)
 		}
 	}
 	if s.Interrupt {
 		w.user([]any{text("[Request interrupted by user]")})
 	}
+	w.titles(NearEnd)
 	if s.HugeLast > 0 {
 		w.bigReply(s.HugeLast)
 	} else {
@@ -309,6 +392,7 @@ func Write(out io.Writer, s *Session) error {
 			w.put(map[string]any{"type": "ai-title", "aiTitle": s.TailTitle, "sessionId": s.ID})
 		}
 	}
+	w.titles(AtEnd)
 	return w.err
 }
 
@@ -321,7 +405,14 @@ const padLine = 1 << 20
 func (w *writer) pad() {
 	const reserve = 16 << 10
 	for w.err == nil && w.size+reserve < w.s.PadTo {
-		n := min(int64(padLine), w.s.PadTo-reserve-w.size)
+		if !w.middle && w.size >= w.s.PadTo/2 {
+			w.middle = true
+			w.titles(Middle)
+		}
+		n := min(int64(padLine), w.s.PadTo/2-w.size, w.s.PadTo-reserve-w.size)
+		if n <= 0 {
+			n = min(int64(padLine), w.s.PadTo-reserve-w.size)
+		}
 		w.bigReply(int(max(n-600, 16)))
 	}
 }

@@ -58,6 +58,11 @@ func Plan(spec Spec) []Session {
 			PadTo:     size,
 			Interrupt: r.IntN(10) == 0,
 		}
+		// A first turn that read a few files: the ai-title after it
+		// lies 4-24 KB in.
+		if size >= 32<<10 {
+			s.FirstTurn = int(logUniform(4<<10, 24<<10))
+		}
 		// The smallest transcripts are a single exchange.
 		switch {
 		case size < 8<<10:
@@ -65,9 +70,25 @@ func Plan(spec Spec) []Session {
 		case size < 32<<10:
 			s.Prompts = s.Prompts[:2]
 		}
+		// Titles as the CLI leaves them: half the sessions had one
+		// generated after the first turn, and some of those wrote it
+		// again near the end when resumed; a few were renamed, at any
+		// point of their life; older CLIs put a summary at the top.
 		if r.IntN(2) == 0 {
 			s.AITitle = fmt.Sprintf("Fix parser test %d", i)
-			s.TailTitle = s.AITitle
+			if r.IntN(5) < 2 {
+				s.TailTitle = s.AITitle
+			}
+		}
+		if r.IntN(50) == 0 {
+			s.Titles = append(s.Titles, TitleLine{Kind: AITitle, Text: fmt.Sprintf("Parser test %d, retitled", i), At: Middle})
+		}
+		if r.IntN(30) == 0 {
+			at := []Place{AtStart, AfterFirstTurn, Middle, NearEnd, AtEnd}[r.IntN(5)]
+			s.Titles = append(s.Titles, TitleLine{Kind: CustomTitle, Text: fmt.Sprintf("My parser work %d", i), At: at})
+		}
+		if r.IntN(30) == 0 {
+			s.Titles = append(s.Titles, TitleLine{Kind: SummaryLine, Text: fmt.Sprintf("Parser test %d fixed", i), At: AtStart})
 		}
 		if size > 2<<20 && r.IntN(10) == 0 {
 			s.HugeLast = 2 << 20
