@@ -31,6 +31,9 @@ type Transcripts struct {
 	ClaudeProjects string
 	// Script is the script backend's transcript folder.
 	Script string
+	// Index is the file the catalogue keeps what it read in between
+	// starts, so a start reads only what changed; "" keeps none.
+	Index string
 }
 
 // externalMeta is the _meta key that marks an external session.
@@ -42,7 +45,7 @@ const rootConfigFile = "root-config.json"
 // openCatalogue starts reading the transcripts, when there are any to read.
 func (h *Host) openCatalogue() {
 	t := h.opts.Transcripts
-	if t == (Transcripts{}) {
+	if t.ClaudeProjects == "" && t.Script == "" {
 		return
 	}
 	h.mode = h.loadMode()
@@ -54,6 +57,7 @@ func (h *Host) openCatalogue() {
 	h.cat = catalogue.Open(catalogue.Config{
 		ClaudeProjects:    t.ClaudeProjects,
 		ScriptTranscripts: t.Script,
+		IndexPath:         t.Index,
 		OnChange:          h.catalogueChanged,
 		Logger:            h.log,
 	})

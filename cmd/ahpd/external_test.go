@@ -72,15 +72,16 @@ func TestExternalClaudeSession(t *testing.T) {
 		t.Errorf("with showExternalSessions none, listSessions lists %+v", row)
 	}
 
-	// last7Days: it is listed as external, titled by its first prompt,
-	// working where the CLI ran.
+	// last7Days: it is listed as external, titled as the Agent SDK titles
+	// it (by its last prompt, the CLI's last-prompt line), working where
+	// the CLI ran.
 	extSetMode(c, "last7Days")
 	row := extWaitListed(t, c, session, "listed under last7Days")
 	if string(row.Meta["vscode.external"]) != "true" {
 		t.Errorf("the listed row's _meta is %s, want vscode.external true", row.Meta)
 	}
-	if row.Title != prompt1 {
-		t.Errorf("the listed row's title is %q, want the first prompt %q", row.Title, prompt1)
+	if row.Title != prompt2 {
+		t.Errorf("the listed row's title is %q, want the last prompt %q", row.Title, prompt2)
 	}
 	if row.Provider != "claude" {
 		t.Errorf("the listed row's provider is %q, want claude", row.Provider)
@@ -107,8 +108,8 @@ func TestExternalClaudeSession(t *testing.T) {
 	if string(st.Meta["vscode.external"]) != "true" {
 		t.Errorf("the opened session's _meta is %s, want vscode.external true", st.Meta)
 	}
-	if st.Provider != "claude" || st.Title != prompt1 {
-		t.Errorf("the opened session is provider %q titled %q, want claude and %q", st.Provider, st.Title, prompt1)
+	if st.Provider != "claude" || st.Title != prompt2 {
+		t.Errorf("the opened session is provider %q titled %q, want claude and %q", st.Provider, st.Title, prompt2)
 	}
 	if !slices.Equal(st.WorkingDirectories, []protocol.URI{dirURI}) {
 		t.Errorf("the opened session works in %v, want [%s]", st.WorkingDirectories, dirURI)

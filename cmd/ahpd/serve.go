@@ -62,6 +62,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Transcripts: host.Transcripts{
 			ClaudeProjects: claudeProjects(cfg),
 			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
+			Index:          filepath.Join(cfg.StateDir, "catalogue-index.json"),
 		},
 	})
 	if err != nil {
