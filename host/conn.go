@@ -202,6 +202,18 @@ func (c *conn) releaseLocked() {
 	c.held = nil
 }
 
+// roomToWatch refuses a subscription past Limits.Subscriptions. A
+// connection's requests are taken one at a time, so none comes between
+// this and the subscription.
+func (c *conn) roomToWatch(channel string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.subs[channel] && len(c.subs) >= c.limits.Subscriptions {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection watches %d channels, the most it may: unsubscribe from one first", len(c.subs))
+	}
+	return nil
+}
+
 func (c *conn) forget(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -54,6 +54,9 @@ func (h *Host) exists(c *conn, channel string) bool {
 // and the subscription are taken under the lock of the channel's state,
 // so the client gets every change after fromSeq and none before it.
 func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
+	if err := c.roomToWatch(channel); err != nil {
+		return protocol.Snapshot{}, err
+	}
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {
 		return protocol.Snapshot{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
