@@ -50,6 +50,7 @@ type conn struct {
 	stdio bool // the host's own connection
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
+	cred      grants.Credential // what it presented, rechecked as users change (revoke.go)
 	ctx       context.Context
 	cancel    context.CancelFunc
 

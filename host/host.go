@@ -59,7 +59,9 @@ type Options struct {
 	// <repo>.worktrees/<name>.
 	WorktreesRoot string
 	// Auth says who a connection acts for and holds the users directory;
-	// nil is a host with no users directory, where everyone is root.
+	// nil is a host with no users directory, where everyone is root. When
+	// its directory is a grants.Notifier, open connections are rechecked
+	// at each change and those it no longer accepts closed (revoke.go).
 	Auth *grants.Authenticator
 	// ClientWindow is how long a client whose connections all closed is
 	// remembered, for it to reconnect; 0 means ten minutes.
@@ -180,9 +182,10 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.openCatalogue()
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.watchdog()
 	go h.keepResidency()
+	go h.watchUsers()
 	return h, nil
 }
 
@@ -298,15 +301,28 @@ func (h *Host) connClosed(c *conn) {
 	h.wg.Done()
 }
 
-// newConnection registers a connection on a transport, acting for p.
+// newConnection registers a connection on a transport, acting for p: one
+// no change to the users directory withdraws.
 func (h *Host) newConnection(t transport, stdio bool, p grants.Principal) (*conn, error) {
+	return h.admit(t, stdio, grants.Credential{Principal: p})
+}
+
+// admit registers a connection on a transport, acting for who cred names.
+func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
 		return nil, errors.New("ahpd is shutting down")
 	}
+	// Checked again under h.mu: a token revoked since the handshake read
+	// the directory is refused here, or the recheck that change set off
+	// finds this connection registered (revoke.go).
+	if err := h.opts.Auth.Recheck(cred); err != nil {
+		return nil, err
+	}
 	h.nextConn++
-	c := newConn(h, h.nextConn, t, stdio, p)
+	c := newConn(h, h.nextConn, t, stdio, cred.Principal)
+	c.cred = cred
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	return c, nil

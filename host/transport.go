@@ -24,7 +24,7 @@ const maxMessage = 32 << 20
 // origins, for a host that asks no token of its clients.
 func (h *Host) Handler(sameOrigin bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		principal, ok := h.opts.Auth.Authenticate(tokenOf(r))
+		cred, ok := h.opts.Auth.Login(tokenOf(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd"`)
 			http.Error(w, "a valid connection token is required (?tkn= or Authorization: Bearer)", http.StatusUnauthorized)
@@ -36,7 +36,7 @@ func (h *Host) Handler(sameOrigin bool) http.Handler {
 			return
 		}
 		ws.SetReadLimit(maxMessage)
-		c, err := h.newConnection(&wsTransport{ws: ws}, false, principal)
+		c, err := h.admit(&wsTransport{ws: ws}, false, cred)
 		if err != nil {
 			_ = ws.Close(websocket.StatusGoingAway, err.Error())
 			return
@@ -48,8 +48,12 @@ func (h *Host) Handler(sameOrigin bool) http.Handler {
 
 type wsTransport struct{ ws *websocket.Conn }
 
-func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
-	_, data, err := t.ws.Read(ctx)
+// read is not bound to ctx. A connection's context ends as it starts to
+// close, and coder/websocket drops the socket the moment a read's context
+// ends, before the close frame saying why (a token revoked, a shutdown)
+// could go out; close ends the read instead, once that frame is sent.
+func (t *wsTransport) read(context.Context) ([]byte, error) {
+	_, data, err := t.ws.Read(context.Background())
 	return data, err
 }
 

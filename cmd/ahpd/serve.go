@@ -197,7 +197,8 @@ func loopback(addr string) bool {
 
 // authenticator names who connections act for: root with the connection
 // token (set once it is known), a person with their own token when there
-// is a users directory. The directory is re-read when its file changes.
+// is a users directory. The directory is re-read when its file changes,
+// and the host then closes connections whose token it no longer holds.
 func authenticator(cfg *config, log *slog.Logger) (*grants.Authenticator, func(), error) {
 	hostname, _ := os.Hostname()
 	a := &grants.Authenticator{Host: hostname}
