@@ -58,6 +58,11 @@ type Options struct {
 	// <root>/<repo>/<name>; "" puts them beside their repository, as
 	// <repo>.worktrees/<name>.
 	WorktreesRoot string
+	// AllowedRoots are the directories sessions may work in (roots.go):
+	// absolute paths of existing directories. Empty lets sessions work
+	// anywhere. The default directory, when outside them, becomes the
+	// first.
+	AllowedRoots []string
 	// Auth says who a connection acts for and holds the users directory;
 	// nil is a host with no users directory, where everyone is root. When
 	// its directory is a grants.Notifier, open connections are rechecked
@@ -81,6 +86,7 @@ type Host struct {
 	store store
 	trees *worktree.Manager
 	keys  cursorKey
+	roots []string // Options.AllowedRoots, resolved
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
@@ -144,6 +150,14 @@ func New(opts Options) (*Host, error) {
 		}
 		opts.DefaultDirectory = home
 	}
+	roots, err := ResolveRoots(opts.AllowedRoots)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	if dir := defaultInRoots(roots, opts.DefaultDirectory); dir != opts.DefaultDirectory {
+		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
+		opts.DefaultDirectory = dir
+	}
 	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -159,6 +173,7 @@ func New(opts Options) (*Host, error) {
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
+		roots:    roots,
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
