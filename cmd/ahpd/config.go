@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ahpd/ahpd/host"
 )
 
 // config is ahpd's configuration: the YAML file's keys, with the flags
@@ -37,6 +40,10 @@ type config struct {
 	// WorktreesRoot is where worktree sessions' trees go; "" puts each
 	// beside its repository.
 	WorktreesRoot string `yaml:"worktreesRoot"`
+	// AllowedRoots are the directories sessions may work in, for whoever
+	// is held to them (host.Options.AllowedRoots); none lets sessions
+	// work anywhere. parseConfig resolves them.
+	AllowedRoots []string `yaml:"allowedRoots"`
 	// Plugins declares backends beyond the built-in ones (config file
 	// only).
 	Plugins []pluginConfig `yaml:"plugins"`
@@ -74,6 +81,17 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
+	// One flag holds the whole list, so that it replaces the file's, and
+	// given twice, the last wins, as every other flag does.
+	fs.Func("allowed-roots", "", func(v string) error {
+		cfg.AllowedRoots = nil
+		for _, d := range strings.Split(v, ",") {
+			if d != "" {
+				cfg.AllowedRoots = append(cfg.AllowedRoots, d)
+			}
+		}
+		return nil
+	})
 	return fs
 }
 
@@ -126,6 +144,13 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
+	// Resolved now, so that a mistake is a usage error and the roots are
+	// where their symlinks led at start.
+	roots, err := host.ResolveRoots(cfg.AllowedRoots)
+	if err != nil {
+		return nil, err
+	}
+	cfg.AllowedRoots = roots
 	tokens := 0
 	for _, set := range []bool{cfg.ConnectionToken != "", cfg.ConnectionTokenFile != "", cfg.WithoutConnectionToken} {
 		if set {

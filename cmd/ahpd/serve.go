@@ -58,6 +58,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		ResidencyLimit: cfg.SessionResidencyLimit,
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
+		AllowedRoots:   cfg.AllowedRoots,
 		Transcripts: host.Transcripts{
 			ClaudeProjects: claudeProjects(cfg),
 			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
