@@ -287,6 +287,19 @@ func (d *Directory) Authenticate(token string) (Principal, bool) {
 	return UserPrincipal(id), true
 }
 
+// holder returns the id of the user whose token has the hash h, or "",
+// and whether user id is in the directory at all. A nil directory has
+// nobody.
+func (d *Directory) holder(h, id string) (holder string, known bool) {
+	if d == nil {
+		return "", false
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	_, known = d.users[id]
+	return d.byHash[h], known
+}
+
 // role returns the role of user:<id>, or false if there is no such user.
 func (d *Directory) role(id string) (Role, bool) {
 	d.mu.RLock()

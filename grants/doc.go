@@ -15,6 +15,13 @@
 // to name: its connections are root, its sessions are owned by nobody, and
 // Check refuses nobody. In this package that host is a nil *Directory.
 //
+// A connection stays open after its handshake, so Login keeps what it
+// presented as a Credential, and Recheck says whether the directory as it
+// is now still accepts it: a token revoked, or its user removed, is not.
+// The host rechecks its connections each time a Notifier (*Live) says the
+// directory changed, and cuts those refused. A lowered role needs no
+// recheck: Check reads the role afresh for every operation.
+//
 // # What they may do
 //
 // Operations fall into two groups. Read is session:list, session:state and

@@ -32,6 +32,9 @@ type Live struct {
 	path string
 	log  *slog.Logger
 	cur  atomic.Pointer[Directory]
+	// changed is closed, and replaced, each time cur is: Changed hands it
+	// out without a lock, so that waiting never holds up a reload.
+	changed atomic.Pointer[chan struct{}]
 
 	mu      sync.Mutex        // serializes reloads; guards the fields below
 	seen    [sha256.Size]byte // hash of the contents last read
@@ -59,6 +62,8 @@ func Watch(path string, log *slog.Logger) (*Live, error) {
 		return nil, err
 	}
 	l := &Live{path: abs, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	first := make(chan struct{})
+	l.changed.Store(&first)
 	if err := l.Reload(); err != nil {
 		return nil, err
 	}
@@ -82,6 +87,18 @@ func Watch(path string, log *slog.Logger) (*Live, error) {
 
 // Current returns the directory as last read successfully.
 func (l *Live) Current() *Directory { return l.cur.Load() }
+
+// Changed returns a channel closed once the directory has changed after
+// the call; Current returns the new one by then. It makes *Live a
+// Notifier.
+func (l *Live) Changed() <-chan struct{} { return *l.changed.Load() }
+
+// store makes d current and tells whoever waits on Changed.
+func (l *Live) store(d *Directory) {
+	l.cur.Store(d)
+	next := make(chan struct{})
+	close(*l.changed.Swap(&next))
+}
 
 // Path returns the absolute path of the watched file.
 func (l *Live) Path() string { return l.path }
@@ -109,7 +126,7 @@ func (l *Live) reload() (changed bool, err error) {
 			l.log.Warn("users file removed: no personal token is accepted until it is back", "path", l.path)
 		}
 		l.gone, l.seen, l.lastErr = true, [sha256.Size]byte{}, nil
-		l.cur.Store(NewDirectory())
+		l.store(NewDirectory())
 		return true, nil
 	case err != nil:
 		return true, err
@@ -125,7 +142,7 @@ func (l *Live) reload() (changed bool, err error) {
 		return true, err
 	}
 	first := l.cur.Load() == nil
-	l.cur.Store(d)
+	l.store(d)
 	if !first {
 		l.log.Info("users file reloaded", "path", l.path, "users", len(d.users))
 	}

@@ -2,6 +2,7 @@ package grants
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -160,5 +161,54 @@ func TestWatchStart(t *testing.T) {
 	}
 	if _, err := Watch(filepath.Join(dir, "no", "such", "users.yaml"), nil); err == nil {
 		t.Error("Watch in a missing directory succeeded")
+	}
+}
+
+// TestWatchChanged waits on Changed: it fires once the new directory is
+// current, and not for a file that does not parse.
+func TestWatchChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "users.yaml")
+	d := testDirectory(t)
+	tok, _ := d.IssueToken("bob", "")
+	must(t, d.Save(path))
+	log, logs := newLogger()
+	live, err := Watch(path, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	a := &Authenticator{Host: "h", Users: live}
+	cred, ok := a.Login(tok)
+	if !ok {
+		t.Fatal("the token is refused")
+	}
+
+	changed := a.Changed()
+	must(t, d.RevokeAll("bob"))
+	must(t, d.Save(path))
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed did not fire for a revoked token")
+	}
+	if err := a.Recheck(cred); !errors.Is(err, ErrTokenRevoked) {
+		t.Errorf("Recheck once Changed fired = %v, want the token revoked", err)
+	}
+
+	changed = a.Changed()
+	must(t, os.WriteFile(path, []byte("users: [\n"), 0o600))
+	eventually(t, "the malformed file is logged", func() bool {
+		return strings.Contains(logs.String(), "keeping the last good directory")
+	})
+	select {
+	case <-changed:
+		t.Error("Changed fired for a file that does not parse")
+	default:
+	}
+	must(t, os.Remove(path))
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Changed did not fire for a removed file")
 	}
 }

@@ -67,6 +67,7 @@ type conn struct {
 	limits Limits
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
+	cred      grants.Credential // what it presented, rechecked as users change (revoke.go)
 	ctx       context.Context
 	cancel    context.CancelFunc
 	started   time.Time

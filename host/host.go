@@ -58,8 +58,15 @@ type Options struct {
 	// <root>/<repo>/<name>; "" puts them beside their repository, as
 	// <repo>.worktrees/<name>.
 	WorktreesRoot string
+	// AllowedRoots are the directories sessions may work in (roots.go):
+	// absolute paths of existing directories. Empty lets sessions work
+	// anywhere. The default directory, when outside them, becomes the
+	// first.
+	AllowedRoots []string
 	// Auth says who a connection acts for and holds the users directory;
-	// nil is a host with no users directory, where everyone is root.
+	// nil is a host with no users directory, where everyone is root. When
+	// its directory is a grants.Notifier, open connections are rechecked
+	// at each change and those it no longer accepts closed (revoke.go).
 	Auth *grants.Authenticator
 	// ClientWindow is how long a client whose connections all closed is
 	// remembered, for it to reconnect; 0 means ten minutes.
@@ -83,6 +90,7 @@ type Host struct {
 	trees   *worktree.Manager
 	keys    cursorKey
 	metrics *metrics
+	roots   []string // Options.AllowedRoots, resolved
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
@@ -150,6 +158,14 @@ func New(opts Options) (*Host, error) {
 		}
 		opts.DefaultDirectory = home
 	}
+	roots, err := ResolveRoots(opts.AllowedRoots)
+	if err != nil {
+		return nil, fmt.Errorf("host: %w", err)
+	}
+	if dir := defaultInRoots(roots, opts.DefaultDirectory); dir != opts.DefaultDirectory {
+		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
+		opts.DefaultDirectory = dir
+	}
 	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger)
 	if err != nil {
 		return nil, err
@@ -166,6 +182,7 @@ func New(opts Options) (*Host, error) {
 		store:    st,
 		keys:     newCursorKey(),
 		metrics:  newMetrics(),
+		roots:    roots,
 		sessions: map[string]*session{},
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
@@ -189,9 +206,10 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.openCatalogue()
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.watchdog()
 	go h.keepResidency()
+	go h.watchUsers()
 	return h, nil
 }
 
@@ -299,15 +317,28 @@ func (h *Host) connClosed(c *conn) {
 	h.wg.Done()
 }
 
-// newConnection registers a connection on a transport, acting for p.
+// newConnection registers a connection on a transport, acting for p: one
+// no change to the users directory withdraws.
 func (h *Host) newConnection(t transport, stdio bool, p grants.Principal) (*conn, error) {
+	return h.admit(t, stdio, grants.Credential{Principal: p})
+}
+
+// admit registers a connection on a transport, acting for who cred names.
+func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
 		return nil, errors.New("ahpd is shutting down")
 	}
+	// Checked again under h.mu: a token revoked since the handshake read
+	// the directory is refused here, or the recheck that change set off
+	// finds this connection registered (revoke.go).
+	if err := h.opts.Auth.Recheck(cred); err != nil {
+		return nil, err
+	}
 	h.nextConn++
-	c := newConn(h, h.nextConn, t, stdio, p)
+	c := newConn(h, h.nextConn, t, stdio, cred.Principal)
+	c.cred = cred
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	return c, nil

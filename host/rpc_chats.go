@@ -36,6 +36,11 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if p.WorkingDirectories != nil {
 		return nil, notImplemented("a chat with working directories of its own")
 	}
+	if p.InitialMessage != nil {
+		if why := h.workRefusal(c, s); why != "" {
+			return nil, protocol.Errorf(protocol.CodePermissionDenied, "createChat: %s", why)
+		}
+	}
 
 	s.transit.RLock()
 	defer s.transit.RUnlock()

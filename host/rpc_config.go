@@ -22,7 +22,7 @@ func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Req
 	if err != nil {
 		return nil, err
 	}
-	folder, err := h.configFolder("resolveSessionConfig", p.WorkingDirectory)
+	folder, err := h.configFolder(c, "resolveSessionConfig", p.WorkingDirectory)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +41,7 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 	if err != nil {
 		return nil, err
 	}
-	folder, err := h.configFolder("sessionConfigCompletions", p.WorkingDirectory)
+	folder, err := h.configFolder(c, "sessionConfigCompletions", p.WorkingDirectory)
 	if err != nil {
 		return nil, err
 	}
@@ -77,14 +77,18 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 }
 
 // configFolder returns the folder a config question is about: the one
-// named, else the host's default.
-func (h *Host) configFolder(method string, uri *protocol.URI) (string, error) {
+// named, else the host's default. A folder outside the roots c is held to
+// is refused: answering would read its repository.
+func (h *Host) configFolder(c *conn, method string, uri *protocol.URI) (string, error) {
 	if uri == nil {
 		return h.opts.DefaultDirectory, nil
 	}
 	dir, err := dirOf(*uri)
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: workingDirectory: %v", method, err)
+	}
+	if err := h.checkRoots(method, c.principal, dir); err != nil {
+		return "", err
 	}
 	return dir, nil
 }

@@ -53,6 +53,9 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	if reason == "" {
 		reason = checkChannel(p.Channel, a)
 	}
+	if reason == "" {
+		reason = h.actionRootsRefusal(c, a)
+	}
 	if reason != "" {
 		h.refuse(c, p.Channel, a, origin, reason)
 		return nil, nil
@@ -267,6 +270,14 @@ func (s *session) afterSessionActionLocked(a protocol.Action) {
 
 // dispatchChat takes a client's chat action.
 func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
+	switch a.(type) {
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction, *protocol.ChatPendingMessageSetAction:
+		// Each sets the agent to work, in the session's folder.
+		if reason := s.h.workRefusal(c, s); reason != "" {
+			s.h.bus.echo(c, e.chat.URI(), a, origin, reason)
+			return
+		}
+	}
 	s.transit.RLock()
 	defer s.transit.RUnlock()
 	if _, ok := a.(*protocol.ChatDraftChangedAction); !ok {

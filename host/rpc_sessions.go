@@ -61,6 +61,11 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 			}
 		}
 	}
+	for _, dir := range dirs {
+		if err := h.checkRoots("createSession", c.principal, dir); err != nil {
+			return nil, err
+		}
+	}
 	config, ignored := h.resolveConfig(backend, p.Config, c.principal, dirs[0])
 	if len(ignored) > 0 {
 		h.log.Info("config values left at their defaults", "session", p.Channel, "keys", ignored)

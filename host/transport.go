@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -32,14 +33,14 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 			http.Error(w, "this host serves only loopback names without a connection token", http.StatusForbidden)
 			return
 		}
-		principal, ok := h.opts.Auth.Authenticate(tokenOf(r))
+		cred, ok := h.opts.Auth.Login(tokenOf(r))
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd"`)
 			http.Error(w, "a valid connection token is required (?tkn= or Authorization: Bearer)", http.StatusUnauthorized)
 			return
 		}
 		if r.URL.Path == "/metrics" {
-			if principal.Kind != grants.KindRoot {
+			if cred.Principal.Kind != grants.KindRoot {
 				http.Error(w, "the metrics are for the host's own connection token", http.StatusForbidden)
 				return
 			}
@@ -53,7 +54,7 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 		}
 		// wsTransport bounds messages itself, to say why it refuses one.
 		ws.SetReadLimit(-1)
-		c, err := h.newConnection(&wsTransport{ws: ws, limit: h.opts.Limits.MessageBytes}, false, principal)
+		c, err := h.admit(&wsTransport{ws: ws, limit: h.opts.Limits.MessageBytes}, false, cred)
 		if err != nil {
 			_ = ws.Close(websocket.StatusGoingAway, err.Error())
 			return
@@ -89,8 +90,12 @@ type wsTransport struct {
 	limit int
 }
 
-func (t *wsTransport) read(ctx context.Context) ([]byte, error) {
-	typ, r, err := t.ws.Reader(ctx)
+// read is not bound to ctx. A connection's context ends as it starts to
+// close, and coder/websocket drops the socket the moment a read's context
+// ends, before the close frame saying why could go out; close ends the
+// read instead, once that frame is sent.
+func (t *wsTransport) read(context.Context) ([]byte, error) {
+	typ, r, err := t.ws.Reader(context.Background())
 	if err != nil {
 		return nil, readEnded(err)
 	}
@@ -122,13 +127,24 @@ func (t *wsTransport) close(code closeCode, reason string) error {
 	if len(reason) > 120 {
 		reason = reason[:120] // a close frame's reason is at most 123 bytes
 	}
-	if code != closeNormal {
-		// A client that broke a rule, or fell behind, is not waited on.
-		_ = t.ws.CloseNow()
-		return nil
+	// The close frame says why; a client that does not answer it, one
+	// that stopped reading say, is not waited on long.
+	done := make(chan error, 1)
+	go func() { done <- t.ws.Close(websocket.StatusCode(code), reason) }()
+	timer := time.NewTimer(closeWait)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		err := t.ws.CloseNow()
+		<-done
+		return err
 	}
-	return t.ws.Close(websocket.StatusCode(code), reason)
 }
+
+// closeWait bounds the WebSocket closing handshake.
+const closeWait = 2 * time.Second
 
 func (t *wsTransport) ping(ctx context.Context) error { return t.ws.Ping(ctx) }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -39,6 +40,10 @@ type config struct {
 	// WorktreesRoot is where worktree sessions' trees go; "" puts each
 	// beside its repository.
 	WorktreesRoot string `yaml:"worktreesRoot"`
+	// AllowedRoots are the directories sessions may work in, for whoever
+	// is held to them (host.Options.AllowedRoots); none lets sessions
+	// work anywhere. parseConfig resolves them.
+	AllowedRoots []string `yaml:"allowedRoots"`
 	// Plugins declares backends beyond the built-in ones (config file
 	// only).
 	Plugins []pluginConfig `yaml:"plugins"`
@@ -101,6 +106,17 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
+	// One flag holds the whole list, so that it replaces the file's, and
+	// given twice, the last wins, as every other flag does.
+	fs.Func("allowed-roots", "", func(v string) error {
+		cfg.AllowedRoots = nil
+		for _, d := range strings.Split(v, ",") {
+			if d != "" {
+				cfg.AllowedRoots = append(cfg.AllowedRoots, d)
+			}
+		}
+		return nil
+	})
 	return fs
 }
 
@@ -156,6 +172,13 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
+	// Resolved now, so that a mistake is a usage error and the roots are
+	// where their symlinks led at start.
+	roots, err := host.ResolveRoots(cfg.AllowedRoots)
+	if err != nil {
+		return nil, err
+	}
+	cfg.AllowedRoots = roots
 	tokens := 0
 	for _, set := range []bool{cfg.ConnectionToken != "", cfg.ConnectionTokenFile != "", cfg.WithoutConnectionToken} {
 		if set {

@@ -2,13 +2,17 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/host/hosttest"
 )
 
 // writeConfig writes a YAML config file into e and returns its path.
@@ -176,5 +180,64 @@ func TestQuietSessionSleepsInTheDaemon(t *testing.T) {
 			t.Fatalf("the session stayed %s", raw)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAllowedRoots checks --allowed-roots and allowedRoots: the file's
+// roots hold, the flag's replace them, and a bad root in the file stops
+// the start as a usage error.
+func TestAllowedRoots(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fileRoot, flagRoot := filepath.Join(e.root, "from-file"), filepath.Join(e.root, "from-flag")
+	for _, d := range []string{fileRoot, flagRoot} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config := writeConfig(t, e, "allowedRoots:\n  - "+fileRoot+"\n")
+	n := 0
+	create := func(c *hosttest.Client, dir string) *hosttest.RPCError {
+		n++
+		_, err := c.Call("createSession", map[string]any{
+			"channel": fmt.Sprintf("ahp-session:/r%d", n), "provider": "script", "workingDirectories": []string{"file://" + dir},
+		})
+		return err
+	}
+	refused := func(what string, err *hosttest.RPCError, root string) {
+		t.Helper()
+		if err == nil || err.Code != -32009 || !strings.HasSuffix(err.Message, "is outside the allowed roots: "+root) {
+			t.Errorf("%s: %v, want -32009 naming %s", what, err, root)
+		}
+	}
+
+	p := serveDaemon(t, e, "--config", config)
+	c := connect(t, p, e.token(t), "c1")
+	if err := create(c, fileRoot); err != nil {
+		t.Errorf("in the file's root: %v", err)
+	}
+	refused("outside the file's root", create(c, e.work), fileRoot)
+	c.Close()
+	p.terminate()
+	p.wait(exitTimeout)
+
+	p = serveDaemon(t, e, "--config", config, "--allowed-roots", flagRoot)
+	c = connect(t, p, e.token(t), "c2")
+	if err := create(c, flagRoot); err != nil {
+		t.Errorf("in the flag's root: %v", err)
+	}
+	refused("in the file's root, replaced by the flag's", create(c, fileRoot), flagRoot)
+	c.Close()
+	p.terminate()
+	p.wait(exitTimeout)
+
+	missing := filepath.Join(e.root, "gone")
+	config = writeConfig(t, e, "allowedRoots: ["+missing+"]\n")
+	p = launch(t, e, 0, "--config", config, "--state-dir", e.state)
+	if code := p.wait(exitTimeout); code != 2 {
+		t.Errorf("a missing root in the file: exit status %d, want 2", code)
+	}
+	if s := p.stderr.String(); !strings.HasPrefix(s, "ahpd: allowed root "+strconv.Quote(missing)) {
+		t.Errorf("a missing root in the file: stderr %q", s)
 	}
 }

@@ -74,6 +74,7 @@ Flags:
   --log-level debug|info|warn|error  (default info)
   --users FILE                   the users directory: people connect with their own tokens
   --worktrees-root DIR           make worktree sessions' trees under DIR (default: beside each repository)
+  --allowed-roots DIR,...        sessions work only in these directories (all but admins, with --users)
   --shutdown-grace DURATION      how long running turns may go on at shutdown (default 10s)
   --sleep-after-minutes M        let a quiet session's agents go after M minutes (default 30; 0 never)
   --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)

@@ -540,6 +540,9 @@ func TestUsageErrors(t *testing.T) {
 		{"sessions", []string{"--sessions", "disk"}, `--sessions must be file or memory, not "disk"`},
 		{"log level", []string{"--log-level", "loud"}, `--log-level: "loud" is not`},
 		{"bad duration", []string{"--shutdown-grace", "soon"}, "invalid value"},
+		{"relative root", []string{"--allowed-roots", "/tmp,projects"}, `allowed root "projects" is not an absolute path`},
+		{"missing root", []string{"--allowed-roots", "/no/such/ahpd-root"}, `allowed root "/no/such/ahpd-root" does not exist`},
+		{"root not a directory", []string{"--allowed-roots", ahpdBin}, "is not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -59,6 +59,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
 		Limits:         cfg.Limits.host(),
+		AllowedRoots:   cfg.AllowedRoots,
 		Transcripts: host.Transcripts{
 			ClaudeProjects: claudeProjects(cfg),
 			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
@@ -232,7 +233,8 @@ func loopback(addr string) bool {
 
 // authenticator names who connections act for: root with the connection
 // token (set once it is known), a person with their own token when there
-// is a users directory. The directory is re-read when its file changes.
+// is a users directory. The directory is re-read when its file changes,
+// and the host then closes connections whose token it no longer holds.
 func authenticator(cfg *config, log *slog.Logger) (*grants.Authenticator, func(), error) {
 	hostname, _ := os.Hostname()
 	a := &grants.Authenticator{Host: hostname}

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -149,4 +154,41 @@ func TestUsersInTheDaemon(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRevokeCutsOpenConnections revokes a member's token with the command
+// line while the member is connected: the daemon closes that connection
+// saying why, refuses the token from then on, and leaves another user's
+// connection open.
+func TestRevokeCutsOpenConnections(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	users := filepath.Join(e.root, "users.yaml")
+	ahpdUser(t, e, users, 0, "add", "mo", "--role", "member", "--scope", "core/ahpd")
+	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
+	mo := ahpdUser(t, e, users, 0, "token", "mo", "--label", "laptop")[0]
+	gus := ahpdUser(t, e, users, 0, "token", "gus")[0]
+	p := serveDaemon(t, e, "--users", users)
+
+	c := connect(t, p, mo, "mo")
+	_, chat := newSession(t, c, e, "s1")
+	send(t, c, chat, "t1", "say hi")
+	g := connect(t, p, gus, "gus")
+
+	ahpdUser(t, e, users, 0, "revoke", "mo", "laptop")
+	select {
+	case <-c.Done():
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the revoked token's connection is still open")
+	}
+	var ce websocket.CloseError
+	if !errors.As(c.Err(), &ce) || ce.Reason != "user:mo: the connection's token was revoked" {
+		t.Errorf("the connection ended with %v, want a close saying the token was revoked", c.Err())
+	}
+	// The connection was cut once the daemon had the new directory.
+	if code := handshake(t, p.url(mo), nil); code != http.StatusUnauthorized {
+		t.Errorf("the revoked token: HTTP %d, want 401", code)
+	}
+	g.MustCall("ping", map[string]any{})
+	g.Subscribe(chat)
 }
