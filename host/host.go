@@ -142,7 +142,7 @@ func New(opts Options) (*Host, error) {
 		}
 		opts.DefaultDirectory = home
 	}
-	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger)
+	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger, nil)
 	if err != nil {
 		return nil, err
 	}
