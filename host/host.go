@@ -66,6 +66,11 @@ type Options struct {
 	ClientWindow time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// storeTemp makes the temporary files session records are written
+	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
+	// fail writes as a full disk does, which no test can safely arrange.
+	storeTemp createTemp
 }
 
 // Host serves sessions to clients.
@@ -109,6 +114,9 @@ type Host struct {
 	view       *externalView          // guarded by extMu
 
 	wg sync.WaitGroup // background work that must end before Close returns
+
+	// storeErrors counts the writes to the store that failed (store.go).
+	storeErrors atomic.Uint64
 }
 
 // New returns a Host with the sessions its store holds.
@@ -142,7 +150,7 @@ func New(opts Options) (*Host, error) {
 		}
 		opts.DefaultDirectory = home
 	}
-	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger, nil)
+	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp)
 	if err != nil {
 		return nil, err
 	}
