@@ -110,6 +110,7 @@ func (h *Host) saveMode(m catalogue.Mode) {
 	}
 	data, _ := json.Marshal(map[string]string{catalogue.ConfigKey: string(m)})
 	if err := writeFileAtomic(filepath.Join(h.opts.StateDir, rootConfigFile), data); err != nil {
+		h.storeErrors.Add(1)
 		h.log.Error("cannot store the root config", "err", err)
 	}
 }

@@ -1,5 +1,12 @@
 package host
 
+import (
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"syscall"
+)
+
 // Methods lists the JSON-RPC methods the host serves, for the grants table
 // test, which must walk every one.
 func Methods() []string { return assigner{}.Names() }
@@ -11,3 +18,33 @@ func (h *Host) Held(uri string) bool { return h.held(uri) != nil }
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.
 func (h *Host) Balance() { h.balance() }
+
+// DiskFull fails the writes of session records, while it is set, as a
+// full disk does: the record's temporary file takes half of what is
+// written and refuses the rest with ENOSPC. The store's own clean-up runs
+// as it would on a real disk.
+type DiskFull struct{ full atomic.Bool }
+
+// Set fills the disk, or frees it.
+func (d *DiskFull) Set(full bool) { d.full.Store(full) }
+
+// WithDiskFull has the host's file store write its records through d.
+func WithDiskFull(o *Options, d *DiskFull) {
+	o.storeTemp = func(dir, pattern string) (tempFile, error) {
+		f, err := os.CreateTemp(dir, pattern)
+		switch {
+		case err != nil:
+			return nil, err
+		case d.full.Load():
+			return fullFile{f}, nil
+		}
+		return f, nil
+	}
+}
+
+type fullFile struct{ *os.File }
+
+func (f fullFile) Write(p []byte) (int, error) {
+	n, _ := f.File.Write(p[:len(p)/2])
+	return n, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
+}

@@ -76,6 +76,11 @@ type Options struct {
 	Limits Limits
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+
+	// storeTemp makes the temporary files session records are written
+	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
+	// fail writes as a full disk does, which no test can safely arrange.
+	storeTemp createTemp
 }
 
 // Host serves sessions to clients.
@@ -121,6 +126,9 @@ type Host struct {
 	view       *externalView          // guarded by extMu
 
 	wg sync.WaitGroup // background work that must end before Close returns
+
+	// storeErrors counts the writes to the store that failed (store.go).
+	storeErrors atomic.Uint64
 }
 
 // New returns a Host with the sessions its store holds.
@@ -166,7 +174,7 @@ func New(opts Options) (*Host, error) {
 		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
 		opts.DefaultDirectory = dir
 	}
-	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger)
+	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp)
 	if err != nil {
 		return nil, err
 	}

@@ -57,7 +57,7 @@ func (h *Host) restore(rec *record) (*session, error) {
 	s := &session{
 		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend, dir: rec.WorkingDirectories[0],
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
-		rec: *rec, announced: true, asleep: true, used: h.now(), lastAction: h.now(),
+		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
 	owner, _ := grants.Parse(rec.Owner)
 	config, _ := h.resolveConfig(backend, rec.Config, owner, rec.folder())
@@ -125,37 +125,6 @@ func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {
 		Resource: cs.Resource, Title: cs.Title, Status: cs.Status, Activity: cs.Activity,
 		ModifiedAt: cs.ModifiedAt, Origin: cs.Origin, Interactivity: cs.Interactivity,
 		WorkingDirectories: cs.WorkingDirectories, Movable: cs.Movable,
-	}
-}
-
-// persistLocked writes what the store keeps of the session. A provisional
-// session is not kept: nothing announced it, and a restart forgets it.
-func (s *session) persistLocked() {
-	if s.provisional || s.disposed {
-		return
-	}
-	rec := &s.rec
-	rec.Title = s.state.Title
-	rec.Read = s.state.Status&protocol.StatusIsRead != 0
-	rec.Archived = s.state.Status&protocol.StatusIsArchived != 0
-	rec.Lifecycle = string(s.state.Lifecycle)
-	rec.CreationError = ""
-	if s.state.CreationError != nil {
-		rec.CreationError = s.state.CreationError.Message
-	}
-	if s.state.Config != nil {
-		rec.Config = s.state.Config.Values
-	}
-	if s.summary.ModifiedAt > rec.ModifiedAt {
-		rec.ModifiedAt = s.summary.ModifiedAt
-	}
-	for _, cr := range rec.Chats {
-		if e := s.chats[cr.URI]; e != nil {
-			cr.ModifiedAt = e.chat.State().ModifiedAt
-		}
-	}
-	if err := s.h.store.save(s.id, rec); err != nil {
-		s.h.log.Error("could not store a session", "session", s.uri, "err", err)
 	}
 }
 
@@ -269,7 +238,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	if err := s.cleanUpGit(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	if err := h.store.remove(s.id); err != nil {
+	if err := h.removeRecord(s.id); err != nil {
 		errs = append(errs, fmt.Errorf("removing the stored session: %w", err))
 	}
 	h.mu.Lock()

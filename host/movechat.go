@@ -226,7 +226,9 @@ func (s *session) adopt(rec *chatRecord, state *protocol.ChatState, order []stri
 }
 
 // moveToNewSession makes a session for a chat, of the same provider,
-// folders and settings as its own, where it is the default chat.
+// folders and settings as its own, where it is the default chat. The new
+// session is stored before the chat leaves its old one: a move that
+// cannot be kept fails and changes nothing.
 func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error) {
 	if err := h.check(c, grants.SessionCreate, grants.Principal{}); err != nil {
 		return nil, err
@@ -241,6 +243,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	dirs := slices.Clone(src.rec.WorkingDirectories)
 	config := *src.state.Config
 	owner, scope := src.rec.Owner, src.rec.Scope
+	rec, state := e.rec, e.chat.State()
 	src.mu.Unlock()
 
 	id := su.ID + "-" + randomID()
@@ -248,23 +251,54 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	if p := su.Provider(); p != "" {
 		nsu = protocol.ProviderSessionURI(p, id)
 	}
-	rec, state, err := src.release(e)
-	if err != nil {
-		return nil, err
-	}
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
 		return nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
 	}
 	s := h.newSession(c, nsu, src.provider, src.backend, dirs, config)
+	h.mu.Unlock()
 	s.rec.Owner, s.rec.Scope = owner, scope
+
+	s.mu.Lock()
+	ne := s.homeLocked(rec, state)
+	err := s.writeLocked()
+	s.mu.Unlock()
+	if err != nil {
+		return nil, storeFailed(err)
+	}
+	if _, now, err := src.release(e); err != nil {
+		if rerr := h.removeRecord(s.id); rerr != nil {
+			h.log.Error("could not take away the record of a session a chat did not move to", "session", s.uri, "err", rerr)
+		}
+		return nil, err
+	} else if now != state {
+		// The chat changed (a title, its marks) while the new session was
+		// stored: it takes the chat as it is now.
+		s.mu.Lock()
+		ne = s.homeLocked(rec, now)
+		s.mu.Unlock()
+	}
+	h.mu.Lock()
 	h.sessions[nsu.ID] = s
 	h.homes[rec.URI] = nsu.ID
 	h.mu.Unlock()
 
 	s.mu.Lock()
-	// The new session's only chat is the one moved in, its default.
+	// A default chat is not movable: whoever watches the chat is told.
+	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
+	s.summary = s.computeSummaryLocked()
+	s.noteOwnLocked()
+	s.announceLocked()
+	s.persistLocked()
+	s.mu.Unlock()
+	h.poke()
+	return &protocol.MoveChatResult{Session: s.uri}, nil
+}
+
+// homeLocked makes the chat of rec and state the only chat of a new
+// session that nobody has seen yet, its default. Called with s.mu held.
+func (s *session) homeLocked(rec *chatRecord, state *protocol.ChatState) *chatEntry {
 	for uri := range s.chats {
 		delete(s.chats, uri)
 	}
@@ -280,15 +314,8 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	s.rec.DefaultChat, s.rec.Title, s.rec.TitleFrom = rec.URI, state.Title, titleFromAgent
 	s.rec.Lifecycle = string(protocol.SessionLifecycleReady)
 	s.provisional = false
-	// A default chat is not movable: whoever watches the chat is told.
-	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
-	s.noteOwnLocked()
-	s.announceLocked()
-	s.persistLocked()
-	s.mu.Unlock()
-	h.poke()
-	return &protocol.MoveChatResult{Session: s.uri}, nil
+	return ne
 }
 
 // setChatHome records the session a moved chat now lives in; its URI

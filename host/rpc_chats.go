@@ -60,11 +60,16 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		Resource: p.Chat, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
 		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
 	}
+	// The chat is stored before anyone is told of it: one a restart would
+	// lose is not added.
+	s.rec.Chats = append(s.rec.Chats, rec)
+	if err := s.keepLocked(); err != nil {
+		s.rec.Chats = s.rec.Chats[:len(s.rec.Chats)-1]
+		return nil, storeFailed(err)
+	}
 	e := s.newChat(rec, cs)
 	e.loaded = true // a new conversation has no turns to read
-	s.rec.Chats = append(s.rec.Chats, rec)
 	s.emitSessionLocked(&protocol.SessionChatAddedAction{Summary: chatSummary(cs)}, nil)
-	s.persistLocked()
 	if p.InitialMessage != nil {
 		start := &protocol.ChatTurnStartedAction{TurnID: "turn-" + randomID(), StartedAt: now, Message: *p.InitialMessage}
 		if s.emitChatLocked(e.chat, start, nil) {

@@ -51,6 +51,11 @@ type session struct {
 	disposed    bool
 	running     bool // a chat runs a turn: counted in root's activeSessions
 
+	// The store (persist.go): stored says a record of the session is in
+	// it; storeFailing that a write of the record failed, which the
+	// session's _meta tells, and none has succeeded since.
+	stored, storeFailing bool
+
 	// Residency (residency.go). transit is held for reading while a client
 	// uses the session and for writing while it falls asleep, so it never
 	// falls asleep under a client. It is taken before s.mu.
@@ -359,8 +364,10 @@ func (s *session) Started(c *chats.Chat) {
 		e.setStart(s.configValuesLocked(), true, e.rec.Conversation)
 		s.noteOwnLocked()
 	}
-	s.provisional = false
-	s.announceLocked()
+	// prepare stored the session before its turn set out, so this only
+	// announces it; were it not stored, it would stay provisional and
+	// unannounced (the write logged), and the next turn would try again.
+	_ = s.commitLocked()
 	if s.state.Lifecycle != protocol.SessionLifecycleReady {
 		s.emitSessionLocked(&protocol.SessionReadyAction{}, nil)
 	}
@@ -369,7 +376,9 @@ func (s *session) Started(c *chats.Chat) {
 
 // StartFailed is told a turn could not reach the backend (chats.Owner).
 // A session whose first turn failed is failed, announced, and kept with
-// its start owed: the next message tries again.
+// its start owed: the next message tries again. One that could not be
+// stored is failed for its creator alone and not announced: nothing of it
+// is kept, and the next message tries again.
 func (s *session) StartFailed(c *chats.Chat, err error) {
 	s.h.backendStarted(s.provider, err)
 	s.mu.Lock()
@@ -377,12 +386,20 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 	if s.disposed || !s.provisional {
 		return
 	}
-	s.provisional = false
-	s.emitSessionLocked(&protocol.SessionCreationFailedAction{Error: protocol.ErrorInfo{
-		ErrorType: "backendStartFailed",
-		Message:   err.Error(),
-	}}, nil)
-	s.announceLocked()
+	if !isStoreError(err) {
+		s.emitSessionLocked(&protocol.SessionCreationFailedAction{Error: protocol.ErrorInfo{
+			ErrorType: "backendStartFailed",
+			Message:   err.Error(),
+		}}, nil)
+		err = s.commitLocked()
+	}
+	if err != nil {
+		s.emitSessionLocked(&protocol.SessionCreationFailedAction{Error: protocol.ErrorInfo{
+			ErrorType: "storeFailed",
+			Message:   err.Error(),
+		}}, nil)
+		return
+	}
 	s.persistLocked()
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -120,7 +121,10 @@ type store interface {
 	remove(id string) error
 }
 
-func openStore(kind, stateDir string, log *slog.Logger) (store, error) {
+// openStore opens the session store of the kind asked for. create makes
+// the temporary files the file store writes through; nil means
+// os.CreateTemp (tests pass one that fails as a full disk does).
+func openStore(kind, stateDir string, log *slog.Logger, create createTemp) (store, error) {
 	switch kind {
 	case "", "file":
 		if stateDir == "" {
@@ -130,7 +134,7 @@ func openStore(kind, stateDir string, log *slog.Logger) (store, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: making the session store: %w", err)
 		}
-		return &fileStore{dir: dir, log: log, foreign: map[string]bool{}}, nil
+		return &fileStore{dir: dir, log: log, foreign: map[string]bool{}, create: create}, nil
 	case "memory":
 		return memoryStore{}, nil
 	}
@@ -151,6 +155,9 @@ type fileStore struct {
 	// foreign names files in the store that are not session records this
 	// host can read; they are never overwritten silently.
 	foreign map[string]bool
+	// create makes the temporary file a record is written through; nil
+	// means os.CreateTemp.
+	create createTemp
 }
 
 var safeName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -238,18 +245,44 @@ func (s *fileStore) save(id string, rec *record) error {
 	if err != nil {
 		return fmt.Errorf("encoding session %s: %w", rec.URI, err)
 	}
-	if err := writeFileAtomic(path, append(data, '\n')); err != nil {
+	if err := writeAtomic(s.create, path, append(data, '\n')); err != nil {
 		return fmt.Errorf("writing session %s: %w", rec.URI, err)
 	}
 	return nil
 }
 
+// tempFile is the file a write goes through before it is renamed into
+// place: an *os.File.
+type tempFile interface {
+	io.Writer
+	Sync() error
+	Close() error
+	Name() string
+}
+
+// createTemp makes a temporary file in dir, as os.CreateTemp does.
+type createTemp func(dir, pattern string) (tempFile, error)
+
+func osCreateTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
+
 // writeFileAtomic writes data to path: to a temporary file beside it,
 // synced, renamed over the old one, and the directory synced, so a crash
 // leaves the old file or the new one, never half of either.
 func writeFileAtomic(path string, data []byte) error {
+	return writeAtomic(nil, path, data)
+}
+
+// writeAtomic is writeFileAtomic through the temporary files create makes
+// (nil: os.CreateTemp). A write that fails takes its temporary file away:
+// on a full disk the old file stays whole and nothing is left beside it.
+// An error from syncing the directory comes after the rename, so the new
+// file may be in place.
+func writeAtomic(create createTemp, path string, data []byte) error {
+	if create == nil {
+		create = osCreateTemp
+	}
 	dir, name := filepath.Split(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-"+name+"-*")
+	tmp, err := create(dir, ".tmp-"+name+"-*")
 	if err != nil {
 		return err
 	}
@@ -264,7 +297,9 @@ func writeFileAtomic(path string, data []byte) error {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		_ = os.Remove(tmp.Name())
+		if rerr := os.Remove(tmp.Name()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("removing the temporary file: %w", rerr))
+		}
 		return err
 	}
 	return syncDir(filepath.Clean(dir))

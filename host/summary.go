@@ -129,8 +129,13 @@ func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummar
 	if !sameJSON(a.Project, b.Project) && b.Project != nil {
 		ch.Project, changed = b.Project, true
 	}
-	if !sameJSON(a.Meta, b.Meta) && b.Meta != nil {
+	if !sameJSON(a.Meta, b.Meta) {
+		// A partial summary has no way to say "none": _meta that went
+		// away is told as an empty object.
 		ch.Meta, changed = b.Meta, true
+		if ch.Meta == nil {
+			ch.Meta = protocol.Object{}
+		}
 	}
 	if !sameJSON(a.Chats, b.Chats) {
 		ch.Chats, changed = b.Chats, true

@@ -33,8 +33,8 @@ import (
 const gitTimeout = 2 * time.Minute
 
 // prepare readies the session for a turn (chats.Options.Prepare): on the
-// first send it makes the worktree the session asked for and records the
-// tree it starts from.
+// first send it stores the session, makes the worktree the session asked
+// for and records the tree it starts from.
 func (s *session) prepare(ctx context.Context) error {
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
@@ -42,6 +42,12 @@ func (s *session) prepare(ctx context.Context) error {
 	if s.disposed {
 		s.mu.Unlock()
 		return errors.New("the session has been disposed")
+	}
+	// A session is stored before anything is made for it: one that cannot
+	// be kept gets no tree, checkpoint or agent to leave behind.
+	if err := s.storeFirstLocked(); err != nil {
+		s.mu.Unlock()
+		return err
 	}
 	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
 	needStart := s.rec.Checkpoints == 0 && !s.rec.Untracked

@@ -1,0 +1,222 @@
+package host
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Writing sessions to the store.
+//
+// A client is never told of a session a restart would lose. A provisional
+// session is stored when its first turn is on its way, before anything is
+// made for it (its worktree, its checkpoint, its agent, the backend's
+// transcript): a write that fails there fails the turn, leaves the session
+// provisional and unannounced, and leaves nothing on disk; the next
+// message tries again. A session is announced only once stored. Commands
+// that add to a stored session (createChat, moveChat into a new session)
+// write before they tell anyone, and fail with -32603 when they cannot.
+//
+// Any other write that fails (a turn's end, a title, marks) cannot be
+// taken back: the change has been told. The session goes on, its clients
+// are told through its _meta (storeErrorMeta), and the next write that
+// succeeds, which writes the whole record, catches the store up and takes
+// the mark away.
+
+// storeErrorMeta is the _meta key, on a session's state and its catalogue
+// row, that says its latest changes are not stored: an ErrorInfo.
+const storeErrorMeta = "ahpd.storeError"
+
+// storeError is a write to the session store that failed.
+type storeError struct{ err error }
+
+// Error says what a client is told: the cause alone, without the store's
+// paths (the host's business) or the session's URI (the client's own
+// string), which the log has.
+func (e *storeError) Error() string {
+	return "could not store the session: " + rootCause(e.err).Error()
+}
+
+// rootCause follows err's wrapping down to the error it started from (the
+// first, where several were joined): for a failed file operation, the
+// system's reason.
+func rootCause(err error) error {
+	for {
+		switch x := err.(type) {
+		case interface{ Unwrap() error }:
+			if next := x.Unwrap(); next != nil {
+				err = next
+				continue
+			}
+		case interface{ Unwrap() []error }:
+			if list := x.Unwrap(); len(list) > 0 && list[0] != nil {
+				err = list[0]
+				continue
+			}
+		}
+		return err
+	}
+}
+
+func (e *storeError) Unwrap() error { return e.err }
+
+// StoreWriteErrors returns how many writes to the session store (records
+// written or removed, and the root config) have failed since the host
+// started.
+func (h *Host) StoreWriteErrors() uint64 { return h.storeErrors.Load() }
+
+// saveRecord writes a session's record, counting a failure.
+func (h *Host) saveRecord(id string, rec *record) error {
+	err := h.store.save(id, rec)
+	if err != nil {
+		h.storeErrors.Add(1)
+	}
+	return err
+}
+
+// removeRecord drops a session's record, counting a failure.
+func (h *Host) removeRecord(id string) error {
+	err := h.store.remove(id)
+	if err != nil {
+		h.storeErrors.Add(1)
+	}
+	return err
+}
+
+// writeLocked brings the session's record up to date with its state and
+// writes it. A write that succeeds catches up on any that failed before.
+func (s *session) writeLocked() error {
+	rec := &s.rec
+	rec.Title = s.state.Title
+	rec.Read = s.state.Status&protocol.StatusIsRead != 0
+	rec.Archived = s.state.Status&protocol.StatusIsArchived != 0
+	rec.Lifecycle = string(s.state.Lifecycle)
+	rec.CreationError = ""
+	// A session that started after all keeps no creation error: the
+	// protocol's session/ready leaves it in the state, but a restart would
+	// bring it back as a failure to start.
+	if s.state.CreationError != nil && s.state.Lifecycle == protocol.SessionLifecycleFailed {
+		rec.CreationError = s.state.CreationError.Message
+	}
+	if s.state.Config != nil {
+		rec.Config = s.state.Config.Values
+	}
+	if s.summary.ModifiedAt > rec.ModifiedAt {
+		rec.ModifiedAt = s.summary.ModifiedAt
+	}
+	for _, cr := range rec.Chats {
+		if e := s.chats[cr.URI]; e != nil {
+			cr.ModifiedAt = e.chat.State().ModifiedAt
+		}
+	}
+	if err := s.h.saveRecord(s.id, rec); err != nil {
+		s.h.log.Error("could not store a session", "session", s.uri, "err", err)
+		return &storeError{err: err}
+	}
+	s.stored = true
+	if s.storeFailing {
+		s.storeFailing = false
+		s.setStoreMetaLocked(nil)
+		s.h.log.Info("the session is stored again", "session", s.uri)
+	}
+	return nil
+}
+
+// persistLocked writes what the store keeps of the session after a change
+// that has been told. A provisional session nobody sent a turn in is not
+// kept: nothing announced it, and a restart forgets it. A write that fails
+// is marked on the session for its clients, until one succeeds.
+func (s *session) persistLocked() {
+	if s.disposed || (s.provisional && !s.stored) {
+		return
+	}
+	err := s.writeLocked()
+	if err == nil || s.storeFailing {
+		return
+	}
+	s.storeFailing = true
+	msg := err.Error() + "; the session's latest changes are lost if ahpd restarts before a write succeeds"
+	info, jerr := json.Marshal(protocol.ErrorInfo{ErrorType: "storeFailed", Message: msg})
+	if jerr != nil {
+		return
+	}
+	s.setStoreMetaLocked(jsontext.Value(info))
+}
+
+// keepLocked writes the session's record before a change is told, for a
+// command that fails when it cannot be kept. A failure marks nothing: the
+// caller takes the change back.
+func (s *session) keepLocked() error {
+	if s.disposed || (s.provisional && !s.stored) {
+		return nil
+	}
+	return s.writeLocked()
+}
+
+// setStoreMetaLocked sets the session's storeErrorMeta to v, or takes it
+// away when v is nil, keeping its other _meta keys.
+func (s *session) setStoreMetaLocked(v jsontext.Value) {
+	meta := protocol.Object{}
+	for k, x := range s.state.Meta {
+		if k != storeErrorMeta {
+			meta[k] = x
+		}
+	}
+	if v != nil {
+		meta[storeErrorMeta] = v
+	}
+	if len(meta) == 0 {
+		meta = nil
+	}
+	s.emitSessionLocked(&protocol.SessionMetaChangedAction{Meta: meta}, nil)
+}
+
+// storeFirstLocked stores a provisional session as its first turn sets
+// out, before anything is made for it. When the write fails, nothing of
+// the session is left in the store: a write can fail after its rename
+// (syncing the folder), so the record is taken away again.
+func (s *session) storeFirstLocked() error {
+	if !s.provisional || s.stored {
+		return nil
+	}
+	err := s.writeLocked()
+	if err == nil {
+		return nil
+	}
+	if rerr := s.h.removeRecord(s.id); rerr != nil {
+		s.h.log.Error("could not take away the record of a session that is not kept", "session", s.uri, "err", rerr)
+	}
+	return err
+}
+
+// commitLocked makes a provisional session the host's own: stored first,
+// then announced. It leaves the session provisional when it cannot be
+// stored.
+func (s *session) commitLocked() error {
+	if !s.provisional {
+		return nil
+	}
+	if !s.stored {
+		if err := s.writeLocked(); err != nil {
+			return err
+		}
+	}
+	s.provisional = false
+	s.announceLocked()
+	return nil
+}
+
+// isStoreError reports whether err is a failed write to the store.
+func isStoreError(err error) bool {
+	var se *storeError
+	return errors.As(err, &se)
+}
+
+// storeFailed is the error a command answers with when what it made
+// cannot be kept.
+func storeFailed(err error) error {
+	return protocol.Errorf(protocol.CodeInternalError, "%v", err)
+}
