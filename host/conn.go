@@ -10,7 +10,6 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // writeTimeout bounds one write: a client that stopped reading is cut.
@@ -86,6 +85,7 @@ type conn struct {
 	spare     []*frame          // the writer's last batch, reused so queueing does not allocate
 	queued    int               // bytes in queue
 	held      []*frame          // frames held until the pending snapshots are out
+	asked     map[string]bool   // the ids of requests taken and not yet answered
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
 	subs      map[string]bool   // the channels this connection watches
@@ -109,6 +109,7 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 		started:   now,
 		log:       h.log.With("conn", id, "principal", p.String()),
 		holds:     map[string]bool{},
+		asked:     map[string]bool{},
 		subs:      map[string]bool{},
 		wake:      make(chan struct{}, 1),
 		writerEnd: make(chan struct{}),
@@ -144,15 +145,20 @@ func (c *conn) wants(t protocol.ActionType) bool {
 	return c.version == "" || t == "" || t.KnownTo(c.version)
 }
 
-// respond queues a response, then the frames held for it.
+// respond queues a response, then the frames held for it. The ids it
+// answers are free for the client to use again.
 func (c *conn) respond(data []byte) {
+	ids := replyIDs(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.enqueueLocked(&frame{data: data})
+	for _, id := range ids {
+		delete(c.asked, id)
+	}
 	if len(c.holds) == 0 && len(c.closing) == 0 {
 		return
 	}
-	for _, id := range responseIDs(data) {
+	for _, id := range ids {
 		delete(c.holds, id)
 		if why, ok := c.closing[id]; ok {
 			c.finishLocked(why)
@@ -422,33 +428,4 @@ func (c *conn) wind(served bool, code closeCode, reason string) {
 	}
 	c.h.connClosed(c)
 	close(c.done)
-}
-
-// responseIDs returns the ids of the responses in a JSON-RPC message or
-// batch, as the JSON text jrpc2 reports request ids in.
-func responseIDs(data []byte) []string {
-	var ids []string
-	var msgs []jsontext.Value
-	v := jsontext.Value(data)
-	if len(v) > 0 && v[0] == '[' {
-		var batch []protocol.RPCMessage
-		if err := jsonUnmarshal(data, &batch); err != nil {
-			return nil
-		}
-		for _, m := range batch {
-			msgs = append(msgs, m.ID)
-		}
-	} else {
-		var m protocol.RPCMessage
-		if err := m.UnmarshalJSON(data); err != nil {
-			return nil
-		}
-		msgs = append(msgs, m.ID)
-	}
-	for _, id := range msgs {
-		if id != nil {
-			ids = append(ids, string(id))
-		}
-	}
-	return ids
 }

@@ -48,3 +48,20 @@ func (f fullFile) Write(p []byte) (int, error) {
 	n, _ := f.File.Write(p[:len(p)/2])
 	return n, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
 }
+
+// PeakInLine reports the most requests any open connection has had in its
+// line at once.
+func (h *Host) PeakInLine() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	peak := 0
+	for c := range h.conns {
+		c.line.mu.Lock()
+		peak = max(peak, c.line.peak)
+		c.line.mu.Unlock()
+	}
+	return peak
+}
+
+// LocalHost is localHost, for its table test.
+var LocalHost = localHost

@@ -125,6 +125,7 @@ func (c *conn) stopTaking(err error) ([]byte, error) {
 		return nil, err
 	}
 	c.in.eofSent = true
+	c.line.take(1)
 	return []byte(`{"jsonrpc":"2.0","method":"` + c.in.eofMethod + `"}`), nil
 }
 
@@ -136,48 +137,102 @@ var bulky = map[string]bool{"dispatchAction": true, "createSession": true, "crea
 const maxRequestID = 256
 
 // admit looks at a message before jrpc2 decodes it, without decoding its
-// params: what it refuses it answers itself, cheaply. A command of
-// megabytes is not decoded; an id of null, which jrpc2 would take for a
-// notification and never answer, is answered; a batch may hold no more
-// requests than may be in flight.
+// params, and answers what it refuses itself, cheaply: a command of
+// megabytes, an id of null (which jrpc2 takes for a notification and
+// never answers), a batch of more requests than may be in flight. It also
+// refuses what jrpc2 would refuse without handling it, so that every
+// request it lets through takes a place in the line (Assign) and the line
+// counts exactly the requests taken and not done.
 func (c *conn) admit(data []byte) ([]byte, bool) {
 	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return data, true // jrpc2 answers it
+	if len(data) > 0 && data[0] == '[' {
+		return c.admitBatch(data)
 	}
-	if data[0] == '[' {
-		n, err := batchLen(data)
-		switch {
-		case err != nil:
-			return data, true // jrpc2 answers it
-		case n > c.limits.InFlight:
-			c.answer(nil, protocol.CodeInvalidRequest, fmt.Sprintf("a batch of %d requests: at most %d", n, c.limits.InFlight))
-			return nil, false
-		case len(data) > c.limits.CommandBytes:
-			c.answer(nil, protocol.CodeInvalidRequest, fmt.Sprintf("a batch of %d bytes: at most %d (send content in a request of its own)", len(data), c.limits.CommandBytes))
-			return nil, false
-		}
-		return data, true
+	r, ok := readHead(data)
+	if !ok || r.reply {
+		return data, true // jrpc2 answers or drops it, and handles nothing
 	}
-	id, method, ok := head(data)
-	if !ok {
-		return data, true // jrpc2 answers it
+	if why := c.refusal(&r, len(data)); why != "" {
+		c.answer(r.answerID(), protocol.CodeInvalidRequest, why)
+		return nil, false
 	}
-	switch {
-	case len(id) > maxRequestID:
-		c.answer(nil, protocol.CodeInvalidRequest, fmt.Sprintf("a request id of %d bytes: at most %d", len(id), maxRequestID))
-	case string(id) == "null":
-		c.answer(id, protocol.CodeInvalidRequest, "a request id of null cannot be answered apart from others: use a number or a string")
-	case len(data) > c.limits.CommandBytes && !bulky[method]:
-		c.answer(id, protocol.CodeInvalidRequest, fmt.Sprintf("%s of %d bytes: at most %d for a command", protocol.Quote(method), len(data), c.limits.CommandBytes))
-	default:
-		return data, true
-	}
-	return nil, false
+	c.take([]request{r})
+	return data, true
 }
 
-// answer sends an error response of the host's own; a request without an
-// id (a notification) gets none.
+// admitBatch admits a batch whole or answers it with one error.
+func (c *conn) admitBatch(data []byte) ([]byte, bool) {
+	reqs, err := readBatch(data)
+	if err != nil {
+		return data, true // jrpc2 answers it
+	}
+	why := ""
+	switch {
+	case len(reqs) > c.limits.InFlight:
+		why = fmt.Sprintf("a batch of %d requests: at most %d", len(reqs), c.limits.InFlight)
+	case len(data) > c.limits.CommandBytes:
+		why = fmt.Sprintf("a batch of %d bytes: at most %d (send content in a request of its own)", len(data), c.limits.CommandBytes)
+	}
+	ids := map[string]bool{}
+	for i := 0; why == "" && i < len(reqs); i++ {
+		r := &reqs[i]
+		if why = c.refusal(r, 0); why == "" && r.id != nil && ids[string(r.id)] {
+			why = "two requests of the batch have the id " + protocol.Quote(string(r.id))
+		}
+		ids[string(r.id)] = true
+		if why != "" && len(reqs) > 1 {
+			why = fmt.Sprintf("request %d of the batch: %s", i+1, why)
+		}
+	}
+	if why != "" {
+		c.answer(nil, protocol.CodeInvalidRequest, why)
+		return nil, false
+	}
+	c.take(reqs)
+	return data, true
+}
+
+// refusal says why a request is not taken, or "". size is the bytes of
+// its message, or 0 within a batch (bounded as a whole).
+func (c *conn) refusal(r *request, size int) string {
+	switch {
+	case r.problem != "":
+		return r.problem
+	case r.reply:
+		return "a message with both a method and a result or error"
+	case len(r.id) > maxRequestID:
+		return fmt.Sprintf("a request id of %d bytes: at most %d", len(r.id), maxRequestID)
+	case string(r.id) == "null":
+		return "a request id of null cannot be answered apart from others: use a number or a string"
+	case r.method == "":
+		return "a request needs a method"
+	case size > c.limits.CommandBytes && !bulky[r.method]:
+		return fmt.Sprintf("%s of %d bytes: at most %d for a command", protocol.Quote(r.method), size, c.limits.CommandBytes)
+	}
+	if r.id != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.asked[string(r.id)] {
+			return "the request id " + protocol.Quote(string(r.id)) + " is in use by a request not yet answered"
+		}
+	}
+	return ""
+}
+
+// take counts requests admitted: each takes a place in the line, and the
+// ids of those that are answered are in use until they are.
+func (c *conn) take(reqs []request) {
+	c.mu.Lock()
+	for _, r := range reqs {
+		if r.id != nil {
+			c.asked[string(r.id)] = true
+		}
+	}
+	c.mu.Unlock()
+	c.line.take(len(reqs))
+}
+
+// answer sends an error response of the host's own.
 func (c *conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
 	if id == nil {
 		id = jsontext.Value("null")
@@ -185,8 +240,14 @@ func (c *conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
 	data, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   protocol.Error  `json:"error"`
-	}{"2.0", json.RawMessage(id), protocol.Error{Code: code, Message: msg}})
+		Error   struct {
+			Code    protocol.ErrorCode `json:"code"`
+			Message string             `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: json.RawMessage(id), Error: struct {
+		Code    protocol.ErrorCode `json:"code"`
+		Message string             `json:"message"`
+	}{code, msg}})
 	if err != nil {
 		c.log.Error("encoding an answer", "err", err)
 		return
@@ -194,56 +255,158 @@ func (c *conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
 	c.respond(data)
 }
 
-// head reads a request's id and method, skipping the rest, params
-// included, without copying it. ok is false for what is not a JSON object.
-func head(data []byte) (id jsontext.Value, method string, ok bool) {
+// request is what admit reads of a request: its id as sent, its method,
+// and what is wrong with it for jrpc2.
+type request struct {
+	id      jsontext.Value // nil for a notification
+	method  string
+	reply   bool   // it has a result or an error
+	problem string // why jrpc2 would refuse it
+}
+
+// answerID is the id to answer r with: its own when that can be echoed.
+func (r *request) answerID() jsontext.Value {
+	if r.id == nil || len(r.id) > maxRequestID || (r.id.Kind() != '"' && r.id.Kind() != '0') {
+		return nil
+	}
+	return r.id
+}
+
+// readHead reads a message's members, skipping params and results without
+// copying them. ok is false for what is not a JSON object, which jrpc2
+// answers as it does.
+func readHead(data []byte) (r request, ok bool) {
 	d := jsontext.NewDecoder(bytes.NewBuffer(data))
 	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
-		return nil, "", false
+		return r, false
 	}
+	version := false
 	for d.PeekKind() != '}' {
 		name, err := d.ReadToken()
 		if err != nil {
-			return nil, "", false
+			return r, false
 		}
-		switch name.String() {
+		member := name.String()
+		var v jsontext.Value
+		if member == "params" || member == "result" || member == "error" {
+			k := d.PeekKind()
+			if err := d.SkipValue(); err != nil {
+				return r, false
+			}
+			if member == "params" && k != '{' && k != '[' && k != 'n' {
+				r.problem = "params must be an object or an array"
+			}
+			r.reply = r.reply || member != "params"
+			continue
+		}
+		if v, err = d.ReadValue(); err != nil {
+			return r, false
+		}
+		switch member {
+		case "jsonrpc":
+			version = string(v) == `"2.0"`
 		case "id":
-			v, err := d.ReadValue()
-			if err != nil {
-				return nil, "", false
+			r.id = v.Clone()
+			if k := v.Kind(); k != '"' && k != '0' && k != 'n' {
+				r.problem = "a request id must be a string or a number"
 			}
-			id = v.Clone()
 		case "method":
-			v, err := d.ReadValue()
-			if err != nil {
-				return nil, "", false
-			}
-			if len(v) <= 256 && v.Kind() == '"' {
-				_ = json.Unmarshal(v, &method)
-			} else {
-				method = "a method"
+			switch {
+			case v.Kind() != '"':
+				r.problem = "a method must be a string"
+			case len(v) > 258:
+				r.method = "a method of " + fmt.Sprint(len(v)) + " bytes"
+			default:
+				_ = json.Unmarshal(v, &r.method)
 			}
 		default:
-			if err := d.SkipValue(); err != nil {
-				return nil, "", false
-			}
+			r.problem = "an unknown member " + protocol.Quote(member) + ": a request has jsonrpc, id, method and params"
 		}
 	}
-	return id, method, true
+	if !version && r.problem == "" {
+		r.problem = `jsonrpc must be "2.0"`
+	}
+	if !r.reply && r.method == "" && r.problem == "" {
+		r.problem = "a request needs a method"
+	}
+	return r, true
 }
 
-// batchLen counts the messages of a batch.
-func batchLen(data []byte) (int, error) {
+// readBatch reads the requests of a batch.
+func readBatch(data []byte) ([]request, error) {
 	d := jsontext.NewDecoder(bytes.NewBuffer(data))
 	if _, err := d.ReadToken(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var out []request
 	for d.PeekKind() != ']' {
-		if err := d.SkipValue(); err != nil {
-			return 0, err
+		v, err := d.ReadValue()
+		if err != nil {
+			return nil, err
 		}
-		n++
+		r, ok := readHead(v)
+		if !ok {
+			r.problem = "a batch holds JSON-RPC requests, each an object"
+		}
+		out = append(out, r)
 	}
-	return n, nil
+	if len(out) == 0 {
+		return nil, errors.New("an empty batch")
+	}
+	return out, nil
+}
+
+// replyIDs returns the ids of the responses in a message ahpd sends, as
+// their JSON text. jrpc2 writes a response's id after its version, so a
+// response of megabytes is not read through.
+func replyIDs(data []byte) []string {
+	if len(data) == 0 {
+		return nil
+	}
+	if data[0] != '[' {
+		if id := replyID(data); id != "" {
+			return []string{id}
+		}
+		return nil
+	}
+	d := jsontext.NewDecoder(bytes.NewBuffer(data))
+	if _, err := d.ReadToken(); err != nil {
+		return nil
+	}
+	var ids []string
+	for d.PeekKind() == '{' {
+		v, err := d.ReadValue()
+		if err != nil {
+			return ids
+		}
+		if id := replyID(v); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// replyID returns a response's id, or "".
+func replyID(data []byte) string {
+	d := jsontext.NewDecoder(bytes.NewBuffer(data))
+	if t, err := d.ReadToken(); err != nil || t.Kind() != '{' {
+		return ""
+	}
+	for d.PeekKind() == '"' {
+		name, err := d.ReadToken()
+		if err != nil {
+			return ""
+		}
+		if name.String() == "id" {
+			v, err := d.ReadValue()
+			if err != nil || v.Kind() == 'n' {
+				return ""
+			}
+			return string(v)
+		}
+		if err := d.SkipValue(); err != nil {
+			return ""
+		}
+	}
+	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ahpd/ahpd/plugins/agentproc"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -127,13 +128,15 @@ var (
 	descResident      = prometheus.NewDesc("ahpd_sessions_resident", "Sessions awake, their turns in memory.", nil, nil)
 	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
+	descStoreErrors   = prometheus.NewDesc("ahpd_store_write_errors_total", "Session records and settings the store failed to write or remove.", nil, nil)
+	descAgents        = prometheus.NewDesc("ahpd_agent_processes", "Agent processes running (Claude Code CLI, ACP agents).", nil, nil)
 )
 
 // hostCollector reads the host's metrics when scraped.
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents} {
 		ch <- d
 	}
 }
@@ -150,6 +153,8 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxQueued, g.MaxQueuedBytes)
 	gauge(descSessions, g.Sessions)
 	gauge(descResident, g.Resident)
+	gauge(descAgents, int(agentproc.Running()))
+	ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(hc.h.StoreWriteErrors()))
 	m := hc.h.metrics
 	for _, r := range cutReasons {
 		ch <- prometheus.MustNewConstMetric(descCut, prometheus.CounterValue, float64(m.cut[r].Load()), r)

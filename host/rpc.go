@@ -119,11 +119,14 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 }
 
 // line orders a connection's requests: each waits for the one before. It
-// counts those in it, for recv to take no more while it is full.
+// counts those taken and not done, for recv to take no more while it is
+// full: counted as recv takes them, not as jrpc2 assigns them, for jrpc2
+// reads ahead of what it has assigned.
 type line struct {
 	mu   sync.Mutex
 	last chan struct{}
 	n    int           // requests in line
+	peak int           // the most there have been, for tests
 	left chan struct{} // closed when one leaves, for room to wait on
 }
 
@@ -138,8 +141,16 @@ func (l *line) next() (turn <-chan struct{}, done chan struct{}) {
 		close(prev)
 	}
 	l.last = make(chan struct{})
-	l.n++
 	return prev, l.last
+}
+
+// take counts k requests taken off the transport: each will take its
+// place in line, as admit made sure.
+func (l *line) take(k int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n += k
+	l.peak = max(l.peak, l.n)
 }
 
 // leave ends a request's turn.

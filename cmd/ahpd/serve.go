@@ -12,8 +12,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
@@ -25,6 +27,13 @@ var version = "dev"
 
 // serve runs the daemon until ctx ends or, with --stdio, stdin does.
 func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.Writer) error {
+	// A reader of stdout or stderr that goes away is a peer closing, which
+	// a write's EPIPE says, not a reason to die: asked for SIGPIPE, the Go
+	// runtime no longer exits on it. (Ignoring it instead would leave it
+	// ignored in every agent and command ahpd starts.)
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	log, err := newLogger(stderr, cfg.LogLevel)
 	if err != nil {
 		return err

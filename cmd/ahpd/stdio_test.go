@@ -147,3 +147,44 @@ func TestStdioInitializeThenListAtOnce(t *testing.T) {
 	}
 	p.terminate()
 }
+
+// TestStdioAnswersBeforeExit sends requests and ends stdin at once, as
+// `echo ... | ahpd --stdio` does: every one is answered before ahpd exits
+// (it printed nothing, once).
+func TestStdioAnswersBeforeExit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
+	c := &stdioClient{t: t, p: p}
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["1.0.0"],"clientId":"x"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":2,"method":"createSession","params":{"channel":"ahp-session:/s1","provider":"script"}}` + "\n" +
+		`{"jsonrpc":"2.0","id":3,"method":"listSessions","params":{"channel":"ahp-root://"}}`)
+	if err := p.stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"1", "2", "3"} {
+		if m := c.response(id); m.Error != nil {
+			t.Errorf("request %s: %+v", id, m.Error)
+		}
+	}
+	if code := p.wait(exitTimeout); code != 0 {
+		t.Errorf("exit status %d; stderr:\n%s", code, p.stderr.String())
+	}
+}
+
+// TestStdioReaderGone closes ahpd's stdout before it answers: the write
+// fails with EPIPE, which is the peer closing; ahpd ends as at the end of
+// stdin, where SIGPIPE once killed it.
+func TestStdioReaderGone(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := launch(t, e, withStdin, "--stdio", "--state-dir", e.state)
+	if err := p.stdout.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := &stdioClient{t: t, p: p}
+	c.write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"channel":"ahp-root://","protocolVersions":["1.0.0"],"clientId":"x"}}`)
+	if code := p.wait(exitTimeout); code != 0 {
+		t.Errorf("exit status %d (%v); stderr:\n%s", code, p.cmd.ProcessState, p.stderr.String())
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -114,7 +115,9 @@ func Start(cmd *exec.Cmd, opts Options) (*Process, error) {
 		exited:     make(chan struct{}),
 	}
 	go p.readStderr(opts)
+	running.Add(1)
 	go func() {
+		defer running.Add(-1)
 		p.waitErr = cmd.Wait()
 		// What the child left running in its group would outlive it and
 		// hold its output open.
@@ -123,6 +126,13 @@ func Start(cmd *exec.Cmd, opts Options) (*Process, error) {
 	}()
 	return p, nil
 }
+
+// running counts the children Start started and that were not reaped.
+var running atomic.Int64
+
+// Running reports how many children Start started are running, in this
+// process: for the daemon's metrics.
+func Running() int64 { return running.Load() }
 
 // PipeError is Start failing to make a pipe, before any program ran:
 // a lack of file descriptors, not a missing program. Its message is the
