@@ -1,0 +1,59 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/host/hosttest"
+)
+
+// TestMetricsInTheDaemon checks /metrics beside AHP, behind the token, and
+// on --metrics-listen without one; and that the config file's limits are
+// the connections' limits.
+func TestMetricsInTheDaemon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	config := writeConfig(t, e, `
+metricsListen: 127.0.0.1:0
+limits:
+  initialize: 200ms
+`)
+	p := serveDaemon(t, e, "--config", config)
+	p.waitStderr("serving metrics", startTimeout)
+	addr := regexp.MustCompile(`msg="serving metrics" addr=(\S+)`).FindStringSubmatch(p.stderr.String())
+	if addr == nil {
+		t.Fatalf("no metrics address in stderr:\n%s", p.stderr.String())
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("http://" + addr[1] + "/metrics"); code != http.StatusOK || !strings.Contains(body, "ahpd_connections ") {
+		t.Errorf("--metrics-listen: %d %.200s", code, body)
+	}
+	base := "http://" + p.addr + "/metrics"
+	if code, _ := get(base); code != http.StatusUnauthorized {
+		t.Errorf("/metrics beside AHP without the token: %d", code)
+	}
+	// A connection that never initializes is cut at the config's 200ms.
+	c := hosttest.Dial(t, p.url(e.token(t)))
+	select {
+	case <-c.Done():
+	case <-time.After(exitTimeout):
+		t.Fatal("a connection without initialize stayed")
+	}
+	code, body := get(base + "?tkn=" + e.token(t))
+	if code != http.StatusOK || !strings.Contains(body, `ahpd_connections_cut_total{reason="deadline"} 1`) {
+		t.Errorf("/metrics with the token: %d %.2000s", code, body)
+	}
+}
