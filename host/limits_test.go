@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -79,4 +80,76 @@ func echoOf(t *testing.T, c *hosttest.Client, seq int64) *protocol.ActionEnvelop
 		return false
 	})
 	return out
+}
+
+// TestOddSessionIDs checks a session id is either refused when the
+// session is made, or works: a turn runs in it, in a plain folder and in a
+// git repository, and it comes back after a restart. "a..b" was taken and
+// every turn in it failed.
+func TestOddSessionIDs(t *testing.T) {
+	state := t.TempDir()
+	th := startHost(t, state)
+	repo := newRepo(t)
+	c := th.client("c1")
+	var made []string
+	for _, id := range []string{"a..b", "a.", ".a", "a.lock", "a b", "-a", "a~1", "a^", "a:b", "a?", "a*", "a[b", "a\\b", "é", "a@{b", "@", "a%2e%2e"} {
+		uri := "ahp-session:/" + id
+		_, err := c.Call("createSession", map[string]any{"channel": uri, "provider": "script", "workingDirectories": []string{"file://" + repo},
+			"config": map[string]any{"isolation": "worktree"}})
+		if err != nil {
+			if err.Code != int64(protocol.CodeInvalidParams) {
+				t.Errorf("%q refused with %v, want -32602", id, err)
+			}
+			continue
+		}
+		c.Subscribe(uri)
+		chat := protocol.DefaultChatURI(uri)
+		c.Subscribe(chat)
+		if st := send(t, c, chat, "t1", "say hi"); st.Turns[len(st.Turns)-1].State != protocol.TurnStateComplete {
+			t.Errorf("%q: the turn ended %s: %+v", id, st.Turns[len(st.Turns)-1].State, st.Turns[len(st.Turns)-1].ErrorPart())
+			continue
+		}
+		made = append(made, uri)
+	}
+	t.Logf("taken: %q", made)
+	th.stop()
+	th = startHost(t, state)
+	c = th.client("c2")
+	for _, uri := range made {
+		if _, err := c.Call("subscribe", map[string]any{"channel": uri}); err != nil {
+			t.Errorf("%s after a restart: %v", uri, err)
+		}
+	}
+}
+
+// TestStatusHidesOthersProvisionalSessions checks ahpd/sessionStatus
+// tells nobody of a session another client made and has not announced.
+func TestStatusHidesOthersProvisionalSessions(t *testing.T) {
+	th := startHost(t, "")
+	a, b := th.client("a"), th.client("b")
+	uri := "ahp-session:/unannounced"
+	a.MustCall("createSession", map[string]any{"channel": uri, "provider": "script", "workingDirectories": []string{"file://" + th.work}})
+	if _, err := a.Call("ahpd/sessionStatus", map[string]any{"channel": uri}); err != nil {
+		t.Errorf("its creator: %v", err)
+	}
+	_, err := b.Call("ahpd/sessionStatus", map[string]any{"channel": uri})
+	_, unknown := b.Call("ahpd/sessionStatus", map[string]any{"channel": "ahp-session:/never-made"})
+	if err == nil || unknown == nil || err.Code != unknown.Code || strings.Replace(err.Message, "unannounced", "never-made", 1) != unknown.Message {
+		t.Errorf("another client: %v, and for a session never made: %v", err, unknown)
+	}
+}
+
+// TestReconnectFromTheLeastSeq checks a reconnect from the least serverSeq
+// there is gets snapshots (the sum of how much was missed overflowed).
+func TestReconnectFromTheLeastSeq(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("r")
+	_, chat := th.newSession(c, "s1", nil)
+	c.Close()
+	c2 := hosttest.Dial(t, th.url)
+	defer c2.Close()
+	res := c2.Reconnect("r", math.MinInt64, []string{protocol.RootURI, chat})
+	if snaps, ok := res.(*protocol.ReconnectSnapshotResult); !ok || len(snaps.Snapshots) != 2 {
+		t.Errorf("reconnect from MinInt64: %+v", res)
+	}
 }

@@ -202,7 +202,11 @@ func (h *Host) balance() {
 // Status answers the side-effect-free probe: "active" when the session is
 // in memory, "inactive" when it is known but asleep. It loads, wakes and
 // changes nothing, and allocates nothing for a known session.
-func (h *Host) Status(uri string) (string, error) {
+func (h *Host) Status(uri string) (string, error) { return h.status(nil, uri) }
+
+// status is Status as c may know it: another client's provisional session
+// is unknown to it.
+func (h *Host) status(c *conn, uri string) (string, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return "", &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
@@ -210,6 +214,9 @@ func (h *Host) Status(uri string) (string, error) {
 	h.mu.Lock()
 	s := h.sessions[su.ID]
 	h.mu.Unlock()
+	if s != nil && c != nil && !s.visibleTo(c) {
+		s = nil
+	}
 	if s == nil {
 		// A session only the catalogue knows is known, and not in memory.
 		if p := su.Provider(); p != "" && h.cat != nil {
@@ -217,7 +224,7 @@ func (h *Host) Status(uri string) (string, error) {
 				return "inactive", nil
 			}
 		}
-		return "", &protocol.Error{Code: protocol.CodeProviderNotFound, Message: "no session " + uri,
+		return "", &protocol.Error{Code: protocol.CodeProviderNotFound, Message: "no session " + protocol.Quote(uri),
 			Data: map[string]string{"sessionId": su.ID}}
 	}
 	if s.awake.Load() {

@@ -43,7 +43,7 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
-	status, err := h.Status(p.Channel)
+	status, err := h.status(c, p.Channel)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (h *Host) suspendSession(ctx context.Context, c *conn, req *jrpc2.Request) 
 	if err := h.suspend(ctx, s, p.IfIdle); err != nil {
 		return nil, err
 	}
-	status, _ := h.Status(p.Channel)
+	status, _ := h.status(c, p.Channel)
 	return statusResult{Status: status}, nil
 }
 

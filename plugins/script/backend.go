@@ -146,7 +146,9 @@ func checkID(id string) error {
 	switch {
 	case id == "":
 		return errors.New("script: empty conversation id")
-	case strings.ContainsAny(id, `/\`+"\x00"), strings.Contains(id, ".."), strings.HasPrefix(id, "."):
+	// Without a separator and a leading dot, the id names a file of the
+	// folder and no other: "a..b" is a name like any.
+	case strings.ContainsAny(id, `/\`+"\x00"), strings.HasPrefix(id, "."):
 		return fmt.Errorf("script: conversation id %q cannot name a transcript file", id)
 	}
 	return nil

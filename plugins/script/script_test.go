@@ -118,7 +118,7 @@ func TestStartBadDirectory(t *testing.T) {
 func TestBadConversationIDs(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
-	for _, id := range []string{"", "a/b", `a\b`, "..", "a..b", "../x", ".hidden", "a\x00b"} {
+	for _, id := range []string{"", "a/b", `a\b`, "..", "../x", ".hidden", "a\x00b"} {
 		conv := plugins.Conversation{ID: id, Dir: f.conv.Dir}
 		if _, err := f.backend.Start(ctx, plugins.StartOptions{Conversation: conv}); err == nil {
 			t.Errorf("Start(%q): no error", id)
