@@ -41,6 +41,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("making the state directory: %w", err)
 	}
+	checkStateDir(cfg.StateDir, log)
 	auth, closeUsers, err := authenticator(cfg, log)
 	if err != nil {
 		return err
@@ -126,8 +127,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept 
 	}
 	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
 	if kept != "" {
-		// Said once, to the person who started ahpd; the log never carries it.
-		fmt.Fprintf(stderr, "ahpd: connect with ws://%s?tkn=%s (the token is kept in %s)\n", ln.Addr(), token, kept)
+		fmt.Fprint(stderr, connectLine(ln.Addr().String(), token, kept, isTerminal(stderr)))
 	}
 	log.Info("serving", "addr", ln.Addr().String(), "stateDir", cfg.StateDir, "sessions", cfg.Sessions, "version", version)
 
@@ -145,6 +145,39 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept 
 	_ = srv.Close()
 	<-served
 	return err
+}
+
+// connectLine tells the person who started ahpd how to connect, on a line
+// of its own. The token is in it only when that person's terminal is
+// where it goes: stderr sent to a file or a journal is a log, and a log
+// never carries the token.
+func connectLine(addr, token, kept string, terminal bool) string {
+	if terminal {
+		return fmt.Sprintf("ahpd: connect with ws://%s?tkn=%s (the token is kept in %s)\n", addr, token, kept)
+	}
+	return fmt.Sprintf("ahpd: connect with ws://%s and the token kept in %s\n", addr, kept)
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// checkStateDir warns of a state directory others may write to: they
+// could change sessions, and read or replace the token.
+func checkStateDir(dir string, log *slog.Logger) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		log.Warn("the state directory is writable by others: they can change sessions and the connection token; chmod go-w it", "dir", dir, "mode", fmt.Sprintf("%04o", perm))
+	}
 }
 
 // serveMetrics serves /metrics on addr, without a token: what it shows is

@@ -54,11 +54,11 @@ func TestGeneratedToken(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(token) {
 		t.Errorf("token %q is not 16 random bytes in hex", token)
 	}
-	// The person who started ahpd is told how to connect, once: the
-	// logs never carry the token.
-	p.waitStderr(fmt.Sprintf("ahpd: connect with %s (the token is kept in %s)\n", p.url(token), path), startTimeout)
-	if n := strings.Count(p.stderr.String(), token); n != 1 {
-		t.Errorf("stderr shows the token %d times, want once:\n%s", n, p.stderr.String())
+	// The person who started ahpd is told how to connect. stderr is not
+	// a terminal here, but a log: it never carries the token.
+	p.waitStderr(fmt.Sprintf("ahpd: connect with ws://%s and the token kept in %s\n", p.addr, path), startTimeout)
+	if n := strings.Count(p.stderr.String(), token); n != 0 {
+		t.Errorf("stderr, a log, shows the token %d times:\n%s", n, p.stderr.String())
 	}
 
 	for _, tc := range []struct {
@@ -88,7 +88,7 @@ func TestGeneratedToken(t *testing.T) {
 	if got := e.token(t); got != token {
 		t.Errorf("after a restart the token is %q, want %q", got, token)
 	}
-	p2.waitStderr("ahpd: connect with "+p2.url(token)+" ", startTimeout)
+	p2.waitStderr("ahpd: connect with ws://"+p2.addr+" and the token kept in "+path, startTimeout)
 	if got := handshake(t, p2.url(token), nil); got != http.StatusSwitchingProtocols {
 		t.Errorf("the kept token after a restart: handshake status %d, want 101", got)
 	}
@@ -491,4 +491,30 @@ func TestDefaultStateDir(t *testing.T) {
 		want := filepath.Join(e.home, ".local", "state", "ahpd", "connection-token")
 		p.waitStderr("(the token is kept in "+want+")", startTimeout)
 	})
+}
+
+// TestConnectLine checks the token is shown on a terminal and nowhere else.
+func TestConnectLine(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	if got := connectLine("127.0.0.1:9187", token, "/s/connection-token", true); got != "ahpd: connect with ws://127.0.0.1:9187?tkn="+token+" (the token is kept in /s/connection-token)\n" {
+		t.Errorf("on a terminal: %q", got)
+	}
+	if got := connectLine("127.0.0.1:9187", token, "/s/connection-token", false); strings.Contains(got, token) {
+		t.Errorf("into a log: %q", got)
+	}
+}
+
+// TestWorldWritableStateDir checks ahpd warns of a state directory others
+// may write to.
+func TestWorldWritableStateDir(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	if err := os.MkdirAll(e.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(e.state, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	p := serveDaemon(t, e)
+	p.waitStderr("the state directory is writable by others", startTimeout)
 }
