@@ -11,6 +11,7 @@ package chats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -79,11 +80,23 @@ type Chat struct {
 	answers    map[string]chan plugins.Answer // input request id -> the runner waiting on it
 	background map[string]bool                // the background work listed, by id
 	busy       bool
+	held       bool // no turn starts of the chat's own accord (Hold)
 
 	agentMu sync.Mutex // serializes starting and closing the agent; taken after the owner's lock
 	agent   plugins.Agent
 	convID  string // the agent's conversation id (guarded by agentMu)
+	stopped bool   // Stop was called: no agent starts again (guarded by agentMu)
+
+	// live is the agent from its start until its Close has returned: what
+	// Kill reaches, also while Close waits for it under agentMu. liveMu is
+	// a leaf.
+	liveMu sync.Mutex
+	live   plugins.Agent
 }
+
+// ErrStopped is the error of a turn that would start the agent of a chat
+// that was stopped.
+var ErrStopped = errors.New("the chat is stopped: ahpd is shutting down")
 
 // New returns a chat with the given state.
 func New(opts Options) *Chat {
@@ -267,7 +280,7 @@ func (c *Chat) answerOf(a *protocol.ChatInputCompletedAction) plugins.Answer {
 // Called with the owner's lock held.
 func (c *Chat) consumeQueued() {
 	s := c.state
-	if s.ActiveTurn != nil || c.run != nil || len(s.QueuedMessages) == 0 {
+	if c.held || s.ActiveTurn != nil || c.run != nil || len(s.QueuedMessages) == 0 {
 		return
 	}
 	next := s.QueuedMessages[0]
@@ -292,12 +305,68 @@ func (c *Chat) consumeQueued() {
 func (c *Chat) Close() error {
 	c.agentMu.Lock()
 	defer c.agentMu.Unlock()
+	return c.closeLocked()
+}
+
+// closeLocked closes the agent, if any, and forgets it. Called with
+// agentMu held.
+func (c *Chat) closeLocked() error {
 	if c.agent == nil {
 		return nil
 	}
 	err := c.agent.Close()
 	c.agent = nil
+	c.setLive(nil)
 	return err
+}
+
+// Hold keeps the chat from starting turns of its own accord: a queued
+// message stays queued. The host holds its chats when it shuts down.
+// Called with the owner's lock held.
+func (c *Chat) Hold() { c.held = true }
+
+// Stop lets the chat's agent go for good, as the host does when it shuts
+// down: the agent is closed as Close does, and none starts again (a turn
+// that would start one fails with ErrStopped). If ctx ends before the
+// agent has closed, it is killed (plugins.Killer). A running turn should
+// have ended first (see Cancel and Kill). The caller must not hold the
+// owner's lock.
+func (c *Chat) Stop(ctx context.Context) error {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	c.stopped = true
+	if c.agent == nil {
+		return nil
+	}
+	killed := make(chan struct{})
+	stopKill := context.AfterFunc(ctx, func() {
+		defer close(killed)
+		c.Kill()
+	})
+	err := c.closeLocked()
+	if !stopKill() {
+		<-killed // the kill began: it ends before Stop does
+	}
+	return err
+}
+
+// Kill kills the chat's agent at once, if it runs and its backend can
+// (plugins.Killer): a turn in progress, and a Close under way, then end
+// without waiting for the agent. It takes no lock but a leaf, so it
+// reaches an agent that a Close is waiting for.
+func (c *Chat) Kill() {
+	c.liveMu.Lock()
+	a := c.live
+	c.liveMu.Unlock()
+	if k, ok := a.(plugins.Killer); ok {
+		k.Kill()
+	}
+}
+
+func (c *Chat) setLive(a plugins.Agent) {
+	c.liveMu.Lock()
+	c.live = a
+	c.liveMu.Unlock()
 }
 
 // Configure hands changed session config values to the chat's agent, if

@@ -144,8 +144,7 @@ func (c *Chat) dropAgent(agent plugins.Agent) {
 	if c.agent != agent {
 		return
 	}
-	_ = agent.Close() // it was interrupted: how it closes says nothing new
-	c.agent = nil
+	_ = c.closeLocked() // it was interrupted: how it closes says nothing new
 }
 
 // ready runs the owner's preparation for a turn, if it has one.
@@ -163,6 +162,9 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	if c.agent != nil {
 		return c.agent, nil
 	}
+	if c.stopped {
+		return nil, ErrStopped
+	}
 	if c.start == nil {
 		return nil, errors.New("the chat has no backend")
 	}
@@ -171,6 +173,7 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 		return nil, err
 	}
 	c.agent, c.convID = a, a.ID()
+	c.setLive(a)
 	return a, nil
 }
 

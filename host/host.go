@@ -271,9 +271,22 @@ func (h *Host) loadSessions() error {
 	return nil
 }
 
-// Close ends every connection, cancels running turns (giving them until
-// ctx ends to finish), writes what the store keeps, and stops every
-// agent. The Host cannot be used after.
+// stopWindow is how long agents get at Close, once the turns still
+// running were cancelled, to end them and exit before they are killed;
+// and then how long the host waits for what it killed before it gives up
+// on it.
+const stopWindow = time.Second
+
+// Close ends every connection, stops every session's turns and agents,
+// and closes the catalogue. The Host cannot be used after.
+//
+// The sessions stop all at once. From the start no turn starts; running
+// turns get until ctx ends to finish on their own, then are cancelled,
+// and every agent is let go (an idle one at once). Whatever still runs
+// stopWindow after ctx ended is killed: an agent that ignores the cancel
+// and the end of its stdin does not hold the shutdown up. So Close takes
+// at most the time ctx allows plus stopWindow, and one more stopWindow
+// for a backend whose agents cannot be killed (plugins.Killer).
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closing {
@@ -287,25 +300,68 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 
-	// Let running turns end on their own until ctx ends, then cancel them.
 	for _, s := range sessions {
-		s.waitTurns(ctx)
+		s.hold()
 	}
-	var errs []error
+	kill, killNow := context.WithCancel(context.Background())
+	defer killNow()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, s := range sessions {
-		if err := s.shutdown(); err != nil {
-			errs = append(errs, err)
+		wg.Go(func() {
+			if err := s.shutdown(ctx, kill); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	stopped := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		if !closedWithin(stopped, stopWindow) {
+			h.log.Warn("agents did not stop in time; killing them", "window", stopWindow)
+			killNow()
+			if !closedWithin(stopped, stopWindow) {
+				mu.Lock()
+				errs = append(errs, errors.New("some agents did not stop even when killed; leaving them"))
+				mu.Unlock()
+			}
 		}
 	}
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
+			mu.Lock()
 			errs = append(errs, fmt.Errorf("closing the catalogue: %w", err))
+			mu.Unlock()
 		}
 	}
 	h.endConnections()
 	h.stop()
 	h.wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// closedWithin waits up to d for ch to close, and reports whether it did.
+func closedWithin(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (h *Host) connClosed(c *conn) {

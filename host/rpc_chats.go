@@ -50,6 +50,9 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if s.disposed {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
 	}
+	if s.stopping {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
+	}
 	if s.chats[p.Chat] != nil {
 		return nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", p.Chat)
 	}

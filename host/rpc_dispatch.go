@@ -299,12 +299,13 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		h.bus.echo(c, ch.URI(), a, origin, reason)
 		return
 	}
-	if s.backend == nil {
-		switch a.(type) {
-		case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
-			h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %s is not available on this host", protocol.Quote(s.provider)))
-			return
-		}
+	if s.backend == nil && startsTurn(a) {
+		h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %s is not available on this host", protocol.Quote(s.provider)))
+		return
+	}
+	if s.stopping && startsTurn(a) {
+		h.bus.echo(c, ch.URI(), a, origin, "ahpd is shutting down")
+		return
 	}
 	if !s.emitChatLocked(ch, a, origin) {
 		h.bus.echo(c, ch.URI(), a, origin, chats.RejectUnchanged(a))

@@ -50,6 +50,7 @@ type session struct {
 	busy        map[*chats.Chat]bool
 	disposed    bool
 	running     bool // a chat runs a turn: counted in root's activeSessions
+	stopping    bool // the host is shutting down: no turn starts
 
 	// The store (persist.go): stored says a record of the session is in
 	// it; storeFailing that a write of the record failed, which the
@@ -165,7 +166,7 @@ func (s *session) Emit(c *chats.Chat, a protocol.Action) bool {
 // session up to date with the chat: its catalogue entry, its input queue
 // and its summary.
 func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
-	if s.disposed || !c.Apply(a) {
+	if s.disposed || (s.stopping && startsTurn(a)) || !c.Apply(a) {
 		return false
 	}
 	s.lastAction = s.h.now()
@@ -193,6 +194,15 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	}
 	s.markSessionFromChatLocked(c)
 	return true
+}
+
+// startsTurn reports whether a chat action starts a turn running.
+func startsTurn(a protocol.Action) bool {
+	switch a.(type) {
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
+		return true
+	}
+	return false
 }
 
 // emitSessionLocked applies and publishes a session action.
@@ -460,48 +470,59 @@ func (s *session) visibleToLocked(c *conn) bool {
 	return !s.provisional || (s.creatorID == c.client() && s.creator == c.principal)
 }
 
-// waitTurns lets running turns end until ctx is done, then cancels them
-// and waits for them to stop.
-func (s *session) waitTurns(ctx context.Context) {
+// hold readies the session for the host's shutdown: no turn starts in it
+// from now on, neither a client's nor a queued message.
+func (s *session) hold() {
 	s.mu.Lock()
-	var done []<-chan struct{}
-	var list []*chats.Chat
+	defer s.mu.Unlock()
+	s.stopping = true
 	for _, e := range s.chats {
-		done = append(done, e.chat.Done())
-		list = append(list, e.chat)
-	}
-	s.mu.Unlock()
-	for _, d := range done {
-		select {
-		case <-d:
-		case <-ctx.Done():
-		}
-	}
-	s.mu.Lock()
-	done = done[:0]
-	for _, c := range list {
-		done = append(done, c.Cancel())
-	}
-	s.mu.Unlock()
-	for _, d := range done {
-		<-d
+		e.chat.Hold()
 	}
 }
 
-// shutdown stops the session's agents and writes its record.
-func (s *session) shutdown() error {
+// shutdown stops the session's chats for the host's Close, all at once:
+// a running turn gets until ctx ends to finish on its own and is then
+// cancelled, every agent is let go, and whatever still runs when kill ends
+// is killed. Every change was stored as it happened; there is nothing
+// left to write.
+func (s *session) shutdown(ctx, kill context.Context) error {
 	s.mu.Lock()
 	list := make([]*chats.Chat, 0, len(s.chats))
 	for _, e := range s.chats {
 		list = append(list, e.chat)
 	}
-	// Every change was stored as it happened; there is nothing to write.
 	s.mu.Unlock()
-	var errs []error
-	for _, c := range list {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
-		}
+	errs := make([]error, len(list))
+	var wg sync.WaitGroup
+	for i, c := range list {
+		wg.Go(func() { errs[i] = s.stopChat(ctx, kill, c) })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// stopChat ends one chat's turn and agent for shutdown.
+func (s *session) stopChat(ctx, kill context.Context, c *chats.Chat) error {
+	s.mu.Lock()
+	done := c.Done()
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	s.mu.Lock()
+	done = c.Cancel()
+	s.mu.Unlock()
+	select {
+	case <-done:
+	case <-kill.Done():
+		// The agent ignores the cancel: the turn ends with its process.
+		c.Kill()
+		<-done
+	}
+	if err := c.Stop(kill); err != nil {
+		return fmt.Errorf("stopping the agent of %s: %w", c.URI(), err)
+	}
+	return nil
 }

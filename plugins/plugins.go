@@ -121,6 +121,17 @@ type Reconfigurer interface {
 	SetConfig(values protocol.Object)
 }
 
+// Killer is an Agent that can be stopped at once, when asking it to stop
+// (a cancelled turn, Close) takes too long: the host kills what is left
+// at the end of its shutdown. Kill ends the agent's process and
+// everything it started without waiting for them to finish anything; a
+// Prompt or Close in progress then returns promptly. It may be called
+// from any goroutine at any time, also while Prompt or Close run, and
+// more than once.
+type Killer interface {
+	Kill()
+}
+
 // Resumable is an Agent that says whether its conversation survives Close,
 // so the host may let it go while idle and resume it when it is needed. An
 // agent that is not one is never let go.

@@ -16,7 +16,7 @@ import (
 )
 
 // writeConfig writes a YAML config file into e and returns its path.
-func writeConfig(t *testing.T, e *env, yaml string) string {
+func writeConfig(t testing.TB, e *env, yaml string) string {
 	t.Helper()
 	path := filepath.Join(e.root, "ahpd.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {

@@ -28,27 +28,33 @@ func buildTestAgent(out string) error {
 }
 
 // processesOf counts the live processes running the program at path.
-func processesOf(t *testing.T, path string) int {
+func processesOf(t testing.TB, path string) int {
+	t.Helper()
+	return len(pidsOf(t, path))
+}
+
+// pidsOf lists the live processes running the program at path.
+func pidsOf(t testing.TB, path string) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatalf("counting processes needs /proc: %v", err)
 	}
-	n := 0
+	var pids []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == path && running(pid) {
-			n++
+			pids = append(pids, pid)
 		}
 	}
-	return n
+	return pids
 }
 
 // waitRunning waits until n processes run the program at path.
-func waitRunning(t *testing.T, path string, n int, why string) {
+func waitRunning(t testing.TB, path string, n int, why string) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for processesOf(t, path) != n {

@@ -237,6 +237,45 @@ func TestCancelStubbornAgentIsKilled(t *testing.T) {
 	}
 }
 
+// TestKillHungAgent kills an agent that hangs mid-turn, ignoring
+// session/cancel and the end of its stdin: the cancelled turn, which
+// would otherwise wait out an hour's grace, ends at the kill, as
+// cancelled, and the process is gone.
+func TestKillHungAgent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	acp.SetCancelGrace(f.b, time.Hour)
+	a := f.start(t, f.b, "conv", false)
+	pid := acp.AgentPID(a)
+	turn := pluginstest.NewTurn("")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- a.Prompt(ctx, userMessage("hang"), turn) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	if !turn.WaitText(wctx, "hanging") {
+		t.Fatal("the agent did not hang")
+	}
+	cancel()
+	// The agent logs the cancel it got, and ignores it.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(f.log.String(), "testagent: cancel received"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the agent was not told of the cancel")
+		}
+	}
+	a.(plugins.Killer).Kill()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if !pluginstest.ProcessGone(pid) {
+		t.Errorf("the agent (pid %d) runs on", pid)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close after Kill: %v", err)
+	}
+}
+
 func TestCrash(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)

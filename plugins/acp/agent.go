@@ -46,6 +46,7 @@ var (
 	_ plugins.Agent        = (*Agent)(nil)
 	_ plugins.Reconfigurer = (*Agent)(nil)
 	_ plugins.Resumable    = (*Agent)(nil)
+	_ plugins.Killer       = (*Agent)(nil)
 )
 
 // newAgent opens the session of opts on a launched instance.
@@ -337,6 +338,14 @@ func (a *Agent) Close() error {
 	a.in.close()
 	a.wg.Wait()
 	return nil
+}
+
+// Kill kills the agent's process and everything it started, at once
+// (plugins.Killer): a turn in progress ends, cancelled if it was, and a
+// Close under way returns without waiting out its grace. The Agent is of
+// no more use after; the next Start launches a new process.
+func (a *Agent) Kill() {
+	a.in.proc.kill()
 }
 
 func (a *Agent) isClosed() bool {

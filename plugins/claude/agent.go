@@ -56,6 +56,7 @@ var (
 	_ plugins.Agent        = (*Agent)(nil)
 	_ plugins.Resumable    = (*Agent)(nil)
 	_ plugins.Reconfigurer = (*Agent)(nil)
+	_ plugins.Killer       = (*Agent)(nil)
 )
 
 func newAgent(b *Backend, command string, conv plugins.Conversation, id, transcript string, config protocol.Object) *Agent {
@@ -280,10 +281,28 @@ func (a *Agent) Close() error {
 	a.running.Wait()
 	a.mu.Lock()
 	p := a.proc
-	a.proc = nil
 	a.mu.Unlock()
 	if p != nil {
+		// Still a.proc while it stops, for Kill to reach.
 		p.stop()
 	}
+	a.mu.Lock()
+	if a.proc == p {
+		a.proc = nil
+	}
+	a.mu.Unlock()
 	return nil
+}
+
+// Kill kills the CLI and everything it started, at once (plugins.Killer):
+// a turn in progress ends, as cancelled if it was and as interrupted if
+// not, and a Close under way returns without waiting for the CLI to
+// exit. A later turn starts the CLI again.
+func (a *Agent) Kill() {
+	a.mu.Lock()
+	p := a.proc
+	a.mu.Unlock()
+	if p != nil {
+		p.kill()
+	}
 }

@@ -324,6 +324,35 @@ func TestWriteDenied(t *testing.T) {
 	}
 }
 
+// TestKill kills the CLI in the middle of a turn that would stream for
+// minutes: the turn ends at once, as interrupted, the CLI is gone, and
+// Close has nothing left to wait for.
+func TestKill(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, nil)
+	f.mock.Enqueue(claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: strings.Repeat("slow words ", 200)}}, ChunkSize: 11, ChunkDelay: time.Second})
+	turn := pluginstest.NewTurn("turn-1")
+	errc := make(chan error, 1)
+	go func() { errc <- a.Prompt(context.Background(), userMessage("talk very slowly"), turn) }()
+	select {
+	case <-turn.Texted():
+	case err := <-errc:
+		t.Fatalf("Prompt ended before any text: %v", err)
+	}
+	pid := claude.PID(a)
+	a.Kill()
+	if err := <-errc; !plugins.IsInterrupted(err) {
+		t.Errorf("Prompt = %v, want an interruption", err)
+	}
+	if !pluginstest.ProcessGone(pid) {
+		t.Errorf("the CLI (pid %d) runs on", pid)
+	}
+	if err := a.Close(); err != nil {
+		t.Errorf("Close after Kill: %v", err)
+	}
+}
+
 func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -1,8 +1,8 @@
 // Command testagent is a scripted ACP agent for the acp backend's tests,
 // built on the agent side of the ACP Go SDK. Each line of a prompt is a
 // step ("say hi", "tool t1 Read a file", "permit t2 Edit", "wait",
-// "crash", "run echo hi", "spawn sleep 9", ...), so a test chooses what the agent does by
-// what it asks.
+// "crash", "hang", "run echo hi", "spawn sleep 9", ...), so a test
+// chooses what the agent does by what it asks.
 //
 // The environment sets what the agent is:
 //
@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
@@ -64,7 +65,17 @@ func main() {
 	a.conn = conn
 	fmt.Fprintf(os.Stderr, "testagent: pid %d ready\n", os.Getpid())
 	<-conn.Done()
+	if hung.Load() {
+		// A hung agent does not exit when its stdin ends either.
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 }
+
+// hung is set by the "hang" step: the agent then answers nothing and
+// exits only when killed.
+var hung atomic.Bool
 
 // lockedWriter lets raw lines and the SDK's messages share stdout
 // without interleaving.
@@ -471,6 +482,16 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 		}
 		time.Sleep(time.Minute)
 		return nil
+	case "hang":
+		// Ignores session/cancel and the end of its stdin: only a kill
+		// ends it.
+		hung.Store(true)
+		if err := t.say(ctx, "hanging"); err != nil {
+			return err
+		}
+		for {
+			time.Sleep(time.Hour)
+		}
 	case "crash":
 		fmt.Fprintln(os.Stderr, "testagent: fatal: boom")
 		os.Exit(2)
