@@ -269,6 +269,25 @@ func (h *Host) isOwn(k catalogue.Key) bool {
 	return h.own[k]
 }
 
+// forgetOwn forgets the conversations of a session disposed of: their
+// transcripts went with it.
+func (s *session) forgetOwn() {
+	s.mu.Lock()
+	keys := []catalogue.Key{{Provider: s.provider, ID: s.id}}
+	for _, cr := range s.rec.Chats {
+		if cr.Conversation != "" {
+			keys = append(keys, catalogue.Key{Provider: s.provider, ID: cr.Conversation})
+		}
+	}
+	s.mu.Unlock()
+	h := s.h
+	h.ownMu.Lock()
+	defer h.ownMu.Unlock()
+	for _, k := range keys {
+		delete(h.own, k)
+	}
+}
+
 // noteOwnLocked records the conversations of a session of the host's own,
 // whose transcripts are then not external. The caller holds s.mu.
 func (s *session) noteOwnLocked() {

@@ -84,6 +84,7 @@ type conn struct {
 	queue     []*frame
 	spare     []*frame          // the writer's last batch, reused so queueing does not allocate
 	queued    int               // bytes in queue
+	largest   int               // the largest frame in queue, in bytes
 	held      []*frame          // frames held until the pending snapshots are out
 	asked     map[string]bool   // the ids of requests taken and not yet answered
 	holds     map[string]bool   // requests whose responses carry snapshots
@@ -244,18 +245,23 @@ func (c *conn) enqueueLocked(f *frame) {
 	if c.mergeLocked(f) {
 		return
 	}
-	if len(c.queue) >= c.limits.QueuedMessages || c.queued+len(f.data) > c.limits.QueuedBytes {
+	// The largest frame queued does not count against the bytes: a long
+	// prompt, larger than the limit alone, is no reason to cut a client
+	// that is keeping up.
+	largest := max(c.largest, len(f.data))
+	if len(c.queue) >= c.limits.QueuedMessages || c.queued+len(f.data)-largest > c.limits.QueuedBytes {
 		// The client is too far behind to catch up live. Cut it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
 		why := fmt.Sprintf("client too slow: %d messages (%d bytes) were waiting to be sent; reconnect to catch up", len(c.queue), c.queued)
 		c.log.Warn("cut a client that fell behind", "client", c.clientID, "queued", len(c.queue), "bytes", c.queued)
 		c.h.metrics.cutFor(cutSlow)
-		c.queue, c.queued = nil, 0
+		c.queue, c.queued, c.largest = nil, 0, 0
 		c.abortLocked(closePolicy, why)
 		return
 	}
 	c.queue = append(c.queue, f)
 	c.queued += len(f.data)
+	c.largest = largest
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -280,7 +286,7 @@ func (c *conn) mergeLocked(f *frame) bool {
 	if m == nil {
 		m = &mergedText{streamed: *last.text, buf: []byte(last.text.content)}
 	}
-	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content) > c.limits.QueuedBytes {
+	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content)-c.largest > c.limits.QueuedBytes {
 		return false
 	}
 	if last.merged == nil {
@@ -290,6 +296,7 @@ func (c *conn) mergeLocked(f *frame) bool {
 	m.buf = append(m.buf, f.text.content...)
 	m.seq = f.text.seq
 	c.queued += len(f.text.content)
+	c.largest = max(c.largest, len(m.buf))
 	return true
 }
 
@@ -345,7 +352,7 @@ func (c *conn) writeQueued() error {
 	for {
 		c.mu.Lock()
 		batch := c.queue
-		c.queue, c.spare, c.queued = c.spare[:0], nil, 0
+		c.queue, c.spare, c.queued, c.largest = c.spare[:0], nil, 0, 0
 		c.mu.Unlock()
 		for _, f := range batch {
 			data := f.data
@@ -391,7 +398,7 @@ func (c *conn) abortLocked(code closeCode, reason string) {
 	if c.closed {
 		return
 	}
-	c.queue, c.queued, c.held = nil, 0, nil
+	c.queue, c.queued, c.largest, c.held = nil, 0, 0, nil
 	c.endLocked(code, reason)
 }
 

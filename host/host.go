@@ -228,6 +228,7 @@ func (h *Host) watchdog() {
 	defer h.wg.Done()
 	tick := time.NewTicker(h.opts.Limits.tick())
 	defer tick.Stop()
+	var mem memoryWatch
 	for {
 		select {
 		case <-h.ctx.Done():
@@ -243,6 +244,7 @@ func (h *Host) watchdog() {
 			for _, c := range conns {
 				c.check(now)
 			}
+			h.giveBackMemory(now, &mem)
 		}
 	}
 }
@@ -378,6 +380,7 @@ func (h *Host) connClosed(c *conn) {
 	h.mu.Lock()
 	delete(h.conns, c)
 	h.mu.Unlock()
+	h.metrics.closed.Add(1)
 	h.wg.Done()
 }
 

@@ -244,6 +244,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	h.mu.Lock()
 	delete(h.sessions, s.id)
 	h.mu.Unlock()
+	s.forgetOwn()
 	for _, e := range list {
 		h.unsubscribeAll(e.rec.URI)
 		h.forgetChatHome(e.rec.URI)

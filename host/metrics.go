@@ -31,10 +31,13 @@ var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRev
 // reads them off the host when it is scraped, so they cost nothing between
 // scrapes.
 type metrics struct {
-	cut   map[string]*atomic.Int64 // by reason; fixed at start
-	turns map[protocol.TurnState]*atomic.Int64
-	once  sync.Once
-	http  http.Handler
+	closed        atomic.Int64 // connections done
+	returnedAfter atomic.Int64 // how many were done when memory was last given back
+	memoryReturns atomic.Int64
+	cut           map[string]*atomic.Int64 // by reason; fixed at start
+	turns         map[protocol.TurnState]*atomic.Int64
+	once          sync.Once
+	http          http.Handler
 }
 
 func newMetrics() *metrics {
@@ -129,6 +132,9 @@ var (
 	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
 	descStoreErrors   = prometheus.NewDesc("ahpd_store_write_errors_total", "Session records and settings the store failed to write or remove.", nil, nil)
+	descMemory        = prometheus.NewDesc("ahpd_memory_returns_total", "Times the host, quiet after a burst of work, gave the memory it left back to the system.", nil, nil)
+	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
+	descReturnedAfter = prometheus.NewDesc("ahpd_memory_returned_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
 	descAgents        = prometheus.NewDesc("ahpd_agent_processes", "Agent processes running (Claude Code CLI, ACP agents).", nil, nil)
 )
 
@@ -136,7 +142,7 @@ var (
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter} {
 		ch <- d
 	}
 }
@@ -156,6 +162,9 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descAgents, int(agentproc.Running()))
 	ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(hc.h.StoreWriteErrors()))
 	m := hc.h.metrics
+	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.memoryReturns.Load()))
+	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))
+	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))
 	for _, r := range cutReasons {
 		ch <- prometheus.MustNewConstMetric(descCut, prometheus.CounterValue, float64(m.cut[r].Load()), r)
 	}

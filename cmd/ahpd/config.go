@@ -50,6 +50,9 @@ type config struct {
 	// Limits bound each connection (config file only); what is left out
 	// takes the default.
 	Limits limitsConfig `yaml:"limits"`
+	// ClientWindow is how long a client whose connections all closed is
+	// remembered, to reconnect by replay (config file only).
+	ClientWindow time.Duration `yaml:"clientWindow"`
 	// MetricsListen serves /metrics on an address of its own, without the
 	// token; "" serves it only beside AHP, behind the token.
 	MetricsListen string `yaml:"metricsListen"`

@@ -172,7 +172,13 @@ const withStdin launchOption = iota + 1
 // when the test ends.
 func launch(t testing.TB, e *env, opt launchOption, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(ahpdBin, args...)
+	return launchBin(t, e, ahpdBin, opt, args...)
+}
+
+// launchBin is launch of another build of ahpd.
+func launchBin(t testing.TB, e *env, bin string, opt launchOption, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = e.environ()
 	cmd.Dir = e.work
 	p := &proc{t: t, cmd: cmd, exited: make(chan struct{}), stdoutDone: make(chan struct{}), changed: make(chan struct{})}

@@ -69,6 +69,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
 		Limits:         cfg.Limits.host(),
+		ClientWindow:   cfg.ClientWindow,
 		AllowedRoots:   cfg.AllowedRoots,
 		Transcripts: host.Transcripts{
 			ClaudeProjects: claudeProjects(cfg),

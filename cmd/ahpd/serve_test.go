@@ -480,7 +480,7 @@ func TestDefaultStateDir(t *testing.T) {
 		p := launch(t, e, 0, "--listen", "127.0.0.1:0")
 		p.awaitListening()
 		want := filepath.Join(e.stateHome, "ahpd", "connection-token")
-		p.waitStderr("(the token is kept in "+want+")", startTimeout)
+		p.waitStderr("and the token kept in "+want+"\n", startTimeout)
 	})
 	t.Run("HOME", func(t *testing.T) {
 		t.Parallel()
@@ -489,7 +489,7 @@ func TestDefaultStateDir(t *testing.T) {
 		p := launch(t, e, 0, "--listen", "127.0.0.1:0")
 		p.awaitListening()
 		want := filepath.Join(e.home, ".local", "state", "ahpd", "connection-token")
-		p.waitStderr("(the token is kept in "+want+")", startTimeout)
+		p.waitStderr("and the token kept in "+want+"\n", startTimeout)
 	})
 }
 

@@ -35,15 +35,17 @@ func (c *stdioClient) write(line string) {
 }
 
 // response reads stdout up to the response whose id is id (as JSON),
-// skipping notifications. Every line must be a JSON-RPC message.
+// skipping notifications. Every line must be a JSON-RPC message. Answers
+// may come in any order (JSON-RPC promises none): one read past while
+// looking for another is found among the lines already read.
 func (c *stdioClient) response(id string) rpcMessage {
 	c.t.Helper()
-	for {
-		line, ok := c.p.line(c.next, exitTimeout)
+	for i := 0; ; i++ {
+		line, ok := c.p.line(i, exitTimeout)
 		if !ok {
 			c.t.Fatalf("no response %s from ahpd; stderr:\n%s", id, c.p.stderr.String())
 		}
-		c.next++
+		c.next = max(c.next, i+1)
 		m := parseRPC(c.t, line)
 		if m.Method == "" && string(m.ID) == id {
 			return m

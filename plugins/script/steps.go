@@ -129,6 +129,9 @@ func (r *run) say(ctx context.Context, text string) error {
 	if text == "" {
 		return nil
 	}
+	// The chunks would share the prompt's memory, and every client's
+	// state and the host's replay hold chunks long after the prompt.
+	text = strings.Clone(text)
 	chunks := chunkWords(text, min(3, max(1, len(strings.Fields(text))/2)))
 	chunks[len(chunks)-1] += "\n\n"
 	for i, c := range chunks {

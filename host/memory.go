@@ -1,0 +1,42 @@
+package host
+
+import (
+	"runtime"
+	"runtime/debug"
+	"time"
+)
+
+// quietAfter is how long the host goes without a change published or a
+// connection coming or going before it hands back to the system the
+// memory a burst of work left: the Go runtime would keep it until its
+// next collection, which an idle daemon may not have for minutes.
+const quietAfter = 2 * time.Second
+
+// memoryWatch is the watchdog's view of how busy the host is.
+type memoryWatch struct {
+	seq, opened, closed int64
+	busyAt              time.Time
+	owed                bool // a burst of work happened since memory was last given back
+}
+
+// giveBackMemory frees the memory a burst left once the host has been
+// quiet for quietAfter, once per burst.
+func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
+	seq := h.bus.current()
+	h.mu.Lock()
+	opened := h.nextConn
+	h.mu.Unlock()
+	closed := h.metrics.closed.Load()
+	if seq != w.seq || opened != w.opened || closed != w.closed {
+		w.seq, w.opened, w.closed, w.busyAt, w.owed = seq, opened, closed, now, true
+		return
+	}
+	if w.owed && now.Sub(w.busyAt) >= quietAfter {
+		w.owed = false
+		// Two collections: what sync.Pools hold outlives one.
+		runtime.GC()
+		debug.FreeOSMemory()
+		h.metrics.memoryReturns.Add(1)
+		h.metrics.returnedAfter.Store(closed)
+	}
+}
