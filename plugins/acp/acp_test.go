@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -612,5 +613,55 @@ func TestContinueAfterCrash(t *testing.T) {
 	// died in was not kept; a fresh session would have none).
 	if got := rest.Response(); got != "continuing after 1 prompts" {
 		t.Errorf("the continued turn: %q", got)
+	}
+}
+
+// stalledTurn is a Turn whose first Text waits for gate: ahpd falling
+// behind an agent, for a moment.
+type stalledTurn struct {
+	*pluginstest.Turn
+	gate chan struct{}
+	once sync.Once
+}
+
+func (s *stalledTurn) Text(text string) {
+	s.once.Do(func() { <-s.gate })
+	s.Turn.Text(text)
+}
+
+// TestFloodWhileBehind has the agent stream 5,000 chunks at 2,000 a second
+// (a fast model) while ahpd takes
+// none: the SDK's queue of 1,024 once filled and it dropped the agent's
+// connection. Every chunk now arrives, in order, once ahpd goes on.
+func TestFloodWhileBehind(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	a := f.start(t, f.b, "conv", false)
+	turn := &stalledTurn{Turn: pluginstest.NewTurn(""), gate: make(chan struct{})}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		errc <- a.Prompt(ctx, userMessage("flood 5000 2000 x\nwrite flooded.txt yes"), turn)
+	}()
+	// The agent asks to write the file once it has sent every chunk.
+	marker := filepath.Join(f.dir, "flooded.txt")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(marker); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(turn.gate)
+			t.Fatalf("the agent never got past its chunks: %v", <-errc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(turn.gate)
+	if err := <-errc; err != nil {
+		t.Fatalf("the turn: %v", err)
+	}
+	if got := turn.Response(); got != strings.Repeat("x", 5000)+"wrote flooded.txt" {
+		t.Errorf("the turn said %d bytes: %.40q…", len(got), got)
 	}
 }

@@ -166,6 +166,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	// The turn's questions are not cancelled with ctx, but by cancelTurn
 	// once the agent was told.
 	run := newTurnRun(context.WithoutCancel(ctx), t, a.log)
+	run.flush = a.in.client.box.flush
 	a.in.client.setSink(run)
 	defer func() {
 		a.in.client.setSink(nil)

@@ -29,6 +29,8 @@ type client struct {
 	root  *os.Root // the resolved working directory
 	terms *terminals
 
+	box mailbox // updates on their way to the sinks they came for
+
 	mu   sync.Mutex
 	sink sink // where session updates go; nil between turns
 	// inbound is the context the SDK hands to notification handlers,
@@ -41,7 +43,7 @@ var _ sdk.Client = (*client)(nil)
 
 // sink receives the session updates of what the connection is doing: a
 // turn, or the replay of a loaded session. kind is the update's
-// sessionUpdate name; update must not block.
+// sessionUpdate name. Updates come from the client's mailbox, in order.
 type sink interface {
 	update(kind string, u sdk.SessionUpdate)
 }
@@ -74,8 +76,10 @@ func newClient(dir string, log *slog.Logger) (*client, error) {
 	}, nil
 }
 
-// setSink directs the session updates to s, or drops them if s is nil.
+// setSink directs the session updates to s, or drops them if s is nil,
+// once the updates for the sink before have reached it.
 func (c *client) setSink(s sink) {
+	c.box.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sink = s
@@ -107,6 +111,7 @@ func (c *client) drain() {
 			case <-ctx.Done():
 			case <-timer.C:
 			}
+			c.box.flush()
 			return
 		}
 		if time.Now().After(settle) {
@@ -127,7 +132,7 @@ func (c *client) SessionUpdate(ctx context.Context, n sdk.SessionNotification) e
 		c.log.Debug("session update outside a turn", "kind", kind)
 		return nil
 	}
-	s.update(kind, n.Update)
+	c.box.post(s, kind, n.Update)
 	return nil
 }
 

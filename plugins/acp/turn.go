@@ -27,6 +27,9 @@ type turnRun struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
+	// flush waits for the updates sent before now to reach the run.
+	flush func()
+
 	mu     sync.Mutex
 	ended  bool
 	tools  map[sdk.ToolCallId]*toolCall
@@ -228,6 +231,9 @@ func (r *turnRun) status(c *toolCall, s sdk.ToolCallStatus) {
 // agent never announced.
 func (r *turnRun) permission(ctx context.Context, req sdk.RequestPermissionRequest) sdk.RequestPermissionResponse {
 	cancelled := sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}
+	if r.flush != nil {
+		r.flush() // what the agent said of the call before it asked
+	}
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()

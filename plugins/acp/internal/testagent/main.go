@@ -408,6 +408,25 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 		return t.say(ctx, "%s", rest)
 	case "think":
 		return t.send(ctx, acp.UpdateAgentThoughtText(rest))
+	case "flood":
+		// flood N RATE TEXT: N chunks of TEXT, RATE a second, as a fast
+		// model streams.
+		var count, rate int
+		var text string
+		if _, err := fmt.Sscanf(rest, "%d %d %s", &count, &rate, &text); err != nil || rate <= 0 {
+			return fmt.Errorf("flood N RATE TEXT: %q", rest)
+		}
+		start := time.Now()
+		for i := range count {
+			if err := t.say(ctx, "%s", text); err != nil {
+				return err
+			}
+			// Ahead of the rate, wait for it.
+			if ahead := time.Duration(i+1)*time.Second/time.Duration(rate) - time.Since(start); ahead > time.Millisecond {
+				time.Sleep(ahead)
+			}
+		}
+		return nil
 	case "title":
 		return t.send(ctx, acp.SessionUpdate{SessionInfoUpdate: &acp.SessionSessionInfoUpdate{SessionUpdate: "session_info_update", Title: &rest}})
 	case "tool", "fail":
