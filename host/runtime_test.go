@@ -313,7 +313,9 @@ func TestOnlyLocalHostNamesWithoutToken(t *testing.T) {
 		ok           bool
 	}{
 		{"192.168.1.5:9187", "192.168.1.5:9187", true},
-		{"192.168.1.6:9187", "192.168.1.5:9187", false},
+		{"192.168.1.6:9187", "0.0.0.0:9187", true}, // an address is no rebinding
+		{"ahpd.lan:9187", "ahpd.lan:9187", true},
+		{"other.lan:9187", "ahpd.lan:9187", false},
 		{"LOCALHOST.", "", true},
 		{"localhost.evil.example", "", false},
 	} {

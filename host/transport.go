@@ -23,9 +23,10 @@ import (
 // Options.Auth names who a connection acts for from the token it presents
 // (?tkn= or Authorization: Bearer) before it is upgraded; a request it
 // refuses gets HTTP 401. A host that asks no token of its clients
-// (open) takes only requests whose Host is a loopback name or the address
-// it listens on, and no browser page of another origin: a page of any
-// site could otherwise reach it by a name that resolves to 127.0.0.1.
+// (open) takes only requests whose Host is an address, a loopback name or
+// the name it listens on, and no browser page of another origin: a page
+// of any site could otherwise reach it by a name of the site's that
+// resolves to 127.0.0.1 (DNS rebinding).
 func (h *Host) Handler(open bool, listen string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if open && !localHost(r.Host, listen) {
@@ -65,8 +66,9 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 	})
 }
 
-// localHost reports whether a request's Host names this machine: a
-// loopback name or address, or the address ahpd listens on.
+// localHost reports whether a request's Host is one a page of another
+// site cannot have made resolve here: an IP address, a loopback name, or
+// the name ahpd was told to listen on.
 func localHost(hostport, listen string) bool {
 	name := hostport
 	if n, _, err := net.SplitHostPort(hostport); err == nil {
@@ -76,7 +78,9 @@ func localHost(hostport, listen string) bool {
 	if strings.EqualFold(name, "localhost") || strings.HasSuffix(strings.ToLower(name), ".localhost") {
 		return true
 	}
-	if ip := net.ParseIP(name); ip != nil && ip.IsLoopback() {
+	if net.ParseIP(name) != nil {
+		// An address, not a name: no DNS answer of an attacker's stands
+		// behind it, so it is what the client meant to reach.
 		return true
 	}
 	if l, _, err := net.SplitHostPort(listen); err == nil && l != "" && strings.EqualFold(strings.Trim(l, "[]"), name) {
