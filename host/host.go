@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,6 +130,11 @@ type Host struct {
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
+
+	// unrestoredTrees are the trees of stored records that could not be
+	// made sessions again, which no sweep may take (orphans.go); guarded
+	// by mu.
+	unrestoredTrees map[string]bool
 }
 
 // New returns a Host with the sessions its store holds.
@@ -202,6 +208,7 @@ func New(opts Options) (*Host, error) {
 		shown:       map[catalogue.Key]bool{},
 		own:         map[catalogue.Key]bool{},
 	}
+	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
 	h.checkBackends()
 	h.root.Agents = h.agentsLocked()
 	// serverSeq continues across restarts: it starts from the clock in
@@ -214,6 +221,7 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	h.openCatalogue()
+	h.sweepTrees()
 	h.wg.Add(3)
 	go h.watchdog()
 	go h.keepResidency()
@@ -260,6 +268,12 @@ func (h *Host) loadSessions() error {
 		s, err := h.restore(rec)
 		if err != nil {
 			h.log.Warn("skipping stored session", "session", rec.URI, "err", err)
+			if rec.Tree != nil {
+				if h.unrestoredTrees == nil {
+					h.unrestoredTrees = map[string]bool{}
+				}
+				h.unrestoredTrees[filepath.Clean(rec.Tree.Path)] = true
+			}
 			continue
 		}
 		h.sessions[s.id] = s

@@ -90,11 +90,18 @@ func (s *session) moveInto(t *worktree.Tree) {
 		s.refreshSummaryLocked()
 	}
 	s.persistLocked()
+	// Once a record holds the tree it is the session's for good; until
+	// then a crash leaves it to be swept (orphans.go). A write that failed
+	// leaves it claimed, and a sweep after a restart reads what was kept.
+	recorded := !s.disposed && !s.storeFailing
 	entries := make([]*chatEntry, 0, len(s.chats))
 	for _, e := range s.chats {
 		entries = append(entries, e)
 	}
 	s.mu.Unlock()
+	if recorded {
+		s.h.trees.Settle(t)
+	}
 	s.h.log.Info("session moved into its worktree", "session", s.uri, "tree", t.Path, "branch", t.Branch)
 	for _, e := range entries {
 		if err := e.chat.Close(); err != nil {

@@ -16,6 +16,12 @@
 // into it and then the git-ignored files named by Spec.IncludeFiles are copied
 // into it; both are best effort, pattern by pattern.
 //
+// A tree is claimed, with a file beside its folder, from before git makes
+// anything until the caller has recorded it (Settle); a crash in between
+// leaves the claim, and a sweep (Sweep, and every Create) takes away what
+// it names unless the caller's records hold the tree. pending.go tells
+// how.
+//
 // No string from a user reaches git where it could be read as an option:
 // paths follow "--", and branch names are refused when they start with '-'
 // and are checked with "git check-ref-format --branch" before use.

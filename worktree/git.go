@@ -73,9 +73,16 @@ var scrubbedEnv = func() []string {
 // runGit runs git with args in dir and returns its stdout. A failure is a
 // *GitError carrying git's stderr.
 func runGit(ctx context.Context, dir string, args ...string) (string, error) {
+	return runGitHolding(ctx, dir, nil, args...)
+}
+
+// runGitHolding is runGit with files git and what it starts hold open for
+// as long as they run: a claim's locked file (pending.go).
+func runGitHolding(ctx context.Context, dir string, hold []*os.File, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = scrubbedEnv
+	cmd.ExtraFiles = hold
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr

@@ -25,6 +25,11 @@ type Manager struct {
 
 	mu    sync.Mutex
 	locks map[string]*repoLock // by absolute common git dir
+	// The claims (pending.go): those of this process not yet settled or
+	// given up, by file; and who records the trees m makes.
+	pending  map[string]*os.File
+	owner    string
+	recorded func(path string) bool
 }
 
 type repoLock struct {
@@ -45,7 +50,7 @@ func NewManager(root string, log *slog.Logger) *Manager {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{root: root, log: log, locks: map[string]*repoLock{}}
+	return &Manager{root: root, log: log, locks: map[string]*repoLock{}, pending: map[string]*os.File{}}
 }
 
 // Spec describes the tree to make for a session. Its zero options are the
@@ -103,6 +108,11 @@ const maxSuffix = 1000
 // reason, when git cannot make the tree; the linking and copying never fail
 // it. When the name is taken (its folder exists, or its branch does) a
 // numeric suffix is added: "<name>-2", "<name>-3", ...
+//
+// The tree is claimed until the caller settles it (Settle) once its record
+// holds it; a crash before then leaves the claim, and a later sweep takes
+// the tree away (pending.go). Create sweeps the location itself first, so
+// a name a crash took is free again.
 func (m *Manager) Create(ctx context.Context, s Spec) (*Tree, error) {
 	log := s.Log
 	if log == nil {
@@ -164,11 +174,22 @@ func (m *Manager) add(ctx context.Context, log *slog.Logger, src source, s Spec)
 	if err != nil {
 		return nil, err
 	}
+	loc := m.location(placeBeside(src, wts))
+	// What a crashed Create left goes before a name is chosen, so the
+	// session gets its own name rather than the next.
+	swept, err := m.sweepLocked(ctx, log, src, loc)
+	if err != nil {
+		log.Warn("worktree: could not take away all an unfinished worktree creation left", "location", loc, "err", err)
+	}
+	if swept > 0 {
+		if wts, err = Worktrees(ctx, src.top); err != nil {
+			return nil, err
+		}
+	}
 	registered := map[string]bool{}
 	for _, w := range wts {
 		registered[filepath.Clean(w.Path)] = true
 	}
-	loc := m.location(placeBeside(src, wts))
 
 	base := s.Branch
 	if base == "" {
@@ -185,11 +206,28 @@ func (m *Manager) add(ctx context.Context, log *slog.Logger, src source, s Spec)
 		return nil, errors.New("worktree: no branch to check out: HEAD is detached and none was chosen")
 	}
 
+	start := base
+	if start == "" {
+		start = "HEAD"
+	}
+	// The commit the new branch will start at, for a sweep to tell a
+	// branch nobody used from one with commits. start is a checked branch
+	// name or HEAD, no option. A start git cannot resolve fails git
+	// worktree add below.
+	var startCommit string
+	if !s.CheckoutBranch {
+		if out, err := runGit(ctx, src.top, "rev-parse", "--verify", "--quiet", start+"^{commit}"); err == nil {
+			startCommit = strings.TrimSpace(out)
+		}
+	}
+
 	name := TreeName(s.Name)
 	if err := os.MkdirAll(loc, 0o755); err != nil {
 		return nil, err
 	}
 	var path, branch string
+	var c *claim
+	owner, _ := m.records()
 	for i := 1; path == ""; i++ {
 		if i > maxSuffix {
 			return nil, fmt.Errorf("worktree: no free name for %q in %s", name, loc)
@@ -217,22 +255,25 @@ func (m *Manager) add(ctx context.Context, log *slog.Logger, src source, s Spec)
 				continue
 			}
 		}
-		// Mkdir is the reservation: it fails if anyone, in this process or
-		// another, already has the folder. git fills an empty folder.
-		err := os.Mkdir(p, 0o755)
-		if errors.Is(err, fs.ErrNotExist) {
-			// Under a shared root, removing another repository's last
-			// tree takes the location away; make it again.
-			if err = os.MkdirAll(loc, 0o755); err == nil {
-				err = os.Mkdir(p, 0o755)
-			}
+		// The claim is the reservation: staking it fails if anyone, in
+		// this process or another, has claimed the name.
+		cl := &claim{Repo: src.top, Common: src.common, Path: p, Branch: b, Base: startCommit,
+			Owner: owner, PID: os.Getpid()}
+		if ok, err := m.stake(cl); err != nil {
+			return nil, err
+		} else if !ok {
+			continue
 		}
-		if errors.Is(err, fs.ErrExist) {
+		// Mkdir keeps out a folder made by other means. git fills an
+		// empty folder.
+		if err := os.Mkdir(p, 0o755); errors.Is(err, fs.ErrExist) {
+			m.dropClaim(claimFile(p))
 			continue
 		} else if err != nil {
+			m.dropClaim(claimFile(p))
 			return nil, err
 		}
-		path, branch = p, b
+		path, branch, c = p, b, cl
 	}
 
 	args := []string{"worktree", "add"}
@@ -254,14 +295,22 @@ func (m *Manager) add(ctx context.Context, log *slog.Logger, src source, s Spec)
 			args = append(args, "--track")
 		}
 	}
-	start := base
-	if start == "" {
-		start = "HEAD"
-	}
 	args = append(args, "--", path, start)
-	if _, err := runGit(ctx, src.top, args...); err != nil {
-		// git takes away what it made; this takes away the reservation.
+	// git, and what it starts, hold the claim too: it is worked on until
+	// the last of them ends, with or without this process.
+	if _, err := runGitHolding(ctx, src.top, m.held(claimFile(path)), args...); err != nil {
+		if exitCode(err) < 0 {
+			// git was killed part way (the send was cancelled, or
+			// something else killed it): what it made is as a crash
+			// leaves it.
+			m.discard(ctx, log, src, c)
+			return nil, err
+		}
+		// git refused, and takes away what it made; this takes away the
+		// reservation.
 		_ = os.Remove(path)
+		m.dropClaim(claimFile(path))
+		m.dropLocation(loc)
 		return nil, err
 	}
 	if inherit {
@@ -271,12 +320,14 @@ func (m *Manager) add(ctx context.Context, log *slog.Logger, src source, s Spec)
 	}
 
 	out, err := runGit(ctx, path, "rev-parse", "HEAD", "--symbolic-full-name", "HEAD")
-	if err != nil {
-		return nil, err
-	}
 	l := lines(out, '\n')
-	if len(l) != 2 {
-		return nil, fmt.Errorf("worktree: unexpected rev-parse output %q", out)
+	if err == nil && len(l) != 2 {
+		err = fmt.Errorf("worktree: unexpected rev-parse output %q", out)
+	}
+	if err != nil {
+		// A tree Create does not return is nobody's.
+		m.discard(ctx, log, src, c)
+		return nil, err
 	}
 	t := &Tree{Path: path, Repo: src.top, Base: l[0]}
 	t.Branch, _ = strings.CutPrefix(l[1], "refs/heads/")

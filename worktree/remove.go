@@ -69,10 +69,14 @@ func Worktrees(ctx context.Context, dir string) ([]Worktree, error) {
 // copied IncludeFiles, are not work and go with the tree; the links made for
 // SymlinkFolders are taken away first (the folders they point at are not
 // touched). A tree already gone is not an error.
+//
+// The tree is settled first (Settle): whatever Remove leaves, the caller
+// chose to, and no sweep takes it for a crash's.
 func (m *Manager) Remove(ctx context.Context, t *Tree) (kept bool, why string, err error) {
 	if t == nil || t.Path == "" {
 		return false, "", errors.New("worktree: no tree to remove")
 	}
+	m.Settle(t)
 	if _, err := os.Lstat(t.Path); errors.Is(err, fs.ErrNotExist) {
 		// Gone already; let git forget it too, if its repository is there.
 		if t.Repo != "" {
@@ -142,9 +146,7 @@ func (m *Manager) Remove(ctx context.Context, t *Tree) (kept bool, why string, e
 	m.prune(ctx, common)
 	// The location folder goes when its last tree does; Remove fails on a
 	// folder that still holds anything, which is the point.
-	if parent := filepath.Dir(t.Path); strings.HasSuffix(parent, ".worktrees") || (m.root != "" && parent != m.root && within(m.root, parent)) {
-		_ = os.Remove(parent)
-	}
+	m.dropLocation(filepath.Dir(t.Path))
 	return false, "", nil
 }
 
