@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,10 +130,13 @@ func TestSlowSubscriber(t *testing.T) {
 	}
 	waitDelivered(t, ts[1:], n)
 	conns[0].mu.Lock()
-	queued, why := len(conns[0].queue), conns[0].closeWhy
+	queued, why, code := len(conns[0].queue), conns[0].closeWhy, conns[0].closeCode
 	conns[0].mu.Unlock()
-	if queued != 0 || why == "" {
-		t.Errorf("the stuck subscriber holds %d frames (closed: %q)", queued, why)
+	if queued != 0 || code != closePolicy || !strings.Contains(why, "client too slow") {
+		t.Errorf("the stuck subscriber holds %d frames (closed with %d: %q)", queued, code, why)
+	}
+	if h.metrics.cut[cutSlow].Load() != 1 {
+		t.Errorf("cut for being slow: %d, want 1", h.metrics.cut[cutSlow].Load())
 	}
 	close(ts[0].block)
 }

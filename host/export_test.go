@@ -65,3 +65,10 @@ func (h *Host) PeakInLine() int {
 
 // LocalHost is localHost, for its table test.
 var LocalHost = localHost
+
+// RememberedClients reports how many client ids the host keeps.
+func (h *Host) RememberedClients() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.clients)
+}

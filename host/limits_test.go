@@ -153,3 +153,30 @@ func TestReconnectFromTheLeastSeq(t *testing.T) {
 		t.Errorf("reconnect from MinInt64: %+v", res)
 	}
 }
+
+// TestLongClientIDs sends initialize and reconnect with client ids of
+// 2 MB, as 100 connections once did to hold 394 MB and log 210 MB: each is
+// refused, quoting none of it, and nothing of it is kept.
+func TestLongClientIDs(t *testing.T) {
+	th := startHost(t, "")
+	for _, tc := range []struct {
+		size int
+		code protocol.ErrorCode
+	}{
+		{2 << 20, protocol.CodeInvalidRequest}, // over the command limit: not even decoded
+		{300, protocol.CodeInvalidParams},      // over the client id's 256 bytes
+	} {
+		for _, method := range []string{"initialize", "reconnect"} {
+			c := hosttest.Dial(t, th.url)
+			_, err := c.Call(method, map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{protocol.ProtocolVersion},
+				"clientId": strings.Repeat("c", tc.size), "lastSeenServerSeq": 0, "subscriptions": []string{}})
+			if err == nil || err.Code != int64(tc.code) || len(err.Message) > 512 {
+				t.Errorf("%s with a client id of %d bytes: %v", method, tc.size, err)
+			}
+			c.Close()
+		}
+	}
+	if n := th.h.RememberedClients(); n != 0 {
+		t.Errorf("%d clients remembered", n)
+	}
+}
