@@ -86,6 +86,7 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
+	order    *sessionOrder       // the same sessions in listing order (order.go)
 	conns    map[*conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
@@ -167,6 +168,7 @@ func New(opts Options) (*Host, error) {
 		keys:     newCursorKey(),
 		metrics:  newMetrics(),
 		sessions: map[string]*session{},
+		order:    newSessionOrder(),
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
@@ -235,6 +237,7 @@ func (h *Host) loadSessions() error {
 			continue
 		}
 		h.sessions[s.id] = s
+		h.order.add(s, s.summary.ModifiedAt)
 		for _, cr := range rec.Chats {
 			if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
 				h.homes[cr.URI] = s.id // a chat moved here from another session

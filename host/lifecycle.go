@@ -274,6 +274,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	}
 	h.mu.Lock()
 	delete(h.sessions, s.id)
+	h.order.remove(s)
 	h.mu.Unlock()
 	for _, e := range list {
 		h.unsubscribeAll(e.rec.URI)

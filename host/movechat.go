@@ -260,6 +260,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	s := h.newSession(c, nsu, src.provider, src.backend, dirs, config)
 	s.rec.Owner, s.rec.Scope = owner, scope
 	h.sessions[nsu.ID] = s
+	h.order.add(s, s.summary.ModifiedAt)
 	h.homes[rec.URI] = nsu.ID
 	h.mu.Unlock()
 
@@ -283,6 +284,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
+	h.order.move(s, s.summary.ModifiedAt)
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()
