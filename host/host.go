@@ -113,7 +113,8 @@ type Host struct {
 	ownChanged atomic.Bool            // own grew since the view was made
 	view       *externalView          // guarded by extMu
 
-	wg sync.WaitGroup // background work that must end before Close returns
+	wg       sync.WaitGroup // background work that must end before Close returns
+	captures jobs           // checkpoints being captured (captures.go)
 }
 
 // New returns a Host with the sessions its store holds.
@@ -268,6 +269,8 @@ func (h *Host) Close(ctx context.Context) error {
 	for _, s := range sessions {
 		s.waitTurns(ctx)
 	}
+	// The turns' checkpoints follow them; past ctx they are cancelled.
+	h.captures.wait(ctx)
 	var errs []error
 	for _, s := range sessions {
 		if err := s.shutdown(); err != nil {
@@ -281,6 +284,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.endConnections()
 	h.stop()
+	h.captures.wait(context.Background())
 	h.wg.Wait()
 	return errors.Join(errs...)
 }
