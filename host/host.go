@@ -93,6 +93,7 @@ type Host struct {
 	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
+	unloads  chan struct{} // tells that sessions fell asleep, their heap to be released (residency.go)
 
 	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
 	root        *protocol.RootState
@@ -174,6 +175,7 @@ func New(opts Options) (*Host, error) {
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
+		unloads:  make(chan struct{}, 1),
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},

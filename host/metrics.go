@@ -32,8 +32,11 @@ var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRev
 type metrics struct {
 	cut   map[string]*atomic.Int64 // by reason; fixed at start
 	turns map[protocol.TurnState]*atomic.Int64
-	once  sync.Once
-	http  http.Handler
+	// released counts the times the heap of sessions that fell asleep was
+	// returned to the system (residency.go).
+	released atomic.Int64
+	once     sync.Once
+	http     http.Handler
 }
 
 func newMetrics() *metrics {
@@ -127,13 +130,14 @@ var (
 	descResident      = prometheus.NewDesc("ahpd_sessions_resident", "Sessions awake, their turns in memory.", nil, nil)
 	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
+	descReleased      = prometheus.NewDesc("ahpd_memory_released_total", "Times ahpd returned the heap of sessions that fell asleep to the system.", nil, nil)
 )
 
 // hostCollector reads the host's metrics when scraped.
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descReleased} {
 		ch <- d
 	}
 }
@@ -157,4 +161,5 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range m.turns {
 		ch <- prometheus.MustNewConstMetric(descTurns, prometheus.CounterValue, float64(n.Load()), string(s))
 	}
+	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(m.released.Load()))
 }
