@@ -128,16 +128,16 @@ func BenchmarkSleepingSessionsRSS(b *testing.B) {
 		p := serveDaemon(b, e, "--log-level", "warn", "--session-residency-limit", "0")
 		token := e.token(b)
 		runAndSleep(b, p, e, token, 0, warm)
-		awaitMetric(b, p, token, "ahpd_memory_released_total", 1)
-		before, heapBefore := settledRSS(b, p.cmd.Process.Pid), heapInUseMB(b, p, token)
+		heapBefore := awaitRelease(b, p, token, 0)["go_memstats_heap_inuse_bytes"]
+		before := settledRSS(b, p.cmd.Process.Pid)
 		running := runAndSleep(b, p, e, token, warm, warm+sessions)
-		awaitMetric(b, p, token, "ahpd_memory_released_total", 2)
-		asleep, heapAsleep := settledRSS(b, p.cmd.Process.Pid), heapInUseMB(b, p, token)
+		heapAsleep := awaitRelease(b, p, token, 1)["go_memstats_heap_inuse_bytes"]
+		asleep := settledRSS(b, p.cmd.Process.Pid)
 		b.ReportMetric(before, "MB-before")
 		b.ReportMetric(running, "MB-running")
 		b.ReportMetric(asleep, "MB-asleep")
 		b.ReportMetric(asleep-before, "MB-kept")
-		b.ReportMetric(heapAsleep-heapBefore, "MB-heap-kept")
+		b.ReportMetric((heapAsleep-heapBefore)/(1<<20), "MB-heap-kept")
 		p.stop()
 	}
 }
@@ -180,43 +180,51 @@ func runAndSleep(b *testing.B, p *proc, e *env, token string, from, to int) floa
 	return resident
 }
 
-// heapInUseMB reads the daemon's go_memstats_heap_inuse_bytes from its
-// /metrics, in MB.
-func heapInUseMB(tb testing.TB, p *proc, token string) float64 {
-	tb.Helper()
-	return metric(tb, p, token, "go_memstats_heap_inuse_bytes") / (1 << 20)
-}
-
-// awaitMetric polls the daemon's /metrics until a counter reaches n.
-func awaitMetric(tb testing.TB, p *proc, token, name string, n float64) {
+// awaitRelease waits until the daemon has returned the heap of sessions
+// that fell asleep more than released times, and returns its metrics
+// right after: of the heap just collected, with nothing but the scrape
+// before it allocated since. (The scrape that sees the count may have
+// read the runtime's figures a moment before the collection: a
+// registry's collectors run at once.)
+func awaitRelease(tb testing.TB, p *proc, token string, released float64) map[string]float64 {
 	tb.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for metric(tb, p, token, name) < n {
+	for {
+		if m := metrics(tb, p, token); m["ahpd_memory_released_total"] > released {
+			return metrics(tb, p, token)
+		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%s did not reach %v", name, n)
+			tb.Fatalf("the daemon did not release memory after %v times", released)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// metric reads one unlabelled metric of the daemon's /metrics.
-func metric(tb testing.TB, p *proc, token, name string) float64 {
+// metrics scrapes the daemon's /metrics once and returns the samples that
+// have no labels.
+func metrics(tb testing.TB, p *proc, token string) map[string]float64 {
 	tb.Helper()
 	resp, err := http.Get("http://" + p.addr + "/metrics?tkn=" + token)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("/metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			v, err := strconv.ParseFloat(rest, 64)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			return v
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
 		}
 	}
-	tb.Fatalf("no %s in /metrics (%s)", name, resp.Status)
-	return 0
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }
