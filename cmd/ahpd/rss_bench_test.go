@@ -112,15 +112,16 @@ func statusMB(tb testing.TB, pid int, field string) float64 {
 
 // BenchmarkSleepingSessionsRSS runs a turn in each of 200 script sessions,
 // then puts them all to sleep, and reports the daemon's resident memory
-// (VmRSS) and its heap in use (go_memstats_heap_inuse_bytes from its
-// /metrics) at three points: before they ran (after ten sessions did the
+// (VmRSS) at three points: before they ran (after ten sessions did the
 // same, so that what any first turn sets up is counted in it), while the
 // 200 are resident, and once they sleep. A sleeping session holds its
 // record and its chats without their turns, which are in its transcript:
-// MB-kept, what sleep leaves of the run, should be a few MB at most.
-// Each sleeping reading is taken once the daemon has returned the heap
-// the sessions left (ahpd_memory_released_total moved), as it does a
-// moment after sessions fall asleep.
+// MB-kept, what sleep leaves of the run, should be a few MB at most;
+// MB-heap-kept is the live heap's part of it (go_memstats_heap_alloc_bytes
+// on the daemon's /metrics). Each sleeping reading is taken once the
+// daemon has returned the heap the sessions left
+// (ahpd_memory_released_total moved), as it does a moment after sessions
+// fall asleep.
 func BenchmarkSleepingSessionsRSS(b *testing.B) {
 	const warm, sessions = 10, 200
 	for b.Loop() {
@@ -128,10 +129,10 @@ func BenchmarkSleepingSessionsRSS(b *testing.B) {
 		p := serveDaemon(b, e, "--log-level", "warn", "--session-residency-limit", "0")
 		token := e.token(b)
 		runAndSleep(b, p, e, token, 0, warm)
-		heapBefore := awaitRelease(b, p, token, 0)["go_memstats_heap_inuse_bytes"]
+		heapBefore := awaitRelease(b, p, token, 0)["go_memstats_heap_alloc_bytes"]
 		before := settledRSS(b, p.cmd.Process.Pid)
 		running := runAndSleep(b, p, e, token, warm, warm+sessions)
-		heapAsleep := awaitRelease(b, p, token, 1)["go_memstats_heap_inuse_bytes"]
+		heapAsleep := awaitRelease(b, p, token, 1)["go_memstats_heap_alloc_bytes"]
 		asleep := settledRSS(b, p.cmd.Process.Pid)
 		b.ReportMetric(before, "MB-before")
 		b.ReportMetric(running, "MB-running")
