@@ -109,7 +109,7 @@ func (b *bus) forget(channels map[string]bool) {
 	}
 }
 
-// replayable reports whether a client that has seen every change up to
+// replayableLocked reports whether a client that has seen every change up to
 // seq can be replayed the rest from the ring. The caller holds b.mu.
 func (b *bus) replayableLocked(seq int64) bool {
 	return seq >= 0 && seq <= b.seq && b.seq-seq <= int64(len(b.ring)) && seq >= b.cut

@@ -223,7 +223,7 @@ type ownRows struct {
 	keys []rowKey
 	i    int
 	done bool
-	key  pageKey // the key of the row next returned
+	key  pageKey // the key of the row last returned
 }
 
 // next returns the next listed session's row; false when there are no
