@@ -152,7 +152,7 @@ func (r *Repo) BranchChanges(ctx context.Context, worktreeDir, base string) (Sta
 		if wt, err = Open(ctx, worktreeDir); err != nil {
 			return Stats{}, err
 		}
-		wt.excludes = r.excludes
+		wt.excludes, wt.yielding = r.excludes, r.yielding
 		if wt.commonDir != r.commonDir {
 			return Stats{}, fmt.Errorf("checkpoints: branch changes: %s is not a worktree of the repository at %s", worktreeDir, r.root)
 		}
@@ -166,7 +166,7 @@ func (r *Repo) BranchChanges(ctx context.Context, worktreeDir, base string) (Sta
 	}
 	basec := make(chan result, 1)
 	go func() {
-		c, err := wt.gitLine(ctx, "merge-base", base, "HEAD")
+		c, err := wt.mergeBase(ctx, base)
 		basec <- result{c, err}
 	}()
 	tree, err := wt.Snapshot(ctx)
@@ -175,10 +175,35 @@ func (r *Repo) BranchChanges(ctx context.Context, worktreeDir, base string) (Sta
 		return Stats{}, err
 	}
 	if mb.err != nil {
-		return Stats{}, fmt.Errorf("checkpoints: branch changes: merge base of %s and HEAD in %s: %w", base, wt.root, mb.err)
-	}
-	if !isObjectID(mb.commit) {
-		return Stats{}, fmt.Errorf("checkpoints: branch changes: no merge base of %s and HEAD in %s", base, wt.root)
+		return Stats{}, mb.err
 	}
 	return wt.Diff(ctx, mb.commit, tree)
+}
+
+// BranchChangesTo is BranchChanges of r's own working tree as tree, a
+// Snapshot of it, shows it: for a caller that has just written one.
+func (r *Repo) BranchChangesTo(ctx context.Context, tree, base string) (Stats, error) {
+	for _, rev := range []string{tree, base} {
+		if err := checkRev(rev); err != nil {
+			return Stats{}, fmt.Errorf("checkpoints: branch changes: %w", err)
+		}
+	}
+	mb, err := r.mergeBase(ctx, base)
+	if err != nil {
+		return Stats{}, err
+	}
+	return r.Diff(ctx, mb, tree)
+}
+
+// mergeBase returns the merge base of base and r's HEAD: where r's branch
+// was cut from base.
+func (r *Repo) mergeBase(ctx context.Context, base string) (string, error) {
+	c, err := r.gitLine(ctx, "merge-base", base, "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: branch changes: merge base of %s and HEAD in %s: %w", base, r.root, err)
+	}
+	if !isObjectID(c) {
+		return "", fmt.Errorf("checkpoints: branch changes: no merge base of %s and HEAD in %s", base, r.root)
+	}
+	return c, nil
 }

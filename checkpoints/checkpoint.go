@@ -66,7 +66,50 @@ func (r *Repo) Capture(ctx context.Context, sessionID string, turn int) (string,
 	if parent.err != nil {
 		return "", parent.err
 	}
+	return r.commit(ctx, ref, sessionID, turn, tree, parent.commit)
+}
 
+// Record records tree, written earlier by Snapshot, as the checkpoint of
+// the given turn of a session, as Capture does, and returns the commit's
+// id. A caller that must not let the working tree change before it is
+// captured (the next turn waits for it) can Snapshot first, let the tree
+// change, and Record after.
+func (r *Repo) Record(ctx context.Context, sessionID string, turn int, tree string) (string, error) {
+	parent := ""
+	if turn > 0 {
+		if err := checkSessionID(sessionID); err != nil {
+			return "", err
+		}
+		var err error
+		if parent, err = r.parent(ctx, sessionID, turn); err != nil {
+			return "", err
+		}
+	}
+	return r.RecordAfter(ctx, sessionID, turn, tree, parent)
+}
+
+// RecordAfter is Record with the commit's parent given: the session's
+// latest checkpoint before turn, as the caller, which recorded it, knows;
+// "" for none. It saves looking it up.
+func (r *Repo) RecordAfter(ctx context.Context, sessionID string, turn int, tree, parent string) (string, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return "", err
+	}
+	ref, err := turnRef(sessionID, turn)
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: record: %w", err)
+	}
+	if !isObjectID(tree) {
+		return "", fmt.Errorf("checkpoints: record %s: %q is not a tree id", ref, tree)
+	}
+	if parent != "" && !isObjectID(parent) {
+		return "", fmt.Errorf("checkpoints: record %s: %q is not a commit id", ref, parent)
+	}
+	return r.commit(ctx, ref, sessionID, turn, tree, parent)
+}
+
+// commit writes the checkpoint commit of tree and points ref at it.
+func (r *Repo) commit(ctx context.Context, ref, sessionID string, turn int, tree, parent string) (string, error) {
 	args := []string{
 		"commit-tree",
 		// commit-tree honours commit.gpgSign; a checkpoint must never
@@ -74,13 +117,14 @@ func (r *Repo) Capture(ctx context.Context, sessionID string, turn int) (string,
 		"--no-gpg-sign",
 		"-m", fmt.Sprintf("ahpd checkpoint: turn %d\n\nSession: %s\n", turn, strconv.Quote(sessionID)),
 	}
-	if parent.commit != "" {
-		args = append(args, "-p", parent.commit)
+	if parent != "" {
+		args = append(args, "-p", parent)
 	}
 	args = append(args, tree)
 	date := fmt.Sprintf("@%d +0000", time.Now().Unix())
 	out, err := gitCmd{
-		dir: r.root,
+		dir:   r.root,
+		yield: r.yielding,
 		env: []string{
 			"GIT_AUTHOR_NAME=" + authorName,
 			"GIT_AUTHOR_EMAIL=" + authorEmail,

@@ -280,6 +280,15 @@ func TestBranchChanges(t *testing.T) {
 	if s != want {
 		t.Errorf("BranchChanges from the worktree = %+v, want %+v", s, want)
 	}
+	// The same to a snapshot the caller wrote.
+	w := open(t, wt)
+	tree, err := w.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = w.BranchChangesTo(ctx, tree, "main"); err != nil || s != want {
+		t.Errorf("BranchChangesTo a snapshot = %+v, %v; want %+v", s, err, want)
+	}
 	checkStateUnchanged(t, before, stateOf(t, wt))
 
 	// A directory of another repository is refused.
@@ -614,5 +623,56 @@ func TestExcluding(t *testing.T) {
 	}
 	if _, ok := treeOf(t, dir, "refs/agents/t/checkpoints/turn/0")["deps"]; !ok {
 		t.Error("the control capture has no link: the test shows nothing")
+	}
+}
+
+// TestRecordLaterSnapshot records a tree snapshotted before the working
+// tree moved on: the checkpoint is the tree as it was, with the session's
+// previous checkpoint as its parent, and the user's state is untouched.
+func TestRecordLaterSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := newRepo(t, map[string]string{"a.txt": "a\n"})
+	r := open(t, dir)
+	c0, err := r.Capture(ctx, "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "b.txt", "b\n")
+	before := stateOf(t, dir)
+	tree, err := r.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "c.txt", "after the snapshot\n")
+	c1, err := r.Record(ctx, "s1", 1, tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := treeOf(t, dir, c1), map[string]string{"a.txt": "a", "b.txt": "b"}; !maps.Equal(got, want) {
+		t.Errorf("turn 1 = %v, want %v", got, want)
+	}
+	if got := run(t, dir, "rev-parse", c1+"^"); got != c0 {
+		t.Errorf("turn 1's parent is %s, want turn 0 (%s)", got, c0)
+	}
+	remove(t, dir, "c.txt")
+	checkStateUnchanged(t, before, stateOf(t, dir))
+	if _, err := r.Record(ctx, "s1", 2, "--help"); err == nil {
+		t.Error("recorded a tree id that is an option")
+	}
+
+	// The parent given, as a caller that recorded it knows it.
+	c2, err := r.RecordAfter(ctx, "s1", 2, tree, c1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, dir, "rev-parse", c2+"^"); got != c1 {
+		t.Errorf("turn 2's parent is %s, want turn 1 (%s)", got, c1)
+	}
+	if cps, err := r.Checkpoints(ctx, "s1"); err != nil || len(cps) != 3 || cps[2].Commit != c2 {
+		t.Errorf("checkpoints %+v, %v", cps, err)
+	}
+	if _, err := r.RecordAfter(ctx, "s1", 3, tree, "-p"); err == nil {
+		t.Error("recorded after a parent that is an option")
 	}
 }

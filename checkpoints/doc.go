@@ -22,6 +22,12 @@
 // ref name components only after they have been sanitized (see RefPrefix), and
 // no caller-supplied string reaches git where it could be read as an option.
 //
+// Capture is Snapshot, which writes the tree into the object database and
+// is all that must happen before the files move on, then Record, which
+// commits it and points the turn's ref at it. A caller that must not keep
+// the next turn waiting can call the two apart: the next turn waits for
+// the snapshot only.
+//
 // A Repo is safe for concurrent use: two sessions may capture in the same
 // repository at once. Captures of one session must be made one at a time
 // by the caller, which knows the order its turns end in.

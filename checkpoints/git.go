@@ -105,6 +105,7 @@ type gitCmd struct {
 	env   []string  // added to baseEnv
 	stdin io.Reader // optional
 	args  []string
+	yield bool // run at a lower CPU priority (Repo.Yielding)
 }
 
 // cancelGrace is how long a cancelled git process has to remove its lock
@@ -153,7 +154,15 @@ func (c gitCmd) run(ctx context.Context) ([]byte, error) {
 	// politely first and kill only if it does not go.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = cancelGrace
-	runErr := cmd.Run()
+	runErr := cmd.Start()
+	if runErr == nil {
+		if c.yield {
+			// What git starts (filters, hooks) inherits it, unless it
+			// starts in the instant before.
+			lowerPriority(cmd.Process.Pid)
+		}
+		runErr = cmd.Wait()
+	}
 	out, err := readBack(stdout)
 	if err != nil && runErr == nil {
 		return nil, fmt.Errorf("git %s: reading its output: %w", subcommand(c.args), err)
@@ -208,7 +217,7 @@ func readBack(f *os.File) ([]byte, error) {
 
 // git runs git in the repository's top-level directory.
 func (r *Repo) git(ctx context.Context, args ...string) ([]byte, error) {
-	return gitCmd{dir: r.root, args: args}.run(ctx)
+	return gitCmd{dir: r.root, yield: r.yielding, args: args}.run(ctx)
 }
 
 // gitLine runs git in the repository and returns the first line of its

@@ -21,6 +21,18 @@ type Repo struct {
 	commonDir string // the git directory shared by all of the repository's worktrees
 	index     string // this working tree's index file (it may not exist yet)
 	excludes  []string
+	yielding  bool // run git at a lower CPU priority (Yielding)
+}
+
+// Yielding returns r with its git processes run at a lower CPU priority
+// than the daemon's (nice 10, where the system has it): work that nobody
+// waits for, such as recording a checkpoint whose tree is written down
+// already, then takes the CPU only when the work somebody waits for
+// leaves it.
+func (r *Repo) Yielding() *Repo {
+	out := *r
+	out.yielding = true
+	return &out
 }
 
 // Excluding returns r with paths (relative to the top of its working tree)
@@ -119,7 +131,7 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("checkpoints: snapshot: %w", err)
 	}
 	env := []string{"GIT_INDEX_FILE=" + index}
-	add := gitCmd{dir: r.root, env: env, args: []string{
+	add := gitCmd{dir: r.root, env: env, yield: r.yielding, args: []string{
 		// A split index would make git write a new shared index file
 		// into the repository's git directory; keep ours whole instead.
 		"-c", "core.splitIndex=false",
@@ -132,7 +144,7 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	if _, err := add.run(ctx); err != nil {
 		return "", fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
 	}
-	out, err := gitCmd{dir: r.root, env: env, args: []string{"write-tree"}}.run(ctx)
+	out, err := gitCmd{dir: r.root, env: env, yield: r.yielding, args: []string{"write-tree"}}.run(ctx)
 	if err != nil {
 		return "", fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
 	}

@@ -21,6 +21,7 @@ type bus struct {
 	seq  int64
 	ring []protocol.ActionEnvelope // the last len(ring) envelopes, by seq
 	next int                       // where the next envelope goes in ring
+	cut  int64                     // the newest envelope forgotten before its turn: replays start after it
 	subs map[string]map[*conn]struct{}
 }
 
@@ -89,6 +90,29 @@ func (b *bus) notify(channel, method string, params any, only func(*conn) bool) 
 			c.send(f)
 		}
 	}
+}
+
+// forget drops the envelopes of channels whose state went to sleep: their
+// actions (a turn's text, its tools' output) are the heap a sleeping
+// session must not hold, and the ring would keep them for thousands of
+// changes more. A client that reconnects having missed one of them is
+// sent snapshots instead of a replay, as one that missed more than the
+// ring holds.
+func (b *bus) forget(channels map[string]bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.ring {
+		if env := &b.ring[i]; env.Action != nil && channels[env.Channel] {
+			b.cut = max(b.cut, env.ServerSeq)
+			*env = protocol.ActionEnvelope{}
+		}
+	}
+}
+
+// replayableLocked reports whether a client that has seen every change up to
+// seq can be replayed the rest from the ring. The caller holds b.mu.
+func (b *bus) replayableLocked(seq int64) bool {
+	return seq >= 0 && seq <= b.seq && b.seq-seq <= int64(len(b.ring)) && seq >= b.cut
 }
 
 // current returns the serverSeq of the last change.

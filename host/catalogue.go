@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -227,7 +228,7 @@ func (h *Host) visibleLocked() []catalogue.Row {
 // windows have moved on; nobody modifies it.
 type externalView struct {
 	at    time.Time
-	keys  []rowKey
+	keys  []rowKey // in listing order
 	byURI map[string]bool
 }
 
@@ -252,6 +253,13 @@ func (h *Host) externalRows() *externalView {
 		uri := rows[i].URI()
 		v.keys[i] = rowKey{pageKey: pageKey{protocol.FormatTime(rows[i].ModifiedAt), uri}, row: &rows[i]}
 		v.byURI[uri] = true
+	}
+	// The catalogue's order is nearly the listing's, but it compares times
+	// finer than the listing's keys show them and providers before ids:
+	// merging needs the listing's own.
+	byListing := func(a, b rowKey) int { return a.compare(b.pageKey) }
+	if !slices.IsSortedFunc(v.keys, byListing) {
+		slices.SortFunc(v.keys, byListing)
 	}
 	h.view = v
 	return v
@@ -371,6 +379,7 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 	s.persistLocked()
 	s.mu.Unlock()
 	h.sessions[su.ID] = s
+	h.order.add(s, s.summary.ModifiedAt)
 	h.log.Info("opened an external session", "session", uri, "dir", dir)
 	return s
 }

@@ -388,6 +388,71 @@ func BenchmarkListSessionsExternal(b *testing.B) {
 	b.ReportMetric(float64(len(raw))/1e3, "kB/page")
 }
 
+// BenchmarkListSessionsMerged is BenchmarkListSessionsExternal with
+// 10,000 of the host's own sessions besides the corpus, modified across
+// the same 30 days, so the first page of 500 interleaves both halves.
+// ms/page is the round trip; own-rows/page how many of its rows are the
+// host's own.
+func BenchmarkListSessionsMerged(b *testing.B) {
+	const own = 10000
+	projects, _ := cbCorpus(b)
+	state := b.TempDir()
+	window := 30 * 24 * time.Hour
+	storeSessionsAt(b, state, filepath.Join(state, "work"), own, cbCorpusNow.Add(-window), window/own)
+	th := cbStartHost(b, state, projects, cbClock())
+	b.Cleanup(th.stop)
+	c := cbDial(b, th.url)
+	b.Cleanup(c.close)
+	c.setMode(b, "last30Days")
+	c.waitExternal(b, 2*time.Minute)
+	all := c.listAll(b)
+	if len(all) <= own {
+		b.Fatalf("%d rows listed, want more than the %d own sessions", len(all), own)
+	}
+	c.waitAdded(b, len(all)-own)
+	b.Logf("%d rows listed", len(all))
+
+	params := map[string]any{"channel": protocol.RootURI, "limit": 500}
+	var r struct {
+		Result protocol.ListSessionsResult `json:"result"`
+	}
+	if err := json.Unmarshal(c.roundTrip(b, "listSessions", params), &r); err != nil {
+		b.Fatal(err)
+	}
+	mine := 0
+	for i, s := range r.Result.Items {
+		if s.Resource != all[i] {
+			b.Fatalf("row %d: %s, want %s", i, s.Resource, all[i])
+		}
+		if s.Meta["vscode.external"] == nil {
+			mine++
+		}
+	}
+	if len(r.Result.Items) != 500 || mine == 0 || mine == 500 {
+		b.Fatalf("%d rows on the first page, %d of them own: want 500 of both kinds", len(r.Result.Items), mine)
+	}
+	for b.Loop() {
+		c.roundTrip(b, "listSessions", params)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/page")
+	b.ReportMetric(float64(mine), "own-rows/page")
+	b.ReportMetric(float64(len(all)), "rows-listed")
+}
+
+// waitExternal polls listSessions until an external row is listed: the
+// catalogue publishes its first scan whole.
+func (c *cbClient) waitExternal(b *testing.B, timeout time.Duration) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	p := map[string]any{"channel": protocol.RootURI, "limit": 500}
+	for !bytes.Contains(c.roundTrip(b, "listSessions", p), []byte(`"vscode.external":true`)) {
+		if time.Now().After(deadline) {
+			b.Fatalf("nothing external listed after %v", timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // cbTarget is a transcript the append benchmark writes to.
 type cbTarget struct {
 	s    *corpus.Session

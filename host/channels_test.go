@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +58,65 @@ func TestListSessionsPaging(t *testing.T) {
 	// A huge limit is capped, not refused.
 	if r := listSessions(t, c, map[string]any{"limit": 100000}); len(r.Items) != n {
 		t.Errorf("limit 100000 listed %d", len(r.Items))
+	}
+}
+
+// TestListingFollowsChanges checks the listing's order as sessions move
+// in it: a turn in the oldest stored session lists it first, a disposed
+// one goes, a new one is listed once its first turn is sent, and a client
+// paging while a session moves up sees every other session once.
+func TestListingFollowsChanges(t *testing.T) {
+	state := t.TempDir()
+	const n = 20
+	storeSessions(t, state, filepath.Join(state, "work"), n) // s00000 oldest
+	th := startHost(t, state)
+	c := th.client("c1")
+	resources := func(r protocol.ListSessionsResult) []string {
+		var out []string
+		for _, s := range r.Items {
+			out = append(out, s.Resource)
+		}
+		return out
+	}
+	want := make([]string, 0, n)
+	for i := n - 1; i >= 0; i-- {
+		want = append(want, fmt.Sprintf("ahp-session:/s%05d", i))
+	}
+	if got := resources(listSessions(t, c, nil)); !slices.Equal(got, want) {
+		t.Fatalf("listed %v, want %v", got, want)
+	}
+
+	// A client reads the first page, then s00003 moves to the top.
+	first := listSessions(t, c, map[string]any{"limit": 5})
+	c.Subscribe(protocol.DefaultChatURI("ahp-session:/s00003"))
+	send(t, c, protocol.DefaultChatURI("ahp-session:/s00003"), "t1", "say hi")
+	rest := resources(first)
+	for cursor := first.NextCursor; cursor != nil; {
+		r := listSessions(t, c, map[string]any{"limit": 5, "cursor": *cursor})
+		rest, cursor = append(rest, resources(r)...), r.NextCursor
+	}
+	moved := slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "ahp-session:/s00003" })
+	if !slices.Equal(rest, moved) {
+		t.Errorf("paged %v while s00003 moved up, want %v", rest, moved)
+	}
+
+	want = append([]string{"ahp-session:/s00003"}, moved...)
+	if got := resources(listSessions(t, c, nil)); !slices.Equal(got, want) {
+		t.Errorf("after a turn in s00003 listed %v, want %v", got, want)
+	}
+	c.MustCall("disposeSession", map[string]any{"channel": "ahp-session:/s00010"})
+	want = slices.DeleteFunc(want, func(s string) bool { return s == "ahp-session:/s00010" })
+	if got := resources(listSessions(t, c, nil)); !slices.Equal(got, want) {
+		t.Errorf("after disposing of s00010 listed %v, want %v", got, want)
+	}
+	_, chat := th.newSession(c, "fresh", nil)
+	if got := resources(listSessions(t, c, nil)); !slices.Equal(got, want) {
+		t.Errorf("a session nobody sent a turn in is listed: %v", got)
+	}
+	send(t, c, chat, "t1", "say hi")
+	want = append([]string{"ahp-session:/fresh"}, want...)
+	if got := resources(listSessions(t, c, nil)); !slices.Equal(got, want) {
+		t.Errorf("after the first turn in fresh listed %v, want %v", got, want)
 	}
 }
 

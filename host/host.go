@@ -100,12 +100,14 @@ type Host struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
+	order    *sessionOrder       // the same sessions in listing order (order.go)
 	conns    map[*conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
 	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
+	unloads  chan struct{} // tells that sessions fell asleep, their heap to be released (residency.go)
 
 	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
 	root        *protocol.RootState
@@ -126,7 +128,8 @@ type Host struct {
 	ownChanged atomic.Bool            // own grew since the view was made
 	view       *externalView          // guarded by extMu
 
-	wg sync.WaitGroup // background work that must end before Close returns
+	wg       sync.WaitGroup // background work that must end before Close returns
+	captures jobs           // checkpoints being captured (captures.go)
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
@@ -198,10 +201,12 @@ func New(opts Options) (*Host, error) {
 		metrics:  newMetrics(),
 		roots:    roots,
 		sessions: map[string]*session{},
+		order:    newSessionOrder(),
 		conns:    map[*conn]struct{}{},
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
+		unloads:  make(chan struct{}, 1),
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
@@ -277,6 +282,7 @@ func (h *Host) loadSessions() error {
 			continue
 		}
 		h.sessions[s.id] = s
+		h.order.add(s, s.summary.ModifiedAt)
 		for _, cr := range rec.Chats {
 			if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
 				h.homes[cr.URI] = s.id // a chat moved here from another session
@@ -353,6 +359,8 @@ func (h *Host) Close(ctx context.Context) error {
 			}
 		}
 	}
+	// The turns' checkpoints follow them; past ctx they are cancelled.
+	h.captures.wait(ctx)
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()
@@ -362,6 +370,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.endConnections()
 	h.stop()
+	h.captures.wait(context.Background())
 	h.wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

@@ -243,6 +243,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	}
 	h.mu.Lock()
 	delete(h.sessions, s.id)
+	h.order.remove(s)
 	h.mu.Unlock()
 	s.forgetOwn()
 	for _, e := range list {

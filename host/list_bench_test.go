@@ -12,18 +12,22 @@ import (
 )
 
 // storeSessions writes n session records into a state directory, as the
-// file store keeps them.
+// file store keeps them, modified a minute apart from 2026-01-01.
 func storeSessions(tb testing.TB, state, work string, n int) {
+	storeSessionsAt(tb, state, work, n, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Minute)
+}
+
+// storeSessionsAt writes n session records modified step apart from base.
+func storeSessionsAt(tb testing.TB, state, work string, n int, base time.Time, step time.Duration) {
 	tb.Helper()
 	dir := filepath.Join(state, "sessions")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		tb.Fatal(err)
 	}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range n {
 		id := fmt.Sprintf("s%05d", i)
 		uri := "ahp-session:/" + id
-		at := protocol.FormatTime(base.Add(time.Duration(i) * time.Minute))
+		at := protocol.FormatTime(base.Add(time.Duration(i) * step))
 		rec := map[string]any{
 			"ahpd": 1, "uri": uri, "provider": "script", "title": "Session " + id,
 			"createdAt": at, "modifiedAt": at, "workingDirectories": []string{work},
@@ -72,7 +76,7 @@ func BenchmarkListSessions(b *testing.B) {
 			for b.Loop() {
 				c.roundTrip(b, "listSessions", tc.params)
 			}
-			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/page")
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/1e3/float64(b.N), "ms/page")
 		})
 	}
 }

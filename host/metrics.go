@@ -34,10 +34,13 @@ type metrics struct {
 	closed        atomic.Int64 // connections done
 	returnedAfter atomic.Int64 // how many were done when memory was last given back
 	memoryReturns atomic.Int64
-	cut           map[string]*atomic.Int64 // by reason; fixed at start
-	turns         map[protocol.TurnState]*atomic.Int64
-	once          sync.Once
-	http          http.Handler
+	// released counts the times the heap of sessions that fell asleep was
+	// returned to the system (residency.go).
+	released atomic.Int64
+	cut      map[string]*atomic.Int64 // by reason; fixed at start
+	turns    map[protocol.TurnState]*atomic.Int64
+	once     sync.Once
+	http     http.Handler
 }
 
 func newMetrics() *metrics {
@@ -136,13 +139,14 @@ var (
 	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
 	descReturnedAfter = prometheus.NewDesc("ahpd_memory_returned_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
 	descAgents        = prometheus.NewDesc("ahpd_agent_processes", "Agent processes running (Claude Code CLI, ACP agents).", nil, nil)
+	descReleased      = prometheus.NewDesc("ahpd_memory_released_total", "Times ahpd returned the heap of sessions that fell asleep to the system.", nil, nil)
 )
 
 // hostCollector reads the host's metrics when scraped.
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter, descReleased} {
 		ch <- d
 	}
 }
@@ -171,4 +175,5 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range m.turns {
 		ch <- prometheus.MustNewConstMetric(descTurns, prometheus.CounterValue, float64(n.Load()), string(s))
 	}
+	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(m.released.Load()))
 }

@@ -281,6 +281,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	}
 	h.mu.Lock()
 	h.sessions[nsu.ID] = s
+	h.order.add(s, s.summary.ModifiedAt)
 	h.homes[rec.URI] = nsu.ID
 	h.mu.Unlock()
 
@@ -288,6 +289,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
+	h.order.move(s, s.summary.ModifiedAt)
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()

@@ -187,7 +187,7 @@ func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) (
 	b := h.bus
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if seq < 0 || seq > b.seq || b.seq-seq > int64(len(b.ring)) {
+	if !b.replayableLocked(seq) {
 		return nil, false
 	}
 	out := []protocol.ActionEnvelope{}
@@ -195,7 +195,7 @@ func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) (
 	for i := 0; i < missed; i++ {
 		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
 		env := b.ring[at]
-		if want[env.Channel] && c.wants(env.Action.Type()) {
+		if env.Action != nil && want[env.Channel] && c.wants(env.Action.Type()) {
 			out = append(out, env)
 		}
 	}

@@ -101,6 +101,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	s.rec.Scope = scopeString(scope)
 	s.noteOwnLocked()
 	h.sessions[su.ID] = s
+	h.order.add(s, s.summary.ModifiedAt)
 	h.mu.Unlock()
 
 	if p.ActiveClient != nil {
@@ -164,60 +165,107 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 	if !mine {
 		ext = h.externalRows()
 	}
-	// Sort small keys, not whole rows: a catalogue of 10,000 sessions
-	// would otherwise move megabytes on every listing.
-	keys := make([]rowKey, 0, 64+len(ext.keys))
-	var opened map[string]bool // external sessions listed from the session
-	for _, s := range h.sessionList() {
+	// Both halves are in listing order already (the registry's in
+	// h.order, the view sorted when made): the page is their merge from
+	// the cursor on, and the rows past it are never looked at.
+	own := ownRows{h: h, ext: ext, after: after, mine: mine, me: me, batch: min(limit+1, 512)}
+	ei := 0
+	if after != nil {
+		var found bool
+		ei, found = slices.BinarySearchFunc(ext.keys, *after, func(r rowKey, k pageKey) int { return r.compare(k) })
+		if found {
+			ei++
+		}
+	}
+	nextExt := func() {
+		// An external session a client opened is listed from the session.
+		for ei < len(ext.keys) && h.order.holds(ext.keys[ei].Resource) {
+			ei++
+		}
+	}
+	nextExt()
+	// Rows are large: growing the slice row by row would copy a page's
+	// worth several times over.
+	rows := make([]protocol.SessionSummary, 0, min(limit, h.order.len()+len(ext.keys)))
+	var last pageKey
+	more := false
+	ok, sum := own.next()
+	for ok || ei < len(ext.keys) {
+		if len(rows) == limit {
+			more = true
+			break
+		}
+		if ok && (ei == len(ext.keys) || own.key.compare(ext.keys[ei].pageKey) < 0) {
+			rows, last = append(rows, sum), own.key
+			ok, sum = own.next()
+			continue
+		}
+		rows, last = append(rows, externalSummary(ext.keys[ei].row)), ext.keys[ei].pageKey
+		ei++
+		nextExt()
+	}
+	if p.Limit == nil && more {
+		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
+	}
+	res := &protocol.ListSessionsResult{Items: rows}
+	if more {
+		res.NextCursor = new(h.keys.seal(last))
+	}
+	return res, nil
+}
+
+// ownRows walks the sessions the host holds in listing order, from a
+// cursor on, yielding those a listing shows. It copies a batch of the order
+// at a time, so the order's lock is never held while a session's is.
+type ownRows struct {
+	h     *Host
+	ext   *externalView
+	after *pageKey // where the walk resumes
+	mine  bool     // the owner filter
+	me    string   // who asks
+	batch int
+
+	keys []rowKey
+	i    int
+	done bool
+	key  pageKey // the key of the row last returned
+}
+
+// next returns the next listed session's row; false when there are no
+// more.
+func (w *ownRows) next() (bool, protocol.SessionSummary) {
+	for {
+		if w.i == len(w.keys) {
+			if w.done {
+				return false, protocol.SessionSummary{}
+			}
+			w.keys, w.i = w.h.order.next(w.keys[:0], w.after, w.batch), 0
+			w.done = len(w.keys) < w.batch
+			if len(w.keys) == 0 {
+				return false, protocol.SessionSummary{}
+			}
+			w.after = new(w.keys[len(w.keys)-1].pageKey)
+		}
+		k := w.keys[w.i]
+		w.i++
+		s := k.s
 		s.mu.Lock()
 		// A session nobody sent a turn in is listed to nobody: VS Code
 		// makes one for every empty chat it shows.
-		listed := !s.disposed && !s.provisional && (!mine || (me != "" && s.rec.Owner == me))
+		listed := !s.disposed && !s.provisional && (!w.mine || (w.me != "" && s.rec.Owner == w.me))
 		if s.rec.External {
-			listed = listed && ext.byURI[s.uri]
-			if opened == nil {
-				opened = map[string]bool{}
-			}
-			opened[s.uri] = true
+			listed = listed && w.ext.byURI[s.uri]
 		}
+		var sum protocol.SessionSummary
 		if listed {
-			keys = append(keys, rowKey{pageKey: pageKey{s.summary.ModifiedAt, s.uri}, s: s})
+			sum = s.summary
 		}
 		s.mu.Unlock()
-	}
-	for _, k := range ext.keys {
-		if !opened[k.Resource] {
-			keys = append(keys, k)
+		if listed {
+			w.key = k.pageKey
+			return true, sum
 		}
 	}
-	slices.SortFunc(keys, func(a, b rowKey) int { return a.compare(b.pageKey) })
-	if p.Limit == nil && len(keys) > defaultPage {
-		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "sessions", len(keys), "listed", defaultPage)
-	}
-	start := 0
-	if after != nil {
-		var found bool
-		start, found = slices.BinarySearchFunc(keys, *after, func(r rowKey, k pageKey) int { return r.compare(k) })
-		if found {
-			start++
-		}
-	}
-	end := min(start+limit, len(keys))
-	rows := make([]protocol.SessionSummary, 0, end-start)
-	for _, k := range keys[start:end] {
-		if k.row != nil {
-			rows = append(rows, externalSummary(k.row))
-			continue
-		}
-		k.s.mu.Lock()
-		rows = append(rows, k.s.summary)
-		k.s.mu.Unlock()
-	}
-	res := &protocol.ListSessionsResult{Items: rows}
-	if end < len(keys) {
-		res.NextCursor = new(h.keys.seal(keys[end-1].pageKey))
-	}
-	return res, nil
 }
 
 // rowKey is a catalogue row's place in the listing order.

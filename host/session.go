@@ -35,7 +35,8 @@ type session struct {
 
 	// treeMu serializes the session's git work: making its tree, its
 	// checkpoints, and removing both. It is taken before s.mu.
-	treeMu sync.Mutex
+	treeMu   sync.Mutex
+	captures captureQueue // its checkpoints queued, not yet recorded (captures.go; guarded by mu)
 
 	mu          sync.Mutex
 	state       *protocol.SessionState
@@ -185,6 +186,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction, *protocol.ChatErrorAction:
 		s.h.metrics.turnEnded(a)
 		s.updateActiveLocked()
+		s.turnEndedLocked(a)
 	case *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
 	}
@@ -414,8 +416,8 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 }
 
 // Ended is told a turn ended (chats.Owner).
+// Its checkpoint was queued as its end was applied (captures.go).
 func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
-	s.turnEnded(state)
 	s.mu.Lock()
 	if !s.disposed {
 		if e := s.chats[c.URI()]; e != nil {

@@ -84,6 +84,9 @@ func (s *session) refreshSummaryLocked() {
 		next.ModifiedAt = s.summary.ModifiedAt
 	}
 	changes, changed := summaryChanges(s.summary, next)
+	if next.ModifiedAt != s.summary.ModifiedAt {
+		s.h.order.move(s, next.ModifiedAt)
+	}
 	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
 	if s.state.Status != next.Status {

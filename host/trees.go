@@ -32,10 +32,22 @@ import (
 // session's turns.
 const gitTimeout = 2 * time.Minute
 
-// prepare readies the session for a turn (chats.Options.Prepare): on the
-// first send it stores the session, makes the worktree the session asked
-// for and records the tree it starts from.
+// prepare readies the session for a turn (chats.Options.Prepare): the
+// tree the last turn left is written down first, and on the first send it
+// stores the session, makes the worktree the session asked for and
+// records the tree it starts from.
 func (s *session) prepare(ctx context.Context) error {
+	if err := s.awaitSnapshot(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	first := s.firstSendLocked()
+	s.mu.Unlock()
+	if !first {
+		// s.treeMu may be held by the last turn's capture, recording it:
+		// nothing this turn does waits for that.
+		return nil
+	}
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
 	s.mu.Lock()
@@ -50,7 +62,7 @@ func (s *session) prepare(ctx context.Context) error {
 		return err
 	}
 	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
-	needStart := s.rec.Checkpoints == 0 && !s.rec.Untracked
+	needStart := s.nextCheckpointLocked() == 0 && !s.rec.Untracked
 	var spec worktree.Spec
 	if needTree {
 		spec = worktree.SpecFromConfig(s.rec.folder(), s.id, decodeValues(s.configValuesLocked()))
@@ -65,9 +77,16 @@ func (s *session) prepare(ctx context.Context) error {
 		s.moveInto(t)
 	}
 	if needStart {
-		s.checkpoint(ctx, 0)
+		s.startCheckpoint(ctx)
 	}
 	return nil
+}
+
+// firstSendLocked reports whether the session still owes what its first
+// send does: its worktree, or the tree it starts from.
+func (s *session) firstSendLocked() bool {
+	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
+	return s.disposed || needTree || (s.nextCheckpointLocked() == 0 && !s.rec.Untracked)
 }
 
 // moveInto makes t the session's primary working directory: the folder is
@@ -110,75 +129,6 @@ func (s *session) moveInto(t *worktree.Tree) {
 	}
 }
 
-// checkpoint records turn/<n> of the session's working tree and reads its
-// counts. A folder that is no git repository is noted once, and its counts
-// come from what its tools wrote. The caller holds s.treeMu.
-func (s *session) checkpoint(ctx context.Context, n int) {
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	dir := s.workDir()
-	s.mu.Lock()
-	tree := s.rec.Tree
-	s.mu.Unlock()
-	repo, err := openRepo(ctx, dir)
-	if err == nil && tree != nil && tree.Path == dir {
-		repo = repo.Excluding(tree.Links)
-	}
-	if errors.Is(err, checkpoints.ErrNotRepository) {
-		s.mu.Lock()
-		s.rec.Untracked = true
-		s.persistLocked()
-		s.mu.Unlock()
-		return
-	}
-	if err == nil {
-		_, err = repo.Capture(ctx, s.id, n)
-	}
-	if err != nil {
-		s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
-		return
-	}
-	s.mu.Lock()
-	if n >= s.rec.Checkpoints {
-		s.rec.Checkpoints = n + 1
-	}
-	s.persistLocked()
-	s.mu.Unlock()
-	if n == 0 {
-		return // nothing done yet: no counts to read
-	}
-	var stats checkpoints.Stats
-	if tree != nil {
-		stats, err = repo.BranchChanges(ctx, tree.Path, tree.Base)
-	} else {
-		stats, err = repo.SessionChanges(ctx, s.id)
-	}
-	if err != nil {
-		s.h.log.Warn("could not count a session's changes", "session", s.uri, "err", err)
-		return
-	}
-	s.mu.Lock()
-	s.setChangesLocked(changesOf(stats.Files, stats.Additions, stats.Deletions))
-	s.mu.Unlock()
-}
-
-// turnEnded records the checkpoint of a turn that completed or failed for
-// good; a cancelled turn gets none, its edits staying in the next count.
-func (s *session) turnEnded(state protocol.TurnState) {
-	if state != protocol.TurnStateComplete && state != protocol.TurnStateError {
-		return
-	}
-	s.treeMu.Lock()
-	defer s.treeMu.Unlock()
-	s.mu.Lock()
-	n, untracked, disposed := s.rec.Checkpoints, s.rec.Untracked, s.disposed
-	s.mu.Unlock()
-	if disposed || untracked || n == 0 {
-		return
-	}
-	s.checkpoint(s.h.ctx, n)
-}
-
 // setChangesLocked sets the session's counts: on its row, in its record,
 // and on its default chat's entry.
 func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
@@ -213,6 +163,9 @@ func (s *session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary)
 // uncommitted work, its tree, keeping the tree's branch. Called on
 // dispose.
 func (s *session) cleanUpGit(ctx context.Context) error {
+	// A capture queued before the session was disposed of ends at once
+	// or, in git, soon: none must write a ref after its refs are gone.
+	s.awaitCaptures()
 	s.treeMu.Lock()
 	defer s.treeMu.Unlock()
 	s.mu.Lock()

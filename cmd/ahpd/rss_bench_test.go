@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -106,4 +108,124 @@ func statusMB(tb testing.TB, pid int, field string) float64 {
 	}
 	tb.Fatal("no " + field)
 	return 0
+}
+
+// BenchmarkSleepingSessionsRSS runs a turn in each of 200 script sessions,
+// then puts them all to sleep, and reports the daemon's resident memory
+// (VmRSS) at three points: before they ran (after ten sessions did the
+// same, so that what any first turn sets up is counted in it), while the
+// 200 are resident, and once they sleep. A sleeping session holds its
+// record and its chats without their turns, which are in its transcript:
+// MB-kept, what sleep leaves of the run, should be a few MB at most;
+// MB-heap-kept is the live heap's part of it (go_memstats_heap_alloc_bytes
+// on the daemon's /metrics). Each sleeping reading is taken once the
+// daemon has returned the heap the sessions left
+// (ahpd_memory_released_total moved), as it does a moment after sessions
+// fall asleep.
+func BenchmarkSleepingSessionsRSS(b *testing.B) {
+	const warm, sessions = 10, 200
+	for b.Loop() {
+		e := newEnv(b)
+		p := serveDaemon(b, e, "--log-level", "warn", "--session-residency-limit", "0")
+		token := e.token(b)
+		runAndSleep(b, p, e, token, 0, warm)
+		heapBefore := awaitRelease(b, p, token, 0)["go_memstats_heap_alloc_bytes"]
+		before := settledRSS(b, p.cmd.Process.Pid)
+		running := runAndSleep(b, p, e, token, warm, warm+sessions)
+		heapAsleep := awaitRelease(b, p, token, 1)["go_memstats_heap_alloc_bytes"]
+		asleep := settledRSS(b, p.cmd.Process.Pid)
+		b.ReportMetric(before, "MB-before")
+		b.ReportMetric(running, "MB-running")
+		b.ReportMetric(asleep, "MB-asleep")
+		b.ReportMetric(asleep-before, "MB-kept")
+		b.ReportMetric((heapAsleep-heapBefore)/(1<<20), "MB-heap-kept")
+		p.stop()
+	}
+}
+
+// runAndSleep runs a turn in sessions from to to (exclusive), each of a
+// few steps (reasoning, text, a tool call), with a client that then
+// leaves; reads the daemon's resident memory with them all resident; puts
+// them to sleep, and returns the reading.
+func runAndSleep(b *testing.B, p *proc, e *env, token string, from, to int) float64 {
+	b.Helper()
+	c := connect(b, p, token, fmt.Sprintf("run%d", from))
+	say := strings.Repeat("All work and no play makes a dull agent. ", 50)
+	var uris []string
+	for i := from; i < to; i++ {
+		session := fmt.Sprintf("ahp-session:/m%04d", i)
+		c.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
+			"workingDirectories": []string{"file://" + e.work}})
+		chat := protocol.DefaultChatURI(session)
+		c.Subscribe(chat)
+		msg := fmt.Sprintf("think about turn %d\nsay %s\nrun seq %d %d", i, say, i, i+4000)
+		if turn := sendTB(b, c, chat, "t1", msg); turn.State != protocol.TurnStateComplete {
+			b.Fatalf("session %d: %s", i, turnSummary(turn))
+		}
+		uris = append(uris, session)
+	}
+	c.Close()
+	resident := settledRSS(b, p.cmd.Process.Pid)
+	c = connect(b, p, token, fmt.Sprintf("sleep%d", from))
+	defer c.Close()
+	for _, session := range uris {
+		// The client that ran it may be seen to leave a moment later.
+		deadline := time.Now().Add(hosttest.Timeout)
+		for string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})) != `{"status":"inactive"}` {
+			if time.Now().After(deadline) {
+				b.Fatalf("%s never went to sleep", session)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return resident
+}
+
+// awaitRelease waits until the daemon has returned the heap of sessions
+// that fell asleep more than released times, and returns its metrics
+// right after: of the heap just collected, with nothing but the scrape
+// before it allocated since. (The scrape that sees the count may have
+// read the runtime's figures a moment before the collection: a
+// registry's collectors run at once.)
+func awaitRelease(tb testing.TB, p *proc, token string, released float64) map[string]float64 {
+	tb.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if m := metrics(tb, p, token); m["ahpd_memory_released_total"] > released {
+			return metrics(tb, p, token)
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the daemon did not release memory after %v times", released)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// metrics scrapes the daemon's /metrics once and returns the samples that
+// have no labels.
+func metrics(tb testing.TB, p *proc, token string) map[string]float64 {
+	tb.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics?tkn=" + token)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("/metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return out
 }

@@ -1,0 +1,100 @@
+package host
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// TestSessionOrder files, moves and drops sessions at random and checks
+// that every walk of the order, from the start and from any cursor, is the
+// registry sorted as a listing sorts it.
+func TestSessionOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	o := newSessionOrder()
+	held := map[*session]string{} // the model: session -> modifiedAt
+	var all []*session
+	for i := range 200 {
+		all = append(all, &session{uri: fmt.Sprintf("ahp-session:/s%03d", i)})
+	}
+	at := func() string { return fmt.Sprintf("2026-01-01T00:%02d:00.000Z", r.IntN(60)) } // ties are common
+	for step := range 5000 {
+		s := all[r.IntN(len(all))]
+		switch op := r.IntN(10); {
+		case op < 4:
+			m := at()
+			o.add(s, m)
+			held[s] = m
+		case op < 8:
+			m := max(at(), held[s])
+			o.move(s, m)
+			if _, ok := held[s]; ok {
+				held[s] = m
+			}
+		default:
+			o.remove(s)
+			delete(held, s)
+		}
+		if step%100 != 0 {
+			continue
+		}
+		var want []pageKey
+		for s, m := range held {
+			want = append(want, pageKey{m, s.uri})
+		}
+		slices.SortFunc(want, pageKey.compare)
+		if got := walk(o, nil, 1+r.IntN(50)); !slices.Equal(got, want) {
+			t.Fatalf("step %d: the order walks\n%v\nwant\n%v", step, got, want)
+		}
+		if len(want) > 0 {
+			from := r.IntN(len(want))
+			if got := walk(o, &want[from], 7); !slices.Equal(got, want[from+1:]) {
+				t.Fatalf("step %d: after %v the order walks\n%v\nwant\n%v", step, want[from], got, want[from+1:])
+			}
+		}
+		for s := range held {
+			if !o.holds(s.uri) {
+				t.Fatalf("step %d: %s is not held", step, s.uri)
+			}
+		}
+	}
+}
+
+// walk pages through the order from after, n entries at a time.
+func walk(o *sessionOrder, after *pageKey, n int) []pageKey {
+	var out []pageKey
+	for {
+		page := o.next(nil, after, n)
+		for _, k := range page {
+			out = append(out, k.pageKey)
+		}
+		if len(page) < n {
+			return out
+		}
+		after = &page[len(page)-1].pageKey
+	}
+}
+
+// BenchmarkSessionOrderMove is what keeping the order costs a session whose
+// modifiedAt moves, among 10,000: an idle one (the oldest, every entry
+// shifts) and the most active (the newest, next to nothing shifts).
+func BenchmarkSessionOrderMove(b *testing.B) {
+	o := newSessionOrder()
+	for i := range 10000 {
+		s := &session{uri: fmt.Sprintf("ahp-session:/s%05d", i)}
+		o.add(s, fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
+	}
+	stamp := 0
+	now := func() string { stamp++; return fmt.Sprintf("2026-02-01T00:00:00.%09dZ", stamp) }
+	b.Run("oldest", func(b *testing.B) {
+		for b.Loop() {
+			o.move(o.keys[0].s, now())
+		}
+	})
+	b.Run("newest", func(b *testing.B) {
+		for b.Loop() {
+			o.move(o.keys[len(o.keys)-1].s, now())
+		}
+	})
+}
