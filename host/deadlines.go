@@ -94,12 +94,7 @@ func (c *conn) ping(wait time.Duration) {
 // those taken are answered and what is queued is written. One not done in
 // finishTime is cut.
 func (h *Host) endConnections() {
-	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	h.mu.Unlock()
+	conns := h.connList()
 	for _, c := range conns {
 		c.drainInput("ahpd is shutting down")
 	}

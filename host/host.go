@@ -247,12 +247,7 @@ func (h *Host) watchdog() {
 		case <-h.ctx.Done():
 			return
 		case <-tick.C:
-			h.mu.Lock()
-			conns := make([]*conn, 0, len(h.conns))
-			for c := range h.conns {
-				conns = append(conns, c)
-			}
-			h.mu.Unlock()
+			conns := h.connList()
 			now := h.now()
 			for _, c := range conns {
 				c.check(now)
@@ -405,6 +400,17 @@ func (h *Host) connClosed(c *conn) {
 	h.mu.Unlock()
 	h.metrics.closed.Add(1)
 	h.wg.Done()
+}
+
+// connList returns the open connections.
+func (h *Host) connList() []*conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	conns := make([]*conn, 0, len(h.conns))
+	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	return conns
 }
 
 // newConnection registers a connection on a transport, acting for p: one

@@ -33,12 +33,7 @@ func (h *Host) watchUsers() {
 // recheckConns closes every connection whose credential the users
 // directory no longer accepts.
 func (h *Host) recheckConns() {
-	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	h.mu.Unlock()
+	conns := h.connList()
 	for _, c := range conns {
 		if err := h.opts.Auth.Recheck(c.cred); err != nil {
 			c.log.Info("closing a connection the users directory no longer accepts", "why", err)
