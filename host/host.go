@@ -75,6 +75,9 @@ type Options struct {
 	// Limits bound what one connection may use; the zero value is the
 	// defaults.
 	Limits Limits
+	// AgentProcesses, when set, counts the agent processes running, for
+	// /metrics: the backends start them, and the host does not know how.
+	AgentProcesses func() int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -107,7 +110,6 @@ type Host struct {
 	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
-	unloads  chan struct{} // tells that sessions fell asleep, their heap to be released (residency.go)
 
 	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
 	root        *protocol.RootState
@@ -161,6 +163,9 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	opts.Limits = opts.Limits.WithDefaults()
+	if n := opts.Limits.IdentifierBytes; n > 0 {
+		protocol.SetIdentifierLimits(n, n)
+	}
 	if opts.ClientWindow <= 0 {
 		opts.ClientWindow = defaultClientWindow
 	}
@@ -206,7 +211,6 @@ func New(opts Options) (*Host, error) {
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
-		unloads:  make(chan struct{}, 1),
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},

@@ -237,17 +237,15 @@ func (c *conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
 	if id == nil {
 		id = jsontext.Value("null")
 	}
+	type rpcError struct {
+		Code    protocol.ErrorCode `json:"code"`
+		Message string             `json:"message"`
+	}
 	data, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.RawMessage `json:"id"`
-		Error   struct {
-			Code    protocol.ErrorCode `json:"code"`
-			Message string             `json:"message"`
-		} `json:"error"`
-	}{JSONRPC: "2.0", ID: json.RawMessage(id), Error: struct {
-		Code    protocol.ErrorCode `json:"code"`
-		Message string             `json:"message"`
-	}{code, msg}})
+		Error   rpcError        `json:"error"`
+	}{"2.0", json.RawMessage(id), rpcError{code, msg}})
 	if err != nil {
 		c.log.Error("encoding an answer", "err", err)
 		return

@@ -28,6 +28,11 @@ type Limits struct {
 	InFlight int
 	// Subscriptions bounds the channels one connection watches.
 	Subscriptions int
+	// IdentifierBytes bounds a URI or an id in anything a client sends,
+	// checked as it is decoded (protocol.SetIdentifierLimits): 0 keeps
+	// protocol.DefaultMaxIdentifier. Decoding is the protocol package's,
+	// so the bound is the whole process's.
+	IdentifierBytes int
 	// Handshake bounds the WebSocket upgrade: the HTTP request's headers
 	// must arrive within it.
 	Handshake time.Duration
@@ -90,7 +95,7 @@ func (l Limits) Validate() error {
 	}{
 		{"message bytes", l.MessageBytes}, {"command bytes", l.CommandBytes},
 		{"queued bytes", l.QueuedBytes}, {"queued messages", l.QueuedMessages},
-		{"in-flight requests", l.InFlight}, {"subscriptions", l.Subscriptions},
+		{"in-flight requests", l.InFlight}, {"subscriptions", l.Subscriptions}, {"identifier bytes", l.IdentifierBytes},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("the connection limit of %s is %d: it must be positive (0 takes the default)", f.name, f.v)

@@ -6,17 +6,21 @@ import (
 	"time"
 )
 
-// quietAfter is how long the host goes without a change published or a
-// connection coming or going before it hands back to the system the
-// memory a burst of work left: the Go runtime would keep it until its
-// next collection, which an idle daemon may not have for minutes.
+// quietAfter is how long the host goes without a change published, a
+// connection coming or going, or a session falling asleep before it hands
+// back to the system the memory that work left (the turns of sleeping
+// sessions among it): the Go runtime would keep it until its next
+// collection, which an idle daemon may not have for minutes, and returns
+// freed pages only gradually. Waiting for quiet makes a sweep that puts
+// many sessions to sleep, or sessions churning through the residency
+// limit, cost one collection, not one each.
 const quietAfter = 2 * time.Second
 
 // memoryWatch is the watchdog's view of how busy the host is.
 type memoryWatch struct {
-	seq, opened, closed int64
-	busyAt              time.Time
-	owed                bool // a burst of work happened since memory was last given back
+	seq, opened, closed, unloaded int64
+	busyAt                        time.Time
+	owed                          bool // a burst of work happened since memory was last given back
 }
 
 // giveBackMemory frees the memory a burst left once the host has been
@@ -26,9 +30,9 @@ func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
 	h.mu.Lock()
 	opened := h.nextConn
 	h.mu.Unlock()
-	closed := h.metrics.closed.Load()
-	if seq != w.seq || opened != w.opened || closed != w.closed {
-		w.seq, w.opened, w.closed, w.busyAt, w.owed = seq, opened, closed, now, true
+	closed, unloaded := h.metrics.closed.Load(), h.metrics.unloaded.Load()
+	if seq != w.seq || opened != w.opened || closed != w.closed || unloaded != w.unloaded {
+		w.seq, w.opened, w.closed, w.unloaded, w.busyAt, w.owed = seq, opened, closed, unloaded, now, true
 		return
 	}
 	if w.owed && now.Sub(w.busyAt) >= quietAfter {
@@ -36,7 +40,7 @@ func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
 		// Two collections: what sync.Pools hold outlives one.
 		runtime.GC()
 		debug.FreeOSMemory()
-		h.metrics.memoryReturns.Add(1)
+		h.metrics.released.Add(1)
 		h.metrics.returnedAfter.Store(closed)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/ahpd/ahpd/plugins/agentproc"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -31,16 +30,14 @@ var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRev
 // reads them off the host when it is scraped, so they cost nothing between
 // scrapes.
 type metrics struct {
-	closed        atomic.Int64 // connections done
-	returnedAfter atomic.Int64 // how many were done when memory was last given back
-	memoryReturns atomic.Int64
-	// released counts the times the heap of sessions that fell asleep was
-	// returned to the system (residency.go).
-	released atomic.Int64
-	cut      map[string]*atomic.Int64 // by reason; fixed at start
-	turns    map[protocol.TurnState]*atomic.Int64
-	once     sync.Once
-	http     http.Handler
+	closed        atomic.Int64             // connections done
+	unloaded      atomic.Int64             // sessions that fell asleep and let their turns go
+	released      atomic.Int64             // times memory was given back to the system (memory.go)
+	returnedAfter atomic.Int64             // how many connections were done when it last was
+	cut           map[string]*atomic.Int64 // by reason; fixed at start
+	turns         map[protocol.TurnState]*atomic.Int64
+	once          sync.Once
+	http          http.Handler
 }
 
 func newMetrics() *metrics {
@@ -88,25 +85,16 @@ func (h *Host) MetricsHandler() http.Handler {
 	return h.metrics.http
 }
 
-// Gauges reports the numbers the metrics' gauges show, for tests.
-type Gauges struct {
+// gaugeValues are the numbers the metrics' gauges show.
+type gaugeValues struct {
 	Connections, Subscriptions, QueuedMessages, QueuedBytes, MaxQueuedBytes int
 	Sessions, Resident                                                      int
 }
 
 // gauges reads the host's gauges.
-func (h *Host) gauges() Gauges {
-	var g Gauges
-	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
-	for c := range h.conns {
-		conns = append(conns, c)
-	}
-	sessions := make([]*session, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		sessions = append(sessions, s)
-	}
-	h.mu.Unlock()
+func (h *Host) gauges() gaugeValues {
+	var g gaugeValues
+	conns, sessions := h.connList(), h.sessionList()
 	g.Connections, g.Sessions = len(conns), len(sessions)
 	for _, c := range conns {
 		c.mu.Lock()
@@ -135,18 +123,17 @@ var (
 	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
 	descStoreErrors   = prometheus.NewDesc("ahpd_store_write_errors_total", "Session records and settings the store failed to write or remove.", nil, nil)
-	descMemory        = prometheus.NewDesc("ahpd_memory_returns_total", "Times the host, quiet after a burst of work, gave the memory it left back to the system.", nil, nil)
+	descMemory        = prometheus.NewDesc("ahpd_memory_released_total", "Times the host, quiet after work, gave the memory it left back to the system.", nil, nil)
 	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
-	descReturnedAfter = prometheus.NewDesc("ahpd_memory_returned_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
+	descReturnedAfter = prometheus.NewDesc("ahpd_memory_released_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
 	descAgents        = prometheus.NewDesc("ahpd_agent_processes", "Agent processes running (Claude Code CLI, ACP agents).", nil, nil)
-	descReleased      = prometheus.NewDesc("ahpd_memory_released_total", "Times ahpd returned the heap of sessions that fell asleep to the system.", nil, nil)
 )
 
 // hostCollector reads the host's metrics when scraped.
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter, descReleased} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter} {
 		ch <- d
 	}
 }
@@ -163,10 +150,12 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descMaxQueued, g.MaxQueuedBytes)
 	gauge(descSessions, g.Sessions)
 	gauge(descResident, g.Resident)
-	gauge(descAgents, int(agentproc.Running()))
+	if n := hc.h.opts.AgentProcesses; n != nil {
+		gauge(descAgents, int(n()))
+	}
 	ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(hc.h.StoreWriteErrors()))
 	m := hc.h.metrics
-	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.memoryReturns.Load()))
+	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.released.Load()))
 	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))
 	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))
 	for _, r := range cutReasons {
@@ -175,5 +164,4 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	for s, n := range m.turns {
 		ch <- prometheus.MustNewConstMetric(descTurns, prometheus.CounterValue, float64(n.Load()), string(s))
 	}
-	ch <- prometheus.MustNewConstMetric(descReleased, prometheus.CounterValue, float64(m.released.Load()))
 }

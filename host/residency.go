@@ -3,7 +3,6 @@ package host
 import (
 	"cmp"
 	"context"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -112,10 +111,7 @@ func (h *Host) sleep(s *session, unload bool) bool {
 			e.loadMu.Unlock()
 		}
 		h.bus.forget(channels)
-		select {
-		case h.unloads <- struct{}{}:
-		default:
-		}
+		h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	}
 	h.log.Debug("session asleep", "session", s.uri, "turnsDropped", unload)
 	return true
@@ -139,21 +135,7 @@ func (h *Host) poke() {
 	}
 }
 
-// Memory. A session that falls asleep drops its turns, but the heap they
-// held is garbage only the next collection finds, which an idle daemon may
-// not run for minutes, and the runtime returns freed pages to the system
-// gradually. So once sessions have fallen asleep the host collects and
-// returns what it can (debug.FreeOSMemory): a moment after the first of
-// them, so that a sweep putting many to sleep is released once, and at
-// most every releaseEvery, so that sessions churning through the
-// residency limit do not keep the daemon collecting.
-const (
-	releaseAfter = time.Second
-	releaseEvery = 10 * time.Second
-)
-
-// keepResidency runs residency checks when poked and on a timer, and
-// releases the memory of the sessions that fell asleep.
+// keepResidency runs residency checks when poked and on a timer.
 func (h *Host) keepResidency() {
 	defer h.wg.Done()
 	every := time.Minute
@@ -162,28 +144,12 @@ func (h *Host) keepResidency() {
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	release := time.NewTimer(0)
-	<-release.C
-	var due bool       // release is set
-	var last time.Time // the last release
 	for {
 		select {
 		case <-h.ctx.Done():
-			release.Stop()
 			return
 		case <-tick.C:
 		case <-h.pokes:
-		case <-h.unloads:
-			if !due {
-				due = true
-				release.Reset(max(releaseAfter, releaseEvery-time.Since(last)))
-			}
-			continue
-		case <-release.C:
-			due, last = false, time.Now()
-			debug.FreeOSMemory()
-			h.metrics.released.Add(1)
-			continue
 		}
 		h.balance()
 	}

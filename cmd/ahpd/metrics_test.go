@@ -21,6 +21,7 @@ func TestMetricsInTheDaemon(t *testing.T) {
 metricsListen: 127.0.0.1:0
 limits:
   initialize: 200ms
+  identifierBytes: 256
 `)
 	p := serveDaemon(t, e, "--config", config)
 	p.waitStderr("serving metrics", startTimeout)
@@ -45,6 +46,12 @@ limits:
 	if code, _ := get(base); code != http.StatusUnauthorized {
 		t.Errorf("/metrics beside AHP without the token: %d", code)
 	}
+	// A URI longer than the config's 256 bytes is refused.
+	w := connect(t, p, e.token(t), "long-uri")
+	if _, err := w.Call("subscribe", map[string]any{"channel": "ahp-session:/" + strings.Repeat("x", 300)}); err == nil || !strings.Contains(err.Message, "at most 256") {
+		t.Errorf("a URI of 313 bytes: %v", err)
+	}
+	w.Close()
 	// A connection that never initializes is cut at the config's 200ms.
 	c := hosttest.Dial(t, p.url(e.token(t)))
 	select {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
 // version is ahpd's version, set at build time with -ldflags.
@@ -69,6 +70,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Auth:           auth,
 		WorktreesRoot:  cfg.WorktreesRoot,
 		Limits:         cfg.Limits.host(),
+		AgentProcesses: agentproc.Running,
 		ClientWindow:   cfg.ClientWindow,
 		AllowedRoots:   cfg.AllowedRoots,
 		Transcripts: host.Transcripts{
