@@ -140,12 +140,13 @@ func (c *Chat) Apply(a protocol.Action) bool {
 }
 
 // Idle reports whether the chat has nothing in hand: no turn running or
-// waiting on somebody, no pending message, no background work of its
+// waiting on somebody, no queued message, no background work of its
 // agent. Called with the owner's lock held.
 func (c *Chat) Idle() bool {
 	s := c.state
-	return c.run == nil && s.ActiveTurn == nil && !c.busy &&
-		s.SteeringMessage == nil && len(s.QueuedMessages) == 0
+	// A steering message counts only with a turn to steer: one left from
+	// before a restart waits for the next turn and keeps nobody awake.
+	return c.run == nil && s.ActiveTurn == nil && !c.busy && len(s.QueuedMessages) == 0
 }
 
 // Waiting reports whether the chat's turn waits on somebody: a tool call to
@@ -241,6 +242,7 @@ func (c *Chat) React(a protocol.Action) {
 		}
 	case *protocol.ChatTurnCancelledAction:
 		c.cancel(a.TurnID)
+		c.dropSteeringLocked()
 	case *protocol.ChatTruncatedAction:
 		if c.run != nil && c.state.ActiveTurn == nil {
 			c.cancel(c.run.turnID)
@@ -258,7 +260,45 @@ func (c *Chat) React(a protocol.Action) {
 	case *protocol.ChatPendingMessageSetAction:
 		if a.Kind == protocol.PendingMessageKindQueued {
 			c.consumeQueued()
+		} else {
+			c.steer()
 		}
+	}
+}
+
+// steer hands a steering message to the running turn's agent or, with no
+// turn running, starts one with it as a queued message would be started.
+// Called with the owner's lock held.
+func (c *Chat) steer() {
+	if r, at := c.run, c.state.ActiveTurn; r != nil && at != nil && at.ID == r.turnID {
+		select {
+		case r.steered <- struct{}{}:
+		default: // already told
+		}
+		return
+	}
+	c.consumeSteering()
+}
+
+// consumeSteering starts the steering message as a turn when the chat is
+// idle. Called with the owner's lock held.
+func (c *Chat) consumeSteering() {
+	s := c.state
+	if c.held || s.ActiveTurn != nil || c.run != nil || s.SteeringMessage == nil {
+		return
+	}
+	next := *s.SteeringMessage
+	c.owner.Emit(c, &protocol.ChatPendingMessageRemovedAction{Kind: protocol.PendingMessageKindSteering, ID: next.ID})
+	c.startPending(next, nil)
+}
+
+// dropSteeringLocked forgets the steering message of a turn that was
+// cancelled or failed: it was meant for that turn, and starting it as
+// another would go on with what the user stopped. Called with the owner's
+// lock held.
+func (c *Chat) dropSteeringLocked() {
+	if m := c.state.SteeringMessage; m != nil && c.state.ActiveTurn == nil {
+		c.owner.Emit(c, &protocol.ChatPendingMessageRemovedAction{Kind: protocol.PendingMessageKindSteering, ID: m.ID})
 	}
 }
 
@@ -285,6 +325,12 @@ func (c *Chat) consumeQueued() {
 	}
 	next := s.QueuedMessages[0]
 	c.owner.Emit(c, &protocol.ChatPendingMessageRemovedAction{Kind: protocol.PendingMessageKindQueued, ID: next.ID})
+	c.startPending(next, new(next.ID))
+}
+
+// startPending starts a turn with a pending message the chat has just
+// let go of. Called with the owner's lock held.
+func (c *Chat) startPending(next protocol.PendingMessage, queuedID *string) {
 	turnID := "turn-" + next.ID
 	for hasTurn(c.state, turnID) {
 		turnID += "'"
@@ -293,7 +339,7 @@ func (c *Chat) consumeQueued() {
 		TurnID:          turnID,
 		StartedAt:       protocol.FormatTime(c.now()),
 		Message:         next.Message,
-		QueuedMessageID: new(next.ID),
+		QueuedMessageID: queuedID,
 	}
 	if c.owner.Emit(c, started) {
 		c.begin(turnID, next.Message)

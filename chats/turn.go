@@ -18,6 +18,7 @@ type run struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	after   <-chan struct{} // the run before, cancelled and still ending
+	steered chan struct{}   // signalled when a steering message is left for the turn
 
 	// Guarded by the owner's lock.
 	textPart      string // the markdown part text goes into
@@ -46,7 +47,7 @@ func (c *Chat) resume(at *protocol.ActiveTurn) {
 }
 
 func (c *Chat) newRun(turnID string, started time.Time) *run {
-	return &run{turnID: turnID, started: started, done: make(chan struct{}), tools: map[string]bool{}}
+	return &run{turnID: turnID, started: started, done: make(chan struct{}), steered: make(chan struct{}, 1), tools: map[string]bool{}}
 }
 
 func (c *Chat) launch(r *run, msg protocol.Message, resume bool) {
@@ -128,6 +129,15 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 	default:
 		err = errors.New("this agent cannot continue a turn")
 	}
+	// A steering message the agent did not take while it worked is its
+	// next prompt, in the same turn.
+	for err == nil {
+		m, ok := t.Steer()
+		if !ok {
+			break
+		}
+		err = agent.Prompt(ctx, m, t)
+	}
 	interrupted := plugins.IsInterrupted(err)
 	if interrupted {
 		// Its process may be gone: the next turn, or the resume of this
@@ -202,7 +212,9 @@ func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnStat
 		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Part: part}
 	}
 	c.owner.Do(func() {
-		c.owner.Emit(c, end)
+		if c.owner.Emit(c, end) && state != protocol.TurnStateComplete {
+			c.dropSteeringLocked()
+		}
 		if release {
 			c.releaseLocked(r)
 		}
@@ -231,7 +243,12 @@ func (c *Chat) releaseLocked(r *run) {
 func (c *Chat) settle(r *run, state protocol.TurnState) {
 	c.owner.Do(func() { c.releaseLocked(r) })
 	c.owner.Ended(c, r.turnID, state)
-	c.owner.Do(c.consumeQueued)
+	c.owner.Do(func() {
+		// A steering message that came as the turn completed was meant
+		// for it: it goes first.
+		c.consumeSteering()
+		c.consumeQueued()
+	})
 }
 
 // turn is what the agent reports a turn's progress to.
@@ -385,6 +402,25 @@ func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.
 		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
 		return plugins.Answer{}, ctx.Err()
 	}
+}
+
+func (t *turn) Steered() <-chan struct{} { return t.r.steered }
+
+func (t *turn) Steer() (protocol.Message, bool) {
+	var m protocol.Message
+	ok := false
+	c := t.c
+	c.owner.Do(func() {
+		s := c.state
+		if c.run != t.r || s.ActiveTurn == nil || s.ActiveTurn.ID != t.r.turnID || s.SteeringMessage == nil {
+			return
+		}
+		m, ok = s.SteeringMessage.Message, true
+		c.owner.Emit(c, &protocol.ChatPendingMessageRemovedAction{Kind: protocol.PendingMessageKindSteering, ID: s.SteeringMessage.ID})
+		// What the agent answers it with starts a part of its own.
+		t.r.textPart, t.r.reasoningPart = "", ""
+	})
+	return m, ok
 }
 
 func (t *turn) Usage(u protocol.UsageInfo) {

@@ -181,6 +181,17 @@ type Turn interface {
 	// outside its turns (a shell, a subagent) or, with done, that it
 	// ended. A session with background work does not sleep.
 	Background(w BackgroundWork, done bool)
+
+	// Steered returns a channel that receives when a client has left a
+	// steering message for the turn (see Steer). An agent that can take
+	// one while it works watches it; one that does not is handed the
+	// message as a new prompt of the same turn once its reply has ended.
+	Steered() <-chan struct{}
+
+	// Steer takes the steering message waiting for the turn, if any: the
+	// clients see it leave the chat's pending messages, and the agent is
+	// to act on it before the turn ends.
+	Steer() (protocol.Message, bool)
 }
 
 // BackgroundWork is work an agent runs in the background.

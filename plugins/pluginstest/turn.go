@@ -43,6 +43,11 @@ type Turn struct {
 	Confirms chan bool
 	// Answers holds the answers Ask gives, in order.
 	Answers chan plugins.Answer
+	// Steering holds the steering messages Steer hands out, in order;
+	// SteerWith puts one there and signals Steered.
+	Steering chan protocol.Message
+
+	steered chan struct{}
 
 	id string
 	// asked is sent, without blocking, the event of each Confirm and Ask
@@ -66,6 +71,8 @@ func NewTurn(id string) *Turn {
 	return &Turn{
 		Confirms: make(chan bool, 8),
 		Answers:  make(chan plugins.Answer, 8),
+		Steering: make(chan protocol.Message, 8),
+		steered:  make(chan struct{}, 1),
 		id:       id,
 		asked:    make(chan Event, 8),
 		changed:  make(chan struct{}, 1),
@@ -102,6 +109,29 @@ func (t *Turn) Title(s string) { t.add(Event{Kind: "title", Text: s}) }
 // Background records w and done.
 func (t *Turn) Background(w plugins.BackgroundWork, done bool) {
 	t.add(Event{Kind: "background", Work: w, Done: done})
+}
+
+// SteerWith leaves a steering message for the agent, as a client does.
+func (t *Turn) SteerWith(m protocol.Message) {
+	t.Steering <- m
+	select {
+	case t.steered <- struct{}{}:
+	default:
+	}
+}
+
+// Steered receives after SteerWith.
+func (t *Turn) Steered() <-chan struct{} { return t.steered }
+
+// Steer hands out the next message of Steering and records it.
+func (t *Turn) Steer() (protocol.Message, bool) {
+	select {
+	case m := <-t.Steering:
+		t.add(Event{Kind: "steer", Text: m.Text})
+		return m, true
+	default:
+		return protocol.Message{}, false
+	}
 }
 
 // Usage records u.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -35,20 +36,47 @@ func (r *run) script(ctx context.Context, text string, from int) (int, error) {
 			continue
 		}
 		if err := r.step(ctx, line); err != nil {
-			if ctx.Err() != nil {
-				return n, ctx.Err()
-			}
-			var fe failError
-			switch {
-			case errors.As(err, &fe):
-				return n, errors.New(string(fe))
-			case plugins.IsInterrupted(err):
-				return n, err
-			}
-			return n, fmt.Errorf("line %d %q: %w", n+1, line, err)
+			return n, r.failed(ctx, n, line, err)
+		}
+		if err := r.steered(ctx); err != nil {
+			return n, err
 		}
 	}
 	return 0, nil
+}
+
+// failed is the error that ends the turn at line n.
+func (r *run) failed(ctx context.Context, n int, line string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var fe failError
+	switch {
+	case errors.As(err, &fe):
+		return errors.New(string(fe))
+	case plugins.IsInterrupted(err):
+		return err
+	}
+	return fmt.Errorf("line %d %q: %w", n+1, line, err)
+}
+
+// steered runs the steering messages a client left for the turn, each a
+// script of its own, before the turn goes on.
+func (r *run) steered(ctx context.Context) error {
+	for {
+		m, ok := r.turn.Steer()
+		if !ok {
+			return nil
+		}
+		for n, line := range strings.Split(m.Text, "\n") {
+			if line = strings.TrimSpace(line); line == "" {
+				continue
+			}
+			if err := r.step(ctx, line); err != nil {
+				return r.failed(ctx, n, line, err)
+			}
+		}
+	}
 }
 
 // failError is the error a fail step asks for. It ends the turn carrying
@@ -99,11 +127,13 @@ func (r *run) step(ctx context.Context, line string) error {
 		}
 		return r.ask(ctx, arg)
 	case "wait":
-		d, err := time.ParseDuration(arg)
+		d, err := duration(arg)
 		if err != nil {
 			return err
 		}
-		return sleep(ctx, d)
+		// A client steering the turn ends the wait: the agent turns to
+		// what it was told.
+		return sleep(ctx, d, r.turn.Steered())
 	case "background":
 		d, err := time.ParseDuration(arg)
 		if err != nil {
@@ -201,12 +231,23 @@ func answerText(resp protocol.ChatInputResponseKind, answers protocol.Map[protoc
 	return v.Value, true
 }
 
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
+// duration reads a wait: a Go duration ("500ms", "2m"), or a number of
+// seconds.
+func duration(arg string) (time.Duration, error) {
+	if secs, err := strconv.ParseFloat(arg, 64); err == nil && secs >= 0 && secs < 1e6 {
+		return time.Duration(secs * float64(time.Second)), nil
+	}
+	return time.ParseDuration(arg)
+}
+
+// sleep waits for d, until ctx ends, or until woken receives.
+func sleep(ctx context.Context, d time.Duration, woken <-chan struct{}) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-woken:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
