@@ -72,3 +72,52 @@ func (h *Host) RememberedClients() int {
 	defer h.mu.Unlock()
 	return len(h.clients)
 }
+
+// SlowDisk holds the writes of session records, while it is held, in
+// their sync, as a disk that takes its time does.
+type SlowDisk struct {
+	mu      chan struct{} // a token: held while it is empty
+	entered chan struct{} // a sync has begun
+}
+
+// NewSlowDisk returns a disk that syncs at once until Hold.
+func NewSlowDisk() *SlowDisk {
+	d := &SlowDisk{mu: make(chan struct{}, 1), entered: make(chan struct{}, 64)}
+	d.mu <- struct{}{}
+	return d
+}
+
+// Hold makes syncs wait until Release.
+func (d *SlowDisk) Hold() { <-d.mu }
+
+// Release lets the syncs waiting, and later ones, go.
+func (d *SlowDisk) Release() { d.mu <- struct{}{} }
+
+// Entered receives as each sync begins.
+func (d *SlowDisk) Entered() <-chan struct{} { return d.entered }
+
+// WithSlowDisk has the host's file store write its records through d.
+func WithSlowDisk(o *Options, d *SlowDisk) {
+	o.storeTemp = func(dir, pattern string) (tempFile, error) {
+		f, err := os.CreateTemp(dir, pattern)
+		if err != nil {
+			return nil, err
+		}
+		return slowFile{f, d}, nil
+	}
+}
+
+type slowFile struct {
+	*os.File
+	d *SlowDisk
+}
+
+func (f slowFile) Sync() error {
+	select {
+	case f.d.entered <- struct{}{}:
+	default:
+	}
+	tok := <-f.d.mu
+	f.d.mu <- tok
+	return f.File.Sync()
+}

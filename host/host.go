@@ -89,17 +89,21 @@ type Options struct {
 
 // Host serves sessions to clients.
 type Host struct {
-	opts    Options
-	log     *slog.Logger
-	now     func() time.Time
-	ctx     context.Context
-	stop    context.CancelFunc
-	bus     *bus
-	store   store
-	trees   *worktree.Manager
-	keys    cursorKey
-	metrics *metrics
-	roots   []string // Options.AllowedRoots, resolved
+	opts   Options
+	log    *slog.Logger
+	now    func() time.Time
+	ctx    context.Context
+	stop   context.CancelFunc
+	bus    *bus
+	store  store
+	writer *recordWriter // writes records off the sessions' locks
+	// keepsRecords is false for the memory store: records are neither
+	// encoded nor written.
+	keepsRecords bool
+	trees        *worktree.Manager
+	keys         cursorKey
+	metrics      *metrics
+	roots        []string // Options.AllowedRoots, resolved
 
 	mu       sync.Mutex
 	sessions map[string]*session // by session id
@@ -217,6 +221,9 @@ func New(opts Options) (*Host, error) {
 		shown:       map[catalogue.Key]bool{},
 		own:         map[catalogue.Key]bool{},
 	}
+	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
+	_, memory := st.(memoryStore)
+	h.keepsRecords = !memory
 	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
 	h.checkBackends()
 	h.root.Agents = h.agentsLocked()
@@ -227,6 +234,7 @@ func New(opts Options) (*Host, error) {
 	h.bus.seq = h.now().UnixMicro()
 	if err := h.loadSessions(); err != nil {
 		stop()
+		h.writer.close()
 		return nil, err
 	}
 	h.openCatalogue()
@@ -370,6 +378,9 @@ func (h *Host) Close(ctx context.Context) error {
 	h.endConnections()
 	h.stop()
 	h.captures.wait(context.Background())
+	// Every change has been handed to the writer: what it still holds is
+	// written before Close returns.
+	h.writer.close()
 	h.wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

@@ -1,8 +1,12 @@
 package host
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -40,7 +44,39 @@ func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
 		// Two collections: what sync.Pools hold outlives one.
 		runtime.GC()
 		debug.FreeOSMemory()
+		h.metrics.liveHeap.Store(liveHeap())
+		h.metrics.quietRSS.Store(anonymousRSS())
 		h.metrics.released.Add(1)
 		h.metrics.returnedAfter.Store(closed)
 	}
+}
+
+// liveHeap is the heap the last collection found reachable, in bytes.
+func liveHeap() int64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return int64(s[0].Value.Uint64())
+}
+
+// anonymousRSS is the process's resident anonymous memory in bytes (its
+// heap, stacks and the runtime's own, not its binary's pages), where the
+// system tells it (Linux), else 0.
+func anonymousRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }

@@ -34,6 +34,8 @@ type metrics struct {
 	unloaded      atomic.Int64             // sessions that fell asleep and let their turns go
 	released      atomic.Int64             // times memory was given back to the system (memory.go)
 	returnedAfter atomic.Int64             // how many connections were done when it last was
+	liveHeap      atomic.Int64             // the live heap then, in bytes
+	quietRSS      atomic.Int64             // the resident anonymous memory then, in bytes
 	cut           map[string]*atomic.Int64 // by reason; fixed at start
 	turns         map[protocol.TurnState]*atomic.Int64
 	once          sync.Once
@@ -126,6 +128,8 @@ var (
 	descMemory        = prometheus.NewDesc("ahpd_memory_released_total", "Times the host, quiet after work, gave the memory it left back to the system.", nil, nil)
 	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
 	descReturnedAfter = prometheus.NewDesc("ahpd_memory_released_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
+	descLiveHeap      = prometheus.NewDesc("ahpd_memory_live_heap_bytes", "The live heap when memory was last given back.", nil, nil)
+	descQuietRSS      = prometheus.NewDesc("ahpd_memory_resident_bytes", "Resident anonymous memory right after it was last given back (Linux).", nil, nil)
 	descAgents        = prometheus.NewDesc("ahpd_agent_processes", "Agent processes running (Claude Code CLI, ACP agents).", nil, nil)
 )
 
@@ -133,7 +137,7 @@ var (
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
 		ch <- d
 	}
 }
@@ -158,6 +162,8 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.released.Load()))
 	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))
 	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))
+	ch <- prometheus.MustNewConstMetric(descLiveHeap, prometheus.GaugeValue, float64(m.liveHeap.Load()))
+	ch <- prometheus.MustNewConstMetric(descQuietRSS, prometheus.GaugeValue, float64(m.quietRSS.Load()))
 	for _, r := range cutReasons {
 		ch <- prometheus.MustNewConstMetric(descCut, prometheus.CounterValue, float64(m.cut[r].Load()), r)
 	}

@@ -68,27 +68,15 @@ func (e *storeError) Unwrap() error { return e.err }
 // started.
 func (h *Host) StoreWriteErrors() uint64 { return h.storeErrors.Load() }
 
-// saveRecord writes a session's record, counting a failure.
-func (h *Host) saveRecord(id string, rec *record) error {
-	err := h.store.save(id, rec)
-	if err != nil {
-		h.storeErrors.Add(1)
-	}
-	return err
-}
-
-// removeRecord drops a session's record, counting a failure.
+// removeRecord drops a session's record, after any write of it under way.
 func (h *Host) removeRecord(id string) error {
-	err := h.store.remove(id)
-	if err != nil {
-		h.storeErrors.Add(1)
-	}
-	return err
+	return h.writer.removeNow(id)
 }
 
-// writeLocked brings the session's record up to date with its state and
-// writes it. A write that succeeds catches up on any that failed before.
-func (s *session) writeLocked() error {
+// encodeLocked brings the session's record up to date with its state and
+// encodes it. Every encoding is a newer generation of the record: a write's
+// result is taken only if no newer one has been asked for since.
+func (s *session) encodeLocked() ([]byte, uint64, error) {
 	rec := &s.rec
 	rec.Title = s.state.Title
 	rec.Read = s.state.Status&protocol.StatusIsRead != 0
@@ -112,9 +100,34 @@ func (s *session) writeLocked() error {
 			cr.ModifiedAt = e.chat.State().ModifiedAt
 		}
 	}
-	if err := s.h.saveRecord(s.id, rec); err != nil {
+	s.saveGen++
+	if !s.h.keepsRecords {
+		return nil, s.saveGen, nil
+	}
+	data, err := encodeRecord(rec)
+	return data, s.saveGen, err
+}
+
+// writeLocked writes the session's record now, before its caller tells
+// anyone of the change. A write that succeeds catches up on any that
+// failed before.
+func (s *session) writeLocked() error {
+	data, gen, err := s.encodeLocked()
+	if err == nil && s.h.keepsRecords {
+		err = s.h.writer.writeNow(s.id, data)
+	}
+	if err != nil {
 		s.h.log.Error("could not store a session", "session", s.uri, "err", err)
 		return &storeError{err: err}
+	}
+	s.writtenLocked(gen)
+	return nil
+}
+
+// writtenLocked takes note that generation gen of the record is stored.
+func (s *session) writtenLocked(gen uint64) {
+	if gen != s.saveGen {
+		return // a newer one is on its way, and says how it went
 	}
 	s.stored = true
 	if s.storeFailing {
@@ -122,7 +135,6 @@ func (s *session) writeLocked() error {
 		s.setStoreMetaLocked(nil)
 		s.h.log.Info("the session is stored again", "session", s.uri)
 	}
-	return nil
 }
 
 // persistLocked writes what the store keeps of the session after a change
@@ -133,10 +145,39 @@ func (s *session) persistLocked() {
 	if s.disposed || (s.provisional && !s.stored) {
 		return
 	}
-	err := s.writeLocked()
-	if err == nil || s.storeFailing {
+	data, gen, err := s.encodeLocked()
+	switch {
+	case err != nil:
+		s.failedLocked(gen, err)
+		return
+	case !s.h.keepsRecords:
+		s.writtenLocked(gen)
 		return
 	}
+	s.h.writer.queue(s.id, data, func(err error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if err != nil {
+			s.failedLocked(gen, err)
+			return
+		}
+		if !s.disposed {
+			s.writtenLocked(gen)
+		}
+	})
+}
+
+// failedLocked marks a write of generation gen that failed on the
+// session, for its clients, until one succeeds.
+func (s *session) failedLocked(gen uint64, err error) {
+	if gen != s.saveGen || s.disposed {
+		return
+	}
+	s.h.log.Error("could not store a session", "session", s.uri, "err", err)
+	if s.storeFailing {
+		return
+	}
+	err = &storeError{err: err}
 	s.storeFailing = true
 	msg := err.Error() + "; the session's latest changes are lost if ahpd restarts before a write succeeds"
 	info, jerr := json.Marshal(protocol.ErrorInfo{ErrorType: "storeFailed", Message: msg})

@@ -57,6 +57,9 @@ type session struct {
 	// it; storeFailing that a write of the record failed, which the
 	// session's _meta tells, and none has succeeded since.
 	stored, storeFailing bool
+	// saveGen numbers the encodings of the record: a write's result is
+	// taken for the newest only.
+	saveGen uint64
 
 	// Residency (residency.go). transit is held for reading while a client
 	// uses the session and for writing while it falls asleep, so it never

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ahpd/ahpd/protocol"
@@ -117,7 +118,8 @@ const recordVersion = 1
 // store keeps session records.
 type store interface {
 	load() ([]*record, error)
-	save(id string, rec *record) error
+	// save writes a record, encoded by encodeRecord.
+	save(id string, data []byte) error
 	remove(id string) error
 }
 
@@ -144,17 +146,19 @@ func openStore(kind, stateDir string, log *slog.Logger, create createTemp) (stor
 // memoryStore keeps nothing: a daemon started for one run.
 type memoryStore struct{}
 
-func (memoryStore) load() ([]*record, error)   { return nil, nil }
-func (memoryStore) save(string, *record) error { return nil }
-func (memoryStore) remove(string) error        { return nil }
+func (memoryStore) load() ([]*record, error)  { return nil, nil }
+func (memoryStore) save(string, []byte) error { return nil }
+func (memoryStore) remove(string) error       { return nil }
 
-// fileStore keeps one JSON file per session, written atomically.
+// fileStore keeps one JSON file per session, written atomically. Its
+// methods may be called concurrently, for different sessions.
 type fileStore struct {
 	dir string
 	log *slog.Logger
 	// foreign names files in the store that are not session records this
 	// host can read; they are never overwritten silently.
-	foreign map[string]bool
+	foreignMu sync.Mutex
+	foreign   map[string]bool
 	// create makes the temporary file a record is written through; nil
 	// means os.CreateTemp.
 	create createTemp
@@ -194,7 +198,9 @@ func (s *fileStore) load() ([]*record, error) {
 			err = fmt.Errorf("the record is for session %s, which is stored under another name", rec.URI)
 		}
 		if err != nil {
+			s.foreignMu.Lock()
 			s.foreign[name] = true
+			s.foreignMu.Unlock()
 			s.log.Warn("skipping a file the session store cannot read", "file", path, "err", err)
 			continue
 		}
@@ -230,25 +236,42 @@ func readRecord(path string) (*record, error) {
 }
 
 // save writes the record atomically (writeFileAtomic).
-func (s *fileStore) save(id string, rec *record) error {
+func (s *fileStore) save(id string, data []byte) error {
 	name := fileName(id)
 	path := filepath.Join(s.dir, name)
-	if s.foreign[name] {
-		aside := path + ".unreadable-" + time.Now().UTC().Format("20060102T150405")
-		if err := os.Rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("moving aside %s: %w", path, err)
-		}
-		s.log.Warn("moved an unreadable file aside to store a session in its place", "file", path, "aside", aside)
-		delete(s.foreign, name)
+	if err := s.moveAside(name, path); err != nil {
+		return err
 	}
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encoding session %s: %w", rec.URI, err)
-	}
-	if err := writeAtomic(s.create, path, append(data, '\n')); err != nil {
-		return fmt.Errorf("writing session %s: %w", rec.URI, err)
+	if err := writeAtomic(s.create, path, data); err != nil {
+		return fmt.Errorf("writing session %s: %w", id, err)
 	}
 	return nil
+}
+
+// moveAside moves an unreadable file out of the way of a session's record,
+// keeping it.
+func (s *fileStore) moveAside(name, path string) error {
+	s.foreignMu.Lock()
+	defer s.foreignMu.Unlock()
+	if !s.foreign[name] {
+		return nil
+	}
+	aside := path + ".unreadable-" + time.Now().UTC().Format("20060102T150405")
+	if err := os.Rename(path, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("moving aside %s: %w", path, err)
+	}
+	s.log.Warn("moved an unreadable file aside to store a session in its place", "file", path, "aside", aside)
+	delete(s.foreign, name)
+	return nil
+}
+
+// encodeRecord is a record as the store writes it.
+func encodeRecord(rec *record) ([]byte, error) {
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding session %s: %w", rec.URI, err)
+	}
+	return append(data, '\n'), nil
 }
 
 // tempFile is the file a write goes through before it is renamed into

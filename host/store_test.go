@@ -360,3 +360,42 @@ func chatsRemoved(msgs []hosttest.Message, session string) int {
 	}
 	return n
 }
+
+// A client never waits on the disk: while a session's record is being
+// synced, its clients subscribe, send and are answered.
+func TestSlowDiskHoldsNobody(t *testing.T) {
+	disk := host.NewSlowDisk()
+	th := startHost(t, t.TempDir(), func(o *host.Options) { host.WithSlowDisk(o, disk) })
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say one")
+
+	for len(disk.Entered()) > 0 {
+		<-disk.Entered()
+	}
+	disk.Hold()
+	held := true
+	t.Cleanup(func() {
+		if held {
+			disk.Release()
+		}
+	})
+	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "renamed"})
+	<-disk.Entered() // the rename's write waits on the disk
+	other := th.client("other")
+	other.Subscribe(session)
+	other.Subscribe(chat)
+	if cs := send(t, other, chat, "t2", "say two"); len(cs.Turns) != 2 {
+		t.Errorf("%d turns", len(cs.Turns))
+	}
+	disk.Release()
+	held = false
+	c.Close()
+	other.Close()
+	th.stop()
+	th = startHost(t, th.state)
+	c = th.client("c1")
+	if rows := listSessions(t, c, nil).Items; len(rows) != 1 || rows[0].Title != "renamed" {
+		t.Errorf("after a restart: %+v", rows)
+	}
+}

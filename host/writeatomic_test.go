@@ -109,12 +109,12 @@ func TestFileStoreSaveFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &record{AHPD: recordVersion, URI: "ahp-session:/s1", Title: "one", WorkingDirectories: []string{"/"}}
-	if err := st.save("s1", rec); err != nil {
+	if err := st.save("s1", mustEncode(t, rec)); err != nil {
 		t.Fatal(err)
 	}
 	full = true
 	rec.Title = "two"
-	err = st.save("s1", rec)
+	err = st.save("s1", mustEncode(t, rec))
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("save on a full disk: %v", err)
 	}
@@ -125,4 +125,13 @@ func TestFileStoreSaveFails(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Title != "one" {
 		t.Fatalf("after a failed save the store has %+v (%v)", recs, err)
 	}
+}
+
+func mustEncode(t *testing.T, rec *record) []byte {
+	t.Helper()
+	data, err := encodeRecord(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }

@@ -68,11 +68,10 @@ limits:
 	// A first round pages in what any round needs; the start is after it.
 	soakRound(t, p, token, m, 0)
 	m.settle()
-	startRSS := quietRSS(t, p, m)
+	startHeap, startRSS := quietMemory(t, m)
 	first := m.get()
 	startGoroutines := first["go_goroutines"]
-	t.Logf("start: %.1f MB anonymous RSS (heap in use %.1f MB, of the system %.1f MB), %.0f goroutines", startRSS,
-		first["go_memstats_heap_inuse_bytes"]/1e6, first["go_memstats_sys_bytes"]/1e6, startGoroutines)
+	t.Logf("start: %.1f MB anonymous RSS, %.1f MB live heap (%s), %.0f goroutines", startRSS, startHeap, runtimeMemory(first), startGoroutines)
 
 	deadline := time.Now().Add(*soakFor)
 	for round := 1; round == 1 || time.Now().Before(deadline); round++ {
@@ -82,28 +81,46 @@ limits:
 		}
 	}
 	m.settle()
-	endRSS := quietRSS(t, p, m)
+	endHeap, endRSS := quietMemory(t, m)
 	end := m.get()
-	t.Logf("end: %.1f MB anonymous RSS (heap in use %.1f MB, of the system %.1f MB), %.0f goroutines; cut: %.0f slow, %.0f violations", endRSS,
-		end["go_memstats_heap_inuse_bytes"]/1e6, end["go_memstats_sys_bytes"]/1e6, end["go_goroutines"],
+	t.Logf("end: %.1f MB anonymous RSS, %.1f MB live heap (%s), %.0f goroutines; cut: %.0f slow, %.0f violations", endRSS, endHeap,
+		runtimeMemory(end), end["go_goroutines"],
 		end[`ahpd_connections_cut_total{reason="slow"}`], end[`ahpd_connections_cut_total{reason="violation"}`])
 	// A leak grows with the connections, hundreds a round; the scraper's
 	// own keep-alive connection may come or go.
 	if end["go_goroutines"] > startGoroutines+2 {
 		t.Errorf("%.0f goroutines after the rounds, %.0f before", end["go_goroutines"], startGoroutines)
 	}
-	// The heap is what ahpd holds, and must come back within 10%. Its
-	// anonymous resident memory also has the runtime's own (stacks, spans
-	// it keeps), which moves by a few MB between runs of a small daemon.
-	if h0, h1 := first["go_memstats_heap_inuse_bytes"], end["go_memstats_heap_inuse_bytes"]; h1 > h0*1.1 {
-		t.Errorf("heap in use %.1f MB after the rounds, %.1f MB before", h1/1e6, h0/1e6)
+	// The live heap is what ahpd holds, and must come back within 10%;
+	// its resident memory also has the runtime's own (stacks, spans it
+	// keeps), which moves by a MB or two between runs of a small daemon.
+	if startRSS == 0 || startHeap == 0 {
+		t.Fatal("the daemon did not say what memory it held when quiet")
 	}
-	if endRSS > max(startRSS*1.1, startRSS+2) {
+	if endHeap > startHeap*1.1 {
+		t.Errorf("live heap %.1f MB after the rounds, %.1f MB before", endHeap, startHeap)
+	}
+	// One round (the default suite, on a machine the other packages'
+	// tests load) moves resident memory by up to 6 MB with the live heap
+	// flat to 0.1 MB: where the runtime's spans landed. The live heap is
+	// the leak detector there; a long run holds RSS to 10% too.
+	slack := 2.0
+	if *soakFor == 0 {
+		slack = 6
+	}
+	if endRSS > max(startRSS*1.1, startRSS+slack) {
 		t.Errorf("RSS %.1f MB after the rounds, %.1f MB before", endRSS, startRSS)
 	}
 	if end["ahpd_connections"] != 0 || end["ahpd_sessions"] != 0 {
 		t.Errorf("%v connections and %v sessions left", end["ahpd_connections"], end["ahpd_sessions"])
 	}
+}
+
+// runtimeMemory says where the runtime's memory is.
+func runtimeMemory(m map[string]float64) string {
+	mb := func(k string) float64 { return m["go_memstats_"+k+"_bytes"] / 1e6 }
+	return fmt.Sprintf("heap in use %.1f MB, idle %.1f released %.1f, stacks %.1f, spans %.1f, gc %.1f, other %.1f, of the system %.1f",
+		mb("heap_inuse"), mb("heap_idle"), mb("heap_released"), mb("stack_inuse"), mb("mspan_inuse"), mb("gc_sys"), mb("other_sys"), mb("sys"))
 }
 
 // soakRound runs one round and takes away everything it made.
@@ -407,15 +424,17 @@ func (s *scraper) settle() {
 	}
 }
 
-// quietRSS waits for the daemon to give back the memory the round left,
-// which it does once quiet for two seconds after the last connection
-// ended, and returns its resident memory then.
-func quietRSS(t *testing.T, p *proc, m *scraper) float64 {
+// quietMemory waits for the daemon to give back the memory the round
+// left, which it does once quiet for two seconds after the last connection
+// ended, and returns its live heap and its resident anonymous memory as it
+// measured them then, in MB: what it holds, without the garbage of what
+// ran since (the scrapes themselves among it), or the pages of its binary
+// the round's code paths read in.
+func quietMemory(t *testing.T, m *scraper) (heap, rss float64) {
 	t.Helper()
 	m.waitAtLeast("ahpd_memory_released_after_connections", m.get()["ahpd_connections_closed_total"])
-	// Anonymous memory: what the daemon holds, not the pages of its
-	// binary that the round's code paths read in.
-	return statusMB(t, p.cmd.Process.Pid, "RssAnon:")
+	now := m.get()
+	return now["ahpd_memory_live_heap_bytes"] / 1e6, now["ahpd_memory_resident_bytes"] / 1e6
 }
 
 // plainBin builds ahpd without the race detector, once, for the tests
