@@ -26,8 +26,8 @@ func TestAppend(t *testing.T) {
 	s.PadTo = 4 << 20 // big enough that rereading it would show
 	path := create(t, projects, s)
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
-	before := lookup(t, c, ProviderClaude, "grow")
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
+	before := lookup(t, c, providerClaude, "grow")
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	read0 := c.Stats().BytesRead
 
@@ -65,7 +65,7 @@ func TestDebounce(t *testing.T) {
 	projects := t.TempDir()
 	path := create(t, projects, session("burst", "/src/burst"))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on, Debounce: 100 * time.Millisecond})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on, Debounce: 100 * time.Millisecond})
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	batches := ch.batches()
 	for i := range 100 {
@@ -76,7 +76,7 @@ func TestDebounce(t *testing.T) {
 	if n := ch.batches() - batches; n > 10 {
 		t.Errorf("%d reports for a burst of 100 appends", n)
 	}
-	if r := lookup(t, c, ProviderClaude, "burst"); !r.ModifiedAt.Equal(final) {
+	if r := lookup(t, c, providerClaude, "burst"); !r.ModifiedAt.Equal(final) {
 		t.Errorf("modifiedAt %v, want %v", r.ModifiedAt, final)
 	}
 }
@@ -86,7 +86,7 @@ func TestDebounce(t *testing.T) {
 func TestNewFolderAndRemove(t *testing.T) {
 	projects := t.TempDir()
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
 	if len(c.Rows()) != 0 {
 		t.Fatal("rows in an empty folder")
 	}
@@ -104,7 +104,7 @@ func TestNewFolderAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, pos = ch.wait(t, pos, func(x Change) bool { return x.Kind == Removed && x.Row.ID == "fresh" })
-	if _, ok := c.Lookup(ProviderClaude, "fresh"); ok {
+	if _, ok := c.Lookup(providerClaude, "fresh"); ok {
 		t.Error("removed row still looked up")
 	}
 	// Removing the folder removes what is left in it.
@@ -125,7 +125,7 @@ func TestOverflow(t *testing.T) {
 	path := create(t, projects, session("lost", "/src/lost"))
 	dir := filepath.Dir(path)
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	ctx := context.Background()
 	if err := c.do(ctx, func() { c.watcher.Remove(dir) }); err != nil {
@@ -134,7 +134,7 @@ func TestOverflow(t *testing.T) {
 	at := base.Add(24 * time.Hour)
 	appendFile(t, path, userLine("lost", "/src/lost", "main", "unseen", at))
 	time.Sleep(100 * time.Millisecond) // no event comes for it
-	if r := lookup(t, c, ProviderClaude, "lost"); r.ModifiedAt.Equal(at) {
+	if r := lookup(t, c, providerClaude, "lost"); r.ModifiedAt.Equal(at) {
 		t.Fatal("change seen without a watch")
 	}
 	if err := c.do(ctx, func() { c.watchError(c.ctx, fsnotify.ErrEventOverflow) }); err != nil {
@@ -157,8 +157,8 @@ func TestLightRescan(t *testing.T) {
 	cwd := t.TempDir()
 	path := create(t, projects, session("quiet", cwd))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: 50 * time.Millisecond, OnChange: ch.on})
-	if !lookup(t, c, ProviderClaude, "quiet").CwdExists {
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: 50 * time.Millisecond, OnChange: ch.on})
+	if !lookup(t, c, providerClaude, "quiet").CwdExists {
 		t.Fatal("cwd should exist")
 	}
 	ctx := context.Background()
@@ -194,7 +194,7 @@ func TestRowsDuringScan(t *testing.T) {
 		}
 		return nil
 	}
-	c := Open(Config{ClaudeProjects: projects, RescanInterval: -1, Workers: 1, readHook: hook})
+	c := Open(Config{Roots: claudeAt(projects), RescanInterval: -1, Workers: 1, readHook: hook})
 	defer c.Close()
 
 	// Before the first scan ends: an empty snapshot, at once.
@@ -235,7 +235,7 @@ func readWhileWaiting(t *testing.T, c *Catalogue, done <-chan struct{}, want int
 		}
 		start := time.Now()
 		rows := c.Rows()
-		_, _ = c.Lookup(ProviderClaude, "s1")
+		_, _ = c.Lookup(providerClaude, "s1")
 		d := time.Since(start)
 		worst = max(worst, d)
 		if d > 20*time.Millisecond {
@@ -256,8 +256,8 @@ func TestScriptRows(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "conv-1.jsonl"),
 		scriptLine(1, "say hello", base, 1500)+scriptLine(2, "write a file", base.Add(time.Minute), 250))
 	writeFile(t, filepath.Join(dir, "conv-2.jsonl"), scriptLine(1, "fail", base.Add(time.Hour), 10)[:40])
-	c := open(t, Config{ScriptTranscripts: dir, RescanInterval: -1, OnChange: ch.on})
-	r := lookup(t, c, ProviderScript, "conv-1")
+	c := open(t, Config{Roots: scriptAt(dir), RescanInterval: -1, OnChange: ch.on})
+	r := lookup(t, c, providerScript, "conv-1")
 	if r.FirstPrompt != "say hello" || r.Cwd != "" || !r.CreatedAt.Equal(base) ||
 		!r.ModifiedAt.Equal(base.Add(time.Minute+250*time.Millisecond)) {
 		t.Errorf("row %+v", r)
@@ -266,7 +266,7 @@ func TestScriptRows(t *testing.T) {
 		t.Errorf("resource %s", r.Summary().Resource)
 	}
 	// A record cut short is no turn yet: no row until it is whole.
-	if _, ok := c.Lookup(ProviderScript, "conv-2"); ok {
+	if _, ok := c.Lookup(providerScript, "conv-2"); ok {
 		t.Error("row for a cut record")
 	}
 	appendFile(t, filepath.Join(dir, "conv-2.jsonl"), scriptLine(1, "fail", base.Add(time.Hour), 10)[40:])
