@@ -61,6 +61,9 @@ type Config struct {
 	// down with it, and make a read fail by returning an error, which
 	// root cannot do with file modes.
 	readHook func(path string) error
+	// eventHook, when set, runs after each watcher event is handled,
+	// with its path; tests wait on it rather than on the clock.
+	eventHook func(path string)
 }
 
 // Catalogue is the set of rows found in backends' transcripts, kept

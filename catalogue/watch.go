@@ -65,6 +65,9 @@ func (c *Catalogue) run(ctx context.Context) {
 				continue
 			}
 			c.event(ctx, ev)
+			if c.cfg.eventHook != nil {
+				c.cfg.eventHook(filepath.Clean(ev.Name))
+			}
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
