@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue/corpus"
+	"github.com/ahpd/ahpd/plugins/claude"
 )
 
 // The benchmark corpus: 10,000 transcripts in 200 project folders, 2 KB
@@ -124,7 +125,7 @@ func corpusPaths(b *testing.B, projects string) []string {
 // timedScan opens a catalogue on projects and times its first scan.
 func timedScan(b *testing.B, projects string, on func([]Change)) (*Catalogue, time.Duration) {
 	start := time.Now()
-	c := Open(Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: on})
+	c := Open(Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: on})
 	<-c.Ready()
 	return c, time.Since(start)
 }
@@ -135,6 +136,7 @@ func naiveScan(b *testing.B, paths []string) time.Duration {
 	start := time.Now()
 	var next, rows, n atomic.Int64
 	var wg sync.WaitGroup
+	p := newFormat(claude.TranscriptRoot("").Format)
 	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for {
@@ -148,7 +150,7 @@ func naiveScan(b *testing.B, paths []string) time.Duration {
 					return
 				}
 				r := &fileReader{f: bytes.NewReader(data), size: int64(len(data)), read: &n}
-				if res, err := scanWhole(r, claudeParser{}); err == nil && res.info.conversation {
+				if res, err := scanWhole(r, p); err == nil && res.info.conversation {
 					rows.Add(1)
 				}
 			}

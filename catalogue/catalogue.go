@@ -14,18 +14,17 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // Config says where the transcripts are and how fresh to keep them.
 type Config struct {
-	// ClaudeProjects is the Claude Code CLI's projects folder:
-	// $CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects. "" reads no
-	// Claude transcripts. A folder that does not exist yet is looked for
+	// Roots are the folders of transcripts to list, as the backends that
+	// are plugins.TranscriptListers give them. A root whose Dir is ""
+	// is passed over; a folder that does not exist yet is looked for
 	// again at every light rescan.
-	ClaudeProjects string
-	// ScriptTranscripts is the script backend's transcript folder,
-	// <state-dir>/transcripts/script. "" reads none.
-	ScriptTranscripts string
+	Roots []plugins.TranscriptRoot
 
 	// RescanInterval is how often the light rescan runs: it lists the
 	// folders and stats every transcript, and reads only those whose
@@ -62,6 +61,9 @@ type Config struct {
 	// down with it, and make a read fail by returning an error, which
 	// root cannot do with file modes.
 	readHook func(path string) error
+	// eventHook, when set, runs after each watcher event is handled,
+	// with its path; tests wait on it rather than on the clock.
+	eventHook func(path string)
 }
 
 // Catalogue is the set of rows found in backends' transcripts, kept
@@ -71,10 +73,11 @@ type Config struct {
 // snapshot the last scan published. Everything else, the file records
 // and the watcher, belongs to one goroutine.
 type Catalogue struct {
-	cfg  Config
-	ctx  context.Context // ends at Close
-	snap atomic.Pointer[snapshot]
-	st   counters
+	cfg   Config
+	roots []*root
+	ctx   context.Context // ends at Close
+	snap  atomic.Pointer[snapshot]
+	st    counters
 
 	ready   chan struct{}
 	reqs    chan func()
@@ -100,6 +103,12 @@ type Catalogue struct {
 	indexDirty bool
 	indexArmed bool
 	indexTimer *time.Timer
+}
+
+// root is a folder of transcripts the catalogue lists.
+type root struct {
+	plugins.TranscriptRoot
+	parser *format
 }
 
 // snapshot is one published state: rows sorted by Compare, and where
@@ -164,13 +173,16 @@ func Open(cfg Config) *Catalogue {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	for _, p := range []*string{&cfg.ClaudeProjects, &cfg.ScriptTranscripts} {
-		if *p != "" {
-			*p = filepath.Clean(*p)
+	var roots []*root
+	for _, r := range cfg.Roots {
+		if r.Dir != "" && r.Format != nil {
+			r.Dir = filepath.Clean(r.Dir)
+			roots = append(roots, &root{TranscriptRoot: r, parser: newFormat(r.Format)})
 		}
 	}
 	c := &Catalogue{
 		cfg:     cfg,
+		roots:   roots,
 		ready:   make(chan struct{}),
 		reqs:    make(chan func()),
 		done:    make(chan struct{}),

@@ -54,13 +54,13 @@ func TestClaudeRows(t *testing.T) {
 		cases[i].s.Start = base.Add(time.Duration(i) * time.Hour)
 		create(t, projects, &cases[i].s)
 	}
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
 	if n := len(c.Rows()); n != len(cases) {
 		t.Fatalf("%d rows, want %d", n, len(cases))
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := lookup(t, c, ProviderClaude, tc.s.ID)
+			r := lookup(t, c, providerClaude, tc.s.ID)
 			got := want{r.Title, r.DisplayTitle(), r.FirstPrompt, r.Branch, r.CwdExists}
 			if got != tc.want {
 				t.Errorf("got %+v\nwant %+v", got, tc.want)
@@ -146,9 +146,9 @@ func TestOddFiles(t *testing.T) {
 	}
 	root := os.Geteuid() == 0
 
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
-	lookup(t, c, ProviderClaude, "good")
-	g := lookup(t, c, ProviderClaude, "garbled")
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
+	lookup(t, c, providerClaude, "good")
+	g := lookup(t, c, providerClaude, "garbled")
 	if g.FirstPrompt != good.Prompts[0] || g.Branch != "main" || g.Cwd != "/src/app" {
 		t.Errorf("garbled row %+v", g)
 	}
@@ -156,7 +156,7 @@ func TestOddFiles(t *testing.T) {
 		t.Errorf("offset %d: want the start of the cut line, %d", g.Offset, g.Size-int64(len(cutLine)/2))
 	}
 	for _, id := range []string{"empty", "title-only", "agent-a748733", "notes"} {
-		if _, ok := c.Lookup(ProviderClaude, id); ok {
+		if _, ok := c.Lookup(providerClaude, id); ok {
 			t.Errorf("%s has a row", id)
 		}
 	}
@@ -172,7 +172,7 @@ func TestOddFiles(t *testing.T) {
 		// ordinary session here; the check needs an ordinary user.
 		t.Log("running as root: unreadable-file check skipped")
 	} else {
-		if _, ok := c.Lookup(ProviderClaude, "locked"); ok {
+		if _, ok := c.Lookup(providerClaude, "locked"); ok {
 			t.Error("unreadable file has a row")
 		}
 		if st.ReadErrors != 1 {
@@ -195,8 +195,8 @@ func TestHugeFile(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Size() < 50<<20-100<<10 {
 		t.Fatalf("corpus file is %d bytes", fi.Size())
 	}
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
-	r := lookup(t, c, ProviderClaude, "huge")
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
+	r := lookup(t, c, providerClaude, "huge")
 	if r.Title != "Big refactor" || r.FirstPrompt != s.Prompts[0] || r.Cwd != "/src/big" || r.Branch != "main" {
 		t.Errorf("row %+v", r)
 	}
@@ -216,8 +216,8 @@ func TestHugeFile(t *testing.T) {
 	early := session("early", "/src/big")
 	early.AITitle, early.PadTo = "Early title", 1<<20
 	create(t, projects, early)
-	c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
-	if r := lookup(t, c, ProviderClaude, "early"); r.Title != "Early title" {
+	c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
+	if r := lookup(t, c, providerClaude, "early"); r.Title != "Early title" {
 		t.Errorf("early title %q", r.Title)
 	}
 	if read := c.Stats().BytesRead; read > headMax+tailMax+1 {
@@ -241,8 +241,8 @@ func TestCutLines(t *testing.T) {
 	if err := os.Chtimes(path, mtime, mtime); err != nil {
 		t.Fatal(err)
 	}
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
-	r := lookup(t, c, ProviderClaude, "cut")
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
+	r := lookup(t, c, providerClaude, "cut")
 	if r.Cwd != "/src/cut" || r.Branch != "topic" || r.FirstPrompt != "summarise this" {
 		t.Errorf("row %+v", r)
 	}
@@ -278,14 +278,14 @@ func TestReadError(t *testing.T) {
 		}
 	}))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, Logger: logger, OnChange: ch.on,
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, Logger: logger, OnChange: ch.on,
 		readHook: func(p string) error {
 			if deny.Load() && p == path {
 				return fs.ErrPermission
 			}
 			return nil
 		}})
-	if _, ok := c.Lookup(ProviderClaude, "denied"); ok {
+	if _, ok := c.Lookup(providerClaude, "denied"); ok {
 		t.Fatal("row for an unreadable file")
 	}
 	ctx := context.Background()
@@ -305,7 +305,7 @@ func TestReadError(t *testing.T) {
 	if err := c.Rescan(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if r := lookup(t, c, ProviderClaude, "denied"); !r.ModifiedAt.Equal(base.Add(time.Hour)) {
+	if r := lookup(t, c, providerClaude, "denied"); !r.ModifiedAt.Equal(base.Add(time.Hour)) {
 		t.Errorf("row %+v", r)
 	}
 }
@@ -327,8 +327,8 @@ func TestDuplicateID(t *testing.T) {
 	create(t, projects, a)
 	pb := create(t, projects, b)
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
-	if r := lookup(t, c, ProviderClaude, "same"); r.Cwd != "/src/b" || len(c.Rows()) != 1 {
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
+	if r := lookup(t, c, providerClaude, "same"); r.Cwd != "/src/b" || len(c.Rows()) != 1 {
 		t.Fatalf("row %+v of %d", r, len(c.Rows()))
 	}
 	if err := os.Remove(pb); err != nil {
@@ -347,7 +347,7 @@ func TestNotRegular(t *testing.T) {
 	projects := t.TempDir()
 	real := create(t, projects, session("real", "/src/app"))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
 	dir := filepath.Dir(real)
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.jsonl"), 0o644); err != nil {
 		t.Fatal(err)
@@ -360,7 +360,7 @@ func TestNotRegular(t *testing.T) {
 	appendFile(t, real, userLine("real", "/src/app", "main", "later", base.Add(time.Hour)))
 	ch.wait(t, 0, func(x Change) bool { return x.Row.ID == "real" && x.Kind == Changed })
 	for _, id := range []string{"fifo", "link"} {
-		if r, ok := c.Lookup(ProviderClaude, id); ok {
+		if r, ok := c.Lookup(providerClaude, id); ok {
 			t.Errorf("%s has a row: %+v", id, r)
 		}
 	}

@@ -1,11 +1,14 @@
 // Package catalogue finds the sessions that backends wrote transcripts
 // for on this machine, and keeps what it found fresh.
 //
-// A Catalogue reads the Claude Code CLI's projects folder and the script
-// backend's transcript folder, makes one Row per transcript, and watches
-// both with a single fsnotify watcher, so that a transcript that grows,
-// appears or goes away is reported as a Change within a debounce
-// interval. A periodic light rescan (stat only) backs the watcher up, and
+// A Catalogue reads the transcript folders the backends name (Config.Roots,
+// each backend's plugins.TranscriptLister), makes one Row per transcript,
+// and watches them all with a single fsnotify watcher, so that a
+// transcript that grows, appears or goes away is reported as a Change
+// within a debounce interval. What a line says is the backend's to read
+// (its plugins.TranscriptFormat); scanning, watching, the index, the title
+// ranking and visibility are the catalogue's, and it knows no backend by
+// name. A periodic light rescan (stat only) backs the watcher up, and
 // a watcher queue overflow triggers a rescan at once.
 //
 // A row needs a transcript's first lines (when it started, where, the
@@ -25,8 +28,9 @@
 // snapshot is shared and never changed, so a listing may hold it while
 // it merges the rows with its live sessions and pages through them; Seek
 // finds where a page that ended at a given row resumes, even when that
-// row has since gone. Lookup finds one row; Row.Path is what ClaudeTurns
-// reads when a person opens an external session.
+// row has since gone. Lookup finds one row; when a person opens an
+// external session, its turns are its backend's to read (Backend.Turns),
+// not the catalogue's.
 //
 // OnChange receives every published batch of changes (Added, Removed,
 // Changed with the fields that moved), from the catalogue's goroutine,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,10 +34,24 @@ var indexDelay = 30 * time.Second
 
 type indexFile struct {
 	Version int `json:"version"`
-	// The folders it was made for: an index of other folders is not used.
-	Claude string       `json:"claude"`
-	Script string       `json:"script"`
-	Files  []indexEntry `json:"files"`
+	// The folders it was made for, by provider (see rootsOf): an index of
+	// other folders is not used.
+	Roots map[string]string `json:"roots"`
+	Files []indexEntry      `json:"files"`
+}
+
+// rootsOf returns each provider's folders, joined by the path list
+// separator when it has several.
+func rootsOf(roots []*root) map[string]string {
+	m := make(map[string]string, len(roots))
+	for _, rt := range roots {
+		if d, ok := m[rt.Provider]; ok {
+			m[rt.Provider] = d + string(filepath.ListSeparator) + rt.Dir
+		} else {
+			m[rt.Provider] = rt.Dir
+		}
+	}
+	return m
 }
 
 type indexEntry struct {
@@ -127,7 +142,7 @@ func (c *Catalogue) loadIndex() map[string]*indexEntry {
 		c.cfg.Logger.Warn("catalogue: the index does not decode, reading every transcript", "path", path, "err", err)
 		return nil
 	}
-	if idx.Version != indexVersion || idx.Claude != c.cfg.ClaudeProjects || idx.Script != c.cfg.ScriptTranscripts {
+	if idx.Version != indexVersion || !maps.Equal(idx.Roots, rootsOf(c.roots)) {
 		c.cfg.Logger.Info("catalogue: the index is of another version or other folders, reading every transcript", "path", path)
 		return nil
 	}
@@ -162,8 +177,7 @@ func (c *Catalogue) saveIndex() {
 	if !c.indexDirty {
 		return
 	}
-	idx := indexFile{Version: indexVersion, Claude: c.cfg.ClaudeProjects, Script: c.cfg.ScriptTranscripts,
-		Files: make([]indexEntry, 0, len(c.files))}
+	idx := indexFile{Version: indexVersion, Roots: rootsOf(c.roots), Files: make([]indexEntry, 0, len(c.files))}
 	for _, st := range c.files {
 		if st.read && st.err == nil {
 			idx.Files = append(idx.Files, entryOf(st))

@@ -29,7 +29,7 @@ func indexFixture(t *testing.T, n int) (projects string, paths []string) {
 // fresh returns the rows a catalogue with no index makes of projects: what
 // a catalogue started from an index must show.
 func fresh(t *testing.T, projects string) []Row {
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1})
 	defer c.Close()
 	return slices.Clone(c.Rows())
 }
@@ -51,14 +51,14 @@ func sameRows(t *testing.T, got, want []Row) {
 func TestIndexUnchanged(t *testing.T) {
 	projects, paths := indexFixture(t, 12)
 	index := filepath.Join(t.TempDir(), "state", "catalogue-index.json")
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	first := slices.Clone(c.Rows())
 	c.Close() // the first scan's save is over once the loop is
 	if st := c.Stats(); st.IndexSaves != 1 || st.IndexHits != 0 {
 		t.Errorf("first start: %+v", st)
 	}
 
-	c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	st := c.Stats()
 	if st.BytesRead != 0 || st.IndexHits != int64(len(paths)) {
 		t.Errorf("second start read %d bytes, %d rows from the index of %d", st.BytesRead, st.IndexHits, len(paths))
@@ -81,7 +81,7 @@ func TestIndexUnchanged(t *testing.T) {
 func TestIndexNeverStale(t *testing.T) {
 	projects, paths := indexFixture(t, 8)
 	index := filepath.Join(t.TempDir(), "catalogue-index.json")
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	c.Close()
 
 	// Appended to: read from where the last read stopped.
@@ -106,19 +106,19 @@ func TestIndexNeverStale(t *testing.T) {
 	create(t, projects, session("00000000-0000-4000-8000-000000000099", "/src/new"))
 
 	want := fresh(t, projects)
-	c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	sameRows(t, c.Rows(), want)
 	st := c.Stats()
 	if st.IndexHits != 3 {
 		t.Errorf("%d rows from the index, want the 3 files left as they were", st.IndexHits)
 	}
-	if r := lookup(t, c, ProviderClaude, "00000000-0000-4000-8000-000000000002"); r.Title != "Eltit 2" {
+	if r := lookup(t, c, providerClaude, "00000000-0000-4000-8000-000000000002"); r.Title != "Eltit 2" {
 		t.Errorf("rewritten file's title %q", r.Title)
 	}
 	c.Close()
 
 	// And the index saved then is as good.
-	c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	sameRows(t, c.Rows(), want)
 	if st := c.Stats(); st.BytesRead != 0 {
 		t.Errorf("read %d bytes after a saved index", st.BytesRead)
@@ -176,20 +176,20 @@ func TestIndexUnusable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			index := filepath.Join(t.TempDir(), "catalogue-index.json")
-			c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+			c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 			c.Close()
 			good, err := os.ReadFile(index)
 			if err != nil {
 				t.Fatal(err)
 			}
 			writeFile(t, index, tc.data(good))
-			c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+			c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 			sameRows(t, c.Rows(), want)
 			c.Close()
 			if st := c.Stats(); st.IndexHits != 0 || st.IndexSaves != 1 {
 				t.Errorf("stats %+v", st)
 			}
-			c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+			c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 			if st := c.Stats(); st.IndexHits != int64(len(paths)) {
 				t.Errorf("the index saved after is not used: %+v", st)
 			}
@@ -204,14 +204,14 @@ func TestIndexFollowsChanges(t *testing.T) {
 	projects, paths := indexFixture(t, 3)
 	index := filepath.Join(t.TempDir(), "catalogue-index.json")
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index, OnChange: ch.on})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index, OnChange: ch.on})
 	id := "00000000-0000-4000-8000-000000000001"
 	appendFile(t, paths[1], `{"type":"custom-title","customTitle":"Renamed","sessionId":"`+id+`"}`+"\n")
 	ch.wait(t, 0, func(x Change) bool { return x.Row.ID == id && x.Row.Title == "Renamed" })
 	c.Close()
 
-	c = open(t, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
-	if r := lookup(t, c, ProviderClaude, id); r.Title != "Renamed" {
+	c = open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
+	if r := lookup(t, c, providerClaude, id); r.Title != "Renamed" {
 		t.Errorf("title %q", r.Title)
 	}
 	if st := c.Stats(); st.BytesRead != 0 {

@@ -1,6 +1,11 @@
 package catalogue
 
-import "time"
+import (
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/plugins"
+)
 
 // A row's title comes from one of four kinds of line, in the order the
 // Claude Agent SDK's session list ranks them: a custom title (a person
@@ -14,14 +19,14 @@ import "time"
 // are newer than anything in the tail, so they decide their kind at once.
 
 // source is a kind of title line.
-type source uint8
+type source = plugins.TitleKind
 
 const (
-	srcCustom source = iota
-	srcAI
-	srcLastPrompt
-	srcSummary
-	nSources
+	srcCustom     = plugins.CustomTitle
+	srcAI         = plugins.AITitle
+	srcLastPrompt = plugins.LastPrompt
+	srcSummary    = plugins.SummaryTitle
+	nSources      = plugins.TitleKinds
 )
 
 // sources holds, for each kind of title line, the text of the line that
@@ -37,9 +42,6 @@ func (s *sources) put(k source, text string) {
 	s.text[k] = text
 	s.set |= 1 << k
 }
-
-// all reports whether every kind is decided.
-func (s *sources) all() bool { return s.set == 1<<nSources-1 }
 
 // newer takes what a newer line says: it decides every kind it names.
 func (s *sources) newer(f *sources) {
@@ -202,26 +204,124 @@ func firstOf(ss ...string) string {
 	return ""
 }
 
-// lineParser is a provider's reading of its transcript lines.
-type lineParser interface {
-	// parse reads one line. cut says the line may be incomplete, so
-	// only what precedes the cut is read, it is never garbage, and it
-	// names no title (the SDK cannot read a cut line either). wantPrompt
-	// says the prompt is still unknown, so a prompt line's message is
-	// worth decoding. ok is false for a line that is not the provider's
-	// JSON.
-	parse(line []byte, cut, wantPrompt bool) (f facts, ok bool)
-	// pass reports whether the tail can step over line without decoding
-	// it, given what t still lacks: a cheap byte test.
-	pass(line []byte, t *info) bool
-	// mayTitle reports whether a head line may carry a title the head
-	// window decides, by the same kind of test.
-	mayTitle(line []byte) bool
-	// tailDone reports whether the tail has found all it looks for.
-	tailDone(t *info) bool
-	// headDone reports whether the head (h) has found all it looks for,
-	// given what the tail (t) found.
-	headDone(h, t *info) bool
-	// tailFirst is how many bytes the tail reads first.
-	tailFirst() int
+// format is a root's plugins.TranscriptFormat, read as the scans need
+// it.
+type format struct {
+	f     plugins.TranscriptFormat
+	wants plugins.TranscriptWants
+}
+
+func newFormat(f plugins.TranscriptFormat) *format {
+	return &format{f: f, wants: f.Wants()}
+}
+
+// parse reads one line (see plugins.TranscriptFormat.Line) into facts,
+// the prompts collapsed and cut and the titles trimmed.
+func (p *format) parse(line []byte, cut, wantPrompt bool) (facts, bool) {
+	l, ok := p.f.Line(line, cut, wantPrompt)
+	if !ok {
+		return facts{}, false
+	}
+	f := facts{first: l.First, last: l.Last, cwd: l.Cwd, branch: l.Branch, conversation: l.Conversation}
+	if l.Prompt != "" {
+		f.prompt = clip(l.Prompt)
+	}
+	if l.Command != "" {
+		f.command = clip(l.Command)
+	}
+	if l.Titled != 0 {
+		for k := range nSources {
+			if l.Titled&k.Fact() == 0 {
+				continue
+			}
+			text := l.Title[k]
+			if k == srcCustom || k == srcAI {
+				text = strings.TrimSpace(text)
+			} else {
+				text = clip(text)
+			}
+			f.titles.put(k, text)
+		}
+	}
+	return f, true
+}
+
+// tailLacks returns what the tail still looks for: the newest time and
+// branch, and the title kinds no line decided.
+func tailLacks(t *info) plugins.Facts {
+	var f plugins.Facts
+	if t.modified.IsZero() {
+		f |= plugins.FactModified
+	}
+	if t.branch == "" {
+		f |= plugins.FactBranch
+	}
+	for k := range nSources {
+		if !t.tail.has(k) {
+			f |= k.Fact()
+		}
+	}
+	return f
+}
+
+// pass reports whether the tail can step over line without decoding it.
+func (p *format) pass(line []byte, t *info) bool {
+	return p.f.Skip(line, tailLacks(t))
+}
+
+// mayTitle reports whether a head line may carry a title the head window
+// decides.
+func (p *format) mayTitle(line []byte) bool {
+	return !p.f.Skip(line, plugins.FactCustomTitle|plugins.FactAITitle)
+}
+
+// tailDone reports whether the tail has found all it looks for. A custom
+// title settles the title, since nothing outranks it.
+func (p *format) tailDone(t *info) bool {
+	lacks := tailLacks(t)
+	if t.tail.text[srcCustom] != "" {
+		lacks &^= plugins.FactTitles
+	}
+	return lacks&p.wants.Tail == 0
+}
+
+// headLacks returns what the head still looks for, given what the tail
+// (t) found. The head's custom and AI titles are lacking until its window
+// ends (the newest one in it decides), unless the tail's custom title
+// makes them moot.
+func headLacks(h, t *info) plugins.Facts {
+	var f plugins.Facts
+	if h.created.IsZero() {
+		f |= plugins.FactCreated
+	}
+	if h.cwd == "" {
+		f |= plugins.FactCwd
+	}
+	if h.prompt == "" {
+		f |= plugins.FactPrompt
+	}
+	if t.tail.text[srcCustom] == "" {
+		f |= plugins.FactCustomTitle | plugins.FactAITitle
+	}
+	return f
+}
+
+// headDone reports whether the head (h) has found all it looks for,
+// given what the tail (t) found.
+func (p *format) headDone(h, t *info) bool {
+	return headLacks(h, t)&p.wants.Head == 0
+}
+
+// headBasics reports whether the head has every fact it looks for but
+// titles: the lines left to decode are those that may carry one.
+func (p *format) headBasics(h, t *info) bool {
+	return headLacks(h, t)&p.wants.Head&^plugins.FactTitles == 0
+}
+
+// tailFirst is how many bytes the tail reads first.
+func (p *format) tailFirst() int {
+	if p.wants.WholeTail {
+		return tailMax + 1
+	}
+	return firstWindow
 }

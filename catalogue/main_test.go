@@ -10,10 +10,31 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/catalogue/corpus"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/claude"
+	"github.com/ahpd/ahpd/plugins/script"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// The backends whose transcripts the tests list.
+const (
+	providerClaude = claude.Provider
+	providerScript = script.Provider
+)
+
+// claudeAt returns the Claude Code CLI's projects folder as the catalogue
+// takes it.
+func claudeAt(projects string) []plugins.TranscriptRoot {
+	return []plugins.TranscriptRoot{claude.TranscriptRoot(projects)}
+}
+
+// scriptAt returns a script backend's transcript folder as the catalogue
+// takes it.
+func scriptAt(dir string) []plugins.TranscriptRoot {
+	return []plugins.TranscriptRoot{script.TranscriptRoot(dir)}
 }
 
 // base is the time test transcripts start at.

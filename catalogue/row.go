@@ -10,12 +10,6 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// Providers whose transcripts the catalogue reads.
-const (
-	ProviderClaude = "claude"
-	ProviderScript = "script"
-)
-
 // Key names a row: the provider and the backend's conversation id, which
 // is the session id of an external session.
 type Key struct {
@@ -51,7 +45,7 @@ type Row struct {
 	// A transcript with no prompt but a slash command gives the command.
 	FirstPrompt string
 	// Cwd is the directory the conversation ran in, "" when the
-	// transcript does not say (script transcripts never do).
+	// transcript does not say (some backends' never do).
 	Cwd string
 	// CwdExists reports whether Cwd named a directory when the row was
 	// last checked (at every light rescan).

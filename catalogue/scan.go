@@ -21,7 +21,7 @@ type scanResult struct {
 // scanWhole makes a file's info from its tail window, then its head
 // window: the tail first, because a custom title found there settles the
 // title, and the head need then be read only to its first prompt.
-func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
+func scanWhole(r *fileReader, p *format) (scanResult, error) {
 	var res scanResult
 	buf := bufPool.Get().(*[headMax + tailMax + 1]byte)
 	defer bufPool.Put(buf)
@@ -46,11 +46,10 @@ func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
 		return res, err
 	}
 	headDone := func() bool { return p.headDone(&h, &t) }
-	basics := func() bool { return !h.created.IsZero() && h.cwd != "" && h.prompt != "" }
 	err = r.head(buf[:headMax], headDone, func(line []byte, cut bool) {
 		// Once the head has its first lines' facts, only titles are
 		// left to find in it.
-		if basics() && !p.mayTitle(line) {
+		if p.headBasics(&h, &t) && !p.mayTitle(line) {
 			return
 		}
 		f, ok := p.parse(line, cut, h.prompt == "")
@@ -76,7 +75,7 @@ func scanWhole(r *fileReader, p lineParser) (scanResult, error) {
 // scanAppended brings in up to date with the lines after off, after
 // checking that the bytes before off are still those it read (mark): a
 // file rewritten in place rather than appended to is read whole again.
-func scanAppended(r *fileReader, p lineParser, in info, off int64, skipping bool, mark uint64) (scanResult, error) {
+func scanAppended(r *fileReader, p *format, in info, off int64, skipping bool, mark uint64) (scanResult, error) {
 	res := scanResult{info: in}
 	next, skip, nextMark, moved, err := r.forward(off, skipping, mark, func(line []byte, cut bool) {
 		f, ok := p.parse(line, cut, res.info.prompt == "")
@@ -101,7 +100,7 @@ func scanAppended(r *fileReader, p lineParser, in info, off int64, skipping bool
 type fileState struct {
 	path   string
 	key    Key
-	parser lineParser
+	parser *format
 
 	// What the file was when last read: id tells a file replaced under
 	// the same name (a new inode) from one appended to, and one

@@ -54,7 +54,7 @@ func BenchmarkVersusSDK(b *testing.B) {
 	rowsOut := filepath.Join(b.TempDir(), "sdk-rows.jsonl")
 
 	// The index a daemon would have saved at its last start.
-	c := Open(Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+	c := Open(Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 	<-c.Ready()
 	must(b, c.Close())
 
@@ -72,9 +72,9 @@ func BenchmarkVersusSDK(b *testing.B) {
 				} else {
 					// The cold runs dropped each other's pages: bring the
 					// windows all three read back in, untimed.
-					ahpdRun(b, Config{ClaudeProjects: projects, RescanInterval: -1})
+					ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1})
 				}
-				r, rows := ahpdRun(b, Config{ClaudeProjects: projects, RescanInterval: -1})
+				r, rows := ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1})
 				runs["scan "+temp] = append(runs["scan "+temp], r)
 				ahpdRows = rows
 				if cold {
@@ -84,7 +84,7 @@ func BenchmarkVersusSDK(b *testing.B) {
 				if cold {
 					dropCaches(b)
 				}
-				r, _ = ahpdRun(b, Config{ClaudeProjects: projects, RescanInterval: -1, IndexPath: index})
+				r, _ = ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
 				runs["start "+temp] = append(runs["start "+temp], r)
 			}
 		}

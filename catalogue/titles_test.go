@@ -91,7 +91,7 @@ func TestTitles(t *testing.T) {
 		paths[s.ID] = create(t, projects, s)
 	}
 
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, Workers: 1})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, Workers: 1})
 	var windows int64
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestTitles(t *testing.T) {
 			}
 			windows += min(int64(len(data)), headMax+tailMax+1)
 			want := sdkTitles(data)
-			r := lookup(t, c, ProviderClaude, tc.s.ID)
+			r := lookup(t, c, providerClaude, tc.s.ID)
 			if r.Title != want.title {
 				t.Errorf("title %q, want %q", r.Title, want.title)
 			}

@@ -17,7 +17,7 @@ func ids(rows []Row) []string {
 func TestVisible(t *testing.T) {
 	now := base.Add(90 * 24 * time.Hour)
 	row := func(id string, ago time.Duration) Row {
-		return Row{Provider: ProviderClaude, ID: id, ModifiedAt: now.Add(-ago)}
+		return Row{Provider: providerClaude, ID: id, ModifiedAt: now.Add(-ago)}
 	}
 	rows := []Row{
 		row("own", time.Minute),
@@ -68,10 +68,10 @@ func TestVisible(t *testing.T) {
 func TestModeChange(t *testing.T) {
 	now := base
 	rows := []Row{
-		{Provider: ProviderClaude, ID: "a", ModifiedAt: now.Add(-time.Hour)},
-		{Provider: ProviderClaude, ID: "b", ModifiedAt: now.Add(-2 * time.Hour)},
-		{Provider: ProviderClaude, ID: "c", ModifiedAt: now.Add(-3 * time.Hour)},
-		{Provider: ProviderClaude, ID: "d", ModifiedAt: now.Add(-72 * time.Hour)},
+		{Provider: providerClaude, ID: "a", ModifiedAt: now.Add(-time.Hour)},
+		{Provider: providerClaude, ID: "b", ModifiedAt: now.Add(-2 * time.Hour)},
+		{Provider: providerClaude, ID: "c", ModifiedAt: now.Add(-3 * time.Hour)},
+		{Provider: providerClaude, ID: "d", ModifiedAt: now.Add(-72 * time.Hour)},
 	}
 	shown, hidden := ModeChange(ShowNone, ShowLast24Hours, now, rows, time.Time{}, nil)
 	if !slices.Equal(ids(shown), []string{"a", "b", "c"}) || hidden != nil {

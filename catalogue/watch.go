@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,8 +14,8 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Linux has no recursive watch, so the one watcher watches each root and
-// each Claude project folder in it. Its events are hints, not a log:
+// Linux has no recursive watch, so the one watcher watches each root and,
+// in a nested root, each project folder in it. Its events are hints, not a log:
 // inotify merges identical events and drops them all when its queue
 // overflows. So an event only says "look at this path again", and the
 // file records (offsets, sizes) say what is new there.
@@ -64,6 +65,9 @@ func (c *Catalogue) run(ctx context.Context) {
 				continue
 			}
 			c.event(ctx, ev)
+			if c.cfg.eventHook != nil {
+				c.cfg.eventHook(filepath.Clean(ev.Name))
+			}
 		case err, ok := <-errs:
 			if !ok {
 				errs = nil
@@ -90,32 +94,50 @@ func (c *Catalogue) event(ctx context.Context, ev fsnotify.Event) {
 	path := filepath.Clean(ev.Name)
 	dir, name := filepath.Split(path)
 	dir = filepath.Clean(dir)
-	claude, script := c.cfg.ClaudeProjects, c.cfg.ScriptTranscripts
 	gone := ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)
-	switch {
-	case path == claude || path == script:
+	if c.rootAt(path) != nil {
 		if gone {
 			// The root itself went; the light rescan finds it again.
 			c.dropUnder(path)
 			c.unwatch(path)
 		}
-	case claude != "" && dir == claude:
+		return
+	}
+	if rt := c.rootAt(dir); rt != nil {
 		switch {
+		case !rt.Nested:
+			if id, ok := rt.Format.Name(name); ok {
+				c.look(ctx, path, Key{Provider: rt.Provider, ID: id}, rt.parser)
+			}
 		case gone:
 			c.dropUnder(path)
 			c.unwatch(path)
 		case ev.Has(fsnotify.Create):
-			c.addProject(ctx, path)
+			c.addProject(ctx, rt, path)
 		}
-	case claude != "" && filepath.Dir(dir) == claude:
-		if id, ok := claudeTranscript(name); ok && claudeProject(dir) {
-			c.look(ctx, path, Key{Provider: ProviderClaude, ID: id}, claudeParser{})
-		}
-	case script != "" && dir == script:
-		if id, ok := scriptTranscript(name); ok {
-			c.look(ctx, path, Key{Provider: ProviderScript, ID: id}, scriptParser{})
+		return
+	}
+	if rt := c.rootAt(filepath.Dir(dir)); rt != nil && rt.Nested && project(dir) {
+		if id, ok := rt.Format.Name(name); ok {
+			c.look(ctx, path, Key{Provider: rt.Provider, ID: id}, rt.parser)
 		}
 	}
+}
+
+// rootAt returns the root whose folder is dir, nil for none.
+func (c *Catalogue) rootAt(dir string) *root {
+	for _, rt := range c.roots {
+		if rt.Dir == dir {
+			return rt
+		}
+	}
+	return nil
+}
+
+// project reports whether dir, a child of a nested root, is a project
+// folder (hidden folders are not).
+func project(dir string) bool {
+	return !strings.HasPrefix(filepath.Base(dir), ".")
 }
 
 // watchError handles the watcher's error channel. An overflow means
@@ -131,7 +153,7 @@ func (c *Catalogue) watchError(ctx context.Context, err error) {
 }
 
 // look rereads one file, tracking it if it is new.
-func (c *Catalogue) look(ctx context.Context, path string, k Key, p lineParser) {
+func (c *Catalogue) look(ctx context.Context, path string, k Key, p *format) {
 	st := c.files[path]
 	if st == nil {
 		st = c.track(path, k, p)
@@ -141,8 +163,8 @@ func (c *Catalogue) look(ctx context.Context, path string, k Key, p lineParser) 
 
 // addProject watches a new project folder, then reads what is in it:
 // files made between the folder's creation and the watch have no event.
-func (c *Catalogue) addProject(ctx context.Context, dir string) {
-	if !claudeProject(dir) {
+func (c *Catalogue) addProject(ctx context.Context, rt *root, dir string) {
+	if !project(dir) {
 		return
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
@@ -150,7 +172,7 @@ func (c *Catalogue) addProject(ctx context.Context, dir string) {
 	}
 	c.watch(dir, false)
 	var todo []*fileState
-	c.listFiles(dir, ProviderClaude, claudeTranscript, claudeParser{}, nil, &todo)
+	c.listFiles(dir, rt, nil, &todo)
 	c.readAll(ctx, todo)
 }
 
@@ -163,28 +185,32 @@ func (c *Catalogue) rescan(ctx context.Context, full bool) {
 	seen := map[string]bool{}
 	dirs := map[string]bool{}
 	var todo []*fileState
-	if root := c.cfg.ClaudeProjects; root != "" {
-		if entries, err := os.ReadDir(root); err == nil {
-			dirs[root] = true
-			c.watch(root, full)
-			for _, e := range entries {
-				dir := filepath.Join(root, e.Name())
-				if !e.IsDir() || !claudeProject(dir) {
-					continue
-				}
-				dirs[dir] = true
-				c.watch(dir, full)
-				c.listFiles(dir, ProviderClaude, claudeTranscript, claudeParser{}, seen, &todo)
+	for _, rt := range c.roots {
+		if !rt.Nested {
+			if _, err := os.Stat(rt.Dir); err == nil {
+				dirs[rt.Dir] = true
+				c.watch(rt.Dir, full)
+				c.listFiles(rt.Dir, rt, seen, &todo)
 			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			c.warnOnce(root, "catalogue: cannot list Claude projects", err)
+			continue
 		}
-	}
-	if root := c.cfg.ScriptTranscripts; root != "" {
-		if _, err := os.Stat(root); err == nil {
-			dirs[root] = true
-			c.watch(root, full)
-			c.listFiles(root, ProviderScript, scriptTranscript, scriptParser{}, seen, &todo)
+		entries, err := os.ReadDir(rt.Dir)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				c.warnOnce(rt.Dir, "catalogue: cannot list "+rt.Provider+" projects", err)
+			}
+			continue
+		}
+		dirs[rt.Dir] = true
+		c.watch(rt.Dir, full)
+		for _, e := range entries {
+			dir := filepath.Join(rt.Dir, e.Name())
+			if !e.IsDir() || !project(dir) {
+				continue
+			}
+			dirs[dir] = true
+			c.watch(dir, full)
+			c.listFiles(dir, rt, seen, &todo)
 		}
 	}
 	for path, st := range c.files {
@@ -203,7 +229,7 @@ func (c *Catalogue) rescan(ctx context.Context, full bool) {
 
 // listFiles adds to todo the transcripts in dir that are new or changed
 // since they were read, and marks every transcript listed in seen.
-func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, bool), p lineParser, seen map[string]bool, todo *[]*fileState) {
+func (c *Catalogue) listFiles(dir string, rt *root, seen map[string]bool, todo *[]*fileState) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -212,7 +238,7 @@ func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, b
 		return
 	}
 	for _, e := range entries {
-		id, ok := name(e.Name())
+		id, ok := rt.Format.Name(e.Name())
 		if !ok || !e.Type().IsRegular() {
 			continue
 		}
@@ -222,9 +248,9 @@ func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, b
 		}
 		st := c.files[path]
 		if st == nil {
-			k := Key{Provider: provider, ID: id}
-			st = c.track(path, k, p)
-			if ie := c.restored[path]; ie != nil && ie.Provider == provider && ie.ID == id {
+			k := Key{Provider: rt.Provider, ID: id}
+			st = c.track(path, k, rt.parser)
+			if ie := c.restored[path]; ie != nil && ie.Provider == rt.Provider && ie.ID == id {
 				// As read at an earlier start: used as it is if the
 				// file is unchanged, and as where to read from if not.
 				ie.restore(st)
@@ -245,7 +271,7 @@ func (c *Catalogue) listFiles(dir, provider string, name func(string) (string, b
 }
 
 // track starts a record for a file not read yet.
-func (c *Catalogue) track(path string, k Key, p lineParser) *fileState {
+func (c *Catalogue) track(path string, k Key, p *format) *fileState {
 	st := &fileState{path: path, key: k, parser: p}
 	c.files[path] = st
 	c.keys[k] = append(c.keys[k], st)

@@ -26,8 +26,8 @@ func TestAppend(t *testing.T) {
 	s.PadTo = 4 << 20 // big enough that rereading it would show
 	path := create(t, projects, s)
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
-	before := lookup(t, c, ProviderClaude, "grow")
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
+	before := lookup(t, c, providerClaude, "grow")
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	read0 := c.Stats().BytesRead
 
@@ -65,7 +65,7 @@ func TestDebounce(t *testing.T) {
 	projects := t.TempDir()
 	path := create(t, projects, session("burst", "/src/burst"))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on, Debounce: 100 * time.Millisecond})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on, Debounce: 100 * time.Millisecond})
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	batches := ch.batches()
 	for i := range 100 {
@@ -76,7 +76,7 @@ func TestDebounce(t *testing.T) {
 	if n := ch.batches() - batches; n > 10 {
 		t.Errorf("%d reports for a burst of 100 appends", n)
 	}
-	if r := lookup(t, c, ProviderClaude, "burst"); !r.ModifiedAt.Equal(final) {
+	if r := lookup(t, c, providerClaude, "burst"); !r.ModifiedAt.Equal(final) {
 		t.Errorf("modifiedAt %v, want %v", r.ModifiedAt, final)
 	}
 }
@@ -86,7 +86,7 @@ func TestDebounce(t *testing.T) {
 func TestNewFolderAndRemove(t *testing.T) {
 	projects := t.TempDir()
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on})
 	if len(c.Rows()) != 0 {
 		t.Fatal("rows in an empty folder")
 	}
@@ -104,7 +104,7 @@ func TestNewFolderAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, pos = ch.wait(t, pos, func(x Change) bool { return x.Kind == Removed && x.Row.ID == "fresh" })
-	if _, ok := c.Lookup(ProviderClaude, "fresh"); ok {
+	if _, ok := c.Lookup(providerClaude, "fresh"); ok {
 		t.Error("removed row still looked up")
 	}
 	// Removing the folder removes what is left in it.
@@ -125,7 +125,9 @@ func TestOverflow(t *testing.T) {
 	path := create(t, projects, session("lost", "/src/lost"))
 	dir := filepath.Dir(path)
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: -1, OnChange: ch.on})
+	events := make(chan string, 16)
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: -1, OnChange: ch.on,
+		eventHook: func(path string) { events <- path }})
 	_, pos := ch.wait(t, 0, func(x Change) bool { return x.Kind == Added })
 	ctx := context.Background()
 	if err := c.do(ctx, func() { c.watcher.Remove(dir) }); err != nil {
@@ -133,8 +135,17 @@ func TestOverflow(t *testing.T) {
 	}
 	at := base.Add(24 * time.Hour)
 	appendFile(t, path, userLine("lost", "/src/lost", "main", "unseen", at))
-	time.Sleep(100 * time.Millisecond) // no event comes for it
-	if r := lookup(t, c, ProviderClaude, "lost"); r.ModifiedAt.Equal(at) {
+	// No event comes for it. A file made in the watched projects folder
+	// after it is an event that inotify delivers after any the append
+	// made; once the loop has handled it, whatever it marked is published.
+	if err := os.WriteFile(filepath.Join(projects, "sentinel"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventFor(t, events, filepath.Join(projects, "sentinel"))
+	if err := c.do(ctx, c.publish); err != nil {
+		t.Fatal(err)
+	}
+	if r := lookup(t, c, providerClaude, "lost"); r.ModifiedAt.Equal(at) {
 		t.Fatal("change seen without a watch")
 	}
 	if err := c.do(ctx, func() { c.watchError(c.ctx, fsnotify.ErrEventOverflow) }); err != nil {
@@ -150,6 +161,22 @@ func TestOverflow(t *testing.T) {
 	ch.wait(t, pos, func(x Change) bool { return x.Kind == Changed && x.Row.ModifiedAt.Equal(at2) })
 }
 
+// eventFor waits until the catalogue has handled an event for path.
+func eventFor(t *testing.T, events <-chan string, path string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case p := <-events:
+			if p == path {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no event for %s", path)
+		}
+	}
+}
+
 // TestLightRescan catches a change no event announced, and a cwd that
 // went away.
 func TestLightRescan(t *testing.T) {
@@ -157,8 +184,8 @@ func TestLightRescan(t *testing.T) {
 	cwd := t.TempDir()
 	path := create(t, projects, session("quiet", cwd))
 	ch := newChanges()
-	c := open(t, Config{ClaudeProjects: projects, RescanInterval: 50 * time.Millisecond, OnChange: ch.on})
-	if !lookup(t, c, ProviderClaude, "quiet").CwdExists {
+	c := open(t, Config{Roots: claudeAt(projects), RescanInterval: 50 * time.Millisecond, OnChange: ch.on})
+	if !lookup(t, c, providerClaude, "quiet").CwdExists {
 		t.Fatal("cwd should exist")
 	}
 	ctx := context.Background()
@@ -175,8 +202,8 @@ func TestLightRescan(t *testing.T) {
 	}
 }
 
-// TestRowsDuringScan reads rows while a slow scan runs: the reader gets
-// the last snapshot at once.
+// TestRowsDuringScan reads rows while a scan is held up in its reads:
+// the reader gets the last snapshot at once.
 func TestRowsDuringScan(t *testing.T) {
 	projects := t.TempDir()
 	const n = 20
@@ -186,56 +213,71 @@ func TestRowsDuringScan(t *testing.T) {
 		s.Start = base.Add(time.Duration(i) * time.Minute)
 		paths = append(paths, create(t, projects, s))
 	}
-	var slow atomic.Bool
-	slow.Store(true)
+	// While a hold is set, every read says so (once) and waits for its
+	// gate to close.
+	type hold struct{ reading, gate chan struct{} }
+	newHold := func() *hold { return &hold{make(chan struct{}, 1), make(chan struct{})} }
+	var held atomic.Pointer[hold]
 	hook := func(string) error {
-		if slow.Load() {
-			time.Sleep(15 * time.Millisecond)
+		if h := held.Load(); h != nil {
+			select {
+			case h.reading <- struct{}{}:
+			default:
+			}
+			<-h.gate
 		}
 		return nil
 	}
-	c := Open(Config{ClaudeProjects: projects, RescanInterval: -1, Workers: 1, readHook: hook})
+	first := newHold()
+	held.Store(first)
+	c := Open(Config{Roots: claudeAt(projects), RescanInterval: -1, Workers: 1, readHook: hook})
 	defer c.Close()
 
 	// Before the first scan ends: an empty snapshot, at once.
-	worst := readWhileWaiting(t, c, c.Ready(), 0)
+	<-first.reading
+	worst := readWhileHeld(t, c, c.Ready(), 0)
+	held.Store(nil)
+	close(first.gate)
+	<-c.Ready()
 	if len(c.Rows()) != n {
 		t.Fatalf("%d rows after the first scan", len(c.Rows()))
 	}
 	t.Logf("slowest Rows() during the first scan: %v", worst)
 
-	// A rescan of changed files: the old snapshot, at once.
+	// A rescan of changed files: the old snapshot, at once. No watch is
+	// left, so that events do not read the files before the rescan does.
+	c.do(context.Background(), func() {
+		for dir := range c.watched {
+			c.unwatch(dir)
+		}
+	})
 	for _, p := range paths {
 		appendFile(t, p, userLine("x", "/src/x", "main", "more", base.Add(time.Hour)))
 	}
-	c.do(context.Background(), func() { c.watcher.Remove(projects) }) // keep events from racing the rescan
+	second := newHold()
+	held.Store(second)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		c.Rescan(context.Background())
 	}()
-	worst = readWhileWaiting(t, c, done, n)
+	<-second.reading
+	worst = readWhileHeld(t, c, done, n)
+	close(second.gate)
+	<-done
 	t.Logf("slowest Rows() during a rescan: %v", worst)
 }
 
-// readWhileWaiting calls Rows until done closes, checking each call is
-// quick and sees want rows (or, for want 0, any published count).
-func readWhileWaiting(t *testing.T, c *Catalogue, done <-chan struct{}, want int) time.Duration {
+// readWhileHeld calls Rows and Lookup while a scan is held up in a read,
+// checking each call is quick and sees want rows (or, for want 0, any
+// published count), and that the scan did not end meanwhile (done).
+func readWhileHeld(t *testing.T, c *Catalogue, done <-chan struct{}, want int) time.Duration {
 	t.Helper()
 	var worst time.Duration
-	calls := 0
-	for {
-		select {
-		case <-done:
-			if calls < 5 {
-				t.Errorf("only %d reads during the scan: it was not slow", calls)
-			}
-			return worst
-		default:
-		}
+	for range 20 {
 		start := time.Now()
 		rows := c.Rows()
-		_, _ = c.Lookup(ProviderClaude, "s1")
+		_, _ = c.Lookup(providerClaude, "s1")
 		d := time.Since(start)
 		worst = max(worst, d)
 		if d > 20*time.Millisecond {
@@ -244,9 +286,13 @@ func readWhileWaiting(t *testing.T, c *Catalogue, done <-chan struct{}, want int
 		if want > 0 && len(rows) != want {
 			t.Errorf("%d rows during the rescan, want the old %d", len(rows), want)
 		}
-		calls++
-		time.Sleep(time.Millisecond)
 	}
+	select {
+	case <-done:
+		t.Error("the scan ended while it was held up")
+	default:
+	}
+	return worst
 }
 
 // TestScriptRows reads the script backend's transcripts.
@@ -256,8 +302,8 @@ func TestScriptRows(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "conv-1.jsonl"),
 		scriptLine(1, "say hello", base, 1500)+scriptLine(2, "write a file", base.Add(time.Minute), 250))
 	writeFile(t, filepath.Join(dir, "conv-2.jsonl"), scriptLine(1, "fail", base.Add(time.Hour), 10)[:40])
-	c := open(t, Config{ScriptTranscripts: dir, RescanInterval: -1, OnChange: ch.on})
-	r := lookup(t, c, ProviderScript, "conv-1")
+	c := open(t, Config{Roots: scriptAt(dir), RescanInterval: -1, OnChange: ch.on})
+	r := lookup(t, c, providerScript, "conv-1")
 	if r.FirstPrompt != "say hello" || r.Cwd != "" || !r.CreatedAt.Equal(base) ||
 		!r.ModifiedAt.Equal(base.Add(time.Minute+250*time.Millisecond)) {
 		t.Errorf("row %+v", r)
@@ -266,7 +312,7 @@ func TestScriptRows(t *testing.T) {
 		t.Errorf("resource %s", r.Summary().Resource)
 	}
 	// A record cut short is no turn yet: no row until it is whole.
-	if _, ok := c.Lookup(ProviderScript, "conv-2"); ok {
+	if _, ok := c.Lookup(providerScript, "conv-2"); ok {
 		t.Error("row for a cut record")
 	}
 	appendFile(t, filepath.Join(dir, "conv-2.jsonl"), scriptLine(1, "fail", base.Add(time.Hour), 10)[40:])

@@ -80,7 +80,7 @@ func TestTokensNeverShown(t *testing.T) {
 		note(err)
 		// The watcher logs why each file is refused.
 		note(os.WriteFile(path, []byte(file), 0o600))
-		eventually(t, "the watcher logs the bad file", func() bool {
+		eventually(t, live, logs, "the watcher logs the bad file", func() bool {
 			return strings.Count(logs.String(), "keeping the last good directory") == i+1
 		})
 		note(live.Reload())

@@ -12,15 +12,21 @@ import (
 	"time"
 )
 
-// syncBuffer is a log destination safe to read while the watcher writes.
+// syncBuffer is a log destination safe to read while the watcher writes,
+// which tells a reader waiting for a line when one is written.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	wrote chan struct{} // closed, and replaced, at each write
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.wrote != nil {
+		close(b.wrote)
+		b.wrote = nil
+	}
 	return b.buf.Write(p)
 }
 
@@ -30,20 +36,42 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// next returns a channel closed at the next write; nil for no buffer.
+func (b *syncBuffer) next() <-chan struct{} {
+	if b == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.wrote == nil {
+		b.wrote = make(chan struct{})
+	}
+	return b.wrote
+}
+
 func newLogger() (*slog.Logger, *syncBuffer) {
 	var buf syncBuffer
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
 }
 
-// eventually fails the test unless cond holds within a second.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually fails the test unless cond comes to hold. It looks again
+// each time the watcher stores a directory (live.Changed) or writes to
+// logs (nil for a watcher that logs nowhere), never on the clock; the
+// timeout only ends a test that would otherwise hang.
+func eventually(t *testing.T, live *Live, logs *syncBuffer, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within a second: %s", what)
+	timeout := time.After(10 * time.Second)
+	for {
+		changed, wrote := live.Changed(), logs.next()
+		if cond() {
+			return
 		}
-		time.Sleep(5 * time.Millisecond)
+		select {
+		case <-changed:
+		case <-wrote:
+		case <-timeout:
+			t.Fatalf("never: %s", what)
+		}
 	}
 }
 
@@ -72,7 +100,7 @@ func TestWatchReloads(t *testing.T) {
 	if err := d.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a revoked token is refused", func() bool {
+	eventually(t, live, logs, "a revoked token is refused", func() bool {
 		_, ok := live.Current().Authenticate(tok)
 		return !ok
 	})
@@ -83,7 +111,7 @@ func TestWatchReloads(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "gina's new role is seen", func() bool {
+	eventually(t, live, logs, "gina's new role is seen", func() bool {
 		u, _ := live.Current().Lookup("gina")
 		return u.Role == Admin
 	})
@@ -95,7 +123,7 @@ func TestWatchReloads(t *testing.T) {
 	if err := os.WriteFile(path, []byte("users:\n  - id: gina\n    role: boss\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the malformed file is logged", func() bool {
+	eventually(t, live, logs, "the malformed file is logged", func() bool {
 		return strings.Contains(logs.String(), "keeping the last good directory")
 	})
 	if !strings.Contains(logs.String(), "want admin, member or guest") {
@@ -112,7 +140,7 @@ func TestWatchReloads(t *testing.T) {
 	if err := os.WriteFile(path, []byte("users:\n  - {id: zed, role: guest}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the fixed file is read", func() bool {
+	eventually(t, live, logs, "the fixed file is read", func() bool {
 		_, ok := live.Current().Lookup("zed")
 		return ok
 	})
@@ -121,7 +149,7 @@ func TestWatchReloads(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the removed file empties the directory", func() bool {
+	eventually(t, live, logs, "the removed file empties the directory", func() bool {
 		return len(live.Current().Users()) == 0
 	})
 
@@ -151,7 +179,7 @@ func TestWatchStart(t *testing.T) {
 	if err := d.Save(path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a new file is read", func() bool { return len(live.Current().Users()) == 4 })
+	eventually(t, live, nil, "a new file is read", func() bool { return len(live.Current().Users()) == 4 })
 
 	// Malformed at start: an error, no watcher left running.
 	bad := filepath.Join(dir, "bad.yaml")
@@ -197,7 +225,7 @@ func TestWatchChanged(t *testing.T) {
 
 	changed = a.Changed()
 	must(t, os.WriteFile(path, []byte("users: [\n"), 0o600))
-	eventually(t, "the malformed file is logged", func() bool {
+	eventually(t, live, logs, "the malformed file is logged", func() bool {
 		return strings.Contains(logs.String(), "keeping the last good directory")
 	})
 	select {

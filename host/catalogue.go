@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -24,14 +25,13 @@ import (
 // held like any other, still external, until a person's turn goes out in
 // it: that adopts it.
 
-// Transcripts says where backends keep the transcripts the catalogue
-// reads. The zero value reads none.
+// Transcripts says whose transcripts the catalogue lists. The zero value
+// lists none.
 type Transcripts struct {
-	// ClaudeProjects is the Claude Code CLI's projects folder
-	// ($CLAUDE_CONFIG_DIR/projects, else ~/.claude/projects).
-	ClaudeProjects string
-	// Script is the script backend's transcript folder.
-	Script string
+	// Listers are the backends that list their transcripts, usually
+	// Options.Backends.TranscriptListers(); their roots are read once,
+	// when the host starts.
+	Listers []plugins.TranscriptLister
 	// Index is the file the catalogue keeps what it read in between
 	// starts, so a start reads only what changed; "" keeps none.
 	Index string
@@ -46,7 +46,11 @@ const rootConfigFile = "root-config.json"
 // openCatalogue starts reading the transcripts, when there are any to read.
 func (h *Host) openCatalogue() {
 	t := h.opts.Transcripts
-	if t.ClaudeProjects == "" && t.Script == "" {
+	var roots []plugins.TranscriptRoot
+	for _, l := range t.Listers {
+		roots = append(roots, l.TranscriptRoots()...)
+	}
+	if len(roots) == 0 {
 		return
 	}
 	h.mode = h.loadMode()
@@ -56,11 +60,10 @@ func (h *Host) openCatalogue() {
 	h.extMu.Lock()
 	defer h.extMu.Unlock()
 	h.cat = catalogue.Open(catalogue.Config{
-		ClaudeProjects:    t.ClaudeProjects,
-		ScriptTranscripts: t.Script,
-		IndexPath:         t.Index,
-		OnChange:          h.catalogueChanged,
-		Logger:            h.log,
+		Roots:     roots,
+		IndexPath: t.Index,
+		OnChange:  h.catalogueChanged,
+		Logger:    h.log,
 	})
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/ahpd/ahpd/catalogue/corpus"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -123,8 +124,12 @@ func cbStartHost(b *testing.B, state, projects string, now func() time.Time) *cb
 	}
 	h, err := host.New(host.Options{
 		StateDir: state, Backends: backends, Logger: slog.New(slog.DiscardHandler), DefaultDirectory: work,
-		Transcripts: host.Transcripts{ClaudeProjects: projects},
-		Now:         now,
+		// The claude backend lists the CLI's projects folder, which
+		// the corpus is, under the config folder its environment names.
+		Transcripts: host.Transcripts{Listers: []plugins.TranscriptLister{
+			claude.New(claude.Options{Env: []string{"CLAUDE_CONFIG_DIR=" + filepath.Dir(projects)}}),
+		}},
+		Now: now,
 	})
 	if err != nil {
 		b.Fatal(err)

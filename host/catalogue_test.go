@@ -14,6 +14,8 @@ import (
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -34,7 +36,7 @@ func writeScriptTranscript(t *testing.T, dir, id, prompt string, when time.Time)
 }
 
 func withTranscripts(o *host.Options) {
-	o.Transcripts = host.Transcripts{Script: filepath.Join(o.StateDir, "transcripts", "script")}
+	o.Transcripts = host.Transcripts{Listers: []plugins.TranscriptLister{script.New(filepath.Join(o.StateDir, "transcripts", "script"))}}
 }
 
 // listed returns the resources listSessions answers, and which of them

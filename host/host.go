@@ -52,8 +52,8 @@ type Options struct {
 	// ResidencyLimit is how many sessions may be resident at once; 0
 	// means no limit.
 	ResidencyLimit int
-	// Transcripts are where backends keep the transcripts that list
-	// sessions this host never ran; the zero value lists none.
+	// Transcripts are the backends whose transcripts list sessions this
+	// host never ran (catalogue.go); the zero value lists none.
 	Transcripts Transcripts
 	// WorktreesRoot is where worktree sessions' trees go, as
 	// <root>/<repo>/<name>; "" puts them beside their repository, as

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -108,26 +107,6 @@ func newBackends(cfg *config, log *slog.Logger) (*plugins.Registry, error) {
 		}
 	}
 	return reg, nil
-}
-
-// claudeProjects is where the Claude Code CLI keeps its transcripts: under
-// the CLAUDE_CONFIG_DIR the claude plugin or ahpd's environment names,
-// else ~/.claude.
-func claudeProjects(cfg *config) string {
-	dir := os.Getenv("CLAUDE_CONFIG_DIR")
-	for _, p := range cfg.Plugins {
-		if v, ok := p.Env["CLAUDE_CONFIG_DIR"]; ok && p.Kind == kindClaude {
-			dir = v
-		}
-	}
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		dir = filepath.Join(home, ".claude")
-	}
-	return filepath.Join(dir, "projects")
 }
 
 // environ turns an env map into KEY=VALUE entries, sorted so the order

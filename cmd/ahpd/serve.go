@@ -74,9 +74,8 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		ClientWindow:   cfg.ClientWindow,
 		AllowedRoots:   cfg.AllowedRoots,
 		Transcripts: host.Transcripts{
-			ClaudeProjects: claudeProjects(cfg),
-			Script:         filepath.Join(cfg.StateDir, "transcripts", "script"),
-			Index:          filepath.Join(cfg.StateDir, "catalogue-index.json"),
+			Listers: backends.TranscriptListers(),
+			Index:   filepath.Join(cfg.StateDir, "catalogue-index.json"),
 		},
 	})
 	if err != nil {

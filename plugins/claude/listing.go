@@ -1,4 +1,4 @@
-package catalogue
+package claude
 
 import (
 	"bytes"
@@ -8,9 +8,13 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/plugins/internal/jsonl"
 )
 
-// The Claude Code CLI writes one transcript per session at
+// The backend lists its conversations (plugins.TranscriptLister): the
+// CLI writes one transcript per session at
 // <projects>/<cwd with every non-alphanumeric byte as '-'>/<session>.jsonl,
 // one JSON object per line. The folder name cannot be turned back into
 // the cwd, so the cwd comes from the lines, which carry it:
@@ -23,15 +27,56 @@ import (
 // Titles come on lines of their own ({"type":"custom-title",
 // "customTitle":…}, {"type":"ai-title","aiTitle":…}), and so do the last
 // prompt ({"type":"last-prompt","lastPrompt":…}) and, from older CLIs, a
-// summary ({"type":"summary","summary":…}); info.go says which of them
-// titles a row. A title line written only in the middle of a large
-// transcript, outside both windows, is not seen until one is written
-// near an end or appended while the catalogue watches; the Claude Agent
-// SDK's session list reads the same windows and has the same blind spot.
+// summary ({"type":"summary","summary":…}); plugins.TitleKind says which
+// of them titles a row. A title line written only in the middle of a
+// large transcript, outside both of the catalogue's windows, is not seen
+// until one is written near an end or appended while the catalogue
+// watches; the Claude Agent SDK's session list reads the same windows and
+// has the same blind spot.
+//
+// This reads a line for the listing only; transcript.go reads a
+// transcript's turns.
 
-// claudeTranscript reports whether name is a session transcript: a
-// subagent's transcript (agent-<id>.jsonl) is part of another session.
-func claudeTranscript(name string) (id string, ok bool) {
+var _ plugins.TranscriptLister = (*Backend)(nil)
+
+// TranscriptRoots returns the CLI's projects folder, where it writes the
+// transcripts Turns reads: under $CLAUDE_CONFIG_DIR, else ~/.claude, as
+// the CLI's environment says. None when there is no home to find it in.
+func (b *Backend) TranscriptRoots() []plugins.TranscriptRoot {
+	config, err := b.configDir()
+	if err != nil {
+		return nil
+	}
+	return []plugins.TranscriptRoot{TranscriptRoot(filepath.Join(config, "projects"))}
+}
+
+// TranscriptRoot returns the CLI's projects folder at projects as a root
+// of transcripts: a folder per project, a transcript per session in it.
+func TranscriptRoot(projects string) plugins.TranscriptRoot {
+	return plugins.TranscriptRoot{Provider: Provider, Dir: projects, Nested: true, Format: listFormat{}}
+}
+
+// listFormat reads the CLI's transcripts for the catalogue.
+type listFormat struct{}
+
+// wants: the newest time, the branch and every title kind at the tail;
+// the first time, the cwd, the first prompt and the head's titles at the
+// head. The tail window is read whole at once: the title is settled
+// before its start only by a custom title near the end, which few
+// transcripts have; the rest need every line of the window, and one read
+// of it costs the disk one request where a small read and then the rest
+// cost two.
+var wants = plugins.TranscriptWants{
+	Tail:      plugins.FactModified | plugins.FactBranch | plugins.FactTitles,
+	Head:      plugins.FactCreated | plugins.FactCwd | plugins.FactPrompt | plugins.FactCustomTitle | plugins.FactAITitle,
+	WholeTail: true,
+}
+
+func (listFormat) Wants() plugins.TranscriptWants { return wants }
+
+// Name reports whether name is a session transcript: a subagent's
+// transcript (agent-<id>.jsonl) is part of another session.
+func (listFormat) Name(name string) (id string, ok bool) {
 	id, ok = strings.CutSuffix(name, ".jsonl")
 	if !ok || id == "" || strings.HasPrefix(id, "agent-") || strings.HasPrefix(id, ".") {
 		return "", false
@@ -39,64 +84,20 @@ func claudeTranscript(name string) (id string, ok bool) {
 	return id, true
 }
 
-// lenient is a string member that tolerates any JSON value: a member of
-// an unexpected type reads as "" rather than making the line garbage.
-type lenient string
-
-func (s *lenient) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	if d.PeekKind() != '"' {
-		return d.SkipValue()
-	}
-	tok, err := d.ReadToken()
-	if err != nil {
-		return err
-	}
-	*s = lenient(tok.String())
-	return nil
-}
-
-// flag is a boolean member read as lenient reads strings.
-type flag bool
-
-func (b *flag) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	*b = d.PeekKind() == 't'
-	return d.SkipValue()
-}
-
-// optString is a string member that records whether it was a string at
-// all: a title line decides its kind only when its member is one, as the
-// SDK reads it.
-type optString struct {
-	s  string
-	ok bool
-}
-
-func (o *optString) UnmarshalJSONFrom(d *jsontext.Decoder) error {
-	if d.PeekKind() != '"' {
-		return d.SkipValue()
-	}
-	tok, err := d.ReadToken()
-	if err != nil {
-		return err
-	}
-	*o = optString{tok.String(), true}
-	return nil
-}
-
 // claudeEnvelope is the part of a line a row needs; the message body is
 // not in it, so decoding skips it.
 type claudeEnvelope struct {
-	Type             lenient   `json:"type"`
-	Timestamp        lenient   `json:"timestamp"`
-	Cwd              lenient   `json:"cwd"`
-	GitBranch        lenient   `json:"gitBranch"`
-	IsSidechain      flag      `json:"isSidechain"`
-	IsMeta           flag      `json:"isMeta"`
-	IsCompactSummary flag      `json:"isCompactSummary"`
-	AITitle          optString `json:"aiTitle"`
-	CustomTitle      optString `json:"customTitle"`
-	Summary          optString `json:"summary"`
-	LastPrompt       optString `json:"lastPrompt"`
+	Type             jsonl.Lenient   `json:"type"`
+	Timestamp        jsonl.Lenient   `json:"timestamp"`
+	Cwd              jsonl.Lenient   `json:"cwd"`
+	GitBranch        jsonl.Lenient   `json:"gitBranch"`
+	IsSidechain      jsonl.Flag      `json:"isSidechain"`
+	IsMeta           jsonl.Flag      `json:"isMeta"`
+	IsCompactSummary jsonl.Flag      `json:"isCompactSummary"`
+	AITitle          jsonl.OptString `json:"aiTitle"`
+	CustomTitle      jsonl.OptString `json:"customTitle"`
+	Summary          jsonl.OptString `json:"summary"`
+	LastPrompt       jsonl.OptString `json:"lastPrompt"`
 }
 
 // claudePromptLine is a line read with its message's content, for when
@@ -126,10 +127,10 @@ func (c *promptContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 		return d.SkipValue()
 	}
 	var blocks []struct {
-		Type lenient `json:"type"`
-		Text lenient `json:"text"`
+		Type jsonl.Lenient `json:"type"`
+		Text jsonl.Lenient `json:"text"`
 	}
-	if err := json.UnmarshalDecode(d, &blocks, decodeOpts); err != nil {
+	if err := json.UnmarshalDecode(d, &blocks, jsonl.DecodeOpts); err != nil {
 		return err
 	}
 	for _, b := range blocks {
@@ -141,34 +142,6 @@ func (c *promptContent) UnmarshalJSONFrom(d *jsontext.Decoder) error {
 		}
 	}
 	return nil
-}
-
-// isReminder reports text the CLI adds to a user message that nobody
-// typed: system reminders, and the echoes of slash commands and of local
-// shell commands.
-func isReminder(text string) bool {
-	text = strings.TrimSpace(text)
-	if !strings.HasPrefix(text, "<") {
-		return false
-	}
-	for _, p := range [...]string{"<system-reminder>", "<command-", "<local-command-", "<bash-stdout>", "<bash-stderr>"} {
-		if strings.HasPrefix(text, p) {
-			return true
-		}
-	}
-	return false
-}
-
-// interrupted is how the CLI records a turn the user stopped.
-const interrupted = "[Request interrupted by user"
-
-// asPrompt returns text as a person's prompt, or "" when it is not one.
-func asPrompt(text string) string {
-	t := strings.TrimSpace(text)
-	if t == "" || strings.HasPrefix(t, interrupted) || isReminder(t) {
-		return ""
-	}
-	return t
 }
 
 // tagged reports text that opens with a tag (<system-reminder>,
@@ -194,7 +167,8 @@ func tagged(text string) bool {
 // firstPrompt picks a user message's prompt as the SDK's session list
 // does: the first text that is not a tag or an interrupt; a shell
 // command typed with "!" as such; a slash command's name only as a
-// stand-in (command), should the transcript hold no prompt at all.
+// stand-in (command), should the transcript hold no prompt at all. The
+// catalogue collapses and cuts what it returns.
 func firstPrompt(texts []string) (prompt, command string) {
 	for _, text := range texts {
 		t := strings.TrimSpace(text)
@@ -202,18 +176,18 @@ func firstPrompt(texts []string) (prompt, command string) {
 			continue
 		}
 		if name, ok := between(t, "<command-name>", "</command-name>"); ok {
-			if command == "" {
-				command = clip(name)
+			if command == "" && !blank(name) {
+				command = name
 			}
 			continue
 		}
 		if in, ok := between(t, "<bash-input>", "</bash-input>"); ok {
-			return clip("! " + strings.TrimSpace(in)), command
+			return "! " + strings.TrimSpace(in), command
 		}
-		if tagged(t) || strings.HasPrefix(t, interrupted) {
+		if tagged(t) || strings.HasPrefix(t, interruptMarker) {
 			continue
 		}
-		return clip(t), command
+		return t, command
 	}
 	return "", command
 }
@@ -229,8 +203,9 @@ func between(s, open, close string) (string, bool) {
 	return in, ok
 }
 
-// claudeParser reads Claude Code transcript lines.
-type claudeParser struct{}
+// blank reports text with nothing in it but the white space the
+// catalogue collapses away: no command name.
+func blank(s string) bool { return strings.TrimLeft(s, " \t\n\r\v\f\u0085\u00a0") == "" }
 
 // Before a line is decoded, a cheap test says whether it may hold what
 // is still wanted: members names the member names and type values it
@@ -247,9 +222,6 @@ const (
 	mLastPrompt
 	mSummary
 )
-
-// sourceBits are the members that may decide each title source.
-var sourceBits = [nSources]uint8{srcCustom: mCustom, srcAI: mAI, srcLastPrompt: mLastPrompt, srcSummary: mSummary}
 
 func members(line []byte) uint8 {
 	var m uint8
@@ -288,61 +260,50 @@ func members(line []byte) uint8 {
 	}
 }
 
-func (claudeParser) pass(line []byte, t *info) bool {
-	want := uint8(0)
-	if t.modified.IsZero() {
-		want |= mTimestamp
+// memberBits returns the members that may say the facts in f.
+func memberBits(f plugins.Facts) uint8 {
+	var m uint8
+	if f&plugins.FactModified != 0 {
+		m |= mTimestamp
 	}
-	if t.branch == "" {
-		want |= mBranch
+	if f&plugins.FactBranch != 0 {
+		m |= mBranch
 	}
-	for k, bit := range sourceBits {
-		if !t.tail.has(source(k)) {
-			want |= bit
-		}
+	if f&plugins.FactCustomTitle != 0 {
+		m |= mCustom
 	}
+	if f&plugins.FactAITitle != 0 {
+		m |= mAI
+	}
+	if f&plugins.FactLastPrompt != 0 {
+		m |= mLastPrompt
+	}
+	if f&plugins.FactSummary != 0 {
+		m |= mSummary
+	}
+	return m
+}
+
+func (listFormat) Skip(line []byte, lacking plugins.Facts) bool {
+	want := memberBits(lacking)
 	return want == 0 || members(line)&want == 0
 }
 
-func (claudeParser) mayTitle(line []byte) bool {
-	return members(line)&(mCustom|mAI) != 0
-}
-
-// tailDone: the newest time and branch are known, and the title is
-// settled: by a custom title, which nothing outranks, or by every kind
-// being decided in the tail.
-func (claudeParser) tailDone(t *info) bool {
-	return !t.modified.IsZero() && t.branch != "" && (t.tail.text[srcCustom] != "" || t.tail.all())
-}
-
-// tailFirst: the whole window at once. The title is settled before its
-// start only by a custom title near the end, which few transcripts have;
-// the rest need every line of the window, and one read of it costs the
-// disk one request where a small read and then the rest cost two.
-func (claudeParser) tailFirst() int { return tailMax + 1 }
-
-// headDone: the first lines' facts are known, and the tail's custom
-// title makes the head's titles moot. Otherwise the head is read to the
-// end of its window: a custom or AI title anywhere in it may be the one.
-func (claudeParser) headDone(h, t *info) bool {
-	return !h.created.IsZero() && h.cwd != "" && h.prompt != "" && t.tail.text[srcCustom] != ""
-}
-
-func (claudeParser) parse(line []byte, cut, wantPrompt bool) (facts, bool) {
+func (listFormat) Line(line []byte, cut, wantPrompt bool) (plugins.TranscriptLine, bool) {
 	var pl claudePromptLine
 	switch {
 	case cut:
 		pl = claudePrefix(line)
 	case wantPrompt && bytes.Contains(line, []byte(`"user"`)):
-		if json.Unmarshal(line, &pl, decodeOpts) != nil {
+		if json.Unmarshal(line, &pl, jsonl.DecodeOpts) != nil {
 			return glued(line)
 		}
 	default:
-		if json.Unmarshal(line, &pl.claudeEnvelope, decodeOpts) != nil {
+		if json.Unmarshal(line, &pl.claudeEnvelope, jsonl.DecodeOpts) != nil {
 			return glued(line)
 		}
 	}
-	return pl.facts(), true
+	return pl.line(), true
 }
 
 // glued reads a title line glued to the end of a line that does not
@@ -350,19 +311,19 @@ func (claudeParser) parse(line []byte, cut, wantPrompt bool) (facts, bool) {
 // the same line: the SDK reads it, so the catalogue does too. The title
 // must open an object that does not follow a ':', ',' or '[', so that it
 // is a line of its own and not a value quoted inside another.
-func glued(line []byte) (facts, bool) {
+func glued(line []byte) (plugins.TranscriptLine, bool) {
 	for _, typ := range [...]string{`{"type":"custom-title"`, `{"type":"ai-title"`} {
 		i := bytes.LastIndex(line, []byte(typ))
 		if i <= 0 || bytes.IndexByte([]byte(":,["), line[i-1]) >= 0 {
 			continue
 		}
 		var e claudeEnvelope
-		if json.Unmarshal(line[i:], &e, decodeOpts) == nil {
+		if json.Unmarshal(line[i:], &e, jsonl.DecodeOpts) == nil {
 			pl := claudePromptLine{claudeEnvelope: claudeEnvelope{Type: e.Type, AITitle: e.AITitle, CustomTitle: e.CustomTitle}}
-			return pl.facts(), true
+			return pl.line(), true
 		}
 	}
-	return facts{}, false
+	return plugins.TranscriptLine{}, false
 }
 
 // claudePrefix reads what precedes the cut in a line cut short. The CLI
@@ -378,10 +339,10 @@ func claudePrefix(line []byte) claudePromptLine {
 		}
 		return false
 	}
-	walkPrefix(line, descend, want, func(p string, tok jsontext.Token) {
-		s := lenient("")
+	jsonl.WalkPrefix(line, descend, want, func(p string, tok jsontext.Token) {
+		s := jsonl.Lenient("")
 		if tok.Kind() == '"' {
-			s = lenient(tok.String())
+			s = jsonl.Lenient(tok.String())
 		}
 		e := &pl.claudeEnvelope
 		switch p {
@@ -408,43 +369,37 @@ func claudePrefix(line []byte) claudePromptLine {
 	return pl
 }
 
-// facts turns a decoded line into what it says about the session.
-func (pl *claudePromptLine) facts() facts {
+// line turns a decoded line into what it says about the session.
+func (pl *claudePromptLine) line() plugins.TranscriptLine {
 	e := &pl.claudeEnvelope
-	var f facts
+	var l plugins.TranscriptLine
 	if e.Timestamp != "" {
 		if t, err := time.Parse(time.RFC3339Nano, string(e.Timestamp)); err == nil {
-			f.first, f.last = t, t
+			l.First, l.Last = t, t
 		}
 	}
-	f.cwd, f.branch = string(e.Cwd), string(e.GitBranch)
+	l.Cwd, l.Branch = string(e.Cwd), string(e.GitBranch)
 	switch e.Type {
 	case "custom-title":
-		if e.CustomTitle.ok {
-			f.titles.put(srcCustom, strings.TrimSpace(e.CustomTitle.s))
+		if e.CustomTitle.OK {
+			l.SetTitle(plugins.CustomTitle, e.CustomTitle.S)
 		}
 	case "ai-title":
-		if e.AITitle.ok {
-			f.titles.put(srcAI, strings.TrimSpace(e.AITitle.s))
+		if e.AITitle.OK {
+			l.SetTitle(plugins.AITitle, e.AITitle.S)
 		}
 	case "user", "assistant":
-		f.conversation = !bool(e.IsSidechain)
+		l.Conversation = !bool(e.IsSidechain)
 	}
 	// Whatever the line's type, as the SDK reads them.
-	if e.LastPrompt.ok {
-		f.titles.put(srcLastPrompt, clip(e.LastPrompt.s))
+	if e.LastPrompt.OK {
+		l.SetTitle(plugins.LastPrompt, e.LastPrompt.S)
 	}
-	if e.Summary.ok {
-		f.titles.put(srcSummary, clip(e.Summary.s))
+	if e.Summary.OK {
+		l.SetTitle(plugins.SummaryTitle, e.Summary.S)
 	}
 	if e.Type == "user" && !bool(e.IsSidechain || e.IsMeta || e.IsCompactSummary) && !pl.Message.Content.toolResult {
-		f.prompt, f.command = firstPrompt(pl.Message.Content.texts)
+		l.Prompt, l.Command = firstPrompt(pl.Message.Content.texts)
 	}
-	return f
-}
-
-// claudeProject reports whether dir, a child of the projects folder, is
-// a project folder (hidden folders are not).
-func claudeProject(dir string) bool {
-	return !strings.HasPrefix(filepath.Base(dir), ".")
+	return l
 }
