@@ -474,6 +474,10 @@ func (e *Engine) SetDeclared(decl []Declared) error {
 func (e *Engine) Entries(owner string) []protocol.AutomationEntry {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	return e.entriesLocked(owner)
+}
+
+func (e *Engine) entriesLocked(owner string) []protocol.AutomationEntry {
 	var ks []key
 	for k := range e.autos {
 		if k.owner == owner {
@@ -630,4 +634,26 @@ func joinErrs(errs []error) error {
 		msgs[i] = err.Error()
 	}
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// Snapshot calls fn with owner's automations, under the engine's lock: no
+// change is reported between what fn sees and what OnChange says next, so
+// a host can subscribe a client in fn and miss nothing.
+func (e *Engine) Snapshot(owner string, fn func([]protocol.AutomationEntry)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.entriesLocked(owner))
+}
+
+// RunSnapshot calls fn with owner's run, under the engine's lock, as
+// Snapshot does; it reports ErrNotFound for a run owner does not have.
+func (e *Engine) RunSnapshot(owner string, run protocol.URI, fn func(protocol.AutomationRunState)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rr := e.runLocked(owner, run)
+	if rr == nil {
+		return fmt.Errorf("%w: no automation run %s", ErrNotFound, protocol.Quote(run))
+	}
+	fn(rr.State)
+	return nil
 }

@@ -291,6 +291,7 @@ func (e *Engine) finish(k key, uri protocol.URI, out Outcome) {
 		lc = failedLifecycle(rr.State.Lifecycle, now, out.Err.Error())
 	}
 	rr.State.Lifecycle = lc
+	e.log.Info("automations: a run ended", "automation", k.uri, "run", uri, "outcome", fmt.Sprintf("%T", lc), "err", out.Err)
 	state := rr.State
 	e.pruneLocked(a)
 	e.saveLocked(a)
