@@ -137,6 +137,12 @@ var commands = map[string]commandOp{
 	"ahpd/sessionStatus":       {op: SessionState},
 	"ahpd/suspendSession":      {op: SessionConfigure},
 	"ahpd/resumeSession":       {op: SessionConfigure},
+
+	// Automations: seeing them is a listing; running one sends its message
+	// as its owner, so it is chat:send.
+	"listAutomationTriggerDefinitions": {op: SessionList},
+	"fetchAutomationRuns":              {op: SessionList},
+	"runAutomation":                    {op: ChatSend},
 }
 
 // forChannel is the operation of subscribing to a channel of the given
@@ -243,6 +249,13 @@ var actions = map[string]Operation{
 	"terminal/claimed":      ChatSend,
 	"terminal/titleChanged": ChatSend,
 	"terminal/cleared":      ChatSend,
+
+	// An automation makes sessions as its owner: making, changing or
+	// removing one is session:create; cancelling a run cancels its turn.
+	"automation/createRequested":    SessionCreate,
+	"automation/updateRequested":    SessionCreate,
+	"automation/removed":            SessionCreate,
+	"automationRun/cancelRequested": ChatCancel,
 }
 
 // ForAction returns the operation dispatching an action of the given type

@@ -15,6 +15,7 @@ var wantCommands = []string{
 	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
 	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession",
+	"listAutomationTriggerDefinitions", "fetchAutomationRuns", "runAutomation",
 }
 
 // The action types a client may dispatch.
@@ -42,6 +43,8 @@ var wantActions = []string{
 	"annotations/entrySet", "annotations/entryRemoved",
 	"terminal/input", "terminal/resized", "terminal/claimed",
 	"terminal/titleChanged", "terminal/cleared",
+	"automation/createRequested", "automation/updateRequested", "automation/removed",
+	"automationRun/cancelRequested",
 }
 
 var wantOperations = []Operation{

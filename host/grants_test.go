@@ -64,12 +64,20 @@ var commands = []command{
 		return map[string]any{"channel": f.session, "ifIdle": true}
 	}},
 	{name: "ahpd/resumeSession", method: "ahpd/resumeSession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
+	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
+	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
+		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}
+	}},
+	{name: "runAutomation", method: "runAutomation", params: func(fixture) any {
+		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none", "requestId": "r"}
+	}},
 }
 
 // readOnly are the rows a guest may send: the read group and the commands
 // that touch no session.
 var readOnly = []string{
 	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus",
+	"listAutomationTriggerDefinitions", "fetchAutomationRuns",
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }
 
@@ -138,7 +146,8 @@ type role struct {
 // reasons of its own: a connection already initialized is not
 // initialized or reconnected again, and this host has no terminals.
 func (role) failsAnyway(row string) bool {
-	return row == "initialize" || row == "reconnect" || row == "subscribe terminal"
+	return row == "initialize" || row == "reconnect" || row == "subscribe terminal" ||
+		row == "fetchAutomationRuns" || row == "runAutomation" // of an automation that does not exist
 }
 
 // TestGrantsTable walks every command the host serves and every action a

@@ -80,6 +80,8 @@ type Options struct {
 	AgentProcesses func() int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Automations configure the automations the host runs (automations.go).
+	Automations AutomationOptions
 
 	// storeTemp makes the temporary files session records are written
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
@@ -144,6 +146,8 @@ type Host struct {
 	// made sessions again, which no sweep may take (orphans.go); guarded
 	// by mu.
 	unrestoredTrees map[string]bool
+
+	autos *automationHost // automations.go
 }
 
 // New returns a Host with the sessions its store holds.
@@ -239,6 +243,10 @@ func New(opts Options) (*Host, error) {
 	}
 	h.openCatalogue()
 	h.sweepTrees()
+	if err := h.openAutomations(); err != nil {
+		stop()
+		return nil, err
+	}
 	h.wg.Add(3)
 	go h.watchdog()
 	go h.keepResidency()
@@ -323,6 +331,9 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closing = true
+	h.mu.Unlock()
+	h.closeAutomations() // its runs end now, recorded as stopped by the shutdown
+	h.mu.Lock()
 	sessions := make([]*session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		sessions = append(sessions, s)

@@ -48,6 +48,10 @@ var methods = map[string]handler{
 	"ahpd/sessionStatus":       (*Host).sessionStatus,
 	"ahpd/suspendSession":      (*Host).suspendSession,
 	"ahpd/resumeSession":       (*Host).resumeSession,
+
+	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
+	"runAutomation":                    (*Host).runAutomation,
+	"fetchAutomationRuns":              (*Host).fetchAutomationRuns,
 }
 
 var beforeInitialize = map[string]bool{"initialize": true, "ping": true, "reconnect": true}
@@ -64,24 +68,21 @@ func versionAtLeast(v, since string) bool {
 // notServed are the protocol's commands this host does not offer yet,
 // with what they are for: they answer -32601 saying so.
 var notServed = map[string]string{
-	"createTerminal":                   "terminals",
-	"disposeTerminal":                  "terminals",
-	"invokeChangesetOperation":         "changesets",
-	"createResourceWatch":              "resource watches",
-	"listAutomationTriggerDefinitions": "automations",
-	"runAutomation":                    "automations",
-	"fetchAutomationRuns":              "automations",
-	"authenticate":                     "authentication",
-	"completions":                      "completions",
-	"resourceRead":                     "resources",
-	"resourceWrite":                    "resources",
-	"resourceList":                     "resources",
-	"resourceResolve":                  "resources",
-	"resourceMkdir":                    "resources",
-	"resourceDelete":                   "resources",
-	"resourceMove":                     "resources",
-	"resourceCopy":                     "resources",
-	"resourceRequest":                  "resources",
+	"createTerminal":           "terminals",
+	"disposeTerminal":          "terminals",
+	"invokeChangesetOperation": "changesets",
+	"createResourceWatch":      "resource watches",
+	"authenticate":             "authentication",
+	"completions":              "completions",
+	"resourceRead":             "resources",
+	"resourceWrite":            "resources",
+	"resourceList":             "resources",
+	"resourceResolve":          "resources",
+	"resourceMkdir":            "resources",
+	"resourceDelete":           "resources",
+	"resourceMove":             "resources",
+	"resourceCopy":             "resources",
+	"resourceRequest":          "resources",
 }
 
 // assigner routes a connection's requests to the host's handlers.

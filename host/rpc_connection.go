@@ -83,6 +83,7 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		ServerInfo:       &protocol.Implementation{Name: "ahpd", Version: new(h.opts.Version)},
 		Snapshots:        []protocol.Snapshot{},
 		DefaultDirectory: new(fileURI(h.opts.DefaultDirectory)),
+		Automations:      h.automationCapabilities(),
 	}
 	for _, ch := range slices.Compact(slices.Clone(p.InitialSubscriptions)) {
 		snap, err := h.attach(ctx, c, ch, req.ID())

@@ -50,6 +50,10 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	if reason == "" {
 		reason = h.checkAction(c, p.Channel, a)
 	}
+	if reason == "" && isAutomationChannel(p.Channel) {
+		h.dispatchAutomation(c, p.Channel, a, origin) // automations.go
+		return nil, nil
+	}
 	if reason == "" {
 		reason = checkChannel(p.Channel, a)
 	}
@@ -83,9 +87,7 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 // notOffered names the channels of actions this host does not take yet,
 // with what a person would call them.
 var notOffered = map[string]string{
-	"automation":    "automations",
-	"automationRun": "automations",
-	"canvas":        "canvases",
+	"canvas": "canvases",
 }
 
 // maxEchoedAction bounds the action a refusal carries back: a larger one

@@ -33,6 +33,9 @@ func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (an
 
 // exists reports whether c may subscribe to channel.
 func (h *Host) exists(c *conn, channel string) bool {
+	if isAutomationChannel(channel) {
+		return h.automationExists(c, channel)
+	}
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {
 		return false
@@ -56,6 +59,9 @@ func (h *Host) exists(c *conn, channel string) bool {
 func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
 	if err := c.roomToWatch(channel); err != nil {
 		return protocol.Snapshot{}, err
+	}
+	if isAutomationChannel(channel) {
+		return h.attachAutomation(c, channel, requestID)
 	}
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {

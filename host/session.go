@@ -431,6 +431,7 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 	}
 	s.mu.Unlock()
 	s.h.poke()
+	s.h.automationTurnEnded(s, state)
 }
 
 // SetTitle sets the title the agent gave the session (chats.Owner).

@@ -145,8 +145,8 @@ func TestRefusalsOfWhatIsNotOffered(t *testing.T) {
 	refused(session, &protocol.SessionMCPServerBackgroundRequestedAction{ID: "m1"}, "no MCP server")
 	refused(session, &protocol.SessionWorkingDirectoryReplacedAction{Directory: "file://" + th.work, Replacement: "file:///tmp"}, "first working directory")
 	refused(chat, &protocol.ChatTurnResumeAction{TurnID: "t1"}, "not the chat's latest turn stopped at an error")
-	refused(session, &protocol.AutomationRemovedAction{Resource: "ahp-automation:/a"}, "does not offer automations")
-	for _, m := range []string{"runAutomation", "createTerminal", "invokeChangesetOperation"} {
+	refused(session, &protocol.AutomationRemovedAction{Resource: "ahp-automation:/a"}, "does not belong on channel")
+	for _, m := range []string{"createTerminal", "invokeChangesetOperation"} {
 		if _, err := c.Call(m, map[string]any{}); err == nil || err.Code != -32601 || !strings.Contains(err.Message, "does not offer") {
 			t.Errorf("%s: %v, want -32601 saying it is not offered", m, err)
 		}

@@ -1,0 +1,659 @@
+package automations
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Defaults of Options.
+const (
+	DefaultHistoryLimit = 50
+	// DefaultMaxActive bounds one automation's runs in progress at once:
+	// a trigger that fires while it is reached is skipped, a manual run
+	// refused, so a slow run cannot pile up behind a fast schedule.
+	DefaultMaxActive = 4
+	// MaxChain bounds how many automations an event can start in a row
+	// (a run's session finishing starts another's run, and so on), so
+	// two automations triggering each other stop.
+	MaxChain = 8
+)
+
+// Runner executes a run: it creates a session from the definition's
+// template as the owner, sends the definition's message, and returns when
+// the turn has ended. It calls req.SessionCreated once the session exists
+// and before it sends the message. When ctx is cancelled it cancels the
+// turn and returns.
+type Runner interface {
+	Run(ctx context.Context, req RunRequest) Outcome
+}
+
+// RunRequest is one run handed to the Runner.
+type RunRequest struct {
+	Owner          string
+	Automation     protocol.URI
+	Run            protocol.URI
+	Definition     protocol.AutomationDefinition
+	SessionCreated func(session protocol.URI)
+}
+
+// Outcome is how a run's turn ended: Err nil when it completed.
+type Outcome struct {
+	Err   error
+	Usage *protocol.UsageInfo
+}
+
+// Change is one thing the engine changed, for the host to publish. Entry
+// is an automation's whole new state (automation/set); Removed names a
+// removed automation; Run is a run's new state, with Action the
+// automationRun/* action that made it (nil for a run just created).
+type Change struct {
+	Owner   string
+	Entry   *protocol.AutomationEntry
+	Removed protocol.URI
+	Run     *protocol.AutomationRunState
+	Action  protocol.Action
+}
+
+// Options configure an Engine. The zero value is valid: nothing kept, the
+// wall clock, no runner (every run fails saying so).
+type Options struct {
+	Dir          string // where automations are kept; "" keeps nothing
+	Clock        Clock
+	Runner       Runner
+	OnChange     func(Change) // called in order, with the engine's lock held: it must not call the engine
+	HistoryLimit int          // ended runs kept per automation
+	MaxActive    int          // runs in progress per automation
+	// Watch makes the file and ref watcher; nil uses NewFSWatcher. The
+	// engine calls its Set when what the triggers watch changes.
+	Watch  func(emit func(Event)) (Watcher, error)
+	Logger *slog.Logger
+}
+
+// Watcher watches folders and repositories for the event triggers.
+type Watcher interface {
+	Set(folders, repos []string)
+	Close() error
+}
+
+type key struct {
+	owner string
+	uri   protocol.URI
+}
+
+type automation struct {
+	rec *record
+	c   *compiled
+}
+
+// active is a run in progress.
+type active struct {
+	cancel          context.CancelFunc
+	cancelRequested bool
+}
+
+// Engine evaluates the triggers of every owner's automations and runs
+// them. One mutex guards all of it; runs execute on goroutines of their
+// own, outside it.
+type Engine struct {
+	opts    Options
+	clock   Clock
+	store   *store
+	log     *slog.Logger
+	watcher Watcher
+
+	mu      sync.Mutex
+	autos   map[key]*automation
+	runs    map[protocol.URI]key // every retained run, to its automation
+	active  map[protocol.URI]*active
+	closing bool
+
+	wake   chan struct{}
+	synced chan chan struct{} // for tests: a pass of the scheduler, acknowledged
+	done   chan struct{}
+	wg     sync.WaitGroup
+}
+
+// Open loads the automations kept in opts.Dir, settles what happened
+// while ahpd was down (runs left in progress failed; schedule occurrences
+// missed run once or are skipped, as each trigger's misfire policy says),
+// and starts the scheduler. Close stops it.
+func Open(opts Options) (*Engine, error) {
+	e := &Engine{
+		opts:   opts,
+		clock:  opts.Clock,
+		log:    opts.Logger,
+		autos:  map[key]*automation{},
+		runs:   map[protocol.URI]key{},
+		active: map[protocol.URI]*active{},
+		wake:   make(chan struct{}, 1),
+		synced: make(chan chan struct{}),
+		done:   make(chan struct{}),
+	}
+	if e.clock == nil {
+		e.clock = RealClock{}
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.opts.HistoryLimit <= 0 {
+		e.opts.HistoryLimit = DefaultHistoryLimit
+	}
+	if e.opts.MaxActive <= 0 {
+		e.opts.MaxActive = DefaultMaxActive
+	}
+	if opts.Dir != "" {
+		e.store = &store{dir: opts.Dir}
+	}
+	recs, errs := e.store.load()
+	for _, err := range errs {
+		e.log.Error("automations: a kept automation could not be read", "err", err)
+	}
+	watch := opts.Watch
+	if watch == nil {
+		watch = NewFSWatcher(e.log)
+	}
+	w, err := watch(e.Event)
+	if err != nil {
+		return nil, fmt.Errorf("automations: start the file watcher: %w", err)
+	}
+	e.watcher = w
+	e.mu.Lock()
+	now := e.clock.Now()
+	for _, r := range recs {
+		e.restoreLocked(r, now)
+	}
+	e.mu.Unlock()
+	e.refreshWatches()
+	e.wg.Add(1)
+	go e.loop()
+	return e, nil
+}
+
+// restoreLocked takes back a kept automation.
+func (e *Engine) restoreLocked(r *record, now time.Time) {
+	c, err := compile(r.Definition)
+	if err != nil {
+		// Kept, listed and runnable by hand, but its triggers do not fire
+		// until it is fixed: the person sees it rather than losing it.
+		e.log.Error("automations: a kept automation no longer checks; its triggers are off", "automation", r.Resource, "err", err)
+		c = &compiled{def: r.Definition, schedules: map[string]*Schedule{}}
+		c.def.Triggers = nil
+	}
+	a := &automation{rec: r, c: c}
+	k := key{r.Owner, r.Resource}
+	e.autos[k] = a
+	changed := false
+	for i := range r.Runs {
+		rr := &r.Runs[i]
+		e.runs[rr.State.Resource] = k
+		if !terminal(rr.State.Lifecycle) {
+			rr.State.Lifecycle = failedLifecycle(rr.State.Lifecycle, now, "ahpd stopped before the run ended")
+			changed = true
+		}
+	}
+	if r.LastFire == nil {
+		r.LastFire = map[string]time.Time{}
+	}
+	for _, t := range r.Definition.Triggers {
+		st, ok := t.(*protocol.AutomationScheduleTrigger)
+		if !ok {
+			continue
+		}
+		s := c.schedules[st.ID]
+		last, ok := r.LastFire[st.ID]
+		if s == nil || !ok || !r.Definition.Enabled {
+			r.LastFire[st.ID] = now
+			changed = true
+			continue
+		}
+		due := s.Next(last)
+		if due.IsZero() || due.After(now) || (!c.afterDate.IsZero() && !due.Before(c.afterDate)) {
+			continue // nothing missed, or only after it was to stop
+		}
+		// Missed while ahpd was down.
+		missed := s.Latest(last, now)
+		r.LastFire[st.ID] = now
+		changed = true
+		if st.MisfirePolicy != nil && *st.MisfirePolicy == protocol.AutomationMisfirePolicySkip {
+			e.log.Info("automations: skipped a schedule occurrence missed while ahpd was down", "automation", r.Resource, "trigger", st.ID, "missed", missed)
+			continue
+		}
+		e.fireScheduledLocked(a, st.ID, missed, true)
+	}
+	if changed {
+		e.saveLocked(a)
+	}
+}
+
+// Close stops the scheduler and the watcher, cancels the runs in progress
+// (they end failed: ahpd stopped) and waits for them.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closing {
+		e.mu.Unlock()
+		return nil
+	}
+	e.closing = true
+	for _, ac := range e.active {
+		ac.cancel()
+	}
+	e.mu.Unlock()
+	close(e.done)
+	e.wg.Wait()
+	return e.watcher.Close()
+}
+
+func (e *Engine) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Create makes an automation for owner at the client-chosen uri.
+func (e *Engine) Create(owner string, uri protocol.URI, def protocol.AutomationDefinition) (protocol.AutomationEntry, error) {
+	return e.create(owner, uri, def, false)
+}
+
+func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationDefinition, fromConfig bool) (protocol.AutomationEntry, error) {
+	if _, err := idOf(uri); err != nil {
+		return protocol.AutomationEntry{}, err
+	}
+	c, err := compile(def)
+	if err != nil {
+		return protocol.AutomationEntry{}, err
+	}
+	e.mu.Lock()
+	k := key{owner, uri}
+	if e.closing {
+		e.mu.Unlock()
+		return protocol.AutomationEntry{}, fmt.Errorf("ahpd is shutting down")
+	}
+	if _, ok := e.autos[k]; ok {
+		e.mu.Unlock()
+		return protocol.AutomationEntry{}, invalid("an automation %s already exists; update it or choose another id", protocol.Quote(uri))
+	}
+	now := e.clock.Now()
+	r := &record{
+		Version: recordVersion, Owner: owner, Resource: uri, Definition: c.def,
+		CreatedAt: stamp(now), ModifiedAt: stamp(now), LastFire: map[string]time.Time{},
+		FromConfig: fromConfig, Runs: []runRecord{},
+	}
+	for id := range c.schedules {
+		r.LastFire[id] = now
+	}
+	a := &automation{rec: r, c: c}
+	e.autos[k] = a
+	if err := e.saveLocked(a); err != nil {
+		delete(e.autos, k)
+		e.mu.Unlock()
+		return protocol.AutomationEntry{}, err
+	}
+	entry := e.emitEntryLocked(a)
+	e.mu.Unlock()
+	e.afterDefinitionChange()
+	return entry, nil
+}
+
+// Update applies a patch to owner's automation at uri.
+func (e *Engine) Update(owner string, uri protocol.URI, p protocol.AutomationDefinitionPatch) (protocol.AutomationEntry, error) {
+	e.mu.Lock()
+	a, ok := e.autos[key{owner, uri}]
+	if !ok {
+		e.mu.Unlock()
+		return protocol.AutomationEntry{}, fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
+	}
+	if a.rec.FromConfig {
+		e.mu.Unlock()
+		return protocol.AutomationEntry{}, invalid("automation %s is declared in ahpd's config file: change it there", protocol.Quote(uri))
+	}
+	entry, err := e.replaceLocked(a, applyPatch(a.rec.Definition, p))
+	e.mu.Unlock()
+	if err == nil {
+		e.afterDefinitionChange()
+	}
+	return entry, err
+}
+
+// replaceLocked puts def in place of a's definition.
+func (e *Engine) replaceLocked(a *automation, def protocol.AutomationDefinition) (protocol.AutomationEntry, error) {
+	c, err := compile(def)
+	if err != nil {
+		return protocol.AutomationEntry{}, err
+	}
+	now := e.clock.Now()
+	old := a.c
+	wasEnabled := a.rec.Definition.Enabled
+	if (!wasEnabled && c.def.Enabled) || (old.afterRuns == 0 && c.afterRuns > 0) {
+		a.rec.RunCount = 0 // a fresh allowance
+	}
+	last := map[string]time.Time{}
+	for _, t := range c.def.Triggers {
+		st, ok := t.(*protocol.AutomationScheduleTrigger)
+		if !ok {
+			continue
+		}
+		prev, had := a.rec.LastFire[st.ID]
+		same := slices.ContainsFunc(a.rec.Definition.Triggers, func(o protocol.AutomationTrigger) bool {
+			os, ok := o.(*protocol.AutomationScheduleTrigger)
+			return ok && os.ID == st.ID && os.Schedule.Expression == st.Schedule.Expression && os.Schedule.TimeZone == st.Schedule.TimeZone
+		})
+		if had && same && wasEnabled {
+			last[st.ID] = prev
+		} else {
+			last[st.ID] = now // a new or changed schedule starts from now
+		}
+	}
+	a.rec.LastFire = last
+	a.rec.Definition = c.def
+	a.c = c
+	a.rec.ModifiedAt = stamp(now)
+	if err := e.saveLocked(a); err != nil {
+		return protocol.AutomationEntry{}, err
+	}
+	return e.emitEntryLocked(a), nil
+}
+
+// Remove deletes owner's automation at uri and cancels its runs. An
+// unknown one is not an error: removing is idempotent.
+func (e *Engine) Remove(owner string, uri protocol.URI) error {
+	e.mu.Lock()
+	k := key{owner, uri}
+	a, ok := e.autos[k]
+	if !ok {
+		e.mu.Unlock()
+		return nil
+	}
+	if a.rec.FromConfig {
+		e.mu.Unlock()
+		return invalid("automation %s is declared in ahpd's config file: remove it there", protocol.Quote(uri))
+	}
+	err := e.removeLocked(k, a)
+	e.mu.Unlock()
+	e.afterDefinitionChange()
+	return err
+}
+
+func (e *Engine) removeLocked(k key, a *automation) error {
+	if err := e.store.remove(k.owner, k.uri); err != nil {
+		return fmt.Errorf("remove automation %s: %w", k.uri, err)
+	}
+	delete(e.autos, k)
+	for _, rr := range a.rec.Runs {
+		delete(e.runs, rr.State.Resource)
+		if ac := e.active[rr.State.Resource]; ac != nil {
+			ac.cancelRequested = true
+			ac.cancel()
+		}
+	}
+	e.emitLocked(Change{Owner: k.owner, Removed: k.uri})
+	return nil
+}
+
+// Declared is an automation the config file declares.
+type Declared struct {
+	Owner      string
+	Resource   protocol.URI
+	Definition protocol.AutomationDefinition
+}
+
+// SetDeclared makes the config file's automations what decl says: new
+// ones created, changed ones updated, those no longer declared removed.
+// People may run them but not change or remove them over the protocol.
+func (e *Engine) SetDeclared(decl []Declared) error {
+	want := map[key]Declared{}
+	for _, d := range decl {
+		k := key{d.Owner, d.Resource}
+		if _, dup := want[k]; dup {
+			return invalid("automation %s is declared twice", protocol.Quote(d.Resource))
+		}
+		c, err := compile(d.Definition)
+		if err != nil {
+			return fmt.Errorf("automation %s: %w", d.Resource, err)
+		}
+		d.Definition = c.def // normalized, to compare with what is kept
+		want[k] = d
+	}
+	var errs []error
+	for _, d := range want {
+		e.mu.Lock()
+		a, ok := e.autos[key{d.Owner, d.Resource}]
+		if ok && !a.rec.FromConfig {
+			e.mu.Unlock()
+			errs = append(errs, invalid("automation %s is declared in the config file and was also made over the protocol; remove one", protocol.Quote(d.Resource)))
+			continue
+		}
+		if ok {
+			if !sameDefinition(a.rec.Definition, d.Definition) {
+				if _, err := e.replaceLocked(a, d.Definition); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			e.mu.Unlock()
+			continue
+		}
+		e.mu.Unlock()
+		if _, err := e.create(d.Owner, d.Resource, d.Definition, true); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.mu.Lock()
+	for k, a := range e.autos {
+		if _, ok := want[k]; !ok && a.rec.FromConfig {
+			if err := e.removeLocked(k, a); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	e.mu.Unlock()
+	e.afterDefinitionChange()
+	if len(errs) > 0 {
+		return fmt.Errorf("automations in the config file: %w", joinErrs(errs))
+	}
+	return nil
+}
+
+// Entries returns owner's automations, in the order of their resources.
+func (e *Engine) Entries(owner string) []protocol.AutomationEntry {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.entriesLocked(owner)
+}
+
+func (e *Engine) entriesLocked(owner string) []protocol.AutomationEntry {
+	var ks []key
+	for k := range e.autos {
+		if k.owner == owner {
+			ks = append(ks, k)
+		}
+	}
+	slices.SortFunc(ks, func(a, b key) int { return strings.Compare(a.uri, b.uri) })
+	out := make([]protocol.AutomationEntry, 0, len(ks))
+	for _, k := range ks {
+		out = append(out, e.entryLocked(e.autos[k]))
+	}
+	return out
+}
+
+// Entry returns owner's automation at uri.
+func (e *Engine) Entry(owner string, uri protocol.URI) (protocol.AutomationEntry, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.autos[key{owner, uri}]
+	if !ok {
+		return protocol.AutomationEntry{}, fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
+	}
+	return e.entryLocked(a), nil
+}
+
+// FetchRuns republishes owner's automation at uri with every run it keeps
+// (ahpd keeps no runs beyond what the entry shows, so there is no older
+// page).
+func (e *Engine) FetchRuns(owner string, uri protocol.URI) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.autos[key{owner, uri}]
+	if !ok {
+		return fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
+	}
+	e.emitEntryLocked(a)
+	return nil
+}
+
+// entryLocked is a's state as the protocol shows it.
+func (e *Engine) entryLocked(a *automation) protocol.AutomationEntry {
+	r := a.rec
+	ops := []protocol.AutomationOperation{protocol.AutomationOperationUpdate, protocol.AutomationOperationRemove, protocol.AutomationOperationRun}
+	if r.FromConfig {
+		ops = []protocol.AutomationOperation{protocol.AutomationOperationRun}
+	}
+	entry := protocol.AutomationEntry{
+		Resource: r.Resource, Definition: r.Definition, Runs: []protocol.AutomationRunSummary{},
+		Operations: ops, CreatedAt: r.CreatedAt, ModifiedAt: r.ModifiedAt,
+	}
+	if a.c.afterRuns > 0 {
+		n := r.RunCount
+		entry.RunCount = &n
+	}
+	if next := e.nextRunLocked(a); !next.IsZero() {
+		s := stamp(next)
+		entry.NextRunAt = &s
+	}
+	for _, rr := range r.Runs {
+		entry.Runs = append(entry.Runs, summary(rr.State))
+	}
+	return entry
+}
+
+// nextRunLocked is a's earliest schedule occurrence to come, or zero.
+func (e *Engine) nextRunLocked(a *automation) time.Time {
+	if !a.rec.Definition.Enabled {
+		return time.Time{}
+	}
+	var next time.Time
+	for id, s := range a.c.schedules {
+		if t := s.Next(a.rec.LastFire[id]); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if !a.c.afterDate.IsZero() && !next.Before(a.c.afterDate) {
+		return time.Time{}
+	}
+	return next
+}
+
+func summary(s protocol.AutomationRunState) protocol.AutomationRunSummary {
+	return protocol.AutomationRunSummary{
+		Resource: s.Resource, Automation: s.Automation, Origin: s.Origin, Lifecycle: s.Lifecycle,
+		PrimarySession: s.PrimarySession, SessionCount: int64(len(s.Sessions)),
+	}
+}
+
+func (e *Engine) emitLocked(c Change) {
+	if e.opts.OnChange != nil {
+		e.opts.OnChange(c)
+	}
+}
+
+func (e *Engine) emitEntryLocked(a *automation) protocol.AutomationEntry {
+	entry := e.entryLocked(a)
+	e.emitLocked(Change{Owner: a.rec.Owner, Entry: &entry})
+	return entry
+}
+
+// saveLocked keeps a; a failure is logged and returned, the state in
+// memory stands.
+func (e *Engine) saveLocked(a *automation) error {
+	if err := e.store.save(a.rec); err != nil {
+		e.log.Error("automations: could not keep an automation", "automation", a.rec.Resource, "err", err)
+		return fmt.Errorf("keep automation %s: %w", a.rec.Resource, err)
+	}
+	return nil
+}
+
+// afterDefinitionChange wakes the scheduler and refreshes the watches.
+func (e *Engine) afterDefinitionChange() {
+	e.poke()
+	e.refreshWatches()
+}
+
+// refreshWatches tells the watcher what the enabled event triggers watch.
+func (e *Engine) refreshWatches() {
+	e.mu.Lock()
+	var folders, repos []string
+	for _, a := range e.autos {
+		if !a.rec.Definition.Enabled {
+			continue
+		}
+		for _, t := range a.c.def.Triggers {
+			et, ok := t.(*protocol.AutomationEventTrigger)
+			if !ok {
+				continue
+			}
+			c := configOf(et)
+			switch et.Type {
+			case TriggerFiles:
+				folders = append(folders, c["folder"])
+			case TriggerGitRef:
+				repos = append(repos, c["repository"])
+			}
+		}
+	}
+	e.mu.Unlock()
+	slices.Sort(folders)
+	slices.Sort(repos)
+	e.watcher.Set(slices.Compact(folders), slices.Compact(repos))
+}
+
+func sameDefinition(a, b protocol.AutomationDefinition) bool {
+	ja, err1 := a.MarshalJSON()
+	jb, err2 := b.MarshalJSON()
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+func joinErrs(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return fmt.Errorf("%s", strings.Join(msgs, "; "))
+}
+
+// Snapshot calls fn with owner's automations, under the engine's lock: no
+// change is reported between what fn sees and what OnChange says next, so
+// a host can subscribe a client in fn and miss nothing.
+func (e *Engine) Snapshot(owner string, fn func([]protocol.AutomationEntry)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.entriesLocked(owner))
+}
+
+// RunSnapshot calls fn with owner's run, under the engine's lock, as
+// Snapshot does; it reports ErrNotFound for a run owner does not have.
+func (e *Engine) RunSnapshot(owner string, run protocol.URI, fn func(protocol.AutomationRunState)) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rr := e.runLocked(owner, run)
+	if rr == nil {
+		return fmt.Errorf("%w: no automation run %s", ErrNotFound, protocol.Quote(run))
+	}
+	fn(rr.State)
+	return nil
+}

@@ -1,0 +1,116 @@
+package automations
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// loop is the scheduler: it waits for the earliest thing due (a schedule
+// occurrence, an afterDate), or a change of definitions, and fires what
+// has come due.
+func (e *Engine) loop() {
+	defer e.wg.Done()
+	for {
+		e.mu.Lock()
+		next := e.tickLocked(e.clock.Now())
+		e.mu.Unlock()
+		var due <-chan time.Time
+		stop := func() {}
+		if !next.IsZero() {
+			due, stop = e.clock.At(next)
+		}
+		var ack chan struct{}
+		select {
+		case <-due:
+		case <-e.wake:
+		case ack = <-e.synced:
+		case <-e.done:
+			stop()
+			return
+		}
+		stop()
+		if ack != nil {
+			e.mu.Lock()
+			e.tickLocked(e.clock.Now())
+			e.mu.Unlock()
+			close(ack)
+		}
+	}
+}
+
+// tickLocked fires every schedule occurrence due by now (several missed
+// at once run once, for the latest), applies afterDate, and returns when
+// to look again (zero: nothing scheduled).
+func (e *Engine) tickLocked(now time.Time) time.Time {
+	if e.closing {
+		return time.Time{}
+	}
+	var next time.Time
+	earliest := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, k := range e.sortedKeysLocked() {
+		a := e.autos[k]
+		if !a.rec.Definition.Enabled {
+			continue
+		}
+		if !a.c.afterDate.IsZero() && !now.Before(a.c.afterDate) {
+			e.disableLocked(a, "its afterDate has passed")
+			e.saveLocked(a)
+			e.emitEntryLocked(a)
+			continue
+		}
+		for _, t := range a.c.def.Triggers {
+			st, ok := t.(*protocol.AutomationScheduleTrigger)
+			if !ok || !a.rec.Definition.Enabled {
+				continue
+			}
+			s := a.c.schedules[st.ID]
+			last := a.rec.LastFire[st.ID]
+			due := s.Next(last)
+			if !due.IsZero() && !due.After(now) {
+				at := s.Latest(last, now)
+				a.rec.LastFire[st.ID] = at
+				e.fireScheduledLocked(a, st.ID, at, false)
+				due = s.Next(at)
+			}
+			if a.rec.Definition.Enabled {
+				earliest(due)
+			}
+		}
+		if a.rec.Definition.Enabled {
+			earliest(a.c.afterDate)
+		}
+	}
+	return next
+}
+
+// settle returns once the scheduler has made a pass at the clock's
+// present time: what was due by now has been fired.
+func (e *Engine) settle() {
+	ack := make(chan struct{})
+	select {
+	case e.synced <- ack:
+		<-ack
+	case <-e.done:
+	}
+}
+
+func (e *Engine) sortedKeysLocked() []key {
+	ks := make([]key, 0, len(e.autos))
+	for k := range e.autos {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b key) int {
+		if c := strings.Compare(a.owner, b.owner); c != 0 {
+			return c
+		}
+		return strings.Compare(a.uri, b.uri)
+	})
+	return ks
+}

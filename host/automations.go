@@ -1,0 +1,328 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/creachadair/jrpc2"
+
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// AutomationOptions configure the host's automations (package
+// automations): the host serves their catalogue and run channels, the
+// commands, and runs them as their owners.
+type AutomationOptions struct {
+	// Clock drives schedules; nil is the wall clock. Tests move a fake one.
+	Clock automations.Clock
+	// Declared are the automations the config file declares.
+	Declared []automations.Declared
+	// HistoryLimit is how many ended runs each automation keeps; 0 is
+	// automations.DefaultHistoryLimit.
+	HistoryLimit int
+}
+
+// automationHost is the host's side of the automations engine.
+type automationHost struct {
+	e *automations.Engine
+
+	mu    sync.Mutex
+	runOf map[string]protocol.URI // session URI -> the run that made it
+}
+
+// openAutomations opens the engine, keeping automations beside the
+// sessions (nothing kept with the memory store).
+func (h *Host) openAutomations() error {
+	dir := ""
+	if h.opts.Sessions != "memory" && h.opts.StateDir != "" {
+		dir = filepath.Join(h.opts.StateDir, "automations")
+	}
+	ah := &automationHost{runOf: map[string]protocol.URI{}}
+	h.autos = ah
+	e, err := automations.Open(automations.Options{
+		Dir: dir, Clock: h.opts.Automations.Clock, Runner: automationRunner{h},
+		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit,
+		Logger: h.log.With("part", "automations"),
+	})
+	if err != nil {
+		return fmt.Errorf("host: automations: %w", err)
+	}
+	ah.e = e
+	if err := e.SetDeclared(h.opts.Automations.Declared); err != nil {
+		_ = e.Close()
+		return fmt.Errorf("host: %w", err)
+	}
+	return nil
+}
+
+// closeAutomations stops the scheduler and the runs in progress.
+func (h *Host) closeAutomations() {
+	if h.autos != nil && h.autos.e != nil {
+		_ = h.autos.e.Close()
+	}
+}
+
+// automationCapabilities is what initialize says of automations.
+func (h *Host) automationCapabilities() *protocol.AutomationCapabilities {
+	limit := int64(h.opts.Automations.HistoryLimit)
+	if limit <= 0 {
+		limit = automations.DefaultHistoryLimit
+	}
+	return &protocol.AutomationCapabilities{
+		Create:          &protocol.AutomationCreateCapability{},
+		Schedules:       &protocol.AutomationScheduleCapabilities{},
+		RunCancellation: &protocol.AutomationRunCancellationCapability{},
+		RunHistoryLimit: &limit,
+	}
+}
+
+// automationOwner is whose automations a connection sees and makes.
+func (h *Host) automationOwner(c *conn) string {
+	return principalString(h.directory().Owner(c.principal))
+}
+
+// isAutomationChannel reports whether a channel is the automation
+// catalogue or a run.
+func isAutomationChannel(channel string) bool {
+	return channel == automations.CatalogueURI || strings.HasPrefix(channel, automations.RunScheme+":/")
+}
+
+// automationChanged publishes what the engine changed (called under the
+// engine's lock, so in order). The catalogue is per owner: each change
+// goes to the subscribers it belongs to.
+func (h *Host) automationChanged(ch automations.Change) {
+	mine := func(c *conn) bool { return h.automationOwner(c) == ch.Owner }
+	switch {
+	case ch.Entry != nil:
+		h.bus.publishTo(automations.CatalogueURI, &protocol.AutomationSetAction{Automation: *ch.Entry}, mine)
+	case ch.Removed != "":
+		h.bus.publishTo(automations.CatalogueURI, &protocol.AutomationRemovedAction{Resource: ch.Removed}, mine)
+	case ch.Run != nil && ch.Action != nil:
+		if s, ok := ch.Action.(*protocol.AutomationRunSessionSetAction); ok {
+			h.autos.mu.Lock()
+			h.autos.runOf[s.Session] = ch.Run.Resource
+			h.autos.mu.Unlock()
+		}
+		h.bus.publishTo(ch.Run.Resource, ch.Action, mine)
+	}
+}
+
+// publishTo sequences an action and sends it to those of the channel's
+// subscribers only accepts. Such an envelope is not kept for replay (a
+// replay could not tell whose it is): a client that missed one
+// reconnects with snapshots instead.
+func (b *bus) publishTo(channel string, a protocol.Action, only func(*conn) bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	b.cut = b.seq
+	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq}
+	subs := b.subs[channel]
+	if len(subs) == 0 {
+		return
+	}
+	f := actionFrame(&env)
+	for c := range subs {
+		if only(c) {
+			c.send(f)
+		}
+	}
+}
+
+// attachAutomation subscribes c to the catalogue or to one of its runs.
+func (h *Host) attachAutomation(c *conn, channel, requestID string) (protocol.Snapshot, error) {
+	if err := h.check(c, grants.SessionList, grants.Principal{}); err != nil {
+		return protocol.Snapshot{}, err
+	}
+	owner := h.automationOwner(c)
+	var snap protocol.Snapshot
+	if channel == automations.CatalogueURI {
+		h.autos.e.Snapshot(owner, func(entries []protocol.AutomationEntry) {
+			seq := h.bus.subscribe(c, channel, requestID)
+			snap = protocol.Snapshot{Resource: channel, State: &protocol.AutomationState{Entries: entries}, FromSeq: seq}
+		})
+		return snap, nil
+	}
+	err := h.autos.e.RunSnapshot(owner, channel, func(s protocol.AutomationRunState) {
+		seq := h.bus.subscribe(c, channel, requestID)
+		snap = protocol.Snapshot{Resource: channel, State: &s, FromSeq: seq}
+	})
+	if err != nil {
+		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no automation run %s", protocol.Quote(channel))
+	}
+	return snap, nil
+}
+
+// automationExists reports whether c may subscribe to an automation channel.
+func (h *Host) automationExists(c *conn, channel string) bool {
+	if channel == automations.CatalogueURI {
+		return true
+	}
+	_, err := h.autos.e.RunState(h.automationOwner(c), channel)
+	return err == nil
+}
+
+// dispatchAutomation takes a client's automation action: the engine does
+// what it asks and publishes the result; the action is echoed to its
+// sender, refused with the reason when it could not be done.
+func (h *Host) dispatchAutomation(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin) {
+	owner := h.automationOwner(c)
+	var err error
+	switch a := a.(type) {
+	case *protocol.AutomationCreateRequestedAction:
+		if channel != automations.CatalogueURI {
+			break
+		}
+		if err = h.checkAutomationPlaces(c, a.Definition); err == nil {
+			_, err = h.autos.e.Create(owner, a.Resource, a.Definition)
+		}
+		h.echoAutomation(c, channel, a, origin, err)
+		return
+	case *protocol.AutomationUpdateRequestedAction:
+		if channel != automations.CatalogueURI {
+			break
+		}
+		var cur protocol.AutomationEntry
+		if cur, err = h.autos.e.Entry(owner, a.Resource); err == nil {
+			next := cur.Definition
+			if a.Changes.Session != nil {
+				next.Session = *a.Changes.Session
+			}
+			if a.Changes.Triggers != nil {
+				next.Triggers = a.Changes.Triggers
+			}
+			if err = h.checkAutomationPlaces(c, next); err == nil {
+				_, err = h.autos.e.Update(owner, a.Resource, a.Changes)
+			}
+		}
+		h.echoAutomation(c, channel, a, origin, err)
+		return
+	case *protocol.AutomationRemovedAction:
+		if channel != automations.CatalogueURI {
+			break
+		}
+		h.echoAutomation(c, channel, a, origin, h.autos.e.Remove(owner, a.Resource))
+		return
+	case *protocol.AutomationRunCancelRequestedAction:
+		if channel == automations.CatalogueURI {
+			break
+		}
+		h.echoAutomation(c, channel, a, origin, h.autos.e.CancelRun(owner, channel))
+		return
+	}
+	h.refuse(c, channel, a, origin, fmt.Sprintf("%s does not belong on channel %s", a.Type(), channel))
+}
+
+func (h *Host) echoAutomation(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, err error) {
+	if err != nil {
+		h.refuse(c, channel, a, origin, err.Error())
+		return
+	}
+	h.bus.echo(c, channel, a, origin, "")
+}
+
+// checkAutomationPlaces checks what a definition reaches against the
+// owner's roots and the host's providers now, as createSession would at
+// each run (where it is checked again).
+func (h *Host) checkAutomationPlaces(c *conn, def protocol.AutomationDefinition) error {
+	if p := def.Session.Provider; p != nil {
+		if _, ok := h.opts.Backends.Get(*p); !ok {
+			return fmt.Errorf("no provider %s on this host (it has %s)", protocol.Quote(*p), strings.Join(h.opts.Backends.Providers(), ", "))
+		}
+	}
+	for i, uri := range def.Session.WorkingDirectories {
+		dir, err := dirOf(uri)
+		if err != nil {
+			return fmt.Errorf("session.workingDirectories[%d]: %v", i, err)
+		}
+		if err := h.checkRoots("automation", c.principal, dir); err != nil {
+			return err
+		}
+	}
+	for _, p := range automations.WatchedPaths(def) {
+		if err := h.checkRoots("automation", c.principal, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// automationError is the protocol error of an engine error.
+func automationError(method string, err error) error {
+	switch {
+	case errors.Is(err, automations.ErrNotFound):
+		return protocol.Errorf(protocol.CodeNotFound, "%v", err)
+	case errors.Is(err, automations.ErrInvalid):
+		return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: %v", method, err)
+	}
+	return protocol.Errorf(protocol.CodeInternalError, "%s: %v", method, err)
+}
+
+func (h *Host) listAutomationTriggerDefinitions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.ListAutomationTriggerDefinitionsParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	return protocol.ListAutomationTriggerDefinitionsResult{Items: automations.TriggerDefinitions()}, nil
+}
+
+func (h *Host) runAutomation(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.RunAutomationParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	run, err := h.autos.e.Run(h.automationOwner(c), p.Automation, p.RequestID)
+	if err != nil {
+		return nil, automationError("runAutomation", err)
+	}
+	return protocol.RunAutomationResult{Resource: run}, nil
+}
+
+func (h *Host) fetchAutomationRuns(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p protocol.FetchAutomationRunsParams
+	if err := params(req, &p); err != nil {
+		return nil, err
+	}
+	if err := h.autos.e.FetchRuns(h.automationOwner(c), p.Automation); err != nil {
+		return nil, automationError("fetchAutomationRuns", err)
+	}
+	return protocol.FetchAutomationRunsResult{}, nil
+}
+
+// automationTurnEnded tells the engine a session's turn ended: turn
+// completed and session failed are events automations trigger on.
+func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
+	if h.autos == nil || h.autos.e == nil {
+		return
+	}
+	var name string
+	switch state {
+	case protocol.TurnStateComplete:
+		name = automations.EventTurnCompleted
+	case protocol.TurnStateError:
+		name = automations.EventSessionFailed
+	default:
+		return
+	}
+	s.mu.Lock()
+	owner := s.rec.Owner
+	s.mu.Unlock()
+	h.autos.mu.Lock()
+	run := h.autos.runOf[s.uri]
+	h.autos.mu.Unlock()
+	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: owner, Session: s.uri, Provider: s.provider, Run: run})
+}
+
+func newAutomationID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,99 @@
+package host_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// completedRuns counts the catalogue entry's runs that completed with a
+// session.
+func completedRuns(st protocol.ChannelState, uri string) int {
+	n := 0
+	for _, e := range st.(*protocol.AutomationState).Entries {
+		if e.Resource != uri {
+			continue
+		}
+		for _, r := range e.Runs {
+			if _, ok := r.Lifecycle.(*protocol.AutomationCompletedRunLifecycle); ok && r.PrimarySession != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// TestAutomationOverTheProtocol makes an automation over a real WebSocket
+// with a schedule every second, moves the host's clock three seconds, and
+// finds three runs, each a session whose turn completed.
+func TestAutomationOverTheProtocol(t *testing.T) {
+	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
+	c := hosttest.Dial(t, th.url)
+	defer c.Close()
+	init := c.Initialize("automator", protocol.RootURI)
+	if init.Automations == nil || init.Automations.Create == nil || init.Automations.RunHistoryLimit == nil {
+		t.Fatalf("initialize says no automations: %+v", init.Automations)
+	}
+	c.Subscribe(automations.CatalogueURI)
+
+	raw := c.MustCall("listAutomationTriggerDefinitions", map[string]any{"channel": protocol.RootURI})
+	var defs protocol.ListAutomationTriggerDefinitionsResult
+	if err := json.Unmarshal(raw, &defs); err != nil || len(defs.Items) != 3 {
+		t.Fatalf("trigger definitions: %v %s", err, raw)
+	}
+
+	provider := "script"
+	const uri = "ahp-automation:/hello"
+	c.Dispatch(automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: protocol.AutomationDefinition{
+		Title:   "hello every second",
+		Message: protocol.Message{Text: "say hello", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + th.work}},
+		Enabled: true,
+		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
+			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
+	}})
+	c.WaitState(automations.CatalogueURI, "the automation is created", func(st protocol.ChannelState) bool {
+		return len(st.(*protocol.AutomationState).Entries) == 1
+	})
+	for i := 1; i <= 3; i++ {
+		clock.Advance(time.Second)
+		c.WaitState(automations.CatalogueURI, fmt.Sprintf("run %d completed", i), func(st protocol.ChannelState) bool {
+			return completedRuns(st, uri) == i
+		})
+	}
+	entry := c.State(automations.CatalogueURI).(*protocol.AutomationState).Entries[0]
+	if len(entry.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(entry.Runs))
+	}
+	seen := map[string]bool{}
+	for _, r := range entry.Runs {
+		s := *r.PrimarySession
+		if seen[s] {
+			t.Fatalf("two runs share session %s", s)
+		}
+		seen[s] = true
+		snap := c.Subscribe(protocol.DefaultChatURI(s))
+		chat := snap.State.(*protocol.ChatState)
+		if len(chat.Turns) != 1 || chat.Turns[0].State != protocol.TurnStateComplete {
+			t.Fatalf("run %s's session %s: %+v", r.Resource, s, chat.Turns)
+		}
+	}
+
+	// A manual run, and a bad definition refused with its reason.
+	if _, err := c.Call("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": uri, "requestId": "by-hand"}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitState(automations.CatalogueURI, "the manual run completed", func(st protocol.ChannelState) bool {
+		return completedRuns(st, uri) == 4
+	})
+	if _, err := c.Call("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": "ahp-automation:/nope", "requestId": "x"}); err == nil || err.Code != int64(protocol.CodeNotFound) {
+		t.Fatalf("running an unknown automation: %v", err)
+	}
+}
