@@ -171,11 +171,7 @@ func connectLine(addr, token, kept string, terminal bool) string {
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && terminal(f)
 }
 
 // checkStateDir warns of a state directory others may write to: they
