@@ -207,6 +207,12 @@ func sessionID(uri string) string {
 	return uri
 }
 
+// isTerminalWriter reports whether w is a terminal (not /dev/null).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && terminal(f)
+}
+
 // isTerminalReader reports whether r is a terminal.
 func isTerminalReader(r io.Reader) bool {
 	f, ok := r.(*os.File)

@@ -86,7 +86,7 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	if o.json {
 		v = newJSONView(io.stdout)
 	} else {
-		v = newTextView(io.stdout, io.stderr, isTerminal(io.stdout))
+		v = newTextView(io.stdout, io.stderr, isTerminalWriter(io.stdout))
 	}
 	if o.json {
 		v.show(turnEvent{Event: "session", Session: session, Chat: chat, Turn: turnID})

@@ -171,7 +171,11 @@ func connectLine(addr, token, kept string, terminal bool) string {
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	return ok && terminal(f)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // checkStateDir warns of a state directory others may write to: they
