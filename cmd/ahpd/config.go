@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/host"
 )
 
@@ -210,14 +210,8 @@ func readConfigFile(path string, cfg *config) error {
 	return nil
 }
 
-// defaultStateDir is $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd.
+// defaultStateDir is $XDG_STATE_HOME/ahpd, else ~/.local/state/ahpd: where
+// the client package looks for a local daemon too.
 func defaultStateDir() (string, error) {
-	if dir := os.Getenv("XDG_STATE_HOME"); dir != "" && filepath.IsAbs(dir) {
-		return filepath.Join(dir, "ahpd"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no state directory: set --state-dir (%w)", err)
-	}
-	return filepath.Join(home, ".local", "state", "ahpd"), nil
+	return client.DefaultStateDir(nil)
 }

@@ -2,10 +2,12 @@
 // sessions for VS Code and any other AHP client.
 //
 //	ahpd [serve] [flags]
+//	ahpd run|ls|show|send|cancel|status|suspend|resume|rm ...
 //
 // With no flags it serves on ws://127.0.0.1:9187, asks clients for the
 // connection token it keeps in its state directory, and stores sessions
-// there. See docs/HOST.md.
+// there. See docs/HOST.md. The other commands talk to a running ahpd, for
+// scripts and CI; see docs/CLI.md.
 package main
 
 import (
@@ -31,17 +33,22 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 && args[0] == "user" {
 		return userCommand(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 {
+		if cmd, ok := commands[args[0]]; ok {
+			return cmd.run(ctx, args[1:], cliIO{stdin: stdin, stdout: stdout, stderr: stderr})
+		}
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}
 	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage, "\nCommands for scripts and CI, talking to a running ahpd (see docs/CLI.md):\n", commandUsage(), "\n", connUsage)
 		return 0
 	}
 	cfg, err := parseConfig(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		// -help or -h after other flags: the flag package's own spelling.
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage, "\nCommands for scripts and CI, talking to a running ahpd (see docs/CLI.md):\n", commandUsage(), "\n", connUsage)
 		return 0
 	}
 	if err != nil {

@@ -127,6 +127,13 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept 
 		}
 		defer stop()
 	}
+	forget, err := recordAddress(cfg.StateDir, clientURL(ln.Addr()))
+	if err != nil {
+		// Clients on this machine then need --url; serving goes on.
+		log.Warn("local clients will not find this daemon", "err", err)
+		forget = func() {}
+	}
+	defer forget()
 	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
 	if kept != "" {
 		fmt.Fprint(stderr, connectLine(ln.Addr().String(), token, kept, isTerminal(stderr)))

@@ -1,0 +1,540 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Versions returns the protocol versions a client offers by default, most
+// preferred first: 1.0.0 and 0.9.0.
+func Versions() []string { return []string{"1.0.0", "0.9.0"} }
+
+// Options configure a client. The zero value (and nil) is valid.
+type Options struct {
+	// Token is the connection token, or a person's own token; "" sends
+	// none. It is sent as an Authorization: Bearer header.
+	Token string
+	// ClientID names the client to the host; "" picks a random one.
+	// Reconnecting needs the same id, which the client keeps.
+	ClientID string
+	// ClientInfo is sent with initialize, when set.
+	ClientInfo *protocol.Implementation
+	// Versions are the protocol versions offered; nil offers [Versions].
+	Versions []string
+	// Subscriptions are channels to subscribe to at initialize, beside
+	// root, which is always watched.
+	Subscriptions []string
+	// EventBuffer is how many events wait for the reader of Events before
+	// newer ones are dropped; 0 means 1024.
+	EventBuffer int
+	// MaxMessageBytes bounds one message from the host; 0 means 64 MiB.
+	MaxMessageBytes int64
+	// Logger receives debug logs; nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) withDefaults() Options {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.ClientID == "" {
+		b := make([]byte, 8)
+		_, _ = rand.Read(b)
+		out.ClientID = "ahpd-client-" + hex.EncodeToString(b)
+	}
+	if out.Versions == nil {
+		out.Versions = Versions()
+	}
+	if out.EventBuffer <= 0 {
+		out.EventBuffer = 1024
+	}
+	if out.MaxMessageBytes <= 0 {
+		out.MaxMessageBytes = 64 << 20
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return out
+}
+
+// Error is a JSON-RPC error the host answered.
+type Error struct {
+	Code    protocol.ErrorCode `json:"code"`
+	Message string             `json:"message"`
+	Data    json.RawMessage    `json:"data,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s (%d)", e.Message, e.Code) }
+
+// ErrorCode returns the JSON-RPC code of err when it is (or wraps) an
+// *Error, else 0.
+func ErrorCode(err error) protocol.ErrorCode {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// ErrClosed is returned by a client that was closed.
+var ErrClosed = errors.New("client: closed")
+
+// ErrDisconnected is wrapped by calls that could not finish because the
+// connection ended: Reconnect, or dial again.
+var ErrDisconnected = errors.New("client: disconnected")
+
+// Event is a notification from the host.
+type Event struct {
+	// Method is the notification: "action", "root/sessionAdded", ...
+	Method string
+	// Params are its params as they came.
+	Params json.RawMessage
+	// Action is set for an "action" notification, and for every action a
+	// reconnect replayed. A refused action of this client's comes back
+	// with RejectionReason set.
+	Action *protocol.ActionEnvelope
+	// Dropped is how many events were dropped before this one because
+	// the buffer was full.
+	Dropped int
+}
+
+// Client is a connection to an AHP host. See the package documentation.
+type Client struct {
+	url    string
+	opts   Options
+	log    *slog.Logger
+	events chan Event
+
+	mu         sync.Mutex
+	conn       *connection // the current connection
+	closed     bool
+	version    string
+	init       *protocol.InitializeResult
+	lastSeq    int64
+	nextID     int64
+	clientSeq  int64
+	channels   map[string]*channel
+	echoes     map[int64]chan error
+	changed    chan struct{} // closed and replaced whenever anything arrives
+	dropped    int
+	eventsDone bool
+}
+
+// channel is a watched channel's state.
+type channel struct {
+	state   protocol.ChannelState
+	fromSeq int64 // the serverSeq the snapshot reflects
+}
+
+// connection is one WebSocket; a reconnect replaces it.
+type connection struct {
+	ws      *websocket.Conn
+	cancel  context.CancelFunc
+	done    chan struct{} // closed once its reader has returned
+	err     error         // why it ended; read after done
+	pending map[string]*pendingCall
+}
+
+type pendingCall struct {
+	ch chan response
+	// onResult runs in the reader, under the client's lock, before the
+	// answer is delivered: a subscribe's snapshot is in place before any
+	// action after it is applied.
+	onResult func(json.RawMessage)
+}
+
+type response struct {
+	result json.RawMessage
+	err    *Error
+}
+
+// Dial connects to url (ws:// or wss://), initializes, and returns the
+// client. ctx bounds the dial and the handshake only.
+func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
+	o := opts.withDefaults()
+	c := &Client{
+		url:      url,
+		opts:     o,
+		log:      o.Logger,
+		events:   make(chan Event, o.EventBuffer),
+		channels: map[string]*channel{},
+		echoes:   map[int64]chan error{},
+		changed:  make(chan struct{}),
+	}
+	if err := c.connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.initialize(ctx, append([]string{protocol.RootURI}, o.Subscriptions...)); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// connect opens a WebSocket and starts its reader.
+func (c *Client) connect(ctx context.Context) error {
+	header := http.Header{}
+	if c.opts.Token != "" {
+		header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: header})
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
+			return fmt.Errorf("connecting to %s: the host refused the token (HTTP 401): %w", c.url, ErrUnauthorized)
+		}
+		return fmt.Errorf("connecting to %s: %w", c.url, err)
+	}
+	ws.SetReadLimit(c.opts.MaxMessageBytes)
+	readCtx, cancel := context.WithCancel(context.Background())
+	cn := &connection{ws: ws, cancel: cancel, done: make(chan struct{}), pending: map[string]*pendingCall{}}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		_ = ws.CloseNow()
+		return ErrClosed
+	}
+	c.conn = cn
+	c.mu.Unlock()
+	go c.read(readCtx, cn)
+	return nil
+}
+
+// ErrUnauthorized is wrapped by a dial the host refused for its token.
+var ErrUnauthorized = errors.New("client: unauthorized")
+
+// initialize negotiates the version and takes root's snapshot.
+func (c *Client) initialize(ctx context.Context, subs []string) error {
+	params := protocol.InitializeParams{
+		ProtocolVersions:     c.opts.Versions,
+		ClientID:             c.opts.ClientID,
+		ClientInfo:           c.opts.ClientInfo,
+		InitialSubscriptions: subs,
+	}
+	var res protocol.InitializeResult
+	err := c.call(ctx, "initialize", params, &res, func(raw json.RawMessage) {
+		var r protocol.InitializeResult
+		if json.Unmarshal(raw, &r) != nil {
+			return
+		}
+		c.version = r.ProtocolVersion
+		c.lastSeq = max(c.lastSeq, r.ServerSeq)
+		for _, s := range r.Snapshots {
+			c.channels[s.Resource] = &channel{state: s.State, fromSeq: s.FromSeq}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("initialize: %w", err)
+	}
+	c.mu.Lock()
+	c.init = &res
+	c.mu.Unlock()
+	return nil
+}
+
+// Close ends the connection and every goroutine of the client, and closes
+// the events channel. Calls in flight fail with ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	cn := c.conn
+	c.mu.Unlock()
+	if cn != nil {
+		cn.close()
+	}
+	c.mu.Lock()
+	c.eventsDone = true
+	close(c.events)
+	c.signalLocked()
+	for seq, ch := range c.echoes {
+		ch <- ErrClosed
+		delete(c.echoes, seq)
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// close ends a connection and waits for its reader.
+func (cn *connection) close() {
+	_ = cn.ws.Close(websocket.StatusNormalClosure, "")
+	cn.cancel()
+	<-cn.done
+}
+
+// Disconnected returns a channel closed when the current connection ends.
+func (c *Client) Disconnected() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn.done
+}
+
+// Err returns why the current connection ended, or nil while it is up.
+func (c *Client) Err() error {
+	c.mu.Lock()
+	cn := c.conn
+	c.mu.Unlock()
+	select {
+	case <-cn.done:
+		return cn.err
+	default:
+		return nil
+	}
+}
+
+// Events returns the channel notifications are delivered on. It is closed
+// by Close.
+func (c *Client) Events() <-chan Event { return c.events }
+
+// Version returns the protocol version negotiated.
+func (c *Client) Version() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// ClientID returns the id the client gave the host.
+func (c *Client) ClientID() string { return c.opts.ClientID }
+
+// URL returns the address the client dials.
+func (c *Client) URL() string { return c.url }
+
+// Initialized returns what the host answered to the last initialize.
+func (c *Client) Initialized() *protocol.InitializeResult {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.init
+}
+
+// LastSeq returns the last serverSeq the client saw.
+func (c *Client) LastSeq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastSeq
+}
+
+// Call sends a request and waits for its answer, decoding the result into
+// result unless it is nil. A JSON-RPC error is returned as an *Error.
+func (c *Client) Call(ctx context.Context, method string, params, result any) error {
+	return c.call(ctx, method, params, result, nil)
+}
+
+func (c *Client) call(ctx context.Context, method string, params, result any, onResult func(json.RawMessage)) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%s: encoding params: %w", method, err)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	cn := c.conn
+	select {
+	case <-cn.done:
+		c.mu.Unlock()
+		return fmt.Errorf("%s: %w: %v", method, ErrDisconnected, cn.err)
+	default:
+	}
+	c.nextID++
+	id := strconv.FormatInt(c.nextID, 10)
+	pc := &pendingCall{ch: make(chan response, 1), onResult: onResult}
+	cn.pending[id] = pc
+	c.mu.Unlock()
+	forget := func() {
+		c.mu.Lock()
+		delete(cn.pending, id)
+		c.mu.Unlock()
+	}
+	data, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.Number     `json:"id"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}{"2.0", json.Number(id), method, p})
+	if err != nil {
+		forget()
+		return err
+	}
+	if err := cn.ws.Write(ctx, websocket.MessageText, data); err != nil {
+		forget()
+		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
+	}
+	select {
+	case r, ok := <-pc.ch:
+		if !ok {
+			if c.isClosed() {
+				return ErrClosed
+			}
+			return fmt.Errorf("%s: %w: %v", method, ErrDisconnected, cn.err)
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if result != nil {
+			if err := json.Unmarshal(r.result, result); err != nil {
+				return fmt.Errorf("%s: decoding the result: %w", method, err)
+			}
+		}
+		return nil
+	case <-ctx.Done():
+		forget()
+		return fmt.Errorf("%s: %w", method, ctx.Err())
+	}
+}
+
+// Notify sends a notification: a request that gets no answer.
+func (c *Client) Notify(ctx context.Context, method string, params any) error {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return fmt.Errorf("%s: encoding params: %w", method, err)
+	}
+	data, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params"`
+	}{"2.0", method, p})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	cn := c.conn
+	c.mu.Unlock()
+	if err := cn.ws.Write(ctx, websocket.MessageText, data); err != nil {
+		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
+	}
+	return nil
+}
+
+// sendError says why a write failed: the client closed, the connection
+// ended, or the write itself.
+func (c *Client) sendError(cn *connection, err error) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	select {
+	case <-cn.done:
+		return fmt.Errorf("%w: %v", ErrDisconnected, cn.err)
+	default:
+		return err
+	}
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// read takes messages from one connection until it ends.
+func (c *Client) read(ctx context.Context, cn *connection) {
+	defer close(cn.done)
+	for {
+		_, data, err := cn.ws.Read(ctx)
+		if err != nil {
+			c.mu.Lock()
+			cn.err = err
+			for id, p := range cn.pending {
+				close(p.ch)
+				delete(cn.pending, id)
+			}
+			c.signalLocked()
+			c.mu.Unlock()
+			c.log.Debug("connection ended", "url", c.url, "err", err)
+			return
+		}
+		c.handle(cn, data)
+	}
+}
+
+// message is any JSON-RPC message from the host.
+type message struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *Error          `json:"error"`
+}
+
+func (c *Client) handle(cn *connection, data []byte) {
+	var m message
+	if err := json.Unmarshal(data, &m); err != nil {
+		c.log.Debug("a message that is not JSON-RPC", "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.signalLocked()
+	if m.Method != "" {
+		c.notificationLocked(m.Method, m.Params)
+		return
+	}
+	p, ok := cn.pending[string(m.ID)]
+	if !ok {
+		if m.Error != nil {
+			c.log.Debug("an error answering no request", "err", m.Error)
+		}
+		return
+	}
+	delete(cn.pending, string(m.ID))
+	if m.Error == nil && p.onResult != nil {
+		p.onResult(m.Result)
+	}
+	p.ch <- response{result: m.Result, err: m.Error}
+}
+
+// notificationLocked applies an action and hands the notification on.
+func (c *Client) notificationLocked(method string, params json.RawMessage) {
+	ev := Event{Method: method, Params: params}
+	if method == "action" {
+		env, err := decodeEnvelope(params)
+		if err != nil {
+			c.log.Debug("an action that does not decode", "err", err)
+			return
+		}
+		c.applyLocked(env)
+		ev.Action = env
+	}
+	c.emitLocked(ev)
+}
+
+// emitLocked queues an event, dropping it when the buffer is full.
+func (c *Client) emitLocked(ev Event) {
+	if c.eventsDone {
+		return
+	}
+	ev.Dropped = c.dropped
+	select {
+	case c.events <- ev:
+		c.dropped = 0
+	default:
+		c.dropped++
+	}
+}
+
+func (c *Client) signalLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}

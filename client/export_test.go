@@ -1,0 +1,11 @@
+package client
+
+// DropConnection ends the client's connection as a network failure would,
+// leaving the client to reconnect.
+func DropConnection(c *Client) {
+	c.mu.Lock()
+	cn := c.conn
+	c.mu.Unlock()
+	_ = cn.ws.CloseNow()
+	<-cn.done
+}

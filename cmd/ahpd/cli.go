@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// The command line for scripts and CI: subcommands that talk to a running
+// ahpd through the client package. Each lives in a cli_*.go file and
+// registers itself in commands, so a new one is one file.
+
+// cliIO is what a command reads and writes.
+type cliIO struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand of ahpd.
+type command struct {
+	name    string
+	usage   string // one line: arguments and what it does
+	run     func(ctx context.Context, args []string, io cliIO) int
+	ordinal int // where it is listed in the usage text
+}
+
+// commands are the subcommands by name.
+var commands = map[string]command{}
+
+func register(c command) {
+	c.ordinal = len(commands)
+	commands[c.name] = c
+}
+
+// commandUsage lists the registered commands for the usage text.
+func commandUsage() string {
+	list := make([]command, 0, len(commands))
+	for _, c := range commands {
+		list = append(list, c)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].ordinal < list[j].ordinal })
+	var b strings.Builder
+	for _, c := range list {
+		fmt.Fprintf(&b, "  ahpd %s\n", c.usage)
+	}
+	return b.String()
+}
+
+// Exit statuses of the commands.
+const (
+	exitOK        = 0
+	exitFailed    = 1 // the turn or the request failed
+	exitUsage     = 2
+	exitInterrupt = 130 // SIGINT: 128 + 2
+)
+
+// connFlags are the flags every command takes to find the daemon.
+type connFlags struct {
+	url, token, tokenFile, stateDir string
+}
+
+func (f *connFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&f.url, "url", "", "")
+	fs.StringVar(&f.token, "token", "", "")
+	fs.StringVar(&f.tokenFile, "token-file", "", "")
+	fs.StringVar(&f.stateDir, "state-dir", "", "")
+}
+
+// newFlags is a flag set for command name that reports its errors as
+// values.
+func newFlags(name string, conn *connFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet("ahpd "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	conn.bind(fs)
+	return fs
+}
+
+// parseArgs parses flags anywhere among the arguments (`ahpd run "msg"
+// --json` as well as `ahpd run --json "msg"`); "--" ends the flags. It
+// returns the positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// cmdUsageError prints a usage mistake and returns the usage status.
+func cmdUsageError(io cliIO, name string, err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(io.stdout, "usage: ahpd %s\n\n%s", commands[name].usage, connUsage)
+		return exitOK
+	}
+	fmt.Fprintf(io.stderr, "ahpd %s: %v (usage: ahpd %s)\n", name, err, commands[name].usage)
+	return exitUsage
+}
+
+const connUsage = `Every command finds the daemon in its state directory (the address it
+listens on and its connection token), unless told otherwise:
+  --url URL          the daemon's address (or $AHPD_URL)
+  --token T          the token to present (or $AHPD_TOKEN)
+  --token-file F     read the token from F
+  --state-dir DIR    the daemon's state directory (default $XDG_STATE_HOME/ahpd)
+`
+
+// fail prints err with what to do about it and returns the failure status.
+func fail(io cliIO, name string, err error) int {
+	fmt.Fprintf(io.stderr, "ahpd %s: %v\n", name, err)
+	return exitFailed
+}
+
+// dial finds the daemon and connects to it.
+func dial(ctx context.Context, f connFlags) (*client.Client, error) {
+	ep, err := client.Locate(client.LocateOptions{URL: f.url, Token: f.token, TokenFile: f.tokenFile, StateDir: f.stateDir})
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.Dial(dctx, ep.URL, &client.Options{
+		Token:      ep.Token,
+		ClientInfo: &protocol.Implementation{Name: "ahpd-cli", Version: &version},
+	})
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.Is(err, client.ErrUnauthorized):
+		return nil, fmt.Errorf("%s refused the token: pass --token or --token-file, or set AHPD_TOKEN (a daemon that made its own keeps it in <state-dir>/connection-token)", ep.URL)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return nil, fmt.Errorf("no ahpd answers at %s: start one with `ahpd` (if one crashed, its address file was left behind)", ep.URL)
+	}
+	return nil, err
+}
+
+// resolveSession turns what a person typed (a session id, a unique
+// prefix of one, or a URI) into the session's URI.
+func resolveSession(ctx context.Context, c *client.Client, arg string) (string, error) {
+	if strings.Contains(arg, ":/") {
+		return arg, nil
+	}
+	rows, err := listAll(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	var found []string
+	for _, r := range rows {
+		id := sessionID(r.Resource)
+		if id == arg {
+			return r.Resource, nil
+		}
+		if strings.HasPrefix(id, arg) {
+			found = append(found, r.Resource)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", fmt.Errorf("no session %s: `ahpd ls --all` lists them", protocol.Quote(arg))
+	case 1:
+		return found[0], nil
+	}
+	return "", fmt.Errorf("%s names %d sessions: give more of the id", protocol.Quote(arg), len(found))
+}
+
+// listAll reads every page of listSessions.
+func listAll(ctx context.Context, c *client.Client) ([]protocol.SessionSummary, error) {
+	var out []protocol.SessionSummary
+	var cursor *string
+	for {
+		var res protocol.ListSessionsResult
+		if err := c.Call(ctx, "listSessions", protocol.ListSessionsParams{Cursor: cursor}, &res); err != nil {
+			return nil, fmt.Errorf("listing sessions: %w", err)
+		}
+		out = append(out, res.Items...)
+		if res.NextCursor == nil || *res.NextCursor == "" || len(res.Items) == 0 {
+			return out, nil
+		}
+		cursor = res.NextCursor
+	}
+}
+
+// sessionID is the id part of a session URI.
+func sessionID(uri string) string {
+	if su, err := protocol.ParseSessionURI(uri); err == nil {
+		return su.ID
+	}
+	return uri
+}
+
+// isTerminalWriter reports whether w is a terminal (not /dev/null).
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && terminal(f)
+}
+
+// isTerminalReader reports whether r is a terminal.
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && terminal(f)
+}
+
+// sessionCommand runs fn on the session its one argument names: the
+// shape of show, cancel, status, suspend, resume and rm.
+func sessionCommand(ctx context.Context, name string, args []string, io cliIO, extra func(*flag.FlagSet),
+	fn func(ctx context.Context, c *client.Client, session string) error) int {
+	var cf connFlags
+	fs := newFlags(name, &cf)
+	if extra != nil {
+		extra(fs)
+	}
+	pos, err := parseArgs(fs, args)
+	if err == nil && len(pos) != 1 {
+		err = errors.New("name one session")
+	}
+	if err != nil {
+		return cmdUsageError(io, name, err)
+	}
+	c, err := dial(ctx, cf)
+	if err != nil {
+		return fail(io, name, err)
+	}
+	defer c.Close()
+	session, err := resolveSession(ctx, c, pos[0])
+	if err != nil {
+		return fail(io, name, err)
+	}
+	if err := fn(ctx, c, session); err != nil {
+		return fail(io, name, err)
+	}
+	return exitOK
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+func init() {
+	register(command{name: "run", run: runCommand,
+		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--auto-approve] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 130 interrupted`})
+	register(command{name: "send", run: sendCommand,
+		usage: `send SESSION "message"   send a message to a session (queued while a turn runs) and return`})
+}
+
+// runOptions are `ahpd run`'s flags.
+type runOptions struct {
+	conn        connFlags
+	folder      string
+	provider    string
+	worktree    bool
+	title       string
+	autoApprove bool
+	session     string
+	json        bool
+}
+
+func runCommand(ctx context.Context, args []string, io cliIO) int {
+	var o runOptions
+	fs := newFlags("run", &o.conn)
+	fs.StringVar(&o.folder, "folder", "", "")
+	fs.StringVar(&o.provider, "provider", "", "")
+	fs.BoolVar(&o.worktree, "worktree", false, "")
+	fs.StringVar(&o.title, "title", "", "")
+	fs.BoolVar(&o.autoApprove, "auto-approve", false, "")
+	fs.StringVar(&o.session, "session", "", "")
+	fs.BoolVar(&o.json, "json", false, "")
+	pos, err := parseArgs(fs, args)
+	if err == nil && (len(pos) != 1 || strings.TrimSpace(pos[0]) == "") {
+		err = errors.New(`give the message as one argument (quote it)`)
+	}
+	if err == nil && o.session != "" && (o.folder != "" || o.provider != "" || o.worktree) {
+		err = errors.New("--session continues a session as it is: --folder, --provider and --worktree are for new ones")
+	}
+	if err != nil {
+		return cmdUsageError(io, "run", err)
+	}
+	c, err := dial(ctx, o.conn)
+	if err != nil {
+		return fail(io, "run", err)
+	}
+	defer c.Close()
+
+	session := ""
+	if o.session != "" {
+		session, err = resolveSession(ctx, c, o.session)
+	} else {
+		session, err = createSession(ctx, c, o)
+	}
+	if err != nil {
+		return fail(io, "run", err)
+	}
+	chat, err := watchSession(ctx, c, session)
+	if err != nil {
+		return fail(io, "run", err)
+	}
+	if o.title != "" {
+		if err := c.DispatchWait(ctx, session, &protocol.SessionTitleChangedAction{Title: o.title}); err != nil {
+			return fail(io, "run", fmt.Errorf("setting the title: %w", err))
+		}
+	}
+	if cs, _ := c.State(chat).(*protocol.ChatState); cs != nil && cs.ActiveTurn != nil {
+		return fail(io, "run", fmt.Errorf("session %s is running a turn: wait for it, or `ahpd cancel %s`", sessionID(session), sessionID(session)))
+	}
+	turnID := "cli-" + randomID()
+	var v view
+	if o.json {
+		v = newJSONView(io.stdout)
+	} else {
+		v = newTextView(io.stdout, io.stderr, isTerminalWriter(io.stdout))
+	}
+	if o.json {
+		v.show(turnEvent{Event: "session", Session: session, Chat: chat, Turn: turnID})
+	} else {
+		fmt.Fprintf(io.stderr, "ahpd run: session %s\n", sessionID(session))
+	}
+	if err := c.DispatchWait(ctx, chat, userTurn(turnID, pos[0])); err != nil {
+		return fail(io, "run", fmt.Errorf("the message was not taken: %w", err))
+	}
+	a := newAnswerer(io, v, isTerminalReader(io.stdin), o.autoApprove)
+	return follow(ctx, c, chat, turnID, v, a)
+}
+
+// createSession makes a session for `ahpd run`.
+func createSession(ctx context.Context, c *client.Client, o runOptions) (string, error) {
+	folder := o.folder
+	if folder == "" {
+		folder = "."
+	}
+	abs, err := filepath.Abs(folder)
+	if err != nil {
+		return "", fmt.Errorf("--folder: %w", err)
+	}
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("--folder %s is not a directory", abs)
+	}
+	provider := o.provider
+	if provider == "" {
+		root, _ := c.State(protocol.RootURI).(*protocol.RootState)
+		if root == nil || len(root.Agents) == 0 {
+			return "", errors.New("the daemon offers no agents")
+		}
+		provider = root.Agents[0].Provider
+	}
+	params := protocol.CreateSessionParams{
+		Channel:            "ahp-session:/" + randomID(),
+		Provider:           &provider,
+		WorkingDirectories: []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()},
+	}
+	if o.worktree {
+		params.Config = protocol.Object{"isolation": []byte(`"worktree"`)}
+	}
+	if err := c.Call(ctx, "createSession", params, nil); err != nil {
+		if client.ErrorCode(err) == protocol.CodeProviderNotFound {
+			return "", fmt.Errorf("%w: choose one with --provider", err)
+		}
+		return "", fmt.Errorf("creating the session: %w", err)
+	}
+	return params.Channel, nil
+}
+
+// watchSession subscribes to a session and its default chat, and returns
+// the chat.
+func watchSession(ctx context.Context, c *client.Client, session string) (string, error) {
+	st, err := c.Subscribe(ctx, session)
+	if err != nil {
+		return "", err
+	}
+	chat := protocol.DefaultChatURI(session)
+	if ss, ok := st.(*protocol.SessionState); ok && ss.DefaultChat != nil {
+		chat = *ss.DefaultChat
+	}
+	if _, err := c.Subscribe(ctx, chat); err != nil {
+		return "", err
+	}
+	return chat, nil
+}
+
+func userTurn(id, text string) *protocol.ChatTurnStartedAction {
+	return &protocol.ChatTurnStartedAction{TurnID: id, StartedAt: client.Now(),
+		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}}
+}
+
+func randomID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func sendCommand(ctx context.Context, args []string, io cliIO) int {
+	var cf connFlags
+	fs := newFlags("send", &cf)
+	pos, err := parseArgs(fs, args)
+	if err == nil && (len(pos) != 2 || strings.TrimSpace(pos[1]) == "") {
+		err = errors.New(`name the session and give the message (quote it)`)
+	}
+	if err != nil {
+		return cmdUsageError(io, "send", err)
+	}
+	c, err := dial(ctx, cf)
+	if err != nil {
+		return fail(io, "send", err)
+	}
+	defer c.Close()
+	session, err := resolveSession(ctx, c, pos[0])
+	if err != nil {
+		return fail(io, "send", err)
+	}
+	chat, err := watchSession(ctx, c, session)
+	if err != nil {
+		return fail(io, "send", err)
+	}
+	id := "cli-" + randomID()
+	if cs, _ := c.State(chat).(*protocol.ChatState); cs != nil && cs.ActiveTurn != nil {
+		err = c.DispatchWait(ctx, chat, &protocol.ChatPendingMessageSetAction{Kind: protocol.PendingMessageKindQueued, ID: id,
+			Message: userTurn(id, pos[1]).Message})
+		if err == nil {
+			fmt.Fprintf(io.stdout, "queued %s: it runs when the turn in %s ends\n", id, sessionID(session))
+		}
+	} else {
+		err = c.DispatchWait(ctx, chat, userTurn(id, pos[1]))
+		if err == nil {
+			fmt.Fprintf(io.stdout, "sent %s: `ahpd show %s` shows it\n", id, sessionID(session))
+		}
+	}
+	if err != nil {
+		return fail(io, "send", fmt.Errorf("the message was not taken: %w", err))
+	}
+	return exitOK
+}
