@@ -97,18 +97,20 @@ limits:
 	if startRSS == 0 || startHeap == 0 {
 		t.Fatal("the daemon did not say what memory it held when quiet")
 	}
-	if endHeap > startHeap*1.1 {
+	// One round (the default suite, on a machine the other packages'
+	// tests load) sometimes ends with 1 MB of live heap more than it
+	// started with, and resident memory up to 6 MB more: what was still
+	// on its way out when the daemon fell quiet, and where the runtime's
+	// spans landed. Neither grows with the rounds (50 s of rounds: 2.3 MB
+	// live heap before and after), so a long run is held to 10%.
+	heapSlack, rssSlack := 0.25, 2.0
+	if *soakFor == 0 {
+		heapSlack, rssSlack = 1.5, 6
+	}
+	if endHeap > max(startHeap*1.1, startHeap+heapSlack) {
 		t.Errorf("live heap %.1f MB after the rounds, %.1f MB before", endHeap, startHeap)
 	}
-	// One round (the default suite, on a machine the other packages'
-	// tests load) moves resident memory by up to 6 MB with the live heap
-	// flat to 0.1 MB: where the runtime's spans landed. The live heap is
-	// the leak detector there; a long run holds RSS to 10% too.
-	slack := 2.0
-	if *soakFor == 0 {
-		slack = 6
-	}
-	if endRSS > max(startRSS*1.1, startRSS+slack) {
+	if endRSS > max(startRSS*1.1, startRSS+rssSlack) {
 		t.Errorf("RSS %.1f MB after the rounds, %.1f MB before", endRSS, startRSS)
 	}
 	if end["ahpd_connections"] != 0 || end["ahpd_sessions"] != 0 {
