@@ -102,23 +102,7 @@ func TestQuestionAndAnswer(t *testing.T) {
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
 	startTurn(c, chat, "t1", "ask What is your name?")
-	var reqID string
-	c.WaitState(chat, "the question", func(s protocol.ChannelState) bool {
-		at := s.(*protocol.ChatState).ActiveTurn
-		if at == nil {
-			return false
-		}
-		for _, p := range at.ResponseParts {
-			if ir, ok := p.(*protocol.InputRequestResponsePart); ok {
-				reqID = ir.Request.ID
-				return true
-			}
-		}
-		return false
-	})
-	answers := protocol.NewMap[protocol.ChatInputAnswer]()
-	answers.Set("answer", &protocol.ChatInputAnswered{State: "submitted", Value: &protocol.ChatInputTextAnswerValue{Value: "Ada"}})
-	c.Dispatch(chat, &protocol.ChatInputCompletedAction{RequestID: reqID, Response: protocol.ChatInputResponseKindAccept, Answers: answers})
+	answer(c, chat, asking(t, c, chat), "Ada")
 	cs := waitTurnEnd(t, c, chat, "t1")
 	if got := text(cs.Turns[0].ResponseParts); !strings.Contains(got, "Ada") {
 		t.Errorf("the turn did not say the answer: %q", got)
