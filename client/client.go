@@ -9,11 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"sync"
-
-	"github.com/coder/websocket"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -115,6 +112,7 @@ type Event struct {
 // Client is a connection to an AHP host. See the package documentation.
 type Client struct {
 	url    string
+	dial   func(ctx context.Context) (wire, error) // opens a connection
 	opts   Options
 	log    *slog.Logger
 	events chan Event
@@ -140,9 +138,9 @@ type channel struct {
 	fromSeq int64 // the serverSeq the snapshot reflects
 }
 
-// connection is one WebSocket; a reconnect replaces it.
+// connection is one connection to the host; a reconnect replaces it.
 type connection struct {
-	ws      *websocket.Conn
+	w       wire
 	cancel  context.CancelFunc
 	done    chan struct{} // closed once its reader has returned
 	err     error         // why it ended; read after done
@@ -165,8 +163,14 @@ type response struct {
 // Dial connects to url (ws:// or wss://), initializes, and returns the
 // client. ctx bounds the dial and the handshake only.
 func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
+	c := newClient(url, opts)
+	c.dial = c.dialWebSocket
+	return c.start(ctx)
+}
+
+func newClient(url string, opts *Options) *Client {
 	o := opts.withDefaults()
-	c := &Client{
+	return &Client{
 		url:      url,
 		opts:     o,
 		log:      o.Logger,
@@ -175,38 +179,34 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 		echoes:   map[int64]chan error{},
 		changed:  make(chan struct{}),
 	}
+}
+
+// start connects and initializes.
+func (c *Client) start(ctx context.Context) (*Client, error) {
 	if err := c.connect(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-	if err := c.initialize(ctx, append([]string{protocol.RootURI}, o.Subscriptions...)); err != nil {
+	if err := c.initialize(ctx, append([]string{protocol.RootURI}, c.opts.Subscriptions...)); err != nil {
 		c.Close()
 		return nil, err
 	}
 	return c, nil
 }
 
-// connect opens a WebSocket and starts its reader.
+// connect opens a connection and starts its reader.
 func (c *Client) connect(ctx context.Context) error {
-	header := http.Header{}
-	if c.opts.Token != "" {
-		header.Set("Authorization", "Bearer "+c.opts.Token)
-	}
-	ws, resp, err := websocket.Dial(ctx, c.url, &websocket.DialOptions{HTTPHeader: header})
+	w, err := c.dial(ctx)
 	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusUnauthorized {
-			return fmt.Errorf("connecting to %s: the host refused the token (HTTP 401): %w", c.url, ErrUnauthorized)
-		}
-		return fmt.Errorf("connecting to %s: %w", c.url, err)
+		return err
 	}
-	ws.SetReadLimit(c.opts.MaxMessageBytes)
 	readCtx, cancel := context.WithCancel(context.Background())
-	cn := &connection{ws: ws, cancel: cancel, done: make(chan struct{}), pending: map[string]*pendingCall{}}
+	cn := &connection{w: w, cancel: cancel, done: make(chan struct{}), pending: map[string]*pendingCall{}}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		cancel()
-		_ = ws.CloseNow()
+		_ = w.close()
 		return ErrClosed
 	}
 	c.conn = cn
@@ -275,7 +275,7 @@ func (c *Client) Close() error {
 
 // close ends a connection and waits for its reader.
 func (cn *connection) close() {
-	_ = cn.ws.Close(websocket.StatusNormalClosure, "")
+	_ = cn.w.close()
 	cn.cancel()
 	<-cn.done
 }
@@ -374,7 +374,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		forget()
 		return err
 	}
-	if err := cn.ws.Write(ctx, websocket.MessageText, data); err != nil {
+	if err := cn.w.write(ctx, data); err != nil {
 		forget()
 		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
 	}
@@ -422,7 +422,7 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	}
 	cn := c.conn
 	c.mu.Unlock()
-	if err := cn.ws.Write(ctx, websocket.MessageText, data); err != nil {
+	if err := cn.w.write(ctx, data); err != nil {
 		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
 	}
 	return nil
@@ -452,7 +452,7 @@ func (c *Client) isClosed() bool {
 func (c *Client) read(ctx context.Context, cn *connection) {
 	defer close(cn.done)
 	for {
-		_, data, err := cn.ws.Read(ctx)
+		data, err := cn.w.read(ctx)
 		if err != nil {
 			c.mu.Lock()
 			cn.err = err

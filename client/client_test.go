@@ -404,3 +404,45 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Errorf("a call after Close = %v", err)
 	}
 }
+
+// pipeEnd is one end of a pair of pipes: what a program has of another
+// it started, its standard output and input.
+type pipeEnd struct {
+	io.Reader
+	io.WriteCloser
+	r io.Closer
+}
+
+func (p pipeEnd) Close() error { return errors.Join(p.WriteCloser.Close(), p.r.Close()) }
+
+// A client over a host's standard input and output, as a program that
+// runs `ahpd --stdio` has it: a turn streams into its state the same,
+// and a stream cannot be reconnected.
+func TestOpenOverAStream(t *testing.T) {
+	d := startDaemon(t)
+	toHostR, toHostW := io.Pipe()
+	fromHostR, fromHostW := io.Pipe()
+	served := make(chan error, 1)
+	go func() {
+		served <- d.current.Load().ServeStdio(toHostR, fromHostW)
+		fromHostW.Close()
+	}()
+	c, err := client.Open(testContext(t), pipeEnd{fromHostR, toHostW, fromHostR}, nil)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	_, chat := newSession(t, c, d, "s1")
+	if err := c.DispatchWait(testContext(t), chat, turn("t1", "say over a pipe")); err != nil {
+		t.Fatalf("turn refused: %v", err)
+	}
+	if cs := ended(t, c, chat, "t1"); !strings.Contains(text(cs.Turns[0].ResponseParts), "over a pipe") {
+		t.Errorf("turn text %q", text(cs.Turns[0].ResponseParts))
+	}
+	if err := c.Reconnect(testContext(t)); !errors.Is(err, client.ErrStreamUsed) {
+		t.Errorf("reconnecting a stream: %v, want ErrStreamUsed", err)
+	}
+	c.Close()
+	if err := <-served; err != nil {
+		t.Errorf("the host's side: %v", err)
+	}
+}

@@ -2,7 +2,7 @@
 // programs that talk to an ahpd (or any AHP host): scripts, CI jobs, the
 // ahpd command line and HTTP API.
 //
-// It owns one logical connection to a host: the WebSocket, the JSON-RPC
+// It owns one logical connection to a host: the WebSocket or stream, the JSON-RPC
 // requests on it, the protocol version negotiated at initialize, the
 // channels it subscribed to and the state of each, kept up to date by
 // applying the actions the host sends through the protocol package's
@@ -19,6 +19,9 @@
 // Dial opens the WebSocket (the token goes as an Authorization: Bearer
 // header), sends initialize offering [Versions] (1.0.0, then 0.9.0) and
 // returns once the host answered. [Client.Version] is what was agreed.
+// [Open] does the same over a stream of JSON-RPC lines instead: the
+// standard input and output of `ahpd --stdio`, or a connection a host
+// opens to itself.
 //
 // # Calls, channels and state
 //
@@ -43,7 +46,8 @@
 // missed, which is applied to the states, or sends fresh snapshots. A host
 // that no longer knows the client (it restarted) refuses with -32008; the
 // client then initializes anew and subscribes to each channel again, so
-// the states are fresh either way.
+// the states are fresh either way. A client [Open] made cannot reconnect:
+// its stream is gone with the connection.
 //
 // # Lifetime
 //

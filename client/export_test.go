@@ -6,6 +6,6 @@ func DropConnection(c *Client) {
 	c.mu.Lock()
 	cn := c.conn
 	c.mu.Unlock()
-	_ = cn.ws.CloseNow()
+	_ = cn.w.(wsWire).ws.CloseNow()
 	<-cn.done
 }

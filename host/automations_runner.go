@@ -3,15 +3,13 @@ package host
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/ahpd/ahpd/automations"
+	ahpclient "github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -34,85 +32,111 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 			return automations.Outcome{Err: fmt.Errorf("the automation's owner %s is not a principal: %w", protocol.Quote(req.Owner), err)}
 		}
 	}
-	lc, err := h.dialSelf(p)
+	stream, err := h.dialSelf(p)
 	if err != nil {
 		return automations.Outcome{Err: err}
 	}
-	defer lc.close()
-	if _, err := lc.call(ctx, "initialize", map[string]any{"channel": protocol.RootURI, "protocolVersions": []string{"1.0.0"}, "clientId": "ahpd-automation-" + newAutomationID()}); err != nil {
+	c, err := ahpclient.Open(ctx, stream, &ahpclient.Options{ClientID: "ahpd-automation-" + newAutomationID(), Versions: []string{"1.0.0"}})
+	if err != nil {
+		_ = stream.Close()
 		return automations.Outcome{Err: err}
 	}
-	tmpl := req.Definition.Session
+	defer c.Close()
+	session, err := r.createSession(ctx, c, req.Definition.Session)
+	if err != nil {
+		return automations.Outcome{Err: err}
+	}
+	req.SessionCreated(session)
+	chat := protocol.DefaultChatURI(session)
+	if _, err := c.Subscribe(ctx, chat); err != nil {
+		return automations.Outcome{Err: fmt.Errorf("watch the run's chat: %w", err)}
+	}
+	turnID := "automation-" + newAutomationID()
+	started := h.now()
+	err = c.DispatchWait(ctx, chat, &protocol.ChatTurnStartedAction{TurnID: turnID, StartedAt: protocol.FormatTime(started), Message: req.Definition.Message})
+	var refused *ahpclient.RejectedError
+	if errors.As(err, &refused) {
+		return automations.Outcome{Err: fmt.Errorf("the message was refused: %s", refused.Reason)}
+	}
+	if err == nil {
+		var st protocol.ChannelState
+		if st, err = c.WaitState(ctx, chat, turnEnded(turnID)); err == nil {
+			return automations.Outcome{Err: outcome(st.(*protocol.ChatState))}
+		}
+	}
+	if ctx.Err() == nil {
+		return automations.Outcome{Err: err}
+	}
+	// Cancelled: the turn goes with the run, and is given a moment to say
+	// it ended.
+	stop, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := c.Dispatch(stop, chat, &protocol.ChatTurnCancelledAction{TurnID: turnID, Duration: h.now().Sub(started).Milliseconds()}); err == nil {
+		_, _ = c.WaitState(stop, chat, turnEnded(turnID))
+	}
+	return automations.Outcome{Err: context.Cause(ctx)}
+}
+
+// createSession makes the run's session from the automation's template.
+func (r automationRunner) createSession(ctx context.Context, c *ahpclient.Client, tmpl protocol.AutomationSessionTemplate) (string, error) {
 	provider := ""
 	if tmpl.Provider != nil {
 		provider = *tmpl.Provider
-	} else if ps := h.opts.Backends.Providers(); len(ps) > 0 {
+	} else if ps := r.h.opts.Backends.Providers(); len(ps) > 0 {
 		provider = ps[0]
 	}
 	session := protocol.NewSessionURI(newAutomationID()).String()
 	create := protocol.CreateSessionParams{Channel: session, Provider: &provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config}
-	if _, err := lc.call(ctx, "createSession", create); err != nil {
-		return automations.Outcome{Err: fmt.Errorf("create the run's session: %w", err)}
+	if err := c.Call(ctx, "createSession", create, nil); err != nil {
+		return "", fmt.Errorf("create the run's session: %w", err)
 	}
-	req.SessionCreated(session)
-	chat := protocol.DefaultChatURI(session)
-	if _, err := lc.call(ctx, "subscribe", map[string]any{"channel": chat}); err != nil {
-		return automations.Outcome{Err: fmt.Errorf("watch the run's chat: %w", err)}
-	}
-	turnID := "automation-" + newAutomationID()
-	msg := req.Definition.Message
-	started := time.Now()
-	lc.dispatch(chat, &protocol.ChatTurnStartedAction{TurnID: turnID, StartedAt: protocol.FormatTime(h.now()), Message: msg})
-	for {
-		select {
-		case <-ctx.Done():
-			lc.dispatch(chat, &protocol.ChatTurnCancelledAction{TurnID: turnID, Duration: time.Since(started).Milliseconds()})
-			// The turn is given a moment to say it ended; the run is
-			// cancelled either way.
-			lc.waitEnd(turnID, time.Second)
-			return automations.Outcome{Err: context.Cause(ctx)}
-		case env, ok := <-lc.actions:
-			if !ok {
-				return automations.Outcome{Err: errors.New("the host closed the run's connection")}
-			}
-			if env.RejectionReason != nil && env.Origin != nil {
-				return automations.Outcome{Err: fmt.Errorf("the message was refused: %s", *env.RejectionReason)}
-			}
-			if done, err := turnEnd(env.Action, turnID); done {
-				return automations.Outcome{Err: err}
-			}
-		}
+	return session, nil
+}
+
+// turnEnded says whether turn id has ended in a chat's state.
+func turnEnded(id string) func(protocol.ChannelState) bool {
+	return func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return cs.ActiveTurn == nil && len(cs.Turns) > 0 && cs.Turns[len(cs.Turns)-1].ID == id
 	}
 }
 
-// turnEnd says whether a is the end of turn id, and how it ended.
-func turnEnd(a protocol.Action, id string) (bool, error) {
-	switch a := a.(type) {
-	case *protocol.ChatTurnCompleteAction:
-		return a.TurnID == id, nil
-	case *protocol.ChatTurnCancelledAction:
-		return a.TurnID == id, errors.New("the turn was cancelled")
-	case *protocol.ChatErrorAction:
-		return a.TurnID == id, fmt.Errorf("the turn failed: %s", a.Part.Error.Message)
+// outcome is how the chat's last turn ended, as a run's error.
+func outcome(cs *protocol.ChatState) error {
+	t := cs.Turns[len(cs.Turns)-1]
+	switch t.State {
+	case protocol.TurnStateComplete:
+		return nil
+	case protocol.TurnStateCancelled:
+		return errors.New("the turn was cancelled")
 	}
-	return false, nil
+	if e := t.ErrorPart(); e != nil {
+		return fmt.Errorf("the turn failed: %s", e.Error.Message)
+	}
+	return errors.New("the turn failed")
 }
 
-// selfConn is the runner's end of a connection of the host's own: JSON-RPC
-// lines over a pair of pipes.
-type selfConn struct {
-	c       *conn
-	w       *io.PipeWriter // to the host
-	r       *io.PipeReader // from the host
-	mu      sync.Mutex
-	next    int
-	waiting map[string]chan json.RawMessage
-	actions chan protocol.ActionEnvelope
-	done    chan struct{}
+// selfStream is the far end of a connection the host serves to itself:
+// JSON-RPC lines over a pair of pipes. Closing it ends the connection and
+// waits until the host is done with it.
+type selfStream struct {
+	io.Reader                // from the host
+	w         *io.PipeWriter // to the host
+	r         *io.PipeReader
+	done      <-chan struct{}
+}
+
+func (s *selfStream) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+func (s *selfStream) Close() error {
+	_ = s.w.Close()
+	_ = s.r.Close()
+	<-s.done
+	return nil
 }
 
 // dialSelf opens a connection to the host acting for p.
-func (h *Host) dialSelf(p grants.Principal) (*selfConn, error) {
+func (h *Host) dialSelf(p grants.Principal) (io.ReadWriteCloser, error) {
 	toHostR, toHostW := io.Pipe()
 	fromHostR, fromHostW := io.Pipe()
 	t := &stdioTransport{r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
@@ -121,137 +145,5 @@ func (h *Host) dialSelf(p grants.Principal) (*selfConn, error) {
 		return nil, err
 	}
 	go h.serve(c)
-	lc := &selfConn{c: c, w: toHostW, r: fromHostR, waiting: map[string]chan json.RawMessage{},
-		actions: make(chan protocol.ActionEnvelope, 1024), done: make(chan struct{})}
-	go lc.read()
-	return lc, nil
-}
-
-func (lc *selfConn) read() {
-	defer close(lc.done)
-	defer close(lc.actions)
-	sc := bufio.NewScanner(lc.r)
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	for sc.Scan() {
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-			Result json.RawMessage `json:"result"`
-			Error  *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			continue
-		}
-		if m.Method == "action" {
-			var env protocol.ActionEnvelope
-			if jsonUnmarshal(m.Params, &env) == nil {
-				select {
-				case lc.actions <- env:
-				default: // the runner looks only for its turn's end, which comes last
-				}
-			}
-			continue
-		}
-		lc.mu.Lock()
-		ch := lc.waiting[string(m.ID)]
-		delete(lc.waiting, string(m.ID))
-		lc.mu.Unlock()
-		if ch == nil {
-			continue
-		}
-		if m.Error != nil {
-			b, _ := json.Marshal(map[string]string{"error": m.Error.Message})
-			ch <- b
-		} else {
-			ch <- m.Result
-		}
-	}
-}
-
-func (lc *selfConn) send(id *int, method string, params any) error {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return err
-	}
-	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": json.RawMessage(p)}
-	if id != nil {
-		msg["id"] = *id
-	}
-	b, _ := json.Marshal(msg)
-	_, err = lc.w.Write(append(b, '\n'))
-	return err
-}
-
-// call sends a request and waits for its answer.
-func (lc *selfConn) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	lc.mu.Lock()
-	lc.next++
-	id := lc.next
-	ch := make(chan json.RawMessage, 1)
-	lc.waiting[strconv.Itoa(id)] = ch
-	lc.mu.Unlock()
-	if err := lc.send(&id, method, params); err != nil {
-		return nil, fmt.Errorf("%s: %w", method, err)
-	}
-	select {
-	case res := <-ch:
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(res, &e) == nil && e.Error != "" {
-			return nil, fmt.Errorf("%s: %s", method, e.Error)
-		}
-		return res, nil
-	case <-lc.done:
-		return nil, fmt.Errorf("%s: the host closed the connection", method)
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	}
-}
-
-var selfSeq sync.Mutex
-var selfClientSeq int64
-
-// dispatch sends a client action.
-func (lc *selfConn) dispatch(channel string, a protocol.Action) {
-	selfSeq.Lock()
-	selfClientSeq++
-	seq := selfClientSeq
-	selfSeq.Unlock()
-	raw, _ := json.Marshal(a)
-	var obj map[string]json.RawMessage
-	_ = json.Unmarshal(raw, &obj)
-	t, _ := json.Marshal(string(a.Type()))
-	obj["type"] = t
-	_ = lc.send(nil, "dispatchAction", map[string]any{"channel": channel, "clientSeq": seq, "action": obj})
-}
-
-// waitEnd waits up to d for turn id to end.
-func (lc *selfConn) waitEnd(id string, d time.Duration) {
-	timeout := time.NewTimer(d)
-	defer timeout.Stop()
-	for {
-		select {
-		case env, ok := <-lc.actions:
-			if !ok {
-				return
-			}
-			if done, _ := turnEnd(env.Action, id); done {
-				return
-			}
-		case <-timeout.C:
-			return
-		}
-	}
-}
-
-// close ends the connection; the session goes on.
-func (lc *selfConn) close() {
-	_ = lc.w.Close()
-	_ = lc.r.Close()
-	<-lc.c.done
-	<-lc.done
+	return &selfStream{Reader: fromHostR, w: toHostW, r: fromHostR, done: c.done}, nil
 }

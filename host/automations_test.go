@@ -3,6 +3,7 @@ package host_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -96,4 +97,66 @@ func TestAutomationOverTheProtocol(t *testing.T) {
 	if _, err := c.Call("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": "ahp-automation:/nope", "requestId": "x"}); err == nil || err.Code != int64(protocol.CodeNotFound) {
 		t.Fatalf("running an unknown automation: %v", err)
 	}
+}
+
+// TestAutomationRunCancelled cancels a run while its turn runs: the turn
+// is cancelled with it, and the run ends cancelled.
+func TestAutomationRunCancelled(t *testing.T) {
+	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
+	c := th.client("automator")
+	c.Subscribe(automations.CatalogueURI)
+	provider := "script"
+	const uri = "ahp-automation:/long"
+	c.Dispatch(automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: protocol.AutomationDefinition{
+		Title:   "a long one",
+		Message: protocol.Message{Text: "say started\nwait 30s\nsay never", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + th.work}},
+		Enabled: true,
+		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "yearly",
+			Schedule: protocol.AutomationSchedule{Expression: "0 0 1 1 *", TimeZone: "UTC"}}},
+	}})
+	c.WaitState(automations.CatalogueURI, "the automation is created", func(st protocol.ChannelState) bool {
+		return len(st.(*protocol.AutomationState).Entries) == 1
+	})
+	raw := c.MustCall("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": uri, "requestId": "now"})
+	var run protocol.RunAutomationResult
+	if err := json.Unmarshal(raw, &run); err != nil {
+		t.Fatal(err)
+	}
+	var session string
+	c.WaitState(automations.CatalogueURI, "the run's session", func(st protocol.ChannelState) bool {
+		for _, r := range st.(*protocol.AutomationState).Entries[0].Runs {
+			if r.Resource == run.Resource && r.PrimarySession != nil {
+				session = *r.PrimarySession
+				return true
+			}
+		}
+		return false
+	})
+	// Its session is the runner's own until the turn goes out in it.
+	c.Wait("the run's session announced", func(msgs []hosttest.Message) bool {
+		return slices.Contains(announced(t, msgs), session)
+	})
+	chat := protocol.DefaultChatURI(session)
+	c.Subscribe(chat)
+	saying(t, c, chat, "started")
+
+	c.Subscribe(run.Resource)
+	c.Dispatch(run.Resource, &protocol.AutomationRunCancelRequestedAction{})
+	cs := c.WaitState(chat, "the run's turn to end", func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return cs.ActiveTurn == nil && len(cs.Turns) == 1
+	}).(*protocol.ChatState)
+	if cs.Turns[0].State != protocol.TurnStateCancelled {
+		t.Errorf("the run's turn ended %s, want cancelled", cs.Turns[0].State)
+	}
+	c.WaitState(automations.CatalogueURI, "the run to end cancelled", func(st protocol.ChannelState) bool {
+		for _, r := range st.(*protocol.AutomationState).Entries[0].Runs {
+			if _, ok := r.Lifecycle.(*protocol.AutomationCancelledRunLifecycle); ok && r.Resource == run.Resource {
+				return true
+			}
+		}
+		return false
+	})
 }
