@@ -303,6 +303,12 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	if h.autos == nil || h.autos.e == nil {
 		return
 	}
+	// Only the run's own turn chains from it: later turns in its session
+	// are people's.
+	h.autos.mu.Lock()
+	run := h.autos.runOf[s.uri]
+	delete(h.autos.runOf, s.uri)
+	h.autos.mu.Unlock()
 	var name string
 	switch state {
 	case protocol.TurnStateComplete:
@@ -315,9 +321,6 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	s.mu.Lock()
 	owner := s.rec.Owner
 	s.mu.Unlock()
-	h.autos.mu.Lock()
-	run := h.autos.runOf[s.uri]
-	h.autos.mu.Unlock()
 	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: owner, Session: s.uri, Provider: s.provider, Run: run})
 }
 

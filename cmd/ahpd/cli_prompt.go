@@ -101,8 +101,9 @@ func (a *answerer) reply(ctx context.Context, c *client.Client, chat string, r *
 	a.v.done()
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
 	for _, q := range r.Questions {
+		id, message := question(q)
 		for {
-			fmt.Fprintf(a.io.stderr, "%s%s ", questionMessage(q), questionHint(q))
+			fmt.Fprintf(a.io.stderr, "%s%s ", message, questionHint(q))
 			line, got := a.readLine(ctx)
 			if !got {
 				return ""
@@ -113,9 +114,9 @@ func (a *answerer) reply(ctx context.Context, c *client.Client, chat string, r *
 				continue
 			}
 			if v != nil {
-				answers.Set(questionID(q), &protocol.ChatInputAnswered{State: "submitted", Value: v})
+				answers.Set(id, &protocol.ChatInputAnswered{State: "submitted", Value: v})
 			} else {
-				answers.Set(questionID(q), &protocol.ChatInputSkipped{})
+				answers.Set(id, &protocol.ChatInputSkipped{})
 			}
 			break
 		}
@@ -155,36 +156,21 @@ func (a *answerer) readLine(ctx context.Context) (string, bool) {
 	}
 }
 
-func questionMessage(q protocol.ChatInputQuestion) string {
+// question returns a question's id and what it asks.
+func question(q protocol.ChatInputQuestion) (id, message string) {
 	switch q := q.(type) {
 	case *protocol.ChatInputTextQuestion:
-		return q.Message
+		return q.ID, q.Message
 	case *protocol.ChatInputNumberQuestion:
-		return q.Message
+		return q.ID, q.Message
 	case *protocol.ChatInputBooleanQuestion:
-		return q.Message
+		return q.ID, q.Message
 	case *protocol.ChatInputSingleSelectQuestion:
-		return q.Message
+		return q.ID, q.Message
 	case *protocol.ChatInputMultiSelectQuestion:
-		return q.Message
+		return q.ID, q.Message
 	}
-	return ""
-}
-
-func questionID(q protocol.ChatInputQuestion) string {
-	switch q := q.(type) {
-	case *protocol.ChatInputTextQuestion:
-		return q.ID
-	case *protocol.ChatInputNumberQuestion:
-		return q.ID
-	case *protocol.ChatInputBooleanQuestion:
-		return q.ID
-	case *protocol.ChatInputSingleSelectQuestion:
-		return q.ID
-	case *protocol.ChatInputMultiSelectQuestion:
-		return q.ID
-	}
-	return ""
+	return "", ""
 }
 
 // questionHint says how to answer a question on one line.

@@ -130,7 +130,7 @@ func requestText(r *protocol.ChatInputRequest) string {
 	}
 	text := ""
 	for _, q := range r.Questions {
-		if m := questionMessage(q); m != "" {
+		if _, m := question(q); m != "" {
 			if text != "" {
 				text += " / "
 			}
