@@ -1,11 +1,9 @@
 package host
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/ahpd/ahpd/automations"
@@ -32,7 +30,7 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 			return automations.Outcome{Err: fmt.Errorf("the automation's owner %s is not a principal: %w", protocol.Quote(req.Owner), err)}
 		}
 	}
-	stream, err := h.dialSelf(p)
+	stream, err := h.Connect(grants.Credential{Principal: p})
 	if err != nil {
 		return automations.Outcome{Err: err}
 	}
@@ -114,36 +112,4 @@ func outcome(cs *protocol.ChatState) error {
 		return fmt.Errorf("the turn failed: %s", e.Error.Message)
 	}
 	return errors.New("the turn failed")
-}
-
-// selfStream is the far end of a connection the host serves to itself:
-// JSON-RPC lines over a pair of pipes. Closing it ends the connection and
-// waits until the host is done with it.
-type selfStream struct {
-	io.Reader                // from the host
-	w         *io.PipeWriter // to the host
-	r         *io.PipeReader
-	done      <-chan struct{}
-}
-
-func (s *selfStream) Write(p []byte) (int, error) { return s.w.Write(p) }
-
-func (s *selfStream) Close() error {
-	_ = s.w.Close()
-	_ = s.r.Close()
-	<-s.done
-	return nil
-}
-
-// dialSelf opens a connection to the host acting for p.
-func (h *Host) dialSelf(p grants.Principal) (io.ReadWriteCloser, error) {
-	toHostR, toHostW := io.Pipe()
-	fromHostR, fromHostW := io.Pipe()
-	t := &stdioTransport{r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
-	c, err := h.newConnection(t, true, p)
-	if err != nil {
-		return nil, err
-	}
-	go h.serve(c)
-	return &selfStream{Reader: fromHostR, w: toHostW, r: fromHostR, done: c.done}, nil
 }
