@@ -108,7 +108,9 @@ func (s *store) load() ([]*record, []error) {
 			if err == nil {
 				err = json.Unmarshal(data, &r)
 			}
-			if err == nil && (r.Version != recordVersion || r.Owner == "" || r.Resource == "") {
+			// Owner "" is a valid owner: nobody, as a host without a users
+			// directory names everyone who connects.
+			if err == nil && (r.Version != recordVersion || r.Resource == "") {
 				err = fmt.Errorf("not an automation record of version %d", recordVersion)
 			}
 			if err != nil {

@@ -39,6 +39,40 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
+// FieldError is an invalid definition's error with the field at fault,
+// named as the protocol spells it ("title", "triggers[2].schedule",
+// "disableConditions[0]"), so that a config file can point at its own
+// line. Its text is Err's: the protocol's rejection reason is unchanged.
+type FieldError struct {
+	Field string
+	Err   error // wraps ErrInvalid
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Reason is the error without the ErrInvalid prefix, to follow a field
+// name.
+func (e *FieldError) Reason() string {
+	return strings.TrimPrefix(e.Err.Error(), ErrInvalid.Error()+": ")
+}
+
+// at names the field an error of compile is about.
+func at(field string, err error) error {
+	return &FieldError{Field: field, Err: err}
+}
+
+// Check validates an automation as Create would, without making it: the
+// resource is an ahp-automation:/<id> URI and the definition checks. An
+// invalid one's error is a *FieldError.
+func Check(uri protocol.URI, def protocol.AutomationDefinition) error {
+	if _, err := idOf(uri); err != nil {
+		return at("resource", err)
+	}
+	_, err := compile(def)
+	return err
+}
+
 // idOf returns the id of an ahp-automation:/<id> URI.
 func idOf(uri protocol.URI) (string, error) {
 	id, ok := strings.CutPrefix(uri, Scheme+":/")
@@ -65,77 +99,79 @@ func compile(def protocol.AutomationDefinition) (*compiled, error) {
 	c := &compiled{def: def, schedules: map[string]*Schedule{}}
 	d := &c.def
 	if d.Title == "" || len(d.Title) > maxTitle {
-		return nil, invalid("title must be 1 to %d bytes", maxTitle)
+		return nil, at("title", invalid("title must be 1 to %d bytes", maxTitle))
 	}
 	if strings.TrimSpace(d.Message.Text) == "" {
-		return nil, invalid("the message is empty: it is what each run sends")
+		return nil, at("message", invalid("the message is empty: it is what each run sends"))
 	}
 	if len(d.Message.Text) > maxMessage {
-		return nil, invalid("the message is %d bytes; at most %d", len(d.Message.Text), maxMessage)
+		return nil, at("message", invalid("the message is %d bytes; at most %d", len(d.Message.Text), maxMessage))
 	}
 	switch d.Message.Origin.Kind {
 	case "":
 		d.Message.Origin.Kind = protocol.MessageKindAutomation
 	case protocol.MessageKindAutomation:
 	default:
-		return nil, invalid("the message's origin kind is %s; an automation's message has kind \"automation\"", protocol.Quote(string(d.Message.Origin.Kind)))
+		return nil, at("message", invalid("the message's origin kind is %s; an automation's message has kind \"automation\"", protocol.Quote(string(d.Message.Origin.Kind))))
 	}
 	if len(d.Triggers) > maxTriggers {
-		return nil, invalid("%d triggers; at most %d", len(d.Triggers), maxTriggers)
+		return nil, at("triggers", invalid("%d triggers; at most %d", len(d.Triggers), maxTriggers))
 	}
 	seen := map[string]bool{}
 	d.Triggers = append([]protocol.AutomationTrigger(nil), d.Triggers...)
 	for i, t := range d.Triggers {
+		field := fmt.Sprintf("triggers[%d]", i)
 		id, err := triggerID(t)
 		if err != nil {
-			return nil, err
+			return nil, at(field, err)
 		}
 		if seen[id] {
-			return nil, invalid("two triggers have the id %s; each needs its own", protocol.Quote(id))
+			return nil, at(field+".id", invalid("two triggers have the id %s; each needs its own", protocol.Quote(id)))
 		}
 		seen[id] = true
 		switch t := t.(type) {
 		case *protocol.AutomationScheduleTrigger:
 			s, err := ParseSchedule(t.Schedule.Expression, t.Schedule.TimeZone)
 			if err != nil {
-				return nil, invalid("trigger %s: %v", protocol.Quote(id), err)
+				return nil, at(field+".schedule", invalid("trigger %s: %v", protocol.Quote(id), err))
 			}
 			if p := t.MisfirePolicy; p != nil && *p != protocol.AutomationMisfirePolicySkip && *p != protocol.AutomationMisfirePolicyRunOnce {
-				return nil, invalid("trigger %s: misfire policy %s is neither \"skip\" nor \"runOnce\"", protocol.Quote(id), protocol.Quote(string(*p)))
+				return nil, at(field+".misfirePolicy", invalid("trigger %s: misfire policy %s is neither \"skip\" nor \"runOnce\"", protocol.Quote(id), protocol.Quote(string(*p))))
 			}
 			c.schedules[id] = s
 		case *protocol.AutomationEventTrigger:
 			n, err := normalizeEvent(t)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+				return nil, at(field, fmt.Errorf("%w: %v", ErrInvalid, err))
 			}
 			d.Triggers[i] = n
 		}
 	}
 	kinds := map[string]bool{}
-	for _, dc := range d.DisableConditions {
+	for i, dc := range d.DisableConditions {
+		field := fmt.Sprintf("disableConditions[%d]", i)
 		switch dc := dc.(type) {
 		case *protocol.AutomationAfterRunsCondition:
 			if kinds["afterRuns"] {
-				return nil, invalid("disable condition afterRuns appears twice; each kind may appear once")
+				return nil, at(field, invalid("disable condition afterRuns appears twice; each kind may appear once"))
 			}
 			kinds["afterRuns"] = true
 			if dc.Max < 1 {
-				return nil, invalid("disable condition afterRuns: max is %d; it must be at least 1", dc.Max)
+				return nil, at(field, invalid("disable condition afterRuns: max is %d; it must be at least 1", dc.Max))
 			}
 			c.afterRuns = dc.Max
 		case *protocol.AutomationAfterDateCondition:
 			if kinds["afterDate"] {
-				return nil, invalid("disable condition afterDate appears twice; each kind may appear once")
+				return nil, at(field, invalid("disable condition afterDate appears twice; each kind may appear once"))
 			}
 			kinds["afterDate"] = true
-			at, err := time.Parse(time.RFC3339, dc.Date)
+			date, err := time.Parse(time.RFC3339, dc.Date)
 			if err != nil {
-				return nil, invalid("disable condition afterDate: %s is not an ISO 8601 date and time such as 2030-01-31T18:00:00Z", protocol.Quote(dc.Date))
+				return nil, at(field, invalid("disable condition afterDate: %s is not an ISO 8601 date and time such as 2030-01-31T18:00:00Z", protocol.Quote(dc.Date)))
 			}
-			c.afterDate = at
+			c.afterDate = date
 		default:
-			return nil, invalid("unknown disable condition; ahpd knows afterRuns and afterDate")
+			return nil, at(field, invalid("unknown disable condition; ahpd knows afterRuns and afterDate"))
 		}
 	}
 	return c, nil

@@ -56,6 +56,11 @@ type config struct {
 	// MetricsListen serves /metrics on an address of its own, without the
 	// token; "" serves it only beside AHP, behind the token.
 	MetricsListen string `yaml:"metricsListen"`
+	// Automations are declared in the file (config file only): runnable
+	// over the protocol, changed only here (config_automations.go).
+	Automations []automationConfig `yaml:"automations"`
+	// declared are Automations, checked by parseConfig.
+	declared []declaredAutomation
 }
 
 // limitsConfig is host.Limits as the config file spells it.
@@ -176,6 +181,11 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
+	declared, err := checkAutomations(cfg.Automations, cfg.Users)
+	if err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	cfg.declared = declared
 	// Resolved now, so that a mistake is a usage error and the roots are
 	// where their symlinks led at start.
 	roots, err := host.ResolveRoots(cfg.AllowedRoots)
