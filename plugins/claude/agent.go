@@ -50,6 +50,10 @@ type Agent struct {
 	// duplicate. It is nil until the first turn reads the transcript,
 	// and touched by one Prompt at a time.
 	usedIDs map[string]bool
+	// lastTurn is the host's id of the turn the last prompt was for: a
+	// prompt for it again is the turn steered (touched by one Prompt at a
+	// time).
+	lastTurn string
 }
 
 var (
@@ -213,10 +217,21 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	if err != nil {
 		return err
 	}
+	text := msg.Text
+	turnID := t.ID()
+	if c, ok := t.(*continued); ok {
+		turnID = c.Turn.ID()
+	}
+	if turnID != "" && turnID == a.lastTurn {
+		// The turn has had its prompt: this is a steering message, which
+		// the transcript reader folds into the turn.
+		text = steerMarker + "\n\n" + text
+	}
+	a.lastTurn = turnID
 	in := userInput{
 		Type:    "user",
 		UUID:    a.messageID(t.ID()),
-		Message: userMessage{Role: "user", Content: msg.Text},
+		Message: userMessage{Role: "user", Content: text},
 	}
 	return newTurnRun(a, p, t).run(ctx, in)
 }
@@ -225,6 +240,11 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 // its process died in (chat/turnResume). The transcript reader folds it,
 // and what follows, into that turn.
 const continueMarker = "[ahpd: your previous reply was cut short when your process stopped.]"
+
+// steerMarker starts a message a client sent while a turn ran (a steering
+// message), which the CLI gets once its reply ends. The transcript reader
+// folds it, and what follows, into the turn.
+const steerMarker = "[ahpd: the user adds, while you work on this turn:]"
 
 // Continue goes on with a turn the CLI's process died in
 // (plugins.Continuer): the CLI, started again on the conversation, is
@@ -250,14 +270,20 @@ func (continued) ID() string { return "" }
 // which the CLI then records and Turns reads back, unless the
 // conversation has used it already.
 func (a *Agent) messageID(turnID string) string {
+	used := a.used()
+	if turnID == "" || used[turnID] {
+		turnID = newUUID()
+	}
+	used[turnID] = true
+	return turnID
+}
+
+// used returns the ids prompts went out under in the conversation.
+func (a *Agent) used() map[string]bool {
 	if a.usedIDs == nil {
 		a.usedIDs = transcriptIDs(a.transcript)
 	}
-	if turnID == "" || a.usedIDs[turnID] {
-		turnID = newUUID()
-	}
-	a.usedIDs[turnID] = true
-	return turnID
+	return a.usedIDs
 }
 
 // newUUID returns a random (version 4) UUID.

@@ -830,3 +830,35 @@ func responseText(t protocol.Turn) string {
 	}
 	return b.String()
 }
+
+// A steering message the chat hands the CLI once its reply ended is a
+// second prompt of the same turn: the model is told it comes while it
+// works on the turn, and the transcript reads back as one turn holding
+// both replies.
+func TestSteeringIsOneTurn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id := newID()
+	a := f.start(t, f.backend, id, false, nil)
+	f.mock.Enqueue(claudetest.Text("the first reply"), claudetest.Text("the steered reply"))
+	turn := pluginstest.NewTurn("turn-1")
+	if err := prompt(t, a, turn, "build it"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if err := prompt(t, a, turn, "use make, not go build"); err != nil {
+		t.Fatalf("the steering Prompt: %v", err)
+	}
+	texts := strings.Join(f.lastRequest(t).Texts(), "\n")
+	if !strings.Contains(texts, "while you work on this turn") || !strings.Contains(texts, "use make, not go build") {
+		t.Errorf("the model was not told the message steers the turn: %q", texts)
+	}
+	waitForFile(t, claude.TranscriptPath(a), "the steered reply")
+	turns, err := f.backend.Turns(context.Background(), f.conv(id))
+	if err != nil || len(turns) != 1 {
+		t.Fatalf("turns read back: %d, %v", len(turns), err)
+	}
+	if got := responseText(turns[0]); turns[0].ID != "turn-1" || turns[0].Message.Text != "build it" ||
+		!strings.Contains(got, "the first reply") || !strings.Contains(got, "the steered reply") {
+		t.Errorf("the steered turn read back: %s %q %q", turns[0].ID, turns[0].Message.Text, got)
+	}
+}

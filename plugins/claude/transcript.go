@@ -182,8 +182,9 @@ func (b *turnBuilder) user(line []byte) {
 			b.cur.interrupted = true
 			b.touch(m.Timestamp)
 		}
-	case strings.HasPrefix(text, continueMarker) && b.cur != nil:
-		// The turn went on after its process died: what follows is its.
+	case (strings.HasPrefix(text, continueMarker) || strings.HasPrefix(text, steerMarker)) && b.cur != nil:
+		// The turn went on after its process died, or was steered: what
+		// follows is its.
 		b.touch(m.Timestamp)
 	case results:
 		b.touch(m.Timestamp)
