@@ -99,7 +99,9 @@ func newOpenAPI(t *testing.T) http.Handler {
 	return httpapi.New(httpapi.Options{Host: h, Open: true, Listen: "127.0.0.1:9", Logger: log})
 }
 
-func httptestRequest(method, path string) *http.Request { return httptest.NewRequest(method, path, nil) }
+func httptestRequest(method, path string) *http.Request {
+	return httptest.NewRequest(method, path, nil)
+}
 
 func serve(h http.Handler, r *http.Request) *httptest.ResponseRecorder {
 	rec := httptest.NewRecorder()
