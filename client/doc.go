@@ -47,7 +47,9 @@
 // that no longer knows the client (it restarted) refuses with -32008; the
 // client then initializes anew and subscribes to each channel again, so
 // the states are fresh either way. A client [Open] made cannot reconnect:
-// its stream is gone with the connection.
+// its stream is gone with the connection. [Resume] opens a new stream as
+// a client the host already knows, replaying from a given serverSeq: the
+// HTTP API's event streams start so.
 //
 // # Lifetime
 //

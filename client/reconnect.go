@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -36,16 +37,52 @@ func (c *Client) Reconnect(ctx context.Context) error {
 	lastSeen := c.lastSeq
 	c.mu.Unlock()
 
-	params := protocol.ReconnectParams{ClientID: c.opts.ClientID, LastSeenServerSeq: lastSeen, Subscriptions: subs}
-	err := c.call(ctx, "reconnect", params, nil, c.takeReconnect)
+	_, err := c.rejoin(ctx, lastSeen, subs)
 	if ErrorCode(err) == protocol.CodeNotFound {
 		c.log.Debug("the host does not know this client: initializing anew", "client", c.opts.ClientID)
 		return c.fresh(ctx, subs)
 	}
-	if err != nil {
-		return fmt.Errorf("reconnect: %w", err)
+	return err
+}
+
+// rejoin sends AHP reconnect on the current connection and reports
+// whether the host replayed what subs missed after lastSeen (else it sent
+// snapshots).
+func (c *Client) rejoin(ctx context.Context, lastSeen int64, subs []string) (bool, error) {
+	params := protocol.ReconnectParams{ClientID: c.opts.ClientID, LastSeenServerSeq: lastSeen, Subscriptions: subs}
+	var raw json.RawMessage
+	if err := c.call(ctx, "reconnect", params, &raw, c.takeReconnect); err != nil {
+		return false, fmt.Errorf("reconnect: %w", err)
 	}
-	return nil
+	r, err := protocol.UnmarshalReconnectResult(raw)
+	if err != nil {
+		return false, fmt.Errorf("reconnect: %w", err)
+	}
+	_, replayed := r.(*protocol.ReconnectReplayResult)
+	return replayed, nil
+}
+
+// Resume speaks AHP over rwc, as Open does, for a client the host already
+// knows (opts.ClientID, initialized on an earlier connection by the same
+// person): instead of initialize it sends reconnect with lastSeen and
+// channels. When the host still holds what those channels changed after
+// lastSeen, it replays it (delivered on Events, in order, before anything
+// newer) and Resume reports true; otherwise it sends their snapshots,
+// which State returns. A host that does not know the client answers
+// -32008 (an *Error). ctx bounds the handshake only.
+func Resume(ctx context.Context, rwc io.ReadWriteCloser, opts *Options, lastSeen int64, channels []string) (*Client, bool, error) {
+	c := newClient("", opts)
+	c.dial = streamDialer(c, rwc)
+	if err := c.connect(ctx); err != nil {
+		c.Close()
+		return nil, false, err
+	}
+	replayed, err := c.rejoin(ctx, lastSeen, channels)
+	if err != nil {
+		c.Close()
+		return nil, false, err
+	}
+	return c, replayed, nil
 }
 
 // takeReconnect applies a reconnect's answer, in the reader, before any

@@ -59,8 +59,14 @@ func (w wsWire) close() error { return w.ws.Close(websocket.StatusNormalClosure,
 // only. A stream is used once: Reconnect fails on it.
 func Open(ctx context.Context, rwc io.ReadWriteCloser, opts *Options) (*Client, error) {
 	c := newClient("", opts)
+	c.dial = streamDialer(c, rwc)
+	return c.start(ctx)
+}
+
+// streamDialer opens rwc once; a second dial fails with ErrStreamUsed.
+func streamDialer(c *Client, rwc io.ReadWriteCloser) func(context.Context) (wire, error) {
 	var once sync.Once
-	c.dial = func(context.Context) (wire, error) {
+	return func(context.Context) (wire, error) {
 		var w wire
 		once.Do(func() {
 			w = &streamWire{rwc: rwc, r: bufio.NewReaderSize(rwc, 64<<10), limit: c.opts.MaxMessageBytes}
@@ -70,7 +76,6 @@ func Open(ctx context.Context, rwc io.ReadWriteCloser, opts *Options) (*Client, 
 		}
 		return w, nil
 	}
-	return c.start(ctx)
 }
 
 // ErrStreamUsed is the error of reconnecting a client Open made.

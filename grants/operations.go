@@ -118,6 +118,8 @@ type commandOp struct {
 // ahpd/suspendSession and ahpd/resumeSession are session:configure: they
 // change how the host runs the session (whether its agents are resident),
 // not what is recorded about it, and neither reads nor marks anything.
+// ahpd/setSessionMetadata is session:rename: like the title, it is what
+// people call and label the session by.
 var commands = map[string]commandOp{
 	"initialize":               {op: None},
 	"ping":                     {op: None},
@@ -137,6 +139,7 @@ var commands = map[string]commandOp{
 	"ahpd/sessionStatus":       {op: SessionState},
 	"ahpd/suspendSession":      {op: SessionConfigure},
 	"ahpd/resumeSession":       {op: SessionConfigure},
+	"ahpd/setSessionMetadata":  {op: SessionRename},
 
 	// Automations: seeing them is a listing; running one sends its message
 	// as its owner, so it is chat:send.

@@ -14,7 +14,7 @@ var wantCommands = []string{
 	"listSessions", "createSession", "disposeSession",
 	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
-	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession",
+	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns", "runAutomation",
 }
 
@@ -119,6 +119,7 @@ func TestCommandTable(t *testing.T) {
 		{"ahpd/sessionStatus", "", SessionState, true},
 		{"ahpd/suspendSession", "", SessionConfigure, true},
 		{"ahpd/resumeSession", "", SessionConfigure, true},
+		{"ahpd/setSessionMetadata", "", SessionRename, true},
 		{"shutdown", "", "", false},
 		{"", "", "", false},
 	}

@@ -63,9 +63,6 @@ func (h *Host) PeakInLine() int {
 	return peak
 }
 
-// LocalHost is localHost, for its table test.
-var LocalHost = localHost
-
 // RememberedClients reports how many client ids the host keeps.
 func (h *Host) RememberedClients() int {
 	h.mu.Lock()

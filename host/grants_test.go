@@ -64,6 +64,9 @@ var commands = []command{
 		return map[string]any{"channel": f.session, "ifIdle": true}
 	}},
 	{name: "ahpd/resumeSession", method: "ahpd/resumeSession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
+	{name: "ahpd/setSessionMetadata", method: "ahpd/setSessionMetadata", params: func(f fixture) any {
+		return map[string]any{"channel": f.session, "metadata": map[string]any{"ticket": "ENG-1"}}
+	}},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
 	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
 		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}

@@ -94,6 +94,7 @@ func (s *session) build(config protocol.SessionConfigState) {
 		ActiveClients:      []protocol.SessionActiveClient{},
 		DefaultChat:        new(rec.DefaultChat),
 		Config:             &config,
+		Meta:               withMetadata(nil, rec.Metadata),
 	}
 	for _, cr := range rec.Chats {
 		if cr.URI == rec.DefaultChat {

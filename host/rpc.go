@@ -48,6 +48,7 @@ var methods = map[string]handler{
 	"ahpd/sessionStatus":       (*Host).sessionStatus,
 	"ahpd/suspendSession":      (*Host).suspendSession,
 	"ahpd/resumeSession":       (*Host).resumeSession,
+	"ahpd/setSessionMetadata":  (*Host).setSessionMetadata,
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,

@@ -44,6 +44,9 @@ type record struct {
 	Owner string `json:"owner,omitempty"`
 	// Scope is the team/project the session's work is charged to.
 	Scope string `json:"scope,omitempty"`
+	// Metadata are the strings clients label the session with
+	// (metadata.go).
+	Metadata map[string]string `json:"metadata,omitempty"`
 
 	// Folder is the folder the session was made in, which its config is
 	// resolved against; "" in older records, where it is the first

@@ -66,6 +66,11 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 	})
 }
 
+// LocalHost reports whether a request's Host is one an open host takes:
+// an IP address, a loopback name, or the name it listens on (listen). The
+// HTTP API checks requests with it as Handler does.
+func LocalHost(hostport, listen string) bool { return localHost(hostport, listen) }
+
 // localHost reports whether a request's Host is one a page of another
 // site cannot have made resolve here: an IP address, a loopback name, or
 // the name ahpd was told to listen on.

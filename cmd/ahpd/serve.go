@@ -20,6 +20,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/httpapi"
 	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
@@ -85,7 +86,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	return serveWebSocket(ctx, cfg, h, auth.ConnectionToken, kept, stdout, stderr, log)
+	return serveWebSocket(ctx, cfg, h, auth, kept, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -102,17 +103,22 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 	}
 }
 
-// serveWebSocket serves AHP on cfg.Listen; token is the connection token
-// ("" for none) and kept the file it is kept in, when ahpd made it.
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, token, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
+// serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/
+// behind the same token and Host checks; auth holds the connection token
+// ("" for none) and kept is the file it is kept in, when ahpd made it.
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
+	token := auth.ConnectionToken
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		_ = h.Close(context.Background())
 		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
 	handshake := cfg.Limits.host().WithDefaults().Handshake
+	mux := http.NewServeMux()
+	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
+	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	srv := &http.Server{
-		Handler:           h.Handler(token == "", ln.Addr().String()),
+		Handler:           mux,
 		ReadHeaderTimeout: handshake,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}

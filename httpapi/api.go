@@ -1,0 +1,210 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Options configure the API. Host is required; the rest may be zero.
+type Options struct {
+	// Host is the host requests act on.
+	Host *host.Host
+	// Auth names who a request acts for from its token, as it does for
+	// the host's WebSocket clients; nil takes every request as the host.
+	Auth *grants.Authenticator
+	// Open says the host asks no token of its clients: requests must then
+	// name it by an address, a loopback name or Listen (DNS rebinding),
+	// and come from no page of another origin.
+	Open bool
+	// Listen is the address the host listens on, for Open's check.
+	Listen string
+	// Logger receives the API's logs; nil discards them.
+	Logger *slog.Logger
+	// MinSeqWait bounds how long ?minSeq= waits; 0 means 30 seconds.
+	MinSeqWait time.Duration
+	// KeepAlive is how often an idle event stream sends a comment, so
+	// proxies keep it open; 0 means 15 seconds.
+	KeepAlive time.Duration
+}
+
+// The bounds on what a client sends.
+const (
+	maxBody       = 1 << 20 // one request body
+	maxInput      = 256 << 10
+	maxTitle      = 200
+	maxMetaKey    = 40
+	maxMetaValue  = 500
+	maxMetaKeys   = 64
+	maxIDLen      = 64
+	maxTurnsShown = 50
+)
+
+// API is the /v1 HTTP handler.
+type API struct {
+	opts Options
+	log  *slog.Logger
+	mux  *http.ServeMux
+}
+
+// New returns the API serving o.Host.
+func New(o Options) *API {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.MinSeqWait <= 0 {
+		o.MinSeqWait = 30 * time.Second
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux()}
+	for _, r := range a.routes() {
+		a.mux.HandleFunc(r.method+" "+r.path, r.handle)
+	}
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: "no such route: the routes are listed in /v1/openapi.json"})
+	})
+	return a
+}
+
+// route is one method and path the API serves.
+type route struct {
+	method, path string
+	handle       http.HandlerFunc
+}
+
+func (a *API) routes() []route {
+	return []route{
+		{"GET", "/v1/openapi.json", a.openAPI},
+		{"GET", "/v1/sessions", a.listSessions},
+		{"POST", "/v1/sessions", a.createSession},
+		{"GET", "/v1/sessions/{id}", a.getSession},
+		{"PATCH", "/v1/sessions/{id}", a.patchSession},
+		{"DELETE", "/v1/sessions/{id}", a.deleteSession},
+		{"POST", "/v1/sessions/{id}/turns", a.sendTurn},
+		{"POST", "/v1/sessions/{id}/cancel", a.cancelTurn},
+		{"POST", "/v1/sessions/{id}/suspend", a.suspend},
+		{"POST", "/v1/sessions/{id}/resume", a.resume},
+		{"GET", "/v1/sessions/{id}/events", a.sessionEvents},
+		{"GET", "/v1/automations", a.listAutomations},
+		{"POST", "/v1/automations", a.createAutomation},
+		{"GET", "/v1/automations/events", a.automationEvents},
+		{"GET", "/v1/automations/{id}", a.getAutomation},
+		{"DELETE", "/v1/automations/{id}", a.deleteAutomation},
+		{"GET", "/v1/automations/{id}/runs", a.listRuns},
+		{"POST", "/v1/automations/{id}/runs", a.startRun},
+		{"GET", "/v1/automation-triggers", a.listTriggers},
+		{"GET", "/v1/runs/{id}", a.getRun},
+		{"POST", "/v1/runs/{id}/cancel", a.cancelRun},
+		{"GET", "/v1/runs/{id}/events", a.runEvents},
+	}
+}
+
+// credKey carries a request's credential in its context.
+type credKey struct{}
+
+// ServeHTTP checks who the request is from, bounds its body and routes it.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.opts.Open && !a.sameSite(r) {
+		a.log.Warn("refused an HTTP API request for another host name or origin", "host", protocol.Quote(r.Host), "remote", r.RemoteAddr)
+		writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden",
+			Message: "this host serves only loopback names without a connection token, and no page of another origin"})
+		return
+	}
+	cred, ok := a.login(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="ahpd"`)
+		writeError(w, &apiError{Status: http.StatusUnauthorized, Code: "unauthorized",
+			Message: "a valid connection token is required (Authorization: Bearer TOKEN, or ?tkn=)"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	a.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, cred)))
+}
+
+func (a *API) login(r *http.Request) (grants.Credential, bool) {
+	if a.opts.Auth == nil {
+		return grants.Credential{Principal: grants.RootPrincipal("")}, true
+	}
+	return a.opts.Auth.Login(tokenOf(r))
+}
+
+// tokenOf returns the token a request presents, as the WebSocket
+// handshake takes it.
+func tokenOf(r *http.Request) string {
+	if t := r.URL.Query().Get("tkn"); t != "" {
+		return t
+	}
+	if auth := r.Header.Get("Authorization"); len(auth) > 7 && strings.EqualFold(auth[:7], "bearer ") {
+		return auth[7:]
+	}
+	return ""
+}
+
+// sameSite reports whether an open host may take r: its Host is one a
+// page of another site cannot make resolve here, and it comes from no
+// page of another origin (a browser sends Origin on what it sends across
+// sites).
+func (a *API) sameSite(r *http.Request) bool {
+	if !host.LocalHost(r.Host, a.opts.Listen) {
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !strings.EqualFold(u.Host, r.Host) {
+			return false
+		}
+	}
+	return true
+}
+
+// connect opens an AHP connection acting for the request's person.
+func (a *API) connect(r *http.Request) (*client.Client, error) {
+	return a.connectAs(r.Context(), credOf(r), clientIDOf(credOf(r)))
+}
+
+// clientIDOf is the AHP client id of a person's HTTP requests: one id
+// for all of them, so that a session one request made is the same
+// client's in the next (the host shows a session nobody has sent a turn
+// in only to the client that made it).
+func clientIDOf(cred grants.Credential) string {
+	sum := sha256.Sum256([]byte(cred.Principal.String()))
+	return "ahpd-http-" + hex.EncodeToString(sum[:8])
+}
+
+func (a *API) connectAs(ctx context.Context, cred grants.Credential, id string) (*client.Client, error) {
+	stream, err := a.opts.Host.Connect(cred)
+	if err != nil {
+		return nil, err
+	}
+	return client.Open(ctx, stream, a.clientOptions(id))
+}
+
+func (a *API) clientOptions(id string) *client.Options {
+	return &client.Options{ClientID: id, ClientInfo: &protocol.Implementation{Name: "ahpd-http"}, Logger: a.log}
+}
+
+func credOf(r *http.Request) grants.Credential {
+	c, _ := r.Context().Value(credKey{}).(grants.Credential)
+	return c
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

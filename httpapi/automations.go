@@ -1,0 +1,299 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// automationURI is the resource of the automation the path's id names.
+func automationURI(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if !validID.MatchString(id) {
+		return "", badRequest("id", "an automation id is 1 to 64 letters, digits, '-' or '_'")
+	}
+	return automations.Scheme + ":/" + id, nil
+}
+
+func runURI(r *http.Request) (string, error) {
+	id := r.PathValue("id")
+	if len(id) > 128 || strings.ContainsAny(id, "/?#") || id == "" {
+		return "", badRequest("id", "%s is not a run id", protocol.Quote(id))
+	}
+	return automations.RunScheme + ":/" + id, nil
+}
+
+// tail is the id part of a resource URI.
+func tail(uri string) string {
+	_, id, _ := strings.Cut(uri, ":/")
+	return id
+}
+
+// catalogue subscribes c to the caller's automations and returns them.
+func catalogue(ctx context.Context, c *client.Client) (*protocol.AutomationState, error) {
+	if st, ok := c.State(automations.CatalogueURI).(*protocol.AutomationState); ok {
+		return st, nil
+	}
+	st, err := c.Subscribe(ctx, automations.CatalogueURI)
+	if err != nil {
+		return nil, err
+	}
+	as, _ := st.(*protocol.AutomationState)
+	if as == nil {
+		return &protocol.AutomationState{}, nil
+	}
+	return as, nil
+}
+
+// entry finds an automation in the caller's catalogue.
+func entry(ctx context.Context, c *client.Client, uri string) (*protocol.AutomationEntry, error) {
+	st, err := catalogue(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for i := range st.Entries {
+		if st.Entries[i].Resource == uri {
+			return &st.Entries[i], nil
+		}
+	}
+	return nil, notFound("no automation %s", protocol.Quote(tail(uri)))
+}
+
+// withClient runs f on a connection for the request, answering its
+// error.
+func (a *API) withClient(w http.ResponseWriter, r *http.Request, f func(ctx context.Context, c *client.Client) error) {
+	c, err := a.connect(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	defer c.Close()
+	if err := f(r.Context(), c); err != nil {
+		a.fail(w, r, err)
+	}
+}
+
+func (a *API) listAutomations(w http.ResponseWriter, r *http.Request) {
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		st, err := catalogue(ctx, c)
+		if err != nil {
+			return err
+		}
+		list := st.Entries
+		if list == nil {
+			list = []protocol.AutomationEntry{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"automations": list})
+		return nil
+	})
+}
+
+// automationBody is POST /v1/automations.
+type automationBody struct {
+	ID         *string                        `json:"id"`
+	Definition *protocol.AutomationDefinition `json:"definition"`
+}
+
+func (a *API) createAutomation(w http.ResponseWriter, r *http.Request) {
+	var b automationBody
+	if err := decode(r, &b); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if b.Definition == nil {
+		a.fail(w, r, badRequest("definition", "definition is required: the automation's message, session template and triggers"))
+		return
+	}
+	id := "au_" + randomHex(8)
+	if b.ID != nil {
+		if !validID.MatchString(*b.ID) {
+			a.fail(w, r, badRequest("id", "an automation id is 1 to 64 letters, digits, '-' or '_'"))
+			return
+		}
+		id = *b.ID
+	}
+	uri := automations.Scheme + ":/" + id
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		if _, err := catalogue(ctx, c); err != nil {
+			return err
+		}
+		if err := c.DispatchWait(ctx, automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: *b.Definition}); err != nil {
+			return err
+		}
+		e, err := entry(ctx, c, uri)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", "/v1/automations/"+url.PathEscape(id))
+		writeJSON(w, http.StatusCreated, e)
+		return nil
+	})
+}
+
+func (a *API) getAutomation(w http.ResponseWriter, r *http.Request) {
+	uri, err := automationURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		e, err := entry(ctx, c, uri)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, e)
+		return nil
+	})
+}
+
+func (a *API) deleteAutomation(w http.ResponseWriter, r *http.Request) {
+	uri, err := automationURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		if _, err := entry(ctx, c, uri); err != nil {
+			return err
+		}
+		if err := c.DispatchWait(ctx, automations.CatalogueURI, &protocol.AutomationRemovedAction{Resource: uri}); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	})
+}
+
+func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
+	uri, err := automationURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		e, err := entry(ctx, c, uri)
+		if err != nil {
+			return err
+		}
+		runs := e.Runs
+		if runs == nil {
+			runs = []protocol.AutomationRunSummary{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
+		return nil
+	})
+}
+
+// runBody is POST /v1/automations/{id}/runs.
+type runBody struct {
+	// RequestID makes a retry start no second run.
+	RequestID *string `json:"requestId"`
+}
+
+func (a *API) startRun(w http.ResponseWriter, r *http.Request) {
+	uri, err := automationURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var b runBody
+	if err := decode(r, &b); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	req := "http-" + randomHex(8)
+	if b.RequestID != nil {
+		if !validID.MatchString(*b.RequestID) {
+			a.fail(w, r, badRequest("requestId", "a request id is 1 to 64 letters, digits, '-' or '_'"))
+			return
+		}
+		req = *b.RequestID
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		var res protocol.RunAutomationResult
+		err := c.Call(ctx, "runAutomation", protocol.RunAutomationParams{Automation: uri, RequestID: req}, &res)
+		if err != nil {
+			return err
+		}
+		w.Header().Set("Location", "/v1/runs/"+url.PathEscape(tail(res.Resource)))
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": tail(res.Resource), "uri": res.Resource})
+		return nil
+	})
+}
+
+func (a *API) listTriggers(w http.ResponseWriter, r *http.Request) {
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		var res protocol.ListAutomationTriggerDefinitionsResult
+		if err := c.Call(ctx, "listAutomationTriggerDefinitions", map[string]string{"channel": protocol.RootURI}, &res); err != nil {
+			return err
+		}
+		items := res.Items
+		if items == nil {
+			items = []protocol.AutomationTriggerDefinition{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"triggers": items})
+		return nil
+	})
+}
+
+func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
+	uri, err := runURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		st, err := c.Subscribe(ctx, uri)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, st)
+		return nil
+	})
+}
+
+func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
+	uri, err := runURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.withClient(w, r, func(ctx context.Context, c *client.Client) error {
+		if _, err := c.Subscribe(ctx, uri); err != nil {
+			return err
+		}
+		if err := c.DispatchWait(ctx, uri, &protocol.AutomationRunCancelRequestedAction{}); err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": tail(uri)})
+		return nil
+	})
+}
+
+func (a *API) runEvents(w http.ResponseWriter, r *http.Request) {
+	uri, err := runURI(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.events(w, r, func(ctx context.Context, c *client.Client) ([]string, error) {
+		if _, err := c.Subscribe(ctx, uri); err != nil {
+			return nil, err
+		}
+		return []string{uri}, nil
+	})
+}
+
+func (a *API) automationEvents(w http.ResponseWriter, r *http.Request) {
+	a.events(w, r, func(ctx context.Context, c *client.Client) ([]string, error) {
+		if _, err := catalogue(ctx, c); err != nil {
+			return nil, err
+		}
+		return []string{automations.CatalogueURI}, nil
+	})
+}
