@@ -160,3 +160,61 @@ func TestAutomationRunCancelled(t *testing.T) {
 		return false
 	})
 }
+
+// TestAutomationChainsOverRealSessions: a run's turn completing in a real
+// session starts the automation that waits for it, whose run is a second
+// session with its own completed turn.
+func TestAutomationChainsOverRealSessions(t *testing.T) {
+	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
+	c := th.client("automator")
+	c.Subscribe(automations.CatalogueURI)
+	provider := "script"
+	define := func(uri, text string, triggers ...protocol.AutomationTrigger) {
+		c.Dispatch(automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: protocol.AutomationDefinition{
+			Title:    uri,
+			Message:  protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+			Session:  protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + th.work}},
+			Enabled:  true,
+			Triggers: triggers,
+		}})
+	}
+	const first, second = "ahp-automation:/first", "ahp-automation:/second"
+	define(first, "say one", &protocol.AutomationScheduleTrigger{ID: "yearly",
+		Schedule: protocol.AutomationSchedule{Expression: "0 0 1 1 *", TimeZone: "UTC"}})
+	from, _ := json.Marshal(first)
+	define(second, "say two", &protocol.AutomationEventTrigger{ID: "after-first", Type: automations.TriggerSession,
+		Events: []protocol.AutomationTriggerEventDefinition{{ID: automations.EventTurnCompleted}},
+		Config: protocol.Object{"automation": from}})
+	c.WaitState(automations.CatalogueURI, "both automations", func(st protocol.ChannelState) bool {
+		return len(st.(*protocol.AutomationState).Entries) == 2
+	})
+	c.MustCall("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": first, "requestId": "go"})
+	st := c.WaitState(automations.CatalogueURI, "a run of each completed", func(st protocol.ChannelState) bool {
+		return completedRuns(st, first) == 1 && completedRuns(st, second) == 1
+	})
+	var sessions []string
+	for _, e := range st.(*protocol.AutomationState).Entries {
+		r := e.Runs[0]
+		sessions = append(sessions, *r.PrimarySession)
+		if e.Resource == second {
+			if o, ok := r.Origin.(*protocol.AutomationTriggeredRunOrigin); !ok || o.TriggerID != "after-first" {
+				t.Errorf("the second run's origin: %#v", r.Origin)
+			}
+		}
+	}
+	if sessions[0] == sessions[1] {
+		t.Fatalf("both runs in session %s", sessions[0])
+	}
+	for _, s := range sessions {
+		chat := c.Subscribe(protocol.DefaultChatURI(s)).State.(*protocol.ChatState)
+		if len(chat.Turns) != 1 || chat.Turns[0].State != protocol.TurnStateComplete {
+			t.Errorf("session %s: %+v", s, chat.Turns)
+		}
+	}
+	// The second's session completing started nothing more.
+	if n := len(c.State(automations.CatalogueURI).(*protocol.AutomationState).Entries[1].Runs) +
+		len(c.State(automations.CatalogueURI).(*protocol.AutomationState).Entries[0].Runs); n != 2 {
+		t.Errorf("%d runs in all, want 2", n)
+	}
+}
