@@ -3,10 +3,12 @@
 // it, answer a tool call or a question), and drives the backend's agent
 // through a turn, turning what the agent reports into chat actions.
 //
-// A chat has no lock of its own. Its owner (the host's session) holds one
-// lock for the session and every chat in it; the methods documented as
-// "called with the owner's lock held" rely on it, and everything the turn
-// runner does goes through Owner.Emit, which takes it.
+// A chat's state has no lock of its own. Its owner (the host's session)
+// holds one lock for the session and every chat in it; the methods
+// documented as "called with the owner's lock held" rely on it, and
+// everything the turn runner does goes through Owner.Emit, which takes it.
+// The chat's own lock, agentMu, covers only its agent's start and close,
+// and is never held with the owner's.
 package chats
 
 import (
@@ -14,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/plugins"
@@ -82,17 +85,22 @@ type Chat struct {
 	busy       bool
 	held       bool // no turn starts of the chat's own accord (Hold)
 
-	agentMu sync.Mutex // serializes starting and closing the agent; taken after the owner's lock
-	agent   plugins.Agent
-	convID  string // the agent's conversation id (guarded by agentMu)
-	stopped bool   // Stop was called: no agent starts again (guarded by agentMu)
+	// agentMu serializes starting, configuring and closing the agent. It
+	// is never held with the owner's lock, nor the owner's lock with it:
+	// an agent can take seconds to start, and the session must not wait.
+	agentMu sync.Mutex
+	agent   plugins.Agent // guarded by agentMu
+	stopped bool          // Stop was called: no agent starts again (guarded by agentMu)
 
-	// live is the agent from its start until its Close has returned: what
-	// Kill reaches, also while Close waits for it under agentMu. liveMu is
-	// a leaf.
-	liveMu sync.Mutex
-	live   plugins.Agent
+	// live mirrors agent, from its start until its Close has returned,
+	// for what must not wait on agentMu: Kill, which reaches an agent a
+	// Close is waiting for, and the readers below.
+	live   atomic.Pointer[liveAgent]
+	convID atomic.Pointer[string] // the agent's conversation id, once it has started
 }
+
+// liveAgent holds the chat's running agent.
+type liveAgent struct{ a plugins.Agent }
 
 // ErrStopped is the error of a turn that would start the agent of a chat
 // that was stopped.
@@ -398,39 +406,44 @@ func (c *Chat) Stop(ctx context.Context) error {
 
 // Kill kills the chat's agent at once, if it runs and its backend can
 // (plugins.Killer): a turn in progress, and a Close under way, then end
-// without waiting for the agent. It takes no lock but a leaf, so it
-// reaches an agent that a Close is waiting for.
+// without waiting for the agent. It takes no lock, so it reaches an agent
+// that a Close is waiting for.
 func (c *Chat) Kill() {
-	c.liveMu.Lock()
-	a := c.live
-	c.liveMu.Unlock()
-	if k, ok := a.(plugins.Killer); ok {
-		k.Kill()
+	if l := c.live.Load(); l != nil {
+		if k, ok := l.a.(plugins.Killer); ok {
+			k.Kill()
+		}
 	}
 }
 
 func (c *Chat) setLive(a plugins.Agent) {
-	c.liveMu.Lock()
-	c.live = a
-	c.liveMu.Unlock()
+	if a == nil {
+		c.live.Store(nil)
+		return
+	}
+	c.live.Store(&liveAgent{a})
 }
 
-// Configure hands changed session config values to the chat's agent, if
-// it runs and takes them. The caller must not hold the owner's lock.
-func (c *Chat) Configure(values protocol.Object) {
+// Configure hands the session's config values, as latest reads them, to
+// the chat's agent, if it runs and takes them. latest is read holding the
+// agent's lock, so of two Configures the values the agent ends with are
+// the newest, and an agent starting meanwhile is configured once it has.
+// The caller must not hold the owner's lock.
+func (c *Chat) Configure(latest func() protocol.Object) {
 	c.agentMu.Lock()
 	defer c.agentMu.Unlock()
 	if r, ok := c.agent.(plugins.Reconfigurer); ok {
-		r.SetConfig(values)
+		r.SetConfig(latest())
 	}
 }
 
 // ConversationID returns the id of the conversation the chat's agent runs,
-// once it has started.
+// once it has started. It takes no lock.
 func (c *Chat) ConversationID() string {
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
-	return c.convID
+	if id := c.convID.Load(); id != nil {
+		return *id
+	}
+	return ""
 }
 
 // CanLetGo reports whether the chat's agent may be closed without losing
@@ -455,9 +468,5 @@ func (c *Chat) Warm(ctx context.Context) error {
 	return nil
 }
 
-// HasAgent reports whether the chat's agent is running.
-func (c *Chat) HasAgent() bool {
-	c.agentMu.Lock()
-	defer c.agentMu.Unlock()
-	return c.agent != nil
-}
+// HasAgent reports whether the chat's agent is running. It takes no lock.
+func (c *Chat) HasAgent() bool { return c.live.Load() != nil }

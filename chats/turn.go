@@ -182,7 +182,9 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.agent, c.convID = a, a.ID()
+	c.agent = a
+	id := a.ID()
+	c.convID.Store(&id)
 	c.setLive(a)
 	return a, nil
 }

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/protocol"
@@ -25,7 +24,9 @@ import (
 // agent starts, and recorded after.
 //
 // Close waits for the captures in flight once the turns have ended, until
-// its context ends; then they are cancelled, and waited for again.
+// its context ends; then they are cancelled, and waited for again. The
+// captures of a session are chained, so its newest capture's end is all
+// of theirs.
 
 // captureQueue is a session's queue of captures, guarded by s.mu.
 type captureQueue struct {
@@ -53,9 +54,7 @@ func (s *session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 	prev := q.recorded
 	snapped, recorded := make(chan struct{}), make(chan struct{})
 	q.next, q.snapped, q.recorded = n+1, snapped, recorded
-	s.h.captures.start()
 	go func() {
-		defer s.h.captures.end()
 		defer close(recorded)
 		if tree == "" {
 			repo, tree = s.snapshot(n)
@@ -101,12 +100,22 @@ func (s *session) awaitSnapshot(ctx context.Context) error {
 }
 
 // awaitCaptures waits until every capture queued so far is over.
-func (s *session) awaitCaptures() {
+func (s *session) awaitCaptures() { s.awaitCapturesCtx(context.Background()) }
+
+// awaitCapturesCtx waits until every capture queued so far is over, or
+// ctx ends, and reports whether they are.
+func (s *session) awaitCapturesCtx(ctx context.Context) bool {
 	s.mu.Lock()
 	recorded := s.captures.recorded
 	s.mu.Unlock()
-	if recorded != nil {
-		<-recorded
+	if recorded == nil {
+		return true
+	}
+	select {
+	case <-recorded:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
@@ -172,8 +181,10 @@ func (s *session) snapshot(n int) (*checkpoints.Repo, string) {
 // snapshots; and under load, when captures queue up, the counts are read
 // once for all of them.
 func (s *session) record(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
-	s.treeMu.Lock()
-	defer s.treeMu.Unlock()
+	s.inGit(func() { s.recordNow(repo, n, tree, self) })
+}
+
+func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
 	q := &s.captures
 	s.mu.Lock()
 	disposed, wt, parent := s.disposed, s.rec.Tree, q.last
@@ -255,8 +266,8 @@ func (s *session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktre
 }
 
 // startCheckpoint snapshots the tree the session starts from, before its
-// first turn reaches the agent, and queues its record as turn/0. The
-// caller holds s.treeMu.
+// first turn reaches the agent, and queues its record as turn/0. It runs
+// as a git job.
 func (s *session) startCheckpoint(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
@@ -278,47 +289,4 @@ func (s *session) startCheckpoint(ctx context.Context) {
 		s.queueCaptureLocked(repo, 0, tree)
 	}
 	s.mu.Unlock()
-}
-
-// jobs counts background work that Close waits for. Unlike a WaitGroup,
-// it may be added to while somebody waits.
-type jobs struct {
-	mu   sync.Mutex
-	n    int
-	idle chan struct{} // closed when n falls to 0
-}
-
-func (j *jobs) start() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.n == 0 {
-		j.idle = make(chan struct{})
-	}
-	j.n++
-}
-
-func (j *jobs) end() {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if j.n--; j.n == 0 {
-		close(j.idle)
-	}
-}
-
-// wait waits until no job runs or ctx ends, and reports whether none
-// runs.
-func (j *jobs) wait(ctx context.Context) bool {
-	for {
-		j.mu.Lock()
-		n, idle := j.n, j.idle
-		j.mu.Unlock()
-		if n == 0 {
-			return true
-		}
-		select {
-		case <-idle:
-		case <-ctx.Done():
-			return false
-		}
-	}
 }

@@ -136,8 +136,7 @@ type Host struct {
 	ownChanged atomic.Bool            // own grew since the view was made
 	view       *externalView          // guarded by extMu
 
-	wg       sync.WaitGroup // background work that must end before Close returns
-	captures jobs           // checkpoints being captured (captures.go)
+	wg sync.WaitGroup // background work that must end before Close returns
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
@@ -378,7 +377,7 @@ func (h *Host) Close(ctx context.Context) error {
 		}
 	}
 	// The turns' checkpoints follow them; past ctx they are cancelled.
-	h.captures.wait(ctx)
+	awaitCaptures(ctx, sessions)
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()
@@ -388,7 +387,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.endConnections()
 	h.stop()
-	h.captures.wait(context.Background())
+	awaitCaptures(context.Background(), sessions)
 	// Every change has been handed to the writer: what it still holds is
 	// written before Close returns.
 	h.writer.close()
@@ -396,6 +395,15 @@ func (h *Host) Close(ctx context.Context) error {
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// awaitCaptures waits for the sessions' captures in flight, or ctx.
+func awaitCaptures(ctx context.Context, sessions []*session) {
+	for _, s := range sessions {
+		if !s.awaitCapturesCtx(ctx) {
+			return
+		}
+	}
 }
 
 // closedWithin waits up to d for ch to close, and reports whether it did.

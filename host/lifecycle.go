@@ -27,11 +27,12 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	now := protocol.FormatTime(h.now())
 	uri := su.String()
 	s := &session{
-		h: h, uri: uri, id: su.ID, provider: provider, backend: backend, dir: dirs[0],
+		h: h, uri: uri, id: su.ID, provider: provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		provisional: true, creatorID: c.client(), creator: c.principal, used: h.now(), lastAction: h.now(),
 	}
 	s.awake.Store(true)
+	s.setWorkDir(dirs[0])
 	chatURI := protocol.DefaultChatURI(uri)
 	s.rec = record{
 		AHPD: recordVersion, URI: uri, Provider: provider, Title: defaultTitle,
@@ -55,10 +56,11 @@ func (h *Host) restore(rec *record) (*session, error) {
 	}
 	backend, _ := h.opts.Backends.Get(rec.Provider)
 	s := &session{
-		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend, dir: rec.WorkingDirectories[0],
+		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
+	s.setWorkDir(rec.WorkingDirectories[0])
 	owner, _ := grants.Parse(rec.Owner)
 	config, _ := h.resolveConfig(backend, rec.Config, owner, rec.folder())
 	s.build(config)
@@ -131,17 +133,35 @@ func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {
 
 // loadTurns reads a chat's finished turns from its backend once, keeping
 // the last TurnWindow of them in its state.
+// A second caller waits for the first's read.
 func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
-	e.loadMu.Lock()
-	defer e.loadMu.Unlock()
+	s.mu.Lock()
+	for e.loading != nil {
+		loading := e.loading
+		s.mu.Unlock()
+		select {
+		case <-loading:
+		case <-ctx.Done():
+			return
+		}
+		s.mu.Lock()
+	}
 	if e.loaded {
+		s.mu.Unlock()
 		return
 	}
 	e.loaded = true
-	s.mu.Lock()
+	loading := make(chan struct{})
+	e.loading = loading
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 	started := e.rec.Started
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		e.loading = nil
+		s.mu.Unlock()
+		close(loading)
+	}()
 	if !started || s.backend == nil {
 		return
 	}
@@ -153,19 +173,18 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	cs := *e.chat.State()
-	if len(cs.Turns) > 0 || cs.ActiveTurn != nil {
-		return // turns came in while reading: the live ones win
+	if len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
+		e.timed(turns)
+		window := s.h.opts.TurnWindow
+		if len(turns) > window {
+			cs.TurnsNextCursor = new(turnCursor(len(turns) - window))
+			turns = turns[len(turns)-window:]
+		}
+		cs.Turns = turns
+		e.chat.SetState(&cs)
 	}
-	e.timed(turns)
-	window := s.h.opts.TurnWindow
-	if len(turns) > window {
-		cs.TurnsNextCursor = new(turnCursor(len(turns) - window))
-		turns = turns[len(turns)-window:]
-	}
-	cs.Turns = turns
-	e.chat.SetState(&cs)
+	s.mu.Unlock()
 }
 
 // keepTiming records when a finished turn started and how long it took,
@@ -201,8 +220,8 @@ func (e *chatEntry) timed(turns []protocol.Turn) {
 // copy of its conversations is deleted, its record is dropped and every
 // client is told.
 func (h *Host) dispose(ctx context.Context, s *session) error {
-	s.transit.Lock() // not while it falls asleep
-	defer s.transit.Unlock()
+	s.pin(false) // not while it falls asleep
+	defer s.unpin()
 	s.mu.Lock()
 	if s.disposed {
 		s.mu.Unlock()

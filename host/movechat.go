@@ -72,8 +72,8 @@ func moveRefused(chat, why string) error {
 // reorderChat puts a chat after another of its session (first without
 // one), telling every client the new order.
 func (h *Host) reorderChat(s *session, e *chatEntry, after *protocol.URI) (any, error) {
-	s.transit.RLock()
-	defer s.transit.RUnlock()
+	s.pin(false)
+	defer s.unpin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	uri := e.rec.URI
@@ -138,18 +138,11 @@ func (s *session) reorderLocked(order []string) {
 // without one).
 func (h *Host) transferChat(src, dst *session, e *chatEntry, after *protocol.URI) (any, error) {
 	uri := e.rec.URI
-	// Both sessions stay awake and whole while the chat moves between
-	// them; the locks are taken in a fixed order, by id.
-	first, second := src, dst
-	if dst.id < src.id {
-		first, second = dst, src
-	}
-	first.transit.RLock()
-	defer first.transit.RUnlock()
-	second.transit.RLock()
-	defer second.transit.RUnlock()
-	src.wake()
-	dst.wake()
+	// Both sessions stay awake and whole while the chat moves between them.
+	src.pin(true)
+	defer src.unpin()
+	dst.pin(true)
+	defer dst.unpin()
 
 	src.mu.Lock()
 	if why := src.movableLocked(e); why != "" {

@@ -64,14 +64,11 @@ func (s *session) watchedLocked() bool {
 
 // sleep lets the session's agents go and, with unload, drops its turns.
 // It does nothing, and reports false, when the session is not idle, is
-// being woken, or has an agent that cannot be resumed.
+// pinned by a client, or (with unload) is watched, or when an agent could
+// not be resumed later.
 func (h *Host) sleep(s *session, unload bool) bool {
-	if !s.transit.TryLock() {
-		return false // a client is using it right now
-	}
-	defer s.transit.Unlock()
 	s.mu.Lock()
-	if s.asleep || !s.idleLocked() || (unload && s.watchedLocked()) {
+	if s.pins > 0 || s.falling != nil || s.asleep || !s.idleLocked() || (unload && s.watchedLocked()) {
 		s.mu.Unlock()
 		return false
 	}
@@ -79,7 +76,17 @@ func (h *Host) sleep(s *session, unload bool) bool {
 	for _, uri := range s.order {
 		entries = append(entries, s.chats[uri])
 	}
+	falling := make(chan struct{})
+	s.falling = falling
 	s.mu.Unlock()
+	// No client can pin the session until falling is closed, so nothing
+	// starts a turn, loads turns or subscribes while the agents go.
+	defer func() {
+		s.mu.Lock()
+		s.falling = nil
+		s.mu.Unlock()
+		close(falling)
+	}()
 	for _, e := range entries {
 		if !e.chat.CanLetGo() {
 			return false
@@ -90,36 +97,65 @@ func (h *Host) sleep(s *session, unload bool) bool {
 			h.log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
 		}
 	}
-	if unload {
-		for _, e := range entries {
-			e.loadMu.Lock()
-		}
-		s.mu.Lock()
-		for _, e := range entries {
-			cs := *e.chat.State()
-			cs.Turns, cs.TurnsNextCursor = []protocol.Turn{}, nil
-			e.chat.SetState(&cs)
-			e.loaded = false
-		}
-		s.setAwakeLocked(false)
-		channels := map[string]bool{s.uri: true}
-		for _, e := range entries {
-			channels[e.rec.URI] = true
-		}
-		s.mu.Unlock()
-		for _, e := range entries {
-			e.loadMu.Unlock()
-		}
-		h.bus.forget(channels)
-		h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
+	if unload && !s.unload(entries) {
+		return false
 	}
 	h.log.Debug("session asleep", "session", s.uri, "turnsDropped", unload)
 	return true
 }
 
-// wake readies a sleeping session for a client: the caller holds
-// s.transit for reading until it is done, so the session cannot fall
-// asleep under it.
+// unload drops the turns of a session whose agents have gone, and the
+// replay of its channels. It reports false when a change came in while the
+// agents were closing (a background task, a watcher), and keeps the turns.
+func (s *session) unload(entries []*chatEntry) bool {
+	s.mu.Lock()
+	if !s.idleLocked() || s.watchedLocked() {
+		s.mu.Unlock()
+		return false
+	}
+	channels := map[string]bool{s.uri: true}
+	for _, e := range entries {
+		cs := *e.chat.State()
+		cs.Turns, cs.TurnsNextCursor = []protocol.Turn{}, nil
+		e.chat.SetState(&cs)
+		e.loaded = false
+		channels[e.rec.URI] = true
+	}
+	s.setAwakeLocked(false)
+	s.mu.Unlock()
+	s.h.bus.forget(channels)
+	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
+	return true
+}
+
+// pin keeps the session from falling asleep until unpin, waiting for one
+// falling asleep now to finish. With wake, it counts as a use of the
+// session: it is not quiet, and a sleeping one is readied for the client.
+func (s *session) pin(wake bool) {
+	s.mu.Lock()
+	for s.falling != nil {
+		falling := s.falling
+		s.mu.Unlock()
+		<-falling
+		s.mu.Lock()
+	}
+	s.pins++
+	if wake {
+		s.markUsedLocked()
+	}
+	s.mu.Unlock()
+	if wake {
+		s.h.poke()
+	}
+}
+
+func (s *session) unpin() {
+	s.mu.Lock()
+	s.pins--
+	s.mu.Unlock()
+}
+
+// wake counts a use of a pinned session, as pin(true) does.
 func (s *session) wake() {
 	s.mu.Lock()
 	s.markUsedLocked()

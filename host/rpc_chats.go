@@ -42,9 +42,8 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		}
 	}
 
-	s.transit.RLock()
-	defer s.transit.RUnlock()
-	s.wake()
+	s.pin(true)
+	defer s.unpin()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.disposed {
@@ -166,9 +165,8 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	s.transit.RLock()
-	defer s.transit.RUnlock()
-	s.wake()
+	s.pin(true)
+	defer s.unpin()
 	s.loadTurns(ctx, e)
 	s.mu.Lock()
 	cs := e.chat.State()

@@ -177,65 +177,73 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 
 // dispatch takes a client's session action.
 func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
-	s.transit.RLock()
-	defer s.transit.RUnlock()
+	s.pin(false)
+	defer s.unpin()
 	if _, ok := a.(*protocol.SessionConfigChangedAction); !ok {
 		s.wake() // a config change is kept without waking the session
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	configure := s.dispatchLocked(c, a, origin)
+	s.mu.Unlock()
+	for _, e := range configure {
+		e.chat.Configure(func() protocol.Object { return e.start.Load().config })
+	}
+}
+
+// dispatchLocked applies a client's session action and returns the chats
+// whose agents are to be told of changed config.
+func (s *session) dispatchLocked(c *conn, a protocol.Action, origin *protocol.ActionOrigin) []*chatEntry {
 	h := s.h
 	if s.disposed {
-		return
+		return nil
 	}
 	switch a := a.(type) {
 	case *protocol.SessionConfigChangedAction:
 		config, reason := configChange(s.state.Config, a, !s.provisional)
 		if reason != "" {
 			h.bus.echo(c, s.uri, a, origin, reason)
-			return
+			return nil
 		}
 		if !sameJSON(config, a.Config) {
 			changed := *a
 			changed.Config = config
 			if !s.emitSessionLocked(&changed, origin) {
 				h.bus.echo(c, s.uri, a, origin, "")
-				return
+				return nil
 			}
-			s.afterSessionActionLocked(&changed)
-			return
+			return s.afterSessionActionLocked(&changed)
 		}
 	case *protocol.SessionWorkingDirectorySetAction:
 		if _, err := dirOf(a.Directory); err != nil {
 			h.bus.echo(c, s.uri, a, origin, err.Error())
-			return
+			return nil
 		}
 	case *protocol.SessionWorkingDirectoryRemovedAction:
 		if len(s.state.WorkingDirectories) > 0 && s.state.WorkingDirectories[0] == a.Directory {
 			h.bus.echo(c, s.uri, a, origin, "the first working directory is the session's root and cannot be removed")
-			return
+			return nil
 		}
 	case *protocol.SessionWorkingDirectoryReplacedAction:
 		if reason := s.replaceableLocked(a); reason != "" {
 			h.bus.echo(c, s.uri, a, origin, reason)
-			return
+			return nil
 		}
 	case *protocol.SessionMCPServerBackgroundRequestedAction:
 		// The protocol lets a host refuse: ahpd starts no MCP server that
 		// holds messages back, so there is never one to background.
 		if protocol.ReduceSession(s.state, a) == s.state {
 			h.bus.echo(c, s.uri, a, origin, fmt.Sprintf("no MCP server %s is starting and holding messages back in this session", protocol.Quote(a.ID)))
-			return
+			return nil
 		}
 	}
 	if !s.emitSessionLocked(a, origin) {
 		h.bus.echo(c, s.uri, a, origin, "")
-		return
+		return nil
 	}
 	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
 		s.rec.TitleFrom = titleFromClient
 	}
-	s.afterSessionActionLocked(a)
+	return s.afterSessionActionLocked(a)
 }
 
 // replaceableLocked says why a client may not replace a working directory
@@ -258,16 +266,19 @@ func (s *session) replaceableLocked(a *protocol.SessionWorkingDirectoryReplacedA
 }
 
 // afterSessionActionLocked keeps what a client's session action changed,
-// and hands changed config to the chats' agents.
-func (s *session) afterSessionActionLocked(a protocol.Action) {
+// and returns the chats whose agents are to be told of changed config.
+func (s *session) afterSessionActionLocked(a protocol.Action) []*chatEntry {
 	s.persistLocked()
-	if _, ok := a.(*protocol.SessionConfigChangedAction); ok {
-		values := s.configValuesLocked()
-		for _, e := range s.chats {
-			e.setStart(values, e.rec.Started, e.rec.Conversation)
-			e.chat.Configure(values)
-		}
+	if _, ok := a.(*protocol.SessionConfigChangedAction); !ok {
+		return nil
 	}
+	values := s.configValuesLocked()
+	out := make([]*chatEntry, 0, len(s.chats))
+	for _, e := range s.chats {
+		e.setStart(values, e.rec.Started, e.rec.Conversation)
+		out = append(out, e)
+	}
+	return out
 }
 
 // dispatchChat takes a client's chat action.
@@ -280,8 +291,8 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 			return
 		}
 	}
-	s.transit.RLock()
-	defer s.transit.RUnlock()
+	s.pin(false)
+	defer s.unpin()
 	if _, ok := a.(*protocol.ChatDraftChangedAction); !ok {
 		s.wake() // a draft is kept without waking the session
 	}

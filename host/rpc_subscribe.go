@@ -78,9 +78,8 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		if err != nil {
 			return protocol.Snapshot{}, err
 		}
-		s.transit.RLock()
-		defer s.transit.RUnlock()
-		s.wake()
+		s.pin(true)
+		defer s.unpin()
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.disposed {
@@ -93,9 +92,8 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		if err != nil {
 			return protocol.Snapshot{}, err
 		}
-		s.transit.RLock()
-		defer s.transit.RUnlock()
-		s.wake()
+		s.pin(true)
+		defer s.unpin()
 		s.loadTurns(ctx, e)
 		s.mu.Lock()
 		defer s.mu.Unlock()

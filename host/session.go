@@ -27,15 +27,12 @@ type session struct {
 	provider string
 	backend  plugins.Backend
 
-	// dirMu guards dir, the primary working directory as a path: the
-	// folder, or the worktree made on the first send. It is a leaf lock,
-	// read by agents starting under a chat's agent lock.
-	dirMu sync.Mutex
-	dir   string
+	// dir is the primary working directory as a path: the folder, or the
+	// worktree made on the first send. Agents starting read it holding no
+	// session lock, so it is an atomic value, not state under mu.
+	dir atomic.Pointer[string]
 
-	// treeMu serializes the session's git work: making its tree, its
-	// checkpoints, and removing both. It is taken before s.mu.
-	treeMu   sync.Mutex
+	git      gitQueue     // its git work, one job at a time (gitwork.go; guarded by mu)
 	captures captureQueue // its checkpoints queued, not yet recorded (captures.go; guarded by mu)
 
 	mu          sync.Mutex
@@ -61,10 +58,11 @@ type session struct {
 	// taken for the newest only.
 	saveGen uint64
 
-	// Residency (residency.go). transit is held for reading while a client
-	// uses the session and for writing while it falls asleep, so it never
-	// falls asleep under a client. It is taken before s.mu.
-	transit    sync.RWMutex
+	// Residency (residency.go). A client using the session pins it, so it
+	// never falls asleep under a client; falling is closed when a session
+	// that was falling asleep has, and pins wait for it.
+	pins       int
+	falling    chan struct{}
 	used       time.Time // last started, subscribed to, or given a turn
 	lastAction time.Time // when an action last moved the session
 	asleep     bool      // agents closed and turns dropped
@@ -76,14 +74,20 @@ type chatEntry struct {
 	chat *chats.Chat
 	rec  *chatRecord
 
-	loadMu sync.Mutex // serializes loading the chat's turns
-	loaded bool       // turns read from the backend (guarded by loadMu)
+	// Loading the chat's turns (guarded by s.mu): loaded once they have
+	// been read from the backend, loading while a read is under way.
+	loaded  bool
+	loading chan struct{}
 
 	edits map[string]edit // by file URI: what its tools wrote (guarded by s.mu)
 
-	// What the chat's agent starts with. startMu is taken last, after the
-	// session's lock or the chat's agent lock.
-	startMu      sync.Mutex
+	// start is what the chat's agent starts with next. The agent starts
+	// holding no session lock, so it reads an immutable value set whole.
+	start atomic.Pointer[startSpec]
+}
+
+// startSpec is what a chat's agent starts with.
+type startSpec struct {
 	config       protocol.Object
 	resume       bool
 	conversation string
@@ -101,8 +105,8 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 		State: state,
 		Owner: s,
 		Now:   s.h.now,
-		// Start runs under the chat's agent lock and so must not take the
-		// session's: it reads what it needs from the entry's own.
+		// Start runs holding no session lock: it reads what it needs
+		// from the entry's and the session's atomic values.
 		Start: func(ctx context.Context) (plugins.Agent, error) {
 			if s.backend == nil {
 				return nil, fmt.Errorf("provider %q is not available on this host", s.provider)
@@ -118,31 +122,25 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 
 // workDir returns the directory the session's agents work in.
 func (s *session) workDir() string {
-	s.dirMu.Lock()
-	defer s.dirMu.Unlock()
-	return s.dir
+	if d := s.dir.Load(); d != nil {
+		return *d
+	}
+	return ""
 }
 
-func (s *session) setWorkDir(dir string) {
-	s.dirMu.Lock()
-	defer s.dirMu.Unlock()
-	s.dir = dir
-}
+func (s *session) setWorkDir(dir string) { s.dir.Store(&dir) }
 
 // setStart records what the chat's agent starts with next.
 func (e *chatEntry) setStart(config protocol.Object, resume bool, conversation string) {
-	e.startMu.Lock()
-	defer e.startMu.Unlock()
-	e.config, e.resume, e.conversation = config, resume, conversation
+	e.start.Store(&startSpec{config: config, resume: resume, conversation: conversation})
 }
 
 func (e *chatEntry) startOptions(dir string) plugins.StartOptions {
-	e.startMu.Lock()
-	defer e.startMu.Unlock()
+	sp := e.start.Load()
 	return plugins.StartOptions{
-		Conversation: plugins.Conversation{ID: e.conversation, Dir: dir},
-		Resume:       e.resume,
-		Config:       e.config,
+		Conversation: plugins.Conversation{ID: sp.conversation, Dir: dir},
+		Resume:       sp.resume,
+		Config:       sp.config,
 	}
 }
 

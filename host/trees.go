@@ -25,8 +25,8 @@ import (
 // Branch Changes, a folder session's Session Changes, or, in a folder that
 // is no repository, the files its tools were seen to write.
 //
-// s.treeMu serializes this git work per session; it is taken before s.mu
-// and never while a chat's agent lock is held.
+// The session's git queue (gitwork.go) runs this git work one job at a
+// time.
 
 // gitTimeout bounds one capture or count, so a wedged git never holds a
 // session's turns.
@@ -44,12 +44,18 @@ func (s *session) prepare(ctx context.Context) error {
 	first := s.firstSendLocked()
 	s.mu.Unlock()
 	if !first {
-		// s.treeMu may be held by the last turn's capture, recording it:
-		// nothing this turn does waits for that.
+		// The last turn's capture may be recording it: nothing this turn
+		// does waits for that.
 		return nil
 	}
-	s.treeMu.Lock()
-	defer s.treeMu.Unlock()
+	var err error
+	s.inGit(func() { err = s.firstSend(ctx) })
+	return err
+}
+
+// firstSend stores the session, makes its worktree and snapshots the tree
+// it starts from, as a git job.
+func (s *session) firstSend(ctx context.Context) error {
 	s.mu.Lock()
 	if s.disposed {
 		s.mu.Unlock()
@@ -101,13 +107,7 @@ func (s *session) moveInto(t *worktree.Tree) {
 		s.rec.WorkingDirectories[0] = t.Path
 	}
 	from, to := fileURI(old), fileURI(t.Path)
-	replaced := &protocol.SessionWorkingDirectoryReplacedAction{Directory: from, Replacement: to}
-	if next := protocol.ReduceSession(s.state, replaced); next != s.state && !s.disposed {
-		s.state = next
-		s.lastAction = s.h.now()
-		s.h.bus.publish(s.uri, replaced, nil)
-		s.refreshSummaryLocked()
-	}
+	s.emitSessionLocked(&protocol.SessionWorkingDirectoryReplacedAction{Directory: from, Replacement: to}, nil)
 	s.persistLocked()
 	// Once a record holds the tree it is the session's for good; until
 	// then a crash leaves it to be swept (orphans.go). A write that failed
@@ -166,8 +166,13 @@ func (s *session) cleanUpGit(ctx context.Context) error {
 	// A capture queued before the session was disposed of ends at once
 	// or, in git, soon: none must write a ref after its refs are gone.
 	s.awaitCaptures()
-	s.treeMu.Lock()
-	defer s.treeMu.Unlock()
+	var err error
+	s.inGit(func() { err = s.removeGit(ctx) })
+	return err
+}
+
+// removeGit removes the session's checkpoints and tree, as a git job.
+func (s *session) removeGit(ctx context.Context) error {
 	s.mu.Lock()
 	tree, untracked, n := s.rec.Tree, s.rec.Untracked, s.rec.Checkpoints
 	dir := s.workDir()
