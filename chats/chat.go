@@ -15,12 +15,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // Owner is the session a chat belongs to. It holds the lock that guards
@@ -88,7 +89,7 @@ type Chat struct {
 	// agentMu serializes starting, configuring and closing the agent. It
 	// is never held with the owner's lock, nor the owner's lock with it:
 	// an agent can take seconds to start, and the session must not wait.
-	agentMu sync.Mutex
+	agentMu lockcheck.Mutex
 	agent   plugins.Agent // guarded by agentMu
 	stopped bool          // Stop was called: no agent starts again (guarded by agentMu)
 
@@ -113,6 +114,7 @@ func New(opts Options) *Chat {
 		now = time.Now
 	}
 	return &Chat{
+		agentMu:    lockcheck.Mutex{Class: "agent"},
 		uri:        opts.URI,
 		owner:      opts.Owner,
 		start:      opts.Start,

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // AutomationOptions configure the host's automations (package
@@ -34,7 +35,7 @@ type AutomationOptions struct {
 type automationHost struct {
 	e *automations.Engine
 
-	mu    sync.Mutex
+	mu    lockcheck.Mutex
 	runOf map[string]protocol.URI // session URI -> the run that made it
 }
 
@@ -45,7 +46,7 @@ func (h *Host) openAutomations() error {
 	if h.opts.Sessions != "memory" && h.opts.StateDir != "" {
 		dir = filepath.Join(h.opts.StateDir, "automations")
 	}
-	ah := &automationHost{runOf: map[string]protocol.URI{}}
+	ah := &automationHost{mu: lockcheck.Mutex{Class: "automations"}, runOf: map[string]protocol.URI{}}
 	h.autos = ah
 	e, err := automations.Open(automations.Options{
 		Dir: dir, Clock: h.opts.Automations.Clock, Runner: automationRunner{h},
@@ -320,7 +321,7 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	}
 	s.mu.Lock()
 	owner := s.rec.Owner
-	s.mu.Unlock()
+	s.unlock()
 	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: owner, Session: s.uri, Provider: s.provider, Run: run})
 }
 

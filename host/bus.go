@@ -1,9 +1,9 @@
 package host
 
 import (
-	"sync"
-
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // bus orders everything the host sends. It assigns each state change a
@@ -15,9 +15,9 @@ import (
 // falls behind is dropped (see conn.enqueue), so a slow client never stalls
 // a session or another client.
 //
-// Lock order: a session's lock, then bus.mu, then a connection's lock.
+// The fan-out's one nesting: bus.mu, then a connection's queue lock.
 type bus struct {
-	mu   sync.Mutex
+	mu   lockcheck.Mutex
 	seq  int64
 	ring []protocol.ActionEnvelope // the last len(ring) envelopes, by seq
 	next int                       // where the next envelope goes in ring
@@ -25,8 +25,11 @@ type bus struct {
 	subs map[string]map[*conn]struct{}
 }
 
+func init() { lockcheck.Allow("bus", "conn") }
+
 func newBus(replay int) *bus {
 	return &bus{
+		mu:   lockcheck.Mutex{Class: "bus"},
 		ring: make([]protocol.ActionEnvelope, replay),
 		subs: map[string]map[*conn]struct{}{},
 	}
@@ -39,6 +42,16 @@ func (b *bus) publish(channel string, a protocol.Action, origin *protocol.Action
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.publishLocked(channel, a, origin)
+}
+
+// publishAll publishes a session's actions in order, taking the bus's
+// lock once.
+func (b *bus) publishAll(batch []effect) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range batch {
+		b.publishLocked(e.channel, e.action, e.origin)
+	}
 }
 
 func (b *bus) publishLocked(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {

@@ -179,6 +179,7 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 		}
 		h.bus.publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
 	}
+	seq := h.bus.current()
 	c := conns[0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -200,7 +201,7 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 	}{&env}); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*DefaultQueuedMessages || env.ServerSeq != h.bus.current() {
+	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*DefaultQueuedMessages || env.ServerSeq != seq {
 		t.Errorf("the merged frame decodes as %+v at %d", env.Action, env.ServerSeq)
 	}
 }

@@ -87,7 +87,7 @@ func (s *session) turnEndedLocked(a protocol.Action) {
 func (s *session) awaitSnapshot(ctx context.Context) error {
 	s.mu.Lock()
 	snapped := s.captures.snapped
-	s.mu.Unlock()
+	s.unlock()
 	if snapped == nil {
 		return nil
 	}
@@ -107,7 +107,7 @@ func (s *session) awaitCaptures() { s.awaitCapturesCtx(context.Background()) }
 func (s *session) awaitCapturesCtx(ctx context.Context) bool {
 	s.mu.Lock()
 	recorded := s.captures.recorded
-	s.mu.Unlock()
+	s.unlock()
 	if recorded == nil {
 		return true
 	}
@@ -128,16 +128,16 @@ func (s *session) repoFor(ctx context.Context) (*checkpoints.Repo, error) {
 	s.mu.Lock()
 	q, wt := &s.captures, s.rec.Tree
 	if q.repo != nil && q.repoDir == dir {
-		defer s.mu.Unlock()
+		defer s.unlock()
 		return q.repo, nil
 	}
-	s.mu.Unlock()
+	s.unlock()
 	repo, err := openRepo(ctx, dir)
 	if errors.Is(err, checkpoints.ErrNotRepository) {
 		s.mu.Lock()
 		s.rec.Untracked = true
 		s.persistLocked()
-		s.mu.Unlock()
+		s.unlock()
 	}
 	if err != nil {
 		return nil, err
@@ -147,7 +147,7 @@ func (s *session) repoFor(ctx context.Context) (*checkpoints.Repo, error) {
 	}
 	s.mu.Lock()
 	q.repo, q.repoDir = repo, dir
-	s.mu.Unlock()
+	s.unlock()
 	return repo, nil
 }
 
@@ -155,7 +155,7 @@ func (s *session) repoFor(ctx context.Context) (*checkpoints.Repo, error) {
 func (s *session) snapshot(n int) (*checkpoints.Repo, string) {
 	s.mu.Lock()
 	disposed := s.disposed
-	s.mu.Unlock()
+	s.unlock()
 	if disposed {
 		return nil, "" // its refs are gone, or going
 	}
@@ -188,7 +188,7 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 	q := &s.captures
 	s.mu.Lock()
 	disposed, wt, parent := s.disposed, s.rec.Tree, q.last
-	s.mu.Unlock()
+	s.unlock()
 	if disposed || repo == nil {
 		return
 	}
@@ -216,7 +216,7 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 		s.rec.Checkpoints = max(s.rec.Checkpoints, n+1)
 	}
 	latest, last, base := q.recorded == self, q.last, q.base
-	s.mu.Unlock()
+	s.unlock()
 	if !latest {
 		return // the capture queued behind this one counts, and stores, for both
 	}
@@ -230,7 +230,7 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 		}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if ch != nil && !sameJSON(s.rec.Changes, ch) {
 		s.setChangesLocked(ch) // which stores the record
 	} else {
@@ -259,7 +259,7 @@ func (s *session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktre
 		if cps[0].Turn == 0 {
 			s.mu.Lock()
 			s.captures.base = base
-			s.mu.Unlock()
+			s.unlock()
 		}
 	}
 	return repo.Diff(ctx, base, last)
@@ -288,5 +288,5 @@ func (s *session) startCheckpoint(ctx context.Context) {
 	if !s.disposed {
 		s.queueCaptureLocked(repo, 0, tree)
 	}
-	s.mu.Unlock()
+	s.unlock()
 }

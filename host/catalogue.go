@@ -156,9 +156,7 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 	}
 	h.staleViewLocked()
 	shown := h.visibleLocked()
-	h.shownMu.Lock()
-	before := h.shown
-	h.shownMu.Unlock()
+	before := h.shownRows()
 	next := make(map[catalogue.Key]bool, len(shown))
 	for i := range shown {
 		k := shown[i].Key()
@@ -185,9 +183,16 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 			}, nil)
 		}
 	}
-	h.shownMu.Lock()
-	h.shown = next
-	h.shownMu.Unlock()
+	h.shown.Store(&next)
+}
+
+// shownRows returns the external rows clients were last told of; the map
+// is never changed.
+func (h *Host) shownRows() map[catalogue.Key]bool {
+	if m := h.shown.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // heldOpen reports whether an external session is held by the host, whose
@@ -214,7 +219,7 @@ func (h *Host) visibleLocked() []catalogue.Row {
 					own = append(own, t)
 				}
 			}
-			s.mu.Unlock()
+			s.unlock()
 		}
 		h.cutoff, h.cutoffSet = catalogue.OwnCutoff(own), true
 	}
@@ -290,7 +295,7 @@ func (s *session) forgetOwn() {
 			keys = append(keys, catalogue.Key{Provider: s.provider, ID: cr.Conversation})
 		}
 	}
-	s.mu.Unlock()
+	s.unlock()
 	h := s.h
 	h.ownMu.Lock()
 	defer h.ownMu.Unlock()
@@ -299,26 +304,39 @@ func (s *session) forgetOwn() {
 	}
 }
 
-// noteOwnLocked records the conversations of a session of the host's own,
-// whose transcripts are then not external. The caller holds s.mu.
+// noteOwnLocked queues noting the conversations of a session of the
+// host's own, whose transcripts are then not external. The caller holds
+// s.mu.
 func (s *session) noteOwnLocked() {
-	if s.rec.External {
-		return
+	if keys := s.ownKeysLocked(); keys != nil {
+		s.out.later(func() { s.h.noteOwn(keys) })
 	}
-	h := s.h
+}
+
+// ownKeysLocked lists the session's conversations, or nil for an external
+// session. The caller holds s.mu or has not shared s yet.
+func (s *session) ownKeysLocked() []catalogue.Key {
+	if s.rec.External {
+		return nil
+	}
+	keys := []catalogue.Key{{Provider: s.provider, ID: s.id}}
+	for _, cr := range s.rec.Chats {
+		if cr.Conversation != "" {
+			keys = append(keys, catalogue.Key{Provider: s.provider, ID: cr.Conversation})
+		}
+	}
+	return keys
+}
+
+// noteOwn records conversations as the host's own.
+func (h *Host) noteOwn(keys []catalogue.Key) {
 	h.ownMu.Lock()
 	defer h.ownMu.Unlock()
 	added := false
-	note := func(k catalogue.Key) {
+	for _, k := range keys {
 		if !h.own[k] {
 			h.own[k] = true
 			added = true
-		}
-	}
-	note(catalogue.Key{Provider: s.provider, ID: s.id})
-	for _, cr := range s.rec.Chats {
-		if cr.Conversation != "" {
-			note(catalogue.Key{Provider: s.provider, ID: cr.Conversation})
 		}
 	}
 	if added {
@@ -380,7 +398,7 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 	s.mu.Lock()
 	s.announced = false // it is listed by the catalogue's rules until adopted
 	s.persistLocked()
-	s.mu.Unlock()
+	s.unlock()
 	h.sessions[su.ID] = s
 	h.order.add(s, s.summary.ModifiedAt)
 	h.log.Info("opened an external session", "session", uri, "dir", dir)
@@ -414,15 +432,14 @@ func (s *session) adoptLocked(by grants.Principal) {
 	s.noteOwnLocked()
 	h := s.h
 	k := catalogue.Key{Provider: s.provider, ID: s.id}
-	h.shownMu.Lock()
-	wasShown := h.shown[k]
-	h.shownMu.Unlock()
+	wasShown := h.shownRows()[k]
 	s.summary.Meta = meta
 	if wasShown {
 		s.announced = true
-		h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
+		params := &protocol.SessionSummaryChangedParams{
 			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{externalMeta: jsontext.Value("false")}},
-		}, nil)
+		}
+		s.out.later(func() { h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	} else {
 		s.announceLocked()
 	}

@@ -105,7 +105,7 @@ func (h *Host) forgetClients(now time.Time) {
 		if s.provisional && !s.disposed && forgotten[s.creatorID] {
 			gone = append(gone, s)
 		}
-		s.mu.Unlock()
+		s.unlock()
 	}
 	for _, s := range gone {
 		if err := h.dispose(h.ctx, s); err != nil {
@@ -127,6 +127,6 @@ func (h *Host) dropActiveClient(clientID string) {
 				break
 			}
 		}
-		s.mu.Unlock()
+		s.unlock()
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // writeTimeout bounds one write: a client that stopped reading is cut.
@@ -74,13 +75,12 @@ type conn struct {
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
 	heard   atomic.Int64 // when the client was last heard from (unix ns)
 	pinging atomic.Bool  // a WebSocket ping is out
-	line    line         // the order its requests are taken in (rpc.go)
-	in      inbound      // what reads the client's messages (inbound.go)
+	hello   atomic.Pointer[hello]
+	line    line    // the order its requests are taken in (rpc.go)
+	in      inbound // what reads the client's messages (inbound.go)
 
-	mu        sync.Mutex
+	mu        lockcheck.Mutex
 	ready     bool // initialize has answered
-	clientID  string
-	version   string
 	queue     []*frame
 	spare     []*frame          // the writer's last batch, reused so queueing does not allocate
 	queued    int               // bytes in queue
@@ -105,7 +105,9 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 	ctx, cancel := context.WithCancel(h.ctx)
 	now := h.now()
 	c := &conn{
-		h: h, id: id, t: t, stdio: stdio, principal: p, ctx: ctx, cancel: cancel,
+		mu:   lockcheck.Mutex{Class: "conn"},
+		line: line{mu: lockcheck.Mutex{Class: "line"}},
+		h:    h, id: id, t: t, stdio: stdio, principal: p, ctx: ctx, cancel: cancel,
 		limits:    h.opts.Limits,
 		started:   now,
 		log:       h.log.With("conn", id, "principal", p.String()),
@@ -130,7 +132,8 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 func (c *conn) send(f *frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.wants(f.action) || (f.method != "" && c.version != "" && !protocol.NotificationKnownTo(f.method, c.version)) {
+	version := c.negotiated()
+	if !c.wants(f.action) || (f.method != "" && version != "" && !protocol.NotificationKnownTo(f.method, version)) {
 		return
 	}
 	if len(c.holds) > 0 {
@@ -143,7 +146,8 @@ func (c *conn) send(f *frame) {
 // wants reports whether an action of type t goes to this connection: its
 // protocol version knows t.
 func (c *conn) wants(t protocol.ActionType) bool {
-	return c.version == "" || t == "" || t.KnownTo(c.version)
+	version := c.negotiated()
+	return version == "" || t == "" || t.KnownTo(version)
 }
 
 // respond queues a response, then the frames held for it. The ids it
@@ -253,7 +257,7 @@ func (c *conn) enqueueLocked(f *frame) {
 		// The client is too far behind to catch up live. Cut it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
 		why := fmt.Sprintf("client too slow: %d messages (%d bytes) were waiting to be sent; reconnect to catch up", len(c.queue), c.queued)
-		c.log.Warn("cut a client that fell behind", "client", c.clientID, "queued", len(c.queue), "bytes", c.queued)
+		c.log.Warn("cut a client that fell behind", "client", c.client(), "queued", len(c.queue), "bytes", c.queued)
 		c.h.metrics.cutFor(cutSlow)
 		c.queue, c.queued, c.largest = nil, 0, 0
 		c.abortLocked(closePolicy, why)

@@ -5,6 +5,8 @@ import (
 	"io"
 
 	"github.com/ahpd/ahpd/grants"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // Connect opens a connection to the host from inside the process, acting
@@ -16,7 +18,7 @@ import (
 func (h *Host) Connect(cred grants.Credential) (io.ReadWriteCloser, error) {
 	toHostR, toHostW := io.Pipe()
 	fromHostR, fromHostW := io.Pipe()
-	t := &stdioTransport{r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
+	t := &stdioTransport{mu: lockcheck.Mutex{Class: "transport"}, r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
 	c, err := h.admit(t, true, cred)
 	if err != nil {
 		return nil, err

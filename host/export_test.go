@@ -53,9 +53,13 @@ func (f fullFile) Write(p []byte) (int, error) {
 // line at once.
 func (h *Host) PeakInLine() int {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	peak := 0
+	conns := make([]*conn, 0, len(h.conns))
 	for c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	peak := 0
+	for _, c := range conns {
 		c.line.mu.Lock()
 		peak = max(peak, c.line.peak)
 		c.line.mu.Unlock()

@@ -22,7 +22,7 @@ func (s *session) inGit(fn func()) {
 	})
 	start := !s.git.running
 	s.git.running = true
-	s.mu.Unlock()
+	s.unlock()
 	if start {
 		go s.runGit()
 	}
@@ -36,12 +36,12 @@ func (s *session) runGit() {
 		if len(s.git.jobs) == 0 {
 			s.git.running = false
 			s.git.jobs = nil
-			s.mu.Unlock()
+			s.unlock()
 			return
 		}
 		job := s.git.jobs[0]
 		s.git.jobs = s.git.jobs[1:]
-		s.mu.Unlock()
+		s.unlock()
 		job()
 	}
 }

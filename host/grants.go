@@ -89,7 +89,7 @@ func (h *Host) ownerOf(c *conn, channel string) grants.Principal {
 		return grants.Principal{}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	owner, _ := grants.Parse(s.rec.Owner)
 	return owner
 }

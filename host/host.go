@@ -24,6 +24,8 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // Options configure a Host.
@@ -107,7 +109,7 @@ type Host struct {
 	metrics      *metrics
 	roots        []string // Options.AllowedRoots, resolved
 
-	mu       sync.Mutex
+	mu       lockcheck.Mutex
 	sessions map[string]*session // by session id
 	order    *sessionOrder       // the same sessions in listing order (order.go)
 	conns    map[*conn]struct{}
@@ -117,21 +119,22 @@ type Host struct {
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
 
-	rootMu      sync.Mutex // guards root and unavailable; taken before bus.mu
+	rootMu      lockcheck.Mutex // guards root and unavailable; taken before bus.mu
 	root        *protocol.RootState
 	unavailable map[string]string // provider -> why it cannot run
 
 	// The catalogue (catalogue.go). extMu serializes working out which
 	// external rows are shown and guards mode and cutoff; it is taken
-	// before a session's lock. shownMu and ownMu are leaves.
-	cat        *catalogue.Catalogue
-	extMu      sync.Mutex
-	mode       catalogue.Mode
-	cutoff     time.Time
-	cutoffSet  bool
-	shownMu    sync.Mutex
-	shown      map[catalogue.Key]bool // the external rows clients were last told of
-	ownMu      sync.RWMutex
+	// before a session's lock. ownMu is a leaf.
+	cat       *catalogue.Catalogue
+	extMu     lockcheck.Mutex
+	mode      catalogue.Mode
+	cutoff    time.Time
+	cutoffSet bool
+	// shown is the external rows clients were last told of: a map
+	// replaced whole, never changed, so it is read without a lock.
+	shown      atomic.Pointer[map[catalogue.Key]bool]
+	ownMu      lockcheck.RWMutex
 	own        map[catalogue.Key]bool // conversations of the host's own sessions
 	ownChanged atomic.Bool            // own grew since the view was made
 	view       *externalView          // guarded by extMu
@@ -201,6 +204,10 @@ func New(opts Options) (*Host, error) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	h := &Host{
+		mu:       lockcheck.Mutex{Class: "host"},
+		rootMu:   lockcheck.Mutex{Class: "root"},
+		extMu:    lockcheck.Mutex{Class: "external"},
+		ownMu:    lockcheck.RWMutex{Class: "own"},
 		opts:     opts,
 		log:      opts.Logger,
 		now:      opts.Now,
@@ -221,7 +228,6 @@ func New(opts Options) (*Host, error) {
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
-		shown:       map[catalogue.Key]bool{},
 		own:         map[catalogue.Key]bool{},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
@@ -517,7 +523,7 @@ func (h *Host) chat(c *conn, uri string) (*session, *chatEntry, error) {
 	}
 	s.mu.Lock()
 	e := s.chatLocked(uri)
-	s.mu.Unlock()
+	s.unlock()
 	if e == nil {
 		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "no chat %s in session %s", uri, s.uri)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 const defaultTitle = "New Session"
@@ -27,7 +29,8 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	now := protocol.FormatTime(h.now())
 	uri := su.String()
 	s := &session{
-		h: h, uri: uri, id: su.ID, provider: provider, backend: backend,
+		mu: lockcheck.Mutex{Class: "session"},
+		h:  h, uri: uri, id: su.ID, provider: provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		provisional: true, creatorID: c.client(), creator: c.principal, used: h.now(), lastAction: h.now(),
 	}
@@ -56,7 +59,8 @@ func (h *Host) restore(rec *record) (*session, error) {
 	}
 	backend, _ := h.opts.Backends.Get(rec.Provider)
 	s := &session{
-		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
+		mu: lockcheck.Mutex{Class: "session"},
+		h:  h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
@@ -69,7 +73,7 @@ func (h *Host) restore(rec *record) (*session, error) {
 		s.state.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
 		s.summary = s.computeSummaryLocked()
 	}
-	s.noteOwnLocked()
+	h.noteOwn(s.ownKeysLocked())
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
 	}
@@ -138,7 +142,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	s.mu.Lock()
 	for e.loading != nil {
 		loading := e.loading
-		s.mu.Unlock()
+		s.unlock()
 		select {
 		case <-loading:
 		case <-ctx.Done():
@@ -147,7 +151,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		s.mu.Lock()
 	}
 	if e.loaded {
-		s.mu.Unlock()
+		s.unlock()
 		return
 	}
 	e.loaded = true
@@ -155,11 +159,11 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	e.loading = loading
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
 	started := e.rec.Started
-	s.mu.Unlock()
+	s.unlock()
 	defer func() {
 		s.mu.Lock()
 		e.loading = nil
-		s.mu.Unlock()
+		s.unlock()
 		close(loading)
 	}()
 	if !started || s.backend == nil {
@@ -184,7 +188,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		cs.Turns = turns
 		e.chat.SetState(&cs)
 	}
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // keepTiming records when a finished turn started and how long it took,
@@ -224,7 +228,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	defer s.unpin()
 	s.mu.Lock()
 	if s.disposed {
-		s.mu.Unlock()
+		s.unlock()
 		return nil
 	}
 	var done []<-chan struct{}
@@ -234,14 +238,14 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 		done = append(done, e.chat.Cancel())
 		list = append(list, e)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	for _, d := range done {
 		<-d
 	}
 	s.mu.Lock()
 	s.disposed = true
 	announced := s.announced
-	s.mu.Unlock()
+	s.unlock()
 
 	var errs []error
 	for _, e := range list {
@@ -276,7 +280,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 		s.running = false
 		h.addActive(-1)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if announced {
 		h.bus.notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: s.uri}, nil)
 	}

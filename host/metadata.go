@@ -53,7 +53,7 @@ func (h *Host) setSessionMetadata(ctx context.Context, c *conn, req *jrpc2.Reque
 		return nil, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	merged := maps.Clone(s.rec.Metadata)
 	if merged == nil {
 		merged = map[string]string{}

@@ -75,7 +75,7 @@ func (h *Host) reorderChat(s *session, e *chatEntry, after *protocol.URI) (any, 
 	s.pin(false)
 	defer s.unpin()
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	uri := e.rec.URI
 	if why := s.movableLocked(e); why != "" {
 		return nil, moveRefused(uri, why)
@@ -146,25 +146,25 @@ func (h *Host) transferChat(src, dst *session, e *chatEntry, after *protocol.URI
 
 	src.mu.Lock()
 	if why := src.movableLocked(e); why != "" {
-		src.mu.Unlock()
+		src.unlock()
 		return nil, moveRefused(uri, why)
 	}
 	srcDir, provider := src.workDir(), src.provider
-	src.mu.Unlock()
+	src.unlock()
 	dst.mu.Lock()
 	switch {
 	case dst.disposed:
-		dst.mu.Unlock()
+		dst.unlock()
 		return nil, moveRefused(uri, "the destination session is gone")
 	case dst.provider != provider:
-		dst.mu.Unlock()
+		dst.unlock()
 		return nil, moveRefused(uri, "the destination session runs on "+protocol.Quote(dst.provider)+" and the chat's conversation is "+protocol.Quote(provider)+"'s")
 	case dst.workDir() != srcDir:
-		dst.mu.Unlock()
+		dst.unlock()
 		return nil, moveRefused(uri, "the destination session works in another folder, where the backend cannot carry the conversation")
 	}
 	order, err := placed(dst.catalogueLocked(), uri, after)
-	dst.mu.Unlock()
+	dst.unlock()
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func (h *Host) transferChat(src, dst *session, e *chatEntry, after *protocol.URI
 	}
 	dst.mu.Lock()
 	dst.adopt(rec, state, order)
-	dst.mu.Unlock()
+	dst.unlock()
 	h.setChatHome(uri, dst)
 	return &protocol.MoveChatResult{Session: dst.uri}, nil
 }
@@ -188,7 +188,7 @@ func (s *session) release(e *chatEntry) (*chatRecord, *protocol.ChatState, error
 		s.h.log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	uri := e.rec.URI
 	if s.chats[uri] != e {
 		return nil, nil, moveRefused(uri, "it is no longer in its session")
@@ -229,7 +229,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	uri := e.rec.URI
 	src.mu.Lock()
 	if why := src.movableLocked(e); why != "" {
-		src.mu.Unlock()
+		src.unlock()
 		return nil, moveRefused(uri, why)
 	}
 	su, _ := protocol.ParseSessionURI(src.uri)
@@ -237,7 +237,7 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 	config := *src.state.Config
 	owner, scope := src.rec.Owner, src.rec.Scope
 	rec, state := e.rec, e.chat.State()
-	src.mu.Unlock()
+	src.unlock()
 
 	id := su.ID + "-" + randomID()
 	nsu := protocol.NewSessionURI(id)
@@ -255,9 +255,8 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 
 	s.mu.Lock()
 	ne := s.homeLocked(rec, state)
-	err := s.writeLocked()
-	s.mu.Unlock()
-	if err != nil {
+	s.unlock()
+	if err := s.storeNow(); err != nil {
 		return nil, storeFailed(err)
 	}
 	if _, now, err := src.release(e); err != nil {
@@ -270,23 +269,24 @@ func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error
 		// stored: it takes the chat as it is now.
 		s.mu.Lock()
 		ne = s.homeLocked(rec, now)
-		s.mu.Unlock()
+		s.unlock()
 	}
 	h.mu.Lock()
 	h.sessions[nsu.ID] = s
-	h.order.add(s, s.summary.ModifiedAt)
 	h.homes[rec.URI] = nsu.ID
 	h.mu.Unlock()
+	h.order.add(s, s.summary.ModifiedAt)
 
 	s.mu.Lock()
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
-	h.order.move(s, s.summary.ModifiedAt)
+	at := s.summary.ModifiedAt
+	s.out.later(func() { h.order.move(s, at) })
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()
-	s.mu.Unlock()
+	s.unlock()
 	h.poke()
 	return &protocol.MoveChatResult{Session: s.uri}, nil
 }

@@ -2,7 +2,8 @@ package host
 
 import (
 	"slices"
-	"sync"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // sessionOrder keeps the sessions the host holds in listing order, most
@@ -19,13 +20,13 @@ import (
 // nothing is taken under it. A listing copies a run of entries out under
 // it and reads each session after letting it go.
 type sessionOrder struct {
-	mu   sync.RWMutex
+	mu   lockcheck.RWMutex
 	keys []rowKey          // oldest first; every entry has s set
 	at   map[string]string // session URI -> the modifiedAt it is filed under
 }
 
 func newSessionOrder() *sessionOrder {
-	return &sessionOrder{at: map[string]string{}}
+	return &sessionOrder{mu: lockcheck.RWMutex{Class: "order"}, at: map[string]string{}}
 }
 
 // before orders keys oldest first: the listing's order, reversed.

@@ -55,7 +55,7 @@ func (h *Host) treeRecorded(path string) bool {
 	for _, s := range list {
 		s.mu.Lock()
 		t := s.rec.Tree
-		s.mu.Unlock()
+		s.unlock()
 		if t != nil && filepath.Clean(t.Path) == path {
 			return true
 		}
@@ -78,7 +78,7 @@ func (h *Host) sweepTrees() {
 		case stringValue(s.rec.Config[keyIsolation]) == isolationTree:
 			dir = s.rec.folder()
 		}
-		s.mu.Unlock()
+		s.unlock()
 		if dir != "" && !seen[dir] {
 			seen[dir] = true
 			dirs = append(dirs, dir)

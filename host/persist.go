@@ -108,18 +108,24 @@ func (s *session) encodeLocked() ([]byte, uint64, error) {
 	return data, s.saveGen, err
 }
 
-// writeLocked writes the session's record now, before its caller tells
-// anyone of the change. A write that succeeds catches up on any that
-// failed before.
-func (s *session) writeLocked() error {
+// storeNow writes the record as it is now and waits for the write, for a
+// change that must be kept before anyone is told of it. It takes s.mu to
+// encode the record and to note the result, and holds nothing while the
+// disk works. A write that succeeds catches up on any that failed before.
+func (s *session) storeNow() error {
+	s.mu.Lock()
 	data, gen, err := s.encodeLocked()
+	s.unlock()
 	if err == nil && s.h.keepsRecords {
 		err = s.h.writer.writeNow(s.id, data)
 	}
+	s.mu.Lock()
+	defer s.unlock()
 	if err != nil {
 		s.h.log.Error("could not store a session", "session", s.uri, "err", err)
 		return &storeError{err: err}
 	}
+	s.stored = true // this record, or a newer one queued meanwhile, is the store's
 	s.writtenLocked(gen)
 	return nil
 }
@@ -154,16 +160,18 @@ func (s *session) persistLocked() {
 		s.writtenLocked(gen)
 		return
 	}
-	s.h.writer.queue(s.id, data, func(err error) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if err != nil {
-			s.failedLocked(gen, err)
-			return
-		}
-		if !s.disposed {
-			s.writtenLocked(gen)
-		}
+	s.out.later(func() {
+		s.h.writer.queue(s.id, data, func(err error) {
+			s.mu.Lock()
+			defer s.unlock()
+			if err != nil {
+				s.failedLocked(gen, err)
+				return
+			}
+			if !s.disposed {
+				s.writtenLocked(gen)
+			}
+		})
 	})
 }
 
@@ -187,16 +195,6 @@ func (s *session) failedLocked(gen uint64, err error) {
 	s.setStoreMetaLocked(jsontext.Value(info))
 }
 
-// keepLocked writes the session's record before a change is told, for a
-// command that fails when it cannot be kept. A failure marks nothing: the
-// caller takes the change back.
-func (s *session) keepLocked() error {
-	if s.disposed || (s.provisional && !s.stored) {
-		return nil
-	}
-	return s.writeLocked()
-}
-
 // setStoreMetaLocked sets the session's storeErrorMeta to v, or takes it
 // away when v is nil, keeping its other _meta keys.
 func (s *session) setStoreMetaLocked(v jsontext.Value) {
@@ -215,15 +213,18 @@ func (s *session) setStoreMetaLocked(v jsontext.Value) {
 	s.emitSessionLocked(&protocol.SessionMetaChangedAction{Meta: meta}, nil)
 }
 
-// storeFirstLocked stores a provisional session as its first turn sets
-// out, before anything is made for it. When the write fails, nothing of
-// the session is left in the store: a write can fail after its rename
+// storeFirst stores a provisional session as its first turn sets out,
+// before anything is made for it. When the write fails, nothing of the
+// session is left in the store: a write can fail after its rename
 // (syncing the folder), so the record is taken away again.
-func (s *session) storeFirstLocked() error {
-	if !s.provisional || s.stored {
+func (s *session) storeFirst() error {
+	s.mu.Lock()
+	need := s.provisional && !s.stored && !s.disposed
+	s.unlock()
+	if !need {
 		return nil
 	}
-	err := s.writeLocked()
+	err := s.storeNow()
 	if err == nil {
 		return nil
 	}
@@ -233,17 +234,15 @@ func (s *session) storeFirstLocked() error {
 	return err
 }
 
-// commitLocked makes a provisional session the host's own: stored first,
-// then announced. It leaves the session provisional when it cannot be
-// stored.
+// commitLocked makes a provisional session the host's own, once it is
+// stored (storeFirst): it is announced. It leaves the session provisional
+// when it is not stored.
 func (s *session) commitLocked() error {
 	if !s.provisional {
 		return nil
 	}
 	if !s.stored {
-		if err := s.writeLocked(); err != nil {
-			return err
-		}
+		return &storeError{err: errors.New("the session is not stored")}
 	}
 	s.provisional = false
 	s.announceLocked()

@@ -49,12 +49,14 @@ func (s *session) idleLocked() bool {
 	return true
 }
 
-// watchedLocked reports whether a client watches the session or a chat.
-func (s *session) watchedLocked() bool {
+// watched reports whether a client watches the session or a chat. It
+// asks the bus, so it is called without s.mu; chats lists the session's
+// chat URIs.
+func (s *session) watched(chats []string) bool {
 	if s.h.bus.subscribers(s.uri) > 0 {
 		return true
 	}
-	for uri := range s.chats {
+	for _, uri := range chats {
 		if s.h.bus.subscribers(uri) > 0 {
 			return true
 		}
@@ -68,8 +70,16 @@ func (s *session) watchedLocked() bool {
 // not be resumed later.
 func (h *Host) sleep(s *session, unload bool) bool {
 	s.mu.Lock()
-	if s.pins > 0 || s.falling != nil || s.asleep || !s.idleLocked() || (unload && s.watchedLocked()) {
-		s.mu.Unlock()
+	chats := slices.Clone(s.order)
+	s.unlock()
+	// Only a client pinning the session subscribes to it, and none can
+	// while it falls asleep: a session not watched now stays so.
+	if unload && s.watched(chats) {
+		return false
+	}
+	s.mu.Lock()
+	if s.pins > 0 || s.falling != nil || s.asleep || !s.idleLocked() || !slices.Equal(chats, s.order) {
+		s.unlock()
 		return false
 	}
 	entries := make([]*chatEntry, 0, len(s.order))
@@ -78,13 +88,13 @@ func (h *Host) sleep(s *session, unload bool) bool {
 	}
 	falling := make(chan struct{})
 	s.falling = falling
-	s.mu.Unlock()
+	s.unlock()
 	// No client can pin the session until falling is closed, so nothing
 	// starts a turn, loads turns or subscribes while the agents go.
 	defer func() {
 		s.mu.Lock()
 		s.falling = nil
-		s.mu.Unlock()
+		s.unlock()
 		close(falling)
 	}()
 	for _, e := range entries {
@@ -97,7 +107,7 @@ func (h *Host) sleep(s *session, unload bool) bool {
 			h.log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
 		}
 	}
-	if unload && !s.unload(entries) {
+	if unload && (s.watched(chats) || !s.unload(entries)) {
 		return false
 	}
 	h.log.Debug("session asleep", "session", s.uri, "turnsDropped", unload)
@@ -106,11 +116,11 @@ func (h *Host) sleep(s *session, unload bool) bool {
 
 // unload drops the turns of a session whose agents have gone, and the
 // replay of its channels. It reports false when a change came in while the
-// agents were closing (a background task, a watcher), and keeps the turns.
+// agents were closing (a background task), and keeps the turns.
 func (s *session) unload(entries []*chatEntry) bool {
 	s.mu.Lock()
-	if !s.idleLocked() || s.watchedLocked() {
-		s.mu.Unlock()
+	if !s.idleLocked() {
+		s.unlock()
 		return false
 	}
 	channels := map[string]bool{s.uri: true}
@@ -122,7 +132,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 		channels[e.rec.URI] = true
 	}
 	s.setAwakeLocked(false)
-	s.mu.Unlock()
+	s.unlock()
 	s.h.bus.forget(channels)
 	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	return true
@@ -135,7 +145,7 @@ func (s *session) pin(wake bool) {
 	s.mu.Lock()
 	for s.falling != nil {
 		falling := s.falling
-		s.mu.Unlock()
+		s.unlock()
 		<-falling
 		s.mu.Lock()
 	}
@@ -143,7 +153,7 @@ func (s *session) pin(wake bool) {
 	if wake {
 		s.markUsedLocked()
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if wake {
 		s.h.poke()
 	}
@@ -152,14 +162,14 @@ func (s *session) pin(wake bool) {
 func (s *session) unpin() {
 	s.mu.Lock()
 	s.pins--
-	s.mu.Unlock()
+	s.unlock()
 }
 
 // wake counts a use of a pinned session, as pin(true) does.
 func (s *session) wake() {
 	s.mu.Lock()
 	s.markUsedLocked()
-	s.mu.Unlock()
+	s.unlock()
 	s.h.poke()
 }
 
@@ -215,7 +225,7 @@ func (h *Host) balance() {
 			}
 			live = append(live, resident{s, s.used, quiet, s.state.Status&protocol.StatusIsArchived != 0})
 		}
-		s.mu.Unlock()
+		s.unlock()
 	}
 	kept := live[:0]
 	for _, r := range live {
@@ -281,7 +291,7 @@ func (h *Host) status(c *conn, uri string) (string, error) {
 func (h *Host) suspend(ctx context.Context, s *session, ifIdle bool) error {
 	s.mu.Lock()
 	if s.asleep {
-		s.mu.Unlock()
+		s.unlock()
 		return nil
 	}
 	var waiting []<-chan struct{}
@@ -295,13 +305,13 @@ func (h *Host) suspend(ctx context.Context, s *session, ifIdle bool) error {
 		}
 	}
 	if busy && len(waiting) == 0 {
-		s.mu.Unlock()
+		s.unlock()
 		if ifIdle {
 			return nil
 		}
 		return protocol.Errorf(protocol.CodeTurnInProgress, "session %s is running a turn: cancel it before suspending the session", s.uri)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	for _, d := range waiting {
 		select {
 		case <-d:
@@ -324,7 +334,7 @@ func (h *Host) resume(s *session) {
 	for _, e := range s.chats {
 		list = append(list, e.chat)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()

@@ -222,7 +222,7 @@ func (h *Host) workRefusal(c *conn, s *session) string {
 	}
 	s.mu.Lock()
 	folder := s.rec.folder()
-	s.mu.Unlock()
+	s.unlock()
 	_, ok, err := inRoots(h.roots, folder)
 	switch {
 	case err != nil:

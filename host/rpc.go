@@ -8,12 +8,13 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/creachadair/jrpc2"
 	"github.com/creachadair/jrpc2/channel"
 
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // maxQueuedRequests is jrpc2's bound on a connection's handlers at once.
@@ -125,7 +126,7 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 // full: counted as recv takes them, not as jrpc2 assigns them, for jrpc2
 // reads ahead of what it has assigned.
 type line struct {
-	mu   sync.Mutex
+	mu   lockcheck.Mutex
 	last chan struct{}
 	n    int           // requests in line
 	peak int           // the most there have been, for tests

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -44,31 +45,16 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 
 	s.pin(true)
 	defer s.unpin()
+	rec, cs, err := s.addChatRecord(p.Chat)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.disposed {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
 	}
-	if s.stopping {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
-	}
-	if s.chats[p.Chat] != nil {
-		return nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", p.Chat)
-	}
-	now := protocol.FormatTime(h.now())
-	rec := &chatRecord{URI: p.Chat, Title: "Chat " + strconv.Itoa(len(s.rec.Chats)+1), ModifiedAt: now,
-		Conversation: s.id + "-" + randomID()}
-	cs := &protocol.ChatState{
-		Resource: p.Chat, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
-		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
-	}
-	// The chat is stored before anyone is told of it: one a restart would
-	// lose is not added.
-	s.rec.Chats = append(s.rec.Chats, rec)
-	if err := s.keepLocked(); err != nil {
-		s.rec.Chats = s.rec.Chats[:len(s.rec.Chats)-1]
-		return nil, storeFailed(err)
-	}
+	now := cs.ModifiedAt
 	e := s.newChat(rec, cs)
 	e.loaded = true // a new conversation has no turns to read
 	s.emitSessionLocked(&protocol.SessionChatAddedAction{Summary: chatSummary(cs)}, nil)
@@ -80,6 +66,45 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		}
 	}
 	return nil, nil
+}
+
+// addChatRecord adds a new chat to the session's record and stores it:
+// a chat is stored before anyone is told of it, so one a restart would
+// lose is not added. The record lists it while it is written, so a write
+// of the record meanwhile keeps it too; a failed write takes it out again.
+func (s *session) addChatRecord(uri string) (*chatRecord, *protocol.ChatState, error) {
+	s.mu.Lock()
+	switch {
+	case s.disposed:
+		s.unlock()
+		return nil, nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", s.uri)
+	case s.stopping:
+		s.unlock()
+		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
+	case s.chats[uri] != nil || slices.ContainsFunc(s.rec.Chats, func(cr *chatRecord) bool { return cr.URI == uri }):
+		s.unlock()
+		return nil, nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", uri)
+	}
+	now := protocol.FormatTime(s.h.now())
+	rec := &chatRecord{URI: uri, Title: "Chat " + strconv.Itoa(len(s.rec.Chats)+1), ModifiedAt: now,
+		Conversation: s.id + "-" + randomID()}
+	cs := &protocol.ChatState{
+		Resource: uri, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
+		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
+	}
+	s.rec.Chats = append(s.rec.Chats, rec)
+	keep := !(s.provisional && !s.stored)
+	s.unlock()
+	if !keep {
+		return rec, cs, nil
+	}
+	if err := s.storeNow(); err != nil {
+		s.mu.Lock()
+		s.rec.Chats = slices.DeleteFunc(s.rec.Chats, func(cr *chatRecord) bool { return cr == rec })
+		s.unlock()
+		return nil, nil, storeFailed(err)
+	}
+	return rec, cs, nil
 }
 
 // disposeChat ends one chat of a session; the session keeps its default
@@ -95,11 +120,11 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	}
 	s.mu.Lock()
 	if len(s.chats) == 1 {
-		s.mu.Unlock()
+		s.unlock()
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "chat %s is the session's last chat: dispose the session instead", p.Channel)
 	}
 	done := e.chat.Cancel()
-	s.mu.Unlock()
+	s.unlock()
 	<-done
 	var errs []error
 	if err := e.chat.Close(); err != nil {
@@ -130,7 +155,7 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 		s.updateActiveLocked()
 		s.persistLocked()
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if s.backend != nil && e.rec.Started {
 		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}); err != nil {
 			errs = append(errs, err)
@@ -172,7 +197,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	cs := e.chat.State()
 	cursor := cs.TurnsNextCursor
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
-	s.mu.Unlock()
+	s.unlock()
 	// A cursor must be the one the chat holds: the protocol has a host
 	// refuse any other, even once every turn is loaded.
 	if p.Cursor != nil && (cursor == nil || *p.Cursor != *cursor) {
@@ -191,7 +216,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	}
 	s.mu.Lock()
 	e.timed(turns)
-	s.mu.Unlock()
+	s.unlock()
 	end = min(end, len(turns))
 	start := max(0, end-h.opts.TurnWindow)
 	page := &protocol.ChatTurnsLoadedAction{Turns: turns[start:end]}
@@ -200,7 +225,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	}
 	s.mu.Lock()
 	s.emitChatLocked(e.chat, page, nil)
-	s.mu.Unlock()
+	s.unlock()
 	return &protocol.FetchTurnsResult{}, nil
 }
 

@@ -22,26 +22,32 @@ func (c *conn) initialized() bool {
 // since everything sent on it is gated by it. A second call changes
 // nothing and answers the error to send.
 func (c *conn) setClient(clientID, version string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ready {
-		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %s: open a new connection to start again", protocol.Quote(c.clientID))
+	if !c.hello.CompareAndSwap(nil, &hello{clientID: clientID, version: version}) {
+		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %s: open a new connection to start again", protocol.Quote(c.client()))
 	}
-	c.clientID, c.version, c.ready = clientID, version, true
+	c.mu.Lock()
+	c.ready = true
+	c.mu.Unlock()
 	return nil
 }
 
+// hello is who the client said it is, set once: it is read without a
+// lock, also by a session checking who may see it.
+type hello struct{ clientID, version string }
+
 // negotiated returns the protocol version the connection speaks, or "".
 func (c *conn) negotiated() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.version
+	if h := c.hello.Load(); h != nil {
+		return h.version
+	}
+	return ""
 }
 
 func (c *conn) client() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.clientID
+	if h := c.hello.Load(); h != nil {
+		return h.clientID
+	}
+	return ""
 }
 
 // initialize negotiates the protocol version and answers with snapshots of

@@ -184,7 +184,7 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 	}
 	s.mu.Lock()
 	configure := s.dispatchLocked(c, a, origin)
-	s.mu.Unlock()
+	s.unlock()
 	for _, e := range configure {
 		e.chat.Configure(func() protocol.Object { return e.start.Load().config })
 	}
@@ -193,7 +193,6 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 // dispatchLocked applies a client's session action and returns the chats
 // whose agents are to be told of changed config.
 func (s *session) dispatchLocked(c *conn, a protocol.Action, origin *protocol.ActionOrigin) []*chatEntry {
-	h := s.h
 	if s.disposed {
 		return nil
 	}
@@ -201,43 +200,43 @@ func (s *session) dispatchLocked(c *conn, a protocol.Action, origin *protocol.Ac
 	case *protocol.SessionConfigChangedAction:
 		config, reason := configChange(s.state.Config, a, !s.provisional)
 		if reason != "" {
-			h.bus.echo(c, s.uri, a, origin, reason)
+			s.echoLocked(c, s.uri, a, origin, reason)
 			return nil
 		}
 		if !sameJSON(config, a.Config) {
 			changed := *a
 			changed.Config = config
 			if !s.emitSessionLocked(&changed, origin) {
-				h.bus.echo(c, s.uri, a, origin, "")
+				s.echoLocked(c, s.uri, a, origin, "")
 				return nil
 			}
 			return s.afterSessionActionLocked(&changed)
 		}
 	case *protocol.SessionWorkingDirectorySetAction:
 		if _, err := dirOf(a.Directory); err != nil {
-			h.bus.echo(c, s.uri, a, origin, err.Error())
+			s.echoLocked(c, s.uri, a, origin, err.Error())
 			return nil
 		}
 	case *protocol.SessionWorkingDirectoryRemovedAction:
 		if len(s.state.WorkingDirectories) > 0 && s.state.WorkingDirectories[0] == a.Directory {
-			h.bus.echo(c, s.uri, a, origin, "the first working directory is the session's root and cannot be removed")
+			s.echoLocked(c, s.uri, a, origin, "the first working directory is the session's root and cannot be removed")
 			return nil
 		}
 	case *protocol.SessionWorkingDirectoryReplacedAction:
 		if reason := s.replaceableLocked(a); reason != "" {
-			h.bus.echo(c, s.uri, a, origin, reason)
+			s.echoLocked(c, s.uri, a, origin, reason)
 			return nil
 		}
 	case *protocol.SessionMCPServerBackgroundRequestedAction:
 		// The protocol lets a host refuse: ahpd starts no MCP server that
 		// holds messages back, so there is never one to background.
 		if protocol.ReduceSession(s.state, a) == s.state {
-			h.bus.echo(c, s.uri, a, origin, fmt.Sprintf("no MCP server %s is starting and holding messages back in this session", protocol.Quote(a.ID)))
+			s.echoLocked(c, s.uri, a, origin, fmt.Sprintf("no MCP server %s is starting and holding messages back in this session", protocol.Quote(a.ID)))
 			return nil
 		}
 	}
 	if !s.emitSessionLocked(a, origin) {
-		h.bus.echo(c, s.uri, a, origin, "")
+		s.echoLocked(c, s.uri, a, origin, "")
 		return nil
 	}
 	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
@@ -302,26 +301,25 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		s.loadTurns(context.Background(), e)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.h
+	defer s.unlock()
 	if s.disposed || s.chats[e.rec.URI] != e {
 		return
 	}
 	ch := e.chat
 	if reason := ch.Validate(a, origin.ClientID); reason != "" {
-		h.bus.echo(c, ch.URI(), a, origin, reason)
+		s.echoLocked(c, ch.URI(), a, origin, reason)
 		return
 	}
 	if s.backend == nil && startsTurn(a) {
-		h.bus.echo(c, ch.URI(), a, origin, fmt.Sprintf("provider %s is not available on this host", protocol.Quote(s.provider)))
+		s.echoLocked(c, ch.URI(), a, origin, fmt.Sprintf("provider %s is not available on this host", protocol.Quote(s.provider)))
 		return
 	}
 	if s.stopping && startsTurn(a) {
-		h.bus.echo(c, ch.URI(), a, origin, "ahpd is shutting down")
+		s.echoLocked(c, ch.URI(), a, origin, "ahpd is shutting down")
 		return
 	}
 	if !s.emitChatLocked(ch, a, origin) {
-		h.bus.echo(c, ch.URI(), a, origin, chats.RejectUnchanged(a))
+		s.echoLocked(c, ch.URI(), a, origin, chats.RejectUnchanged(a))
 		return
 	}
 	if t, ok := a.(*protocol.ChatTurnStartedAction); ok {

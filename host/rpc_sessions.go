@@ -99,15 +99,16 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	s := h.newSession(c, su, provider, backend, dirs, config)
 	s.rec.Owner = principalString(owner)
 	s.rec.Scope = scopeString(scope)
-	s.noteOwnLocked()
+	own := s.ownKeysLocked() // before another can reach s
 	h.sessions[su.ID] = s
-	h.order.add(s, s.summary.ModifiedAt)
 	h.mu.Unlock()
+	h.noteOwn(own)
+	h.order.add(s, s.summary.ModifiedAt)
 
 	if p.ActiveClient != nil {
 		s.mu.Lock()
 		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
-		s.mu.Unlock()
+		s.unlock()
 	}
 	h.log.Info("session created", "session", s.uri, "provider", provider, "dir", s.workDir())
 	h.poke()
@@ -260,7 +261,7 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 		if listed {
 			sum = s.summary
 		}
-		s.mu.Unlock()
+		s.unlock()
 		if listed {
 			w.key = k.pageKey
 			return true, sum

@@ -54,8 +54,9 @@ func (h *Host) exists(c *conn, channel string) bool {
 }
 
 // attach subscribes c to a channel and returns its snapshot. The snapshot
-// and the subscription are taken under the lock of the channel's state,
-// so the client gets every change after fromSeq and none before it.
+// is taken under the lock of the channel's state and the subscription
+// queued in its outbox right behind the changes the snapshot holds, so
+// the client gets every change after fromSeq and none before it.
 func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
 	if err := c.roomToWatch(channel); err != nil {
 		return protocol.Snapshot{}, err
@@ -81,12 +82,14 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		s.pin(true)
 		defer s.unpin()
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if s.disposed {
+			s.unlock()
 			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", channel)
 		}
-		seq := h.bus.subscribe(c, s.uri, requestID)
-		return protocol.Snapshot{Resource: s.uri, State: s.state, FromSeq: seq}, nil
+		state := s.state
+		seq := s.subscribeLocked(c, s.uri, requestID)
+		s.unlock()
+		return protocol.Snapshot{Resource: s.uri, State: state, FromSeq: seq()}, nil
 	case protocol.ChannelChat:
 		s, e, err := h.chat(c, channel)
 		if err != nil {
@@ -96,12 +99,14 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 		defer s.unpin()
 		s.loadTurns(ctx, e)
 		s.mu.Lock()
-		defer s.mu.Unlock()
 		if s.disposed || s.chats[channel] != e {
+			s.unlock()
 			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", channel)
 		}
-		seq := h.bus.subscribe(c, channel, requestID)
-		return protocol.Snapshot{Resource: channel, State: e.chat.State(), FromSeq: seq}, nil
+		state := e.chat.State()
+		seq := s.subscribeLocked(c, channel, requestID)
+		s.unlock()
+		return protocol.Snapshot{Resource: channel, State: state, FromSeq: seq()}, nil
 	}
 	return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "this host has no channel %s", channel)
 }

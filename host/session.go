@@ -13,6 +13,8 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // session is one session: its state, its chats, and what the store keeps
@@ -35,7 +37,8 @@ type session struct {
 	git      gitQueue     // its git work, one job at a time (gitwork.go; guarded by mu)
 	captures captureQueue // its checkpoints queued, not yet recorded (captures.go; guarded by mu)
 
-	mu          sync.Mutex
+	mu          lockcheck.Mutex
+	out         outbox // what its changes ask of the rest of the host (outbox.go)
 	state       *protocol.SessionState
 	summary     protocol.SessionSummary
 	chats       map[string]*chatEntry // by chat URI
@@ -154,7 +157,7 @@ func (s *session) configValuesLocked() protocol.Object {
 // Do runs fn with the session's lock held (chats.Owner).
 func (s *session) Do(fn func()) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	fn()
 }
 
@@ -172,7 +175,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		return false
 	}
 	s.lastAction = s.h.now()
-	s.h.bus.publish(c.URI(), a, origin)
+	s.out.publish(c.URI(), a, origin)
 	switch a := a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
@@ -219,7 +222,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	}
 	s.state = next
 	s.lastAction = s.h.now()
-	s.h.bus.publish(s.uri, a, origin)
+	s.out.publish(s.uri, a, origin)
 	s.refreshSummaryLocked()
 	switch a.(type) {
 	case *protocol.SessionIsReadChangedAction, *protocol.SessionIsArchivedChangedAction:
@@ -367,8 +370,8 @@ func inputEntry(r protocol.SessionInputRequest) (id, chat string) {
 func (s *session) Started(c *chats.Chat) {
 	s.h.backendStarted(s.provider, nil)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.disposed {
+		s.unlock()
 		return
 	}
 	if e := s.chats[c.URI()]; e != nil && (!e.rec.Started || e.rec.Conversation != c.ConversationID()) {
@@ -377,9 +380,20 @@ func (s *session) Started(c *chats.Chat) {
 		e.setStart(s.configValuesLocked(), true, e.rec.Conversation)
 		s.noteOwnLocked()
 	}
+	unstored := s.provisional && !s.stored
+	s.unlock()
 	// prepare stored the session before its turn set out, so this only
-	// announces it; were it not stored, it would stay provisional and
-	// unannounced (the write logged), and the next turn would try again.
+	// announces it; were it not stored, it is tried once more here, and
+	// failing that stays provisional and unannounced (the write logged),
+	// and the next turn tries again.
+	if unstored {
+		_ = s.storeNow()
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	if s.disposed {
+		return
+	}
 	_ = s.commitLocked()
 	if s.state.Lifecycle != protocol.SessionLifecycleReady {
 		s.emitSessionLocked(&protocol.SessionReadyAction{}, nil)
@@ -395,7 +409,7 @@ func (s *session) Started(c *chats.Chat) {
 func (s *session) StartFailed(c *chats.Chat, err error) {
 	s.h.backendStarted(s.provider, err)
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if s.disposed || !s.provisional {
 		return
 	}
@@ -404,7 +418,19 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 			ErrorType: "backendStartFailed",
 			Message:   err.Error(),
 		}}, nil)
-		err = s.commitLocked()
+		unstored := !s.stored
+		s.unlock()
+		err = nil
+		if unstored {
+			err = s.storeNow()
+		}
+		s.mu.Lock()
+		if s.disposed || !s.provisional {
+			return
+		}
+		if err == nil {
+			err = s.commitLocked()
+		}
 	}
 	if err != nil {
 		s.emitSessionLocked(&protocol.SessionCreationFailedAction{Error: protocol.ErrorInfo{
@@ -427,7 +453,7 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 		s.countEditsLocked(c)
 		s.persistLocked()
 	}
-	s.mu.Unlock()
+	s.unlock()
 	s.h.poke()
 	s.h.automationTurnEnded(s, state)
 }
@@ -435,7 +461,7 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 // SetTitle sets the title the agent gave the session (chats.Owner).
 func (s *session) SetTitle(title string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if title = titleOf(title); title != "" {
 		s.setTitleLocked(title, titleFromAgent)
 	}
@@ -444,7 +470,7 @@ func (s *session) SetTitle(title string) {
 // Busy records background work of a chat's agent (chats.Owner).
 func (s *session) Busy(c *chats.Chat, busy bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	if busy {
 		s.busy[c] = true
 	} else {
@@ -459,14 +485,16 @@ func (s *session) announceLocked() {
 	}
 	s.announced = true
 	sum := s.summary
-	s.h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+	s.out.later(func() {
+		s.h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+	})
 }
 
 // visibleTo reports whether c may see the session: a provisional one is
 // its creator's alone, on whichever connection the creating client is.
 func (s *session) visibleTo(c *conn) bool {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	return s.visibleToLocked(c)
 }
 
@@ -478,7 +506,7 @@ func (s *session) visibleToLocked(c *conn) bool {
 // from now on, neither a client's nor a queued message.
 func (s *session) hold() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	defer s.unlock()
 	s.stopping = true
 	for _, e := range s.chats {
 		e.chat.Hold()
@@ -496,7 +524,7 @@ func (s *session) shutdown(ctx, kill context.Context) error {
 	for _, e := range s.chats {
 		list = append(list, e.chat)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	errs := make([]error, len(list))
 	var wg sync.WaitGroup
 	for i, c := range list {
@@ -510,14 +538,14 @@ func (s *session) shutdown(ctx, kill context.Context) error {
 func (s *session) stopChat(ctx, kill context.Context, c *chats.Chat) error {
 	s.mu.Lock()
 	done := c.Done()
-	s.mu.Unlock()
+	s.unlock()
 	select {
 	case <-done:
 	case <-ctx.Done():
 	}
 	s.mu.Lock()
 	done = c.Cancel()
-	s.mu.Unlock()
+	s.unlock()
 	select {
 	case <-done:
 	case <-kill.Done():

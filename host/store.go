@@ -13,11 +13,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // record is what the host keeps of a session across restarts: what is the
@@ -139,7 +140,7 @@ func openStore(kind, stateDir string, log *slog.Logger, create createTemp) (stor
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("host: making the session store: %w", err)
 		}
-		return &fileStore{dir: dir, log: log, foreign: map[string]bool{}, create: create}, nil
+		return &fileStore{foreignMu: lockcheck.Mutex{Class: "store"}, dir: dir, log: log, foreign: map[string]bool{}, create: create}, nil
 	case "memory":
 		return memoryStore{}, nil
 	}
@@ -160,7 +161,7 @@ type fileStore struct {
 	log *slog.Logger
 	// foreign names files in the store that are not session records this
 	// host can read; they are never overwritten silently.
-	foreignMu sync.Mutex
+	foreignMu lockcheck.Mutex
 	foreign   map[string]bool
 	// create makes the temporary file a record is written through; nil
 	// means os.CreateTemp.

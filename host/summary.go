@@ -85,7 +85,8 @@ func (s *session) refreshSummaryLocked() {
 	}
 	changes, changed := summaryChanges(s.summary, next)
 	if next.ModifiedAt != s.summary.ModifiedAt {
-		s.h.order.move(s, next.ModifiedAt)
+		at := next.ModifiedAt
+		s.out.later(func() { s.h.order.move(s, at) })
 	}
 	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
@@ -97,9 +98,8 @@ func (s *session) refreshSummaryLocked() {
 		s.state = &st
 	}
 	if changed && s.announced {
-		s.h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
-			Channel: protocol.RootURI, Session: s.uri, Changes: changes,
-		}, nil)
+		params := &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}
+		s.out.later(func() { s.h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	}
 }
 
@@ -173,5 +173,5 @@ func (s *session) updateActiveLocked() {
 	if running {
 		delta = 1
 	}
-	s.h.addActive(delta)
+	s.out.later(func() { s.h.addActive(delta) })
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // Handler serves AHP over WebSocket: one JSON-RPC message per text frame.
@@ -198,7 +200,7 @@ func readMessage(r io.Reader, limit int) ([]byte, error) {
 // ServeStdio serves one connection on r and w, one JSON-RPC message per
 // line, until r ends or the host closes. It is the host's own connection.
 func (h *Host) ServeStdio(r io.Reader, w io.Writer) error {
-	t := &stdioTransport{r: bufio.NewReaderSize(r, 64<<10), w: w, limit: h.opts.Limits.MessageBytes}
+	t := &stdioTransport{mu: lockcheck.Mutex{Class: "transport"}, r: bufio.NewReaderSize(r, 64<<10), w: w, limit: h.opts.Limits.MessageBytes}
 	c, err := h.newConnection(t, true, h.opts.Auth.Root())
 	if err != nil {
 		return err
@@ -211,7 +213,7 @@ func (h *Host) ServeStdio(r io.Reader, w io.Writer) error {
 type stdioTransport struct {
 	r     *bufio.Reader
 	limit int
-	mu    sync.Mutex
+	mu    lockcheck.Mutex
 	w     io.Writer
 }
 

@@ -42,7 +42,7 @@ func (s *session) prepare(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	first := s.firstSendLocked()
-	s.mu.Unlock()
+	s.unlock()
 	if !first {
 		// The last turn's capture may be recording it: nothing this turn
 		// does waits for that.
@@ -56,16 +56,15 @@ func (s *session) prepare(ctx context.Context) error {
 // firstSend stores the session, makes its worktree and snapshots the tree
 // it starts from, as a git job.
 func (s *session) firstSend(ctx context.Context) error {
-	s.mu.Lock()
-	if s.disposed {
-		s.mu.Unlock()
-		return errors.New("the session has been disposed")
-	}
 	// A session is stored before anything is made for it: one that cannot
 	// be kept gets no tree, checkpoint or agent to leave behind.
-	if err := s.storeFirstLocked(); err != nil {
-		s.mu.Unlock()
+	if err := s.storeFirst(); err != nil {
 		return err
+	}
+	s.mu.Lock()
+	if s.disposed {
+		s.unlock()
+		return errors.New("the session has been disposed")
 	}
 	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
 	needStart := s.nextCheckpointLocked() == 0 && !s.rec.Untracked
@@ -74,7 +73,7 @@ func (s *session) firstSend(ctx context.Context) error {
 		spec = worktree.SpecFromConfig(s.rec.folder(), s.id, decodeValues(s.configValuesLocked()))
 		spec.Log = s.h.log.With("session", s.uri)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if needTree {
 		t, err := s.h.trees.Create(ctx, spec)
 		if err != nil {
@@ -117,7 +116,7 @@ func (s *session) moveInto(t *worktree.Tree) {
 	for _, e := range s.chats {
 		entries = append(entries, e)
 	}
-	s.mu.Unlock()
+	s.unlock()
 	if recorded {
 		s.h.trees.Settle(t)
 	}
@@ -176,7 +175,7 @@ func (s *session) removeGit(ctx context.Context) error {
 	s.mu.Lock()
 	tree, untracked, n := s.rec.Tree, s.rec.Untracked, s.rec.Checkpoints
 	dir := s.workDir()
-	s.mu.Unlock()
+	s.unlock()
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
 	var errs []error

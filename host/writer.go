@@ -1,7 +1,7 @@
 package host
 
 import (
-	"sync"
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // recordWriter writes session records off the sessions' locks. A session
@@ -17,7 +17,7 @@ type recordWriter struct {
 	store  store
 	failed func() // counts a failed write or removal
 
-	mu      sync.Mutex
+	mu      lockcheck.Mutex
 	pending map[string]*queuedWrite  // by session id: the newest bytes not yet written
 	order   []string                 // ids in pending, oldest first
 	busy    map[string]chan struct{} // by session id: closed when its write under way ends
@@ -35,6 +35,7 @@ type queuedWrite struct {
 
 func newRecordWriter(st store, failed func()) *recordWriter {
 	w := &recordWriter{
+		mu:      lockcheck.Mutex{Class: "writer"},
 		store:   st,
 		failed:  failed,
 		pending: map[string]*queuedWrite{},

@@ -1,0 +1,112 @@
+package host
+
+import "github.com/ahpd/ahpd/protocol"
+
+// The outbox: how a state's owner tells the rest of the host without
+// holding its lock while it does.
+//
+// A session (and root) changes its state holding its one lock, and what
+// the change means for others (frames to publish, the root count to move,
+// the record to write, the catalogue order to update) is queued in its
+// outbox, in order. When the lock is let go (session.unlock), the
+// goroutine letting it go hands the queue on, with no lock held, while
+// later changes keep queuing behind it; only one goroutine hands on a
+// given outbox at a time, so everything leaves in the order it happened.
+// The bus, the writer and the catalogue are then entered holding nothing
+// of the session's, and nothing of theirs waits on a session.
+
+// effect is one thing a change asks of the rest of the host: an action to
+// publish on a channel, or, when do is set, anything else.
+type effect struct {
+	channel string
+	action  protocol.Action
+	origin  *protocol.ActionOrigin
+	do      func()
+}
+
+// outbox is a state's effects not yet handed on. It is guarded by the
+// state's lock.
+type outbox struct {
+	queue    []effect
+	spare    []effect // the last batch handed on, reused
+	handling bool     // a goroutine is handing the queue on
+}
+
+func (o *outbox) publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) {
+	o.queue = append(o.queue, effect{channel: channel, action: a, origin: origin})
+}
+
+func (o *outbox) later(fn func()) {
+	o.queue = append(o.queue, effect{do: fn})
+}
+
+// take returns the effects for the goroutine about to let the lock go to
+// hand on, or nil when there are none or another goroutine is handing
+// them on (and will hand these on too). done is the batch it handed on
+// last, given back for reuse.
+func (o *outbox) take(done []effect) []effect {
+	if done != nil {
+		clear(done)
+		o.spare = done[:0]
+	}
+	if len(o.queue) == 0 {
+		if done != nil {
+			o.handling = false
+		}
+		return nil
+	}
+	if o.handling && done == nil {
+		return nil
+	}
+	o.handling = true
+	batch := o.queue
+	o.queue = o.spare
+	o.spare = nil
+	return batch
+}
+
+// handOn hands a batch of effects on: the actions to the bus in one go,
+// the rest in their place among them.
+func (h *Host) handOn(batch []effect) {
+	for len(batch) > 0 {
+		i := 0
+		for i < len(batch) && batch[i].do == nil {
+			i++
+		}
+		if i > 0 {
+			h.bus.publishAll(batch[:i])
+			batch = batch[i:]
+			continue
+		}
+		batch[0].do()
+		batch = batch[1:]
+	}
+}
+
+// unlock lets the session's lock go and hands on what its changes queued.
+func (s *session) unlock() {
+	batch := s.out.take(nil)
+	s.mu.Unlock()
+	for batch != nil {
+		s.h.handOn(batch)
+		s.mu.Lock()
+		batch = s.out.take(batch)
+		s.mu.Unlock()
+	}
+}
+
+// echoLocked queues the echo of a client's action that changed nothing
+// (bus.echo), in its place among the session's changes.
+func (s *session) echoLocked(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+	s.out.later(func() { s.h.bus.echo(c, channel, a, origin, reason) })
+}
+
+// subscribeLocked queues c's subscription to channel right behind the
+// changes made so far, which a snapshot taken now holds. The function it
+// returns, called once the lock is let go, waits for the subscription and
+// returns the serverSeq the snapshot is at.
+func (s *session) subscribeLocked(c *conn, channel, requestID string) func() int64 {
+	seq := make(chan int64, 1)
+	s.out.later(func() { seq <- s.h.bus.subscribe(c, channel, requestID) })
+	return func() int64 { return <-seq }
+}

@@ -1,0 +1,24 @@
+// Package lockcheck provides the mutexes of ahpd's session path. Built
+// normally they are sync's, at no cost. Built with the lockcheck tag
+// (go test -tags lockcheck) each goroutine's held locks are tracked, and a
+// lock taken while another is held is recorded as a violation, unless the
+// pair of classes was allowed: the proof behind "no function in the
+// session path takes more than one lock" (docs/ARCHITECTURE.md).
+//
+// It owns nothing but that bookkeeping, and must not be used for locks
+// outside the host's own state (a library's are its own business).
+package lockcheck
+
+// Class names a kind of lock in a violation and in Allow. Locks of the same
+// class are the same kind (every session's lock is "session").
+type Class string
+
+// Violation is a lock taken while another was held.
+type Violation struct {
+	Held, Taken Class
+	Stack       string // where the second lock was taken
+}
+
+func (v Violation) String() string {
+	return string(v.Taken) + " taken holding " + string(v.Held) + "\n" + v.Stack
+}
