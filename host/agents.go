@@ -61,7 +61,7 @@ func (h *Host) agentsLocked() []protocol.AgentInfo {
 // root/agentsChanged when that or what the backend says of itself changed.
 func (h *Host) backendStarted(provider string, err error) {
 	h.rootMu.Lock()
-	defer h.rootMu.Unlock()
+	defer h.unlockRoot()
 	why, was := h.unavailable[provider]
 	switch {
 	case plugins.IsUnavailable(err):

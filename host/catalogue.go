@@ -58,7 +58,7 @@ func (h *Host) openCatalogue() {
 	// The catalogue's first batch may come before Open returns; it waits
 	// on extMu for h.cat.
 	h.extMu.Lock()
-	defer h.extMu.Unlock()
+	defer h.unlockExt()
 	h.cat = catalogue.Open(catalogue.Config{
 		Roots:     roots,
 		IndexPath: t.Index,
@@ -127,9 +127,10 @@ func (h *Host) modeChanged() {
 	}
 	h.rootMu.Lock()
 	m, _ := catalogue.ParseMode(stringValue(h.root.Config.Values[catalogue.ConfigKey]))
-	h.rootMu.Unlock()
+	h.unlockRoot()
+	h.noteCutoff()
 	h.extMu.Lock()
-	defer h.extMu.Unlock()
+	defer h.unlockExt()
 	if m == h.mode {
 		return
 	}
@@ -142,10 +143,14 @@ func (h *Host) modeChanged() {
 // out again (under recent one row may push another out), and rows still
 // shown that changed are told as summary changes.
 func (h *Host) catalogueChanged(changes []catalogue.Change) {
+	h.noteCutoff()
 	h.extMu.Lock()
-	defer h.extMu.Unlock()
+	defer h.unlockExt()
 	h.republishLocked(changes)
 }
+
+// unlockExt lets extMu go and hands on the view's notifications.
+func (h *Host) unlockExt() { h.release(&h.extMu, &h.extOut) }
 
 // republishLocked tells every client the external rows that are now shown
 // and those no longer shown, then the changes of rows shown throughout.
@@ -161,29 +166,40 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 	for i := range shown {
 		k := shown[i].Key()
 		next[k] = true
-		if !before[k] && !h.heldOpen(k) {
+		if !before[k] {
 			sum := externalSummary(&shown[i])
-			h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+			h.notifyExternal(k, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum})
 		}
 	}
 	for k := range before {
-		if !next[k] && !h.heldOpen(k) {
-			h.bus.notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: k.URI()}, nil)
+		if !next[k] {
+			h.notifyExternal(k, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: k.URI()})
 		}
 	}
 	for _, ch := range changes {
 		k := ch.Row.Key()
-		if ch.Kind == catalogue.Changed && before[k] && next[k] && !h.heldOpen(k) {
+		if ch.Kind == catalogue.Changed && before[k] && next[k] {
 			changes := ch.Partial()
 			if changes.Title != nil {
 				changes.Chats = externalSummary(&ch.Row).Chats // the chat carries the title too
 			}
-			h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
+			h.notifyExternal(k, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{
 				Channel: protocol.RootURI, Session: k.URI(), Changes: changes,
-			}, nil)
+			})
 		}
 	}
 	h.shown.Store(&next)
+}
+
+// notifyExternal queues telling every client of a change to an external
+// row, unless the host holds the session open: its own summary speaks for
+// it then. The caller holds extMu.
+func (h *Host) notifyExternal(k catalogue.Key, method string, params any) {
+	h.extOut.later(func() {
+		if !h.heldOpen(k) {
+			h.bus.notify(protocol.RootURI, method, params, nil)
+		}
+	})
 }
 
 // shownRows returns the external rows clients were last told of; the map
@@ -208,26 +224,40 @@ func (h *Host) heldOpen(k catalogue.Key) bool {
 // holds extMu.
 func (h *Host) visibleLocked() []catalogue.Row {
 	now := h.now()
-	if !h.cutoffSet {
-		// recent compares with the host's own sessions as they were at
-		// the first listing, so what it shows does not jump as they move.
-		var own []time.Time
-		for _, s := range h.sessionList() {
-			s.mu.Lock()
-			if !s.rec.External {
-				if t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt); err == nil {
-					own = append(own, t)
-				}
-			}
-			s.unlock()
-		}
-		h.cutoff, h.cutoffSet = catalogue.OwnCutoff(own), true
-	}
-	shown, hidden := catalogue.Visible(h.mode, now, h.cat.Rows(), h.cutoff, h.isOwn)
+	shown, hidden := catalogue.Visible(h.mode, now, h.cat.Rows(), h.cutoffAt(), h.isOwn)
 	if hidden > 0 && h.mode != catalogue.ShowNone {
 		h.log.Debug("external sessions hidden by showExternalSessions", "mode", h.mode, "hidden", hidden)
 	}
 	return shown
+}
+
+// noteCutoff fixes, the first time, the cutoff recent compares with: the
+// host's own sessions as they were at the first listing, so what it shows
+// does not jump as they move. It reads the sessions holding no other lock.
+func (h *Host) noteCutoff() {
+	if h.cutoff.Load() != nil {
+		return
+	}
+	var own []time.Time
+	for _, s := range h.sessionList() {
+		s.mu.Lock()
+		if !s.rec.External {
+			if t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt); err == nil {
+				own = append(own, t)
+			}
+		}
+		s.unlock()
+	}
+	cutoff := catalogue.OwnCutoff(own)
+	h.cutoff.CompareAndSwap(nil, &cutoff)
+}
+
+// cutoffAt returns the cutoff noteCutoff fixed.
+func (h *Host) cutoffAt() time.Time {
+	if t := h.cutoff.Load(); t != nil {
+		return *t
+	}
+	return time.Time{}
 }
 
 // externalView is the external rows a listing shows, ready to merge: their
@@ -249,8 +279,9 @@ func (h *Host) externalRows() *externalView {
 	if h.cat == nil {
 		return &externalView{}
 	}
+	h.noteCutoff()
 	h.extMu.Lock()
-	defer h.extMu.Unlock()
+	defer h.unlockExt()
 	stale := h.ownChanged.Swap(false)
 	if v := h.view; v != nil && !stale && h.now().Sub(v.at) < viewTTL {
 		return v
@@ -280,9 +311,10 @@ func (h *Host) staleViewLocked() { h.view = nil }
 // isOwn reports whether a catalogue row is of a session this host runs or
 // ran (an opened external session is not, until it is adopted).
 func (h *Host) isOwn(k catalogue.Key) bool {
-	h.ownMu.RLock()
-	defer h.ownMu.RUnlock()
-	return h.own[k]
+	if m := h.own.Load(); m != nil {
+		return (*m)[k]
+	}
+	return false
 }
 
 // forgetOwn forgets the conversations of a session disposed of: their
@@ -296,11 +328,29 @@ func (s *session) forgetOwn() {
 		}
 	}
 	s.unlock()
-	h := s.h
+	s.h.changeOwn(func(own map[catalogue.Key]bool) bool {
+		for _, k := range keys {
+			delete(own, k)
+		}
+		return false
+	})
+}
+
+// changeOwn replaces the own set with a copy fn changed. fn reports
+// whether the set grew, which may make a listed row no longer external.
+func (h *Host) changeOwn(fn func(map[catalogue.Key]bool) bool) {
 	h.ownMu.Lock()
 	defer h.ownMu.Unlock()
-	for _, k := range keys {
-		delete(h.own, k)
+	var next map[catalogue.Key]bool
+	if m := h.own.Load(); m != nil {
+		next = maps.Clone(*m)
+	} else {
+		next = map[catalogue.Key]bool{}
+	}
+	grew := fn(next)
+	h.own.Store(&next)
+	if grew {
+		h.ownChanged.Store(true) // the view may list a row that is no longer external
 	}
 }
 
@@ -330,18 +380,19 @@ func (s *session) ownKeysLocked() []catalogue.Key {
 
 // noteOwn records conversations as the host's own.
 func (h *Host) noteOwn(keys []catalogue.Key) {
-	h.ownMu.Lock()
-	defer h.ownMu.Unlock()
-	added := false
-	for _, k := range keys {
-		if !h.own[k] {
-			h.own[k] = true
-			added = true
+	if len(keys) == 0 || !slices.ContainsFunc(keys, func(k catalogue.Key) bool { return !h.isOwn(k) }) {
+		return // the usual case: nothing new
+	}
+	h.changeOwn(func(own map[catalogue.Key]bool) bool {
+		added := false
+		for _, k := range keys {
+			if !own[k] {
+				own[k] = true
+				added = true
+			}
 		}
-	}
-	if added {
-		h.ownChanged.Store(true) // the view may list a row that is no longer external
-	}
+		return added
+	})
 }
 
 // externalSummary is an external row as a client lists it.
@@ -382,25 +433,27 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 			Conversation: row.ID, Started: true}},
 		External: true, Folder: dir,
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if s := h.sessions[su.ID]; s != nil {
-		return s // opened by another client meanwhile
-	}
-	if h.closing {
-		return nil
-	}
 	s, err := h.restore(rec)
 	if err != nil {
 		h.log.Warn("cannot open an external session", "session", uri, "err", err)
 		return nil
 	}
-	s.mu.Lock()
 	s.announced = false // it is listed by the catalogue's rules until adopted
+	h.mu.Lock()
+	if other := h.sessions[su.ID]; other != nil {
+		h.mu.Unlock()
+		return other // opened by another client meanwhile
+	}
+	if h.closing {
+		h.mu.Unlock()
+		return nil
+	}
+	h.sessions[su.ID] = s
+	h.mu.Unlock()
+	h.order.add(s, s.summary.ModifiedAt)
+	s.mu.Lock()
 	s.persistLocked()
 	s.unlock()
-	h.sessions[su.ID] = s
-	h.order.add(s, s.summary.ModifiedAt)
 	h.log.Info("opened an external session", "session", uri, "dir", dir)
 	return s
 }

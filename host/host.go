@@ -119,25 +119,28 @@ type Host struct {
 	closing  bool
 	pokes    chan struct{} // asks for a residency check
 
-	rootMu      lockcheck.Mutex // guards root and unavailable; taken before bus.mu
+	rootMu      lockcheck.Mutex // guards root, unavailable and rootOut
+	rootOut     outbox          // what root's changes ask of the rest of the host (outbox.go)
 	root        *protocol.RootState
 	unavailable map[string]string // provider -> why it cannot run
 
 	// The catalogue (catalogue.go). extMu serializes working out which
-	// external rows are shown and guards mode and cutoff; it is taken
-	// before a session's lock. ownMu is a leaf.
-	cat       *catalogue.Catalogue
-	extMu     lockcheck.Mutex
-	mode      catalogue.Mode
-	cutoff    time.Time
-	cutoffSet bool
+	// external rows are shown and guards mode and view; nothing else is
+	// taken under it.
+	cat    *catalogue.Catalogue
+	extMu  lockcheck.Mutex
+	mode   catalogue.Mode
+	cutoff atomic.Pointer[time.Time] // set once (noteCutoff)
 	// shown is the external rows clients were last told of: a map
 	// replaced whole, never changed, so it is read without a lock.
-	shown      atomic.Pointer[map[catalogue.Key]bool]
-	ownMu      lockcheck.RWMutex
-	own        map[catalogue.Key]bool // conversations of the host's own sessions
-	ownChanged atomic.Bool            // own grew since the view was made
-	view       *externalView          // guarded by extMu
+	shown  atomic.Pointer[map[catalogue.Key]bool]
+	extOut outbox // the view's notifications, handed on as extMu is let go
+	// own is the conversations of the host's own sessions: a map replaced
+	// whole (ownMu serializes its writers), read without a lock.
+	ownMu      lockcheck.Mutex
+	own        atomic.Pointer[map[catalogue.Key]bool]
+	ownChanged atomic.Bool   // own grew since the view was made
+	view       *externalView // guarded by extMu
 
 	wg sync.WaitGroup // background work that must end before Close returns
 
@@ -207,7 +210,7 @@ func New(opts Options) (*Host, error) {
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
 		extMu:    lockcheck.Mutex{Class: "external"},
-		ownMu:    lockcheck.RWMutex{Class: "own"},
+		ownMu:    lockcheck.Mutex{Class: "own"},
 		opts:     opts,
 		log:      opts.Logger,
 		now:      opts.Now,
@@ -228,7 +231,6 @@ func New(opts Options) (*Host, error) {
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
-		own:         map[catalogue.Key]bool{},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
 	_, memory := st.(memoryStore)
@@ -544,7 +546,7 @@ func (h *Host) sessionList() []*session {
 // addActive moves root's count of sessions running a turn.
 func (h *Host) addActive(delta int64) {
 	h.rootMu.Lock()
-	defer h.rootMu.Unlock()
+	defer h.unlockRoot()
 	n := delta
 	if h.root.ActiveSessions != nil {
 		n += *h.root.ActiveSessions
@@ -560,6 +562,6 @@ func (h *Host) applyRootLocked(a protocol.Action, origin *protocol.ActionOrigin)
 		return false
 	}
 	h.root = next
-	h.bus.publish(protocol.RootURI, a, origin)
+	h.rootOut.publish(protocol.RootURI, a, origin)
 	return true
 }

@@ -267,8 +267,8 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	}
 	h.mu.Lock()
 	delete(h.sessions, s.id)
-	h.order.remove(s)
 	h.mu.Unlock()
+	h.order.remove(s)
 	s.forgetOwn()
 	for _, e := range list {
 		h.unsubscribeAll(e.rec.URI)

@@ -68,8 +68,7 @@ func (h *Host) treeRecorded(path string) bool {
 func (h *Host) sweepTrees() {
 	seen := map[string]bool{}
 	var dirs []string
-	h.mu.Lock()
-	for _, s := range h.sessions {
+	for _, s := range h.sessionList() {
 		s.mu.Lock()
 		dir := ""
 		switch {
@@ -84,7 +83,6 @@ func (h *Host) sweepTrees() {
 			dirs = append(dirs, dir)
 		}
 	}
-	h.mu.Unlock()
 	if len(dirs) == 0 {
 		return
 	}

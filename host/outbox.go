@@ -1,6 +1,9 @@
 package host
 
-import "github.com/ahpd/ahpd/protocol"
+import (
+	"github.com/ahpd/ahpd/internal/lockcheck"
+	"github.com/ahpd/ahpd/protocol"
+)
 
 // The outbox: how a state's owner tells the rest of the host without
 // holding its lock while it does.
@@ -84,14 +87,20 @@ func (h *Host) handOn(batch []effect) {
 }
 
 // unlock lets the session's lock go and hands on what its changes queued.
-func (s *session) unlock() {
-	batch := s.out.take(nil)
-	s.mu.Unlock()
+func (s *session) unlock() { s.h.release(&s.mu, &s.out) }
+
+// unlockRoot lets root's lock go and hands on what its changes queued.
+func (h *Host) unlockRoot() { h.release(&h.rootMu, &h.rootOut) }
+
+// release lets mu go and hands on what o, which it guards, holds.
+func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
+	batch := o.take(nil)
+	mu.Unlock()
 	for batch != nil {
-		s.h.handOn(batch)
-		s.mu.Lock()
-		batch = s.out.take(batch)
-		s.mu.Unlock()
+		h.handOn(batch)
+		mu.Lock()
+		batch = o.take(batch)
+		mu.Unlock()
 	}
 }
 

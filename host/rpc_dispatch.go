@@ -160,14 +160,14 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 	if cc, ok := a.(*protocol.RootConfigChangedAction); ok {
 		kept, reason := h.rootConfigChange(cc)
 		if reason != "" {
-			h.rootMu.Unlock()
+			h.unlockRoot()
 			h.bus.echo(c, protocol.RootURI, a, origin, reason)
 			return
 		}
 		a = kept
 	}
 	changed := h.applyRootLocked(a, origin)
-	h.rootMu.Unlock()
+	h.unlockRoot()
 	if !changed {
 		h.bus.echo(c, protocol.RootURI, a, origin, "")
 		return

@@ -71,9 +71,11 @@ func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (
 	switch kind {
 	case protocol.ChannelRoot:
 		h.rootMu.Lock()
-		defer h.rootMu.Unlock()
-		seq := h.bus.subscribe(c, protocol.RootURI, requestID)
-		return protocol.Snapshot{Resource: protocol.RootURI, State: h.root, FromSeq: seq}, nil
+		state := h.root
+		seq := make(chan int64, 1)
+		h.rootOut.later(func() { seq <- h.bus.subscribe(c, protocol.RootURI, requestID) })
+		h.unlockRoot()
+		return protocol.Snapshot{Resource: protocol.RootURI, State: state, FromSeq: <-seq}, nil
 	case protocol.ChannelSession:
 		s, err := h.session(c, channel)
 		if err != nil {

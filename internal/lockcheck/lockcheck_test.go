@@ -14,10 +14,13 @@ func TestNesting(t *testing.T) {
 	c := &lockcheck.RWMutex{Class: "c"}
 	lockcheck.Allow("a", "c")
 	lockcheck.Violations()
+	n := 0 // what the locks guard
 
 	a.Lock()
+	n++
 	a.Unlock()
 	b.Lock()
+	n++
 	b.Unlock()
 	if v := lockcheck.Violations(); len(v) != 0 {
 		t.Fatalf("one at a time: %v", v)
@@ -25,8 +28,10 @@ func TestNesting(t *testing.T) {
 
 	a.Lock()
 	c.RLock()
+	_ = n
 	c.RUnlock()
 	b.Lock()
+	n++
 	b.Unlock()
 	a.Unlock()
 	v := lockcheck.Violations()
@@ -42,9 +47,10 @@ func TestNesting(t *testing.T) {
 	// Let go on another goroutine, the lock is no longer held.
 	a.Lock()
 	done := make(chan struct{})
-	go func() { a.Unlock(); close(done) }()
+	go func() { n++; a.Unlock(); close(done) }()
 	<-done
 	b.Lock()
+	n++
 	b.Unlock()
 	if v := lockcheck.Violations(); len(v) != 0 {
 		t.Fatalf("after a was let go elsewhere: %v", v)
