@@ -92,10 +92,28 @@ func (s *session) unlock() { s.h.release(&s.mu, &s.out) }
 // unlockRoot lets root's lock go and hands on what its changes queued.
 func (h *Host) unlockRoot() { h.release(&h.rootMu, &h.rootOut) }
 
-// release lets mu go and hands on what o, which it guards, holds.
+// release lets mu go and hands on what o, which it guards, holds: the
+// batch queued so far, its caller's changes among them. What others queue
+// meanwhile is handed on by a goroutine of its own, so a goroutine that
+// lets a busy session's lock go (a client's request, with more behind it
+// on its connection) is not kept handing on a stream it did not make.
 func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 	batch := o.take(nil)
 	mu.Unlock()
+	if batch == nil {
+		return
+	}
+	h.handOn(batch)
+	mu.Lock()
+	more := o.take(batch)
+	mu.Unlock()
+	if more != nil {
+		go h.handOnAll(mu, o, more)
+	}
+}
+
+// handOnAll hands on batch and what follows it until o is empty.
+func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
 	for batch != nil {
 		h.handOn(batch)
 		mu.Lock()
