@@ -1,7 +1,6 @@
 package host
 
 import (
-	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -38,22 +37,6 @@ func (s *session) markChatFromSessionLocked() {
 	}
 	if want&protocol.StatusIsArchived != have&protocol.StatusIsArchived {
 		s.emitChatLocked(e.chat, &protocol.ChatIsArchivedChangedAction{IsArchived: want&protocol.StatusIsArchived != 0}, nil)
-	}
-}
-
-// markSessionFromChatLocked gives the session the default chat's marks,
-// after the chat's changed. Called with s.mu held.
-func (s *session) markSessionFromChatLocked(c *chats.Chat) {
-	e := s.defaultChatLocked()
-	if e == nil || e.chat != c {
-		return
-	}
-	want, have := c.State().Status&markFlags, s.state.Status&markFlags
-	if want&protocol.StatusIsRead != have&protocol.StatusIsRead {
-		s.emitSessionLocked(&protocol.SessionIsReadChangedAction{IsRead: want&protocol.StatusIsRead != 0}, nil)
-	}
-	if want&protocol.StatusIsArchived != have&protocol.StatusIsArchived {
-		s.emitSessionLocked(&protocol.SessionIsArchivedChangedAction{IsArchived: want&protocol.StatusIsArchived != 0}, nil)
 	}
 }
 

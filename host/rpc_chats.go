@@ -143,7 +143,9 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 		if s.rec.DefaultChat == p.Channel {
 			s.rec.DefaultChat = s.order[0]
 		}
-		s.syncInputsLocked(e.chat) // nothing waits in a chat that is gone
+		for _, a := range protocol.MirrorInputs(s.state, p.Channel, nil) { // nothing waits in a chat that is gone
+			s.emitSessionLocked(a, nil)
+		}
 		s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: p.Channel}, nil)
 		if s.state.DefaultChat == nil {
 			s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,11 +193,10 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	case *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
 	}
-	s.syncChatLocked(c)
 	if e := s.chats[c.URI()]; e != nil {
 		e.keepMarks()
 	}
-	s.markSessionFromChatLocked(c)
+	s.mirrorChatLocked(c)
 	return true
 }
 
@@ -231,138 +229,20 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	return true
 }
 
-// syncChatLocked keeps the session's entry of a chat, and the input
-// requests it mirrors, the same as the chat's own state.
-func (s *session) syncChatLocked(c *chats.Chat) {
+// mirrorChatLocked brings the session up to date with a chat that
+// changed (protocol.MirrorChat): the chat's entry, the input requests it
+// waits on, the default chat's marks; then the session's summary.
+func (s *session) mirrorChatLocked(c *chats.Chat) {
 	cs := c.State()
-	for _, entry := range s.state.Chats {
-		if entry.Resource != cs.Resource {
-			continue
-		}
-		if changes, ok := chatChanges(entry, cs); ok {
-			s.emitSessionLocked(&protocol.SessionChatUpdatedAction{Chat: cs.Resource, Changes: changes}, nil)
-		}
-		break
+	isDefault := s.state.DefaultChat != nil && *s.state.DefaultChat == cs.Resource
+	for _, a := range protocol.MirrorChat(s.state, cs, isDefault) {
+		s.emitSessionLocked(a, nil)
 	}
-	s.syncInputsLocked(c)
 	s.refreshSummaryLocked()
-}
-
-// chatChanges returns the catalogue fields of a chat that differ from its
-// entry.
-func chatChanges(entry protocol.ChatSummary, cs *protocol.ChatState) (protocol.PartialChatSummary, bool) {
-	var ch protocol.PartialChatSummary
-	changed := false
-	if entry.Title != cs.Title {
-		ch.Title, changed = new(cs.Title), true
-	}
-	if entry.Status != cs.Status {
-		ch.Status, changed = new(cs.Status), true
-	}
-	if !sameString(entry.Activity, cs.Activity) {
-		if cs.Activity == nil {
-			ch.Activity = new("")
-		} else {
-			ch.Activity = cs.Activity
-		}
-		changed = true
-	}
-	if entry.ModifiedAt != cs.ModifiedAt {
-		ch.ModifiedAt, changed = new(cs.ModifiedAt), true
-	}
-	if !slices.Equal(entry.WorkingDirectories, cs.WorkingDirectories) && cs.WorkingDirectories != nil {
-		ch.WorkingDirectories, changed = cs.WorkingDirectories, true
-	}
-	if movable := cs.Movable != nil && *cs.Movable; movable != (entry.Movable != nil && *entry.Movable) {
-		ch.Movable, changed = new(movable), true
-	}
-	return ch, changed
 }
 
 func sameString(a, b *string) bool {
 	return a == b || (a != nil && b != nil && *a == *b)
-}
-
-// syncInputsLocked mirrors what a chat waits on into the session's input
-// queue, so a client watching only the session sees and can answer it.
-func (s *session) syncInputsLocked(c *chats.Chat) {
-	want := waitingOn(c.State())
-	chat := c.URI()
-	for _, r := range s.state.InputNeeded {
-		id, on := inputEntry(r)
-		if on != chat {
-			continue
-		}
-		if w, ok := want[id]; ok {
-			if sameJSON(w, r) {
-				delete(want, id)
-			}
-			continue
-		}
-		s.emitSessionLocked(&protocol.SessionInputNeededRemovedAction{ID: id}, nil)
-	}
-	ids := make([]string, 0, len(want))
-	for id := range want {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		s.emitSessionLocked(&protocol.SessionInputNeededSetAction{Request: want[id]}, nil)
-	}
-}
-
-// waitingOn lists what a chat's active turn waits on somebody for.
-func waitingOn(cs *protocol.ChatState) map[string]protocol.SessionInputRequest {
-	out := map[string]protocol.SessionInputRequest{}
-	t := cs.ActiveTurn
-	if t == nil {
-		return out
-	}
-	for _, p := range t.ResponseParts {
-		switch p := p.(type) {
-		case *protocol.ToolCallResponsePart:
-			var tc protocol.ToolCallConfirmationState
-			switch st := p.ToolCall.(type) {
-			case *protocol.ToolCallPendingConfirmationState:
-				tc = st
-			case *protocol.ToolCallPendingResultConfirmationState:
-				tc = st
-			default:
-				continue
-			}
-			id := toolCallIDOf(p.ToolCall)
-			out[id] = &protocol.SessionToolConfirmationRequest{ID: id, Chat: cs.Resource, TurnID: t.ID, ToolCall: tc}
-		case *protocol.InputRequestResponsePart:
-			if p.Response == nil {
-				out[p.Request.ID] = &protocol.SessionChatInputRequest{ID: p.Request.ID, Chat: cs.Resource, Request: p.Request}
-			}
-		}
-	}
-	return out
-}
-
-func toolCallIDOf(tc protocol.ToolCallState) string {
-	switch t := tc.(type) {
-	case *protocol.ToolCallPendingConfirmationState:
-		return t.ToolCallID
-	case *protocol.ToolCallPendingResultConfirmationState:
-		return t.ToolCallID
-	}
-	return ""
-}
-
-func inputEntry(r protocol.SessionInputRequest) (id, chat string) {
-	switch r := r.(type) {
-	case *protocol.SessionChatInputRequest:
-		return r.ID, r.Chat
-	case *protocol.SessionToolConfirmationRequest:
-		return r.ID, r.Chat
-	case *protocol.SessionToolClientExecutionRequest:
-		return r.ID, r.Chat
-	case *protocol.SessionToolAuthenticationRequest:
-		return r.ID, r.Chat
-	}
-	return "", ""
 }
 
 // Started is told a turn reached the backend (chats.Owner). A provisional

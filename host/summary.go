@@ -5,17 +5,13 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 // computeSummaryLocked derives the session's catalogue row from its state
-// and its chats, by the protocol's rules for a session of several chats:
-// the activity is the default chat's, promoted to InputNeeded while any
-// chat waits on somebody, else Error while any chat stopped at an error,
-// else InProgress while any chat runs (a list must not show idle work
-// that runs); the read and archived bits are the session's own. The row
-// carries the chat catalogue (chats, defaultChat) for 1.0 clients.
+// and its chats: its status and activity as protocol.SessionActivity
+// makes them. The row carries the chat catalogue (chats, defaultChat) for
+// 1.0 clients.
 func (s *session) computeSummaryLocked() protocol.SessionSummary {
 	st := s.state
 	sum := protocol.SessionSummary{
@@ -32,46 +28,25 @@ func (s *session) computeSummaryLocked() protocol.SessionSummary {
 		DefaultChat:        st.DefaultChat,
 		Chats:              make([]protocol.SessionChatSummary, 0, len(st.Chats)),
 	}
-	var deflt *chats.Chat
 	for _, entry := range st.Chats {
 		sum.Chats = append(sum.Chats, protocol.SessionChatSummary{
 			Resource: entry.Resource, Title: entry.Title, Origin: entry.Origin,
 			Interactivity: entry.Interactivity, Status: new(entry.Status), Changes: entry.Changes,
 		})
 	}
-	list := make([]*chats.Chat, 0, len(s.order))
+	list := make([]*protocol.ChatState, 0, len(s.order))
 	for _, uri := range s.order {
-		c := s.chats[uri].chat
-		if cs := c.State(); cs.ModifiedAt > sum.ModifiedAt {
+		cs := s.chats[uri].chat.State()
+		if cs.ModifiedAt > sum.ModifiedAt {
 			sum.ModifiedAt = cs.ModifiedAt
 		}
-		if st.DefaultChat != nil && *st.DefaultChat == uri {
-			deflt = c
-		}
-		list = append(list, c)
+		list = append(list, cs)
 	}
-	activity, by := protocol.StatusIdle, deflt
-	if deflt != nil {
-		activity = deflt.State().Status.Activity()
+	deflt := ""
+	if st.DefaultChat != nil {
+		deflt = *st.DefaultChat
 	}
-	for _, want := range []protocol.SessionStatus{protocol.StatusInputNeeded, protocol.StatusError, protocol.StatusInProgress} {
-		if activity == want {
-			break
-		}
-		i := slices.IndexFunc(list, func(c *chats.Chat) bool { return c.State().Status.Activity() == want })
-		if i >= 0 {
-			activity, by = want, list[i]
-			break
-		}
-	}
-	if activity == 0 {
-		activity = protocol.StatusIdle
-	}
-	sum.Status = st.Status.WithActivity(activity)
-	sum.Activity = st.Activity
-	if by != nil && by.State().Activity != nil {
-		sum.Activity = by.State().Activity
-	}
+	sum.Status, sum.Activity = protocol.SessionActivity(st.Status, st.Activity, deflt, list)
 	return sum
 }
 
