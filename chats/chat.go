@@ -134,9 +134,17 @@ func (c *Chat) URI() string { return c.uri }
 // state returned is never modified, so it may be read after unlocking.
 func (c *Chat) State() *protocol.ChatState { return c.state }
 
-// SetState replaces the state (turns loaded from a transcript). Called
-// with the owner's lock held.
-func (c *Chat) SetState(s *protocol.ChatState) { c.state = s }
+// ForgetTurns drops the finished turns the state holds, as a chat falling
+// asleep does: they are the heap a sleeping session must not keep, and
+// they come back from the backend's transcript (chat/turnsLoaded). It is
+// the one change not made by an action: nobody watches a chat as it
+// falls asleep, so there is nobody to tell. Called with the owner's lock
+// held, with no turn running.
+func (c *Chat) ForgetTurns() {
+	next := *c.state
+	next.Turns, next.TurnsNextCursor = []protocol.Turn{}, nil
+	c.state = &next
+}
 
 // Apply applies an action to the state and reports whether it changed.
 // Called with the owner's lock held.

@@ -177,16 +177,14 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		return
 	}
 	s.mu.Lock()
-	cs := *e.chat.State()
-	if len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
+	if cs := e.chat.State(); len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
 		e.timed(turns)
-		window := s.h.opts.TurnWindow
-		if len(turns) > window {
-			cs.TurnsNextCursor = new(turnCursor(len(turns) - window))
-			turns = turns[len(turns)-window:]
+		loaded := &protocol.ChatTurnsLoadedAction{Turns: turns}
+		if window := s.h.opts.TurnWindow; len(turns) > window {
+			loaded.TurnsNextCursor = new(turnCursor(len(turns) - window))
+			loaded.Turns = turns[len(turns)-window:]
 		}
-		cs.Turns = turns
-		e.chat.SetState(&cs)
+		s.emitChatLocked(e.chat, loaded, nil)
 	}
 	s.unlock()
 }

@@ -125,9 +125,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 	}
 	channels := map[string]bool{s.uri: true}
 	for _, e := range entries {
-		cs := *e.chat.State()
-		cs.Turns, cs.TurnsNextCursor = []protocol.Turn{}, nil
-		e.chat.SetState(&cs)
+		e.chat.ForgetTurns()
 		e.loaded = false
 		channels[e.rec.URI] = true
 	}
