@@ -463,23 +463,41 @@ func (h *Host) newConnection(t transport, stdio bool, p grants.Principal) (*conn
 
 // admit registers a connection on a transport, acting for who cred names.
 func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, error) {
+	for {
+		// Checked again here: a token revoked since the handshake read the
+		// directory is refused. A change to the directory after this check
+		// and before the connection is registered is seen below, and the
+		// check made again; one after it, the recheck it sets off finds the
+		// connection registered (revoke.go).
+		changed := h.opts.Auth.Changed()
+		if err := h.opts.Auth.Recheck(cred); err != nil {
+			return nil, err
+		}
+		if c, again, err := h.register(t, stdio, cred, changed); !again {
+			return c, err
+		}
+	}
+}
+
+// register makes and registers a connection, unless the host is closing
+// or the users directory changed since changed was taken (again).
+func (h *Host) register(t transport, stdio bool, cred grants.Credential, changed <-chan struct{}) (c *conn, again bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
-		return nil, errors.New("ahpd is shutting down")
+		return nil, false, errors.New("ahpd is shutting down")
 	}
-	// Checked again under h.mu: a token revoked since the handshake read
-	// the directory is refused here, or the recheck that change set off
-	// finds this connection registered (revoke.go).
-	if err := h.opts.Auth.Recheck(cred); err != nil {
-		return nil, err
+	select {
+	case <-changed:
+		return nil, true, nil
+	default:
 	}
 	h.nextConn++
-	c := newConn(h, h.nextConn, t, stdio, cred.Principal)
+	c = newConn(h, h.nextConn, t, stdio, cred.Principal)
 	c.cred = cred
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
-	return c, nil
+	return c, false, nil
 }
 
 // session returns the session a session URI (either form) names, when c

@@ -15,10 +15,9 @@ import (
 // that end already, so a move shifts few entries. Listing walks from the
 // newest end.
 //
-// mu is a leaf: it is taken under h.mu (a session joining or leaving the
-// registry) and under a session's lock (its modifiedAt moving), and
-// nothing is taken under it. A listing copies a run of entries out under
-// it and reads each session after letting it go.
+// mu is taken alone, as a session joins or leaves the registry and as its
+// modifiedAt moves (from its outbox). A listing copies a run of entries
+// out under it and reads each session after letting it go.
 type sessionOrder struct {
 	mu   lockcheck.RWMutex
 	keys []rowKey          // oldest first; every entry has s set
