@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/creachadair/jrpc2"
-	"github.com/creachadair/jrpc2/channel"
+	jchannel "github.com/creachadair/jrpc2/channel"
 
 	"github.com/ahpd/ahpd/protocol"
 
@@ -307,7 +307,7 @@ func (h *Host) serve(c *conn) {
 	})
 	srv.Start(rpcChannel{c})
 	err := srv.Wait()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !channel.IsErrClosing(err) {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) && !jchannel.IsErrClosing(err) {
 		c.log.Debug("connection ended", "err", err)
 	}
 	c.mu.Lock()

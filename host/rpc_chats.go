@@ -107,6 +107,35 @@ func (s *session) addChatRecord(uri string) (*chatRecord, *protocol.ChatState, e
 	return rec, cs, nil
 }
 
+// removeChatLocked takes a chat whose agent has gone out of the session,
+// telling every client; the first chat left becomes the default when it
+// was. Called with s.mu held.
+func (s *session) removeChatLocked(e *chatEntry) {
+	uri := e.rec.URI
+	if s.chats[uri] != e {
+		return
+	}
+	delete(s.chats, uri)
+	s.order = deleteString(s.order, uri)
+	s.rec.Chats = slices.DeleteFunc(slices.Clone(s.rec.Chats), func(cr *chatRecord) bool { return cr.URI == uri }) // a copy: the old one may be shared
+	if s.rec.DefaultChat == uri {
+		s.rec.DefaultChat = s.order[0]
+	}
+	for _, a := range protocol.MirrorInputs(s.state, uri, nil) { // nothing waits in a chat that is gone
+		s.emitSessionLocked(a, nil)
+	}
+	s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: uri}, nil)
+	if s.state.DefaultChat == nil {
+		s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)
+		if next := s.chats[s.order[0]]; next != nil {
+			// A default chat is not movable.
+			s.emitChatLocked(next.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
+		}
+	}
+	s.updateActiveLocked()
+	s.persistLocked()
+}
+
 // disposeChat ends one chat of a session; the session keeps its default
 // chat while it is the last one.
 func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
@@ -131,32 +160,7 @@ func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (an
 		errs = append(errs, err)
 	}
 	s.mu.Lock()
-	if s.chats[p.Channel] == e {
-		delete(s.chats, p.Channel)
-		s.order = deleteString(s.order, p.Channel)
-		for i, cr := range s.rec.Chats {
-			if cr.URI == p.Channel {
-				s.rec.Chats = append(s.rec.Chats[:i:i], s.rec.Chats[i+1:]...)
-				break
-			}
-		}
-		if s.rec.DefaultChat == p.Channel {
-			s.rec.DefaultChat = s.order[0]
-		}
-		for _, a := range protocol.MirrorInputs(s.state, p.Channel, nil) { // nothing waits in a chat that is gone
-			s.emitSessionLocked(a, nil)
-		}
-		s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: p.Channel}, nil)
-		if s.state.DefaultChat == nil {
-			s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)
-			if next := s.chats[s.order[0]]; next != nil {
-				// A default chat is not movable.
-				s.emitChatLocked(next.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
-			}
-		}
-		s.updateActiveLocked()
-		s.persistLocked()
-	}
+	s.removeChatLocked(e)
 	s.unlock()
 	if s.backend != nil && e.rec.Started {
 		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}); err != nil {

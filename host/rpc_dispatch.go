@@ -64,23 +64,9 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 		h.refuse(c, p.Channel, a, origin, reason)
 		return nil, nil
 	}
-	kind, _ := protocol.ClassifyChannel(p.Channel)
-	switch kind {
-	case protocol.ChannelRoot:
-		h.dispatchRoot(c, a, origin)
-	case protocol.ChannelSession:
-		s, err := h.session(c, p.Channel)
-		if err != nil {
-			return nil, nil // a channel that does not exist: ignored, as the protocol says
-		}
-		s.dispatch(c, a, origin)
-	case protocol.ChannelChat:
-		s, e, err := h.chat(c, p.Channel)
-		if err != nil {
-			return nil, nil
-		}
-		s.dispatchChat(c, e, a, origin)
-	}
+	if ch, err := h.resolve(c, p.Channel); err == nil {
+		ch.dispatch(c, a, origin)
+	} // else a channel that does not exist: ignored, as the protocol says
 	return nil, nil
 }
 

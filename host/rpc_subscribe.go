@@ -31,84 +31,30 @@ func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	return nil, nil
 }
 
-// exists reports whether c may subscribe to channel.
-func (h *Host) exists(c *conn, channel string) bool {
-	if isAutomationChannel(channel) {
-		return h.automationExists(c, channel)
+// exists reports whether c may subscribe to channel, under the URI it
+// names: a session named in its other form is not the one subscribed.
+func (h *Host) exists(c *conn, uri string) bool {
+	if isAutomationChannel(uri) {
+		return h.automationExists(c, uri)
 	}
-	kind, err := protocol.ClassifyChannel(channel)
-	if err != nil {
-		return false
+	ch, err := h.resolve(c, uri)
+	if sc, ok := ch.(sessionChannel); ok {
+		return sc.s.uri == uri
 	}
-	switch kind {
-	case protocol.ChannelRoot:
-		return true
-	case protocol.ChannelSession:
-		s, err := h.session(c, channel)
-		return err == nil && s.uri == channel
-	case protocol.ChannelChat:
-		_, _, err := h.chat(c, channel)
-		return err == nil
-	}
-	return false
+	return err == nil
 }
 
-// attach subscribes c to a channel and returns its snapshot. The snapshot
-// is taken under the lock of the channel's state and the subscription
-// queued in its outbox right behind the changes the snapshot holds, so
-// the client gets every change after fromSeq and none before it.
-func (h *Host) attach(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
-	if err := c.roomToWatch(channel); err != nil {
+// attach subscribes c to a channel and returns its snapshot.
+func (h *Host) attach(ctx context.Context, c *conn, uri, requestID string) (protocol.Snapshot, error) {
+	if err := c.roomToWatch(uri); err != nil {
 		return protocol.Snapshot{}, err
 	}
-	if isAutomationChannel(channel) {
-		return h.attachAutomation(c, channel, requestID)
+	if isAutomationChannel(uri) {
+		return h.attachAutomation(c, uri, requestID)
 	}
-	kind, err := protocol.ClassifyChannel(channel)
+	ch, err := h.resolve(c, uri)
 	if err != nil {
-		return protocol.Snapshot{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+		return protocol.Snapshot{}, err
 	}
-	switch kind {
-	case protocol.ChannelRoot:
-		h.rootMu.Lock()
-		state := h.root
-		seq := make(chan int64, 1)
-		h.rootOut.later(func() { seq <- h.bus.subscribe(c, protocol.RootURI, requestID) })
-		h.unlockRoot()
-		return protocol.Snapshot{Resource: protocol.RootURI, State: state, FromSeq: <-seq}, nil
-	case protocol.ChannelSession:
-		s, err := h.session(c, channel)
-		if err != nil {
-			return protocol.Snapshot{}, err
-		}
-		s.pin(true)
-		defer s.unpin()
-		s.mu.Lock()
-		if s.disposed {
-			s.unlock()
-			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", channel)
-		}
-		state := s.state
-		seq := s.subscribeLocked(c, s.uri, requestID)
-		s.unlock()
-		return protocol.Snapshot{Resource: s.uri, State: state, FromSeq: seq()}, nil
-	case protocol.ChannelChat:
-		s, e, err := h.chat(c, channel)
-		if err != nil {
-			return protocol.Snapshot{}, err
-		}
-		s.pin(true)
-		defer s.unpin()
-		s.loadTurns(ctx, e)
-		s.mu.Lock()
-		if s.disposed || s.chats[channel] != e {
-			s.unlock()
-			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", channel)
-		}
-		state := e.chat.State()
-		seq := s.subscribeLocked(c, channel, requestID)
-		s.unlock()
-		return protocol.Snapshot{Resource: channel, State: state, FromSeq: seq()}, nil
-	}
-	return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "this host has no channel %s", channel)
+	return ch.attach(ctx, c, requestID)
 }
