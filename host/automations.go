@@ -13,6 +13,7 @@ import (
 
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -100,41 +101,19 @@ func isAutomationChannel(channel string) bool {
 // engine's lock, so in order). The catalogue is per owner: each change
 // goes to the subscribers it belongs to.
 func (h *Host) automationChanged(ch automations.Change) {
-	mine := func(c *conn) bool { return h.automationOwner(c) == ch.Owner }
+	mine := func(s fanout.Subscriber) bool { return h.automationOwner(s.(*conn)) == ch.Owner }
 	switch {
 	case ch.Entry != nil:
-		h.bus.publishTo(automations.CatalogueURI, &protocol.AutomationSetAction{Automation: *ch.Entry}, mine)
+		h.bus.PublishTo(automations.CatalogueURI, &protocol.AutomationSetAction{Automation: *ch.Entry}, mine)
 	case ch.Removed != "":
-		h.bus.publishTo(automations.CatalogueURI, &protocol.AutomationRemovedAction{Resource: ch.Removed}, mine)
+		h.bus.PublishTo(automations.CatalogueURI, &protocol.AutomationRemovedAction{Resource: ch.Removed}, mine)
 	case ch.Run != nil && ch.Action != nil:
 		if s, ok := ch.Action.(*protocol.AutomationRunSessionSetAction); ok {
 			h.autos.mu.Lock()
 			h.autos.runOf[s.Session] = ch.Run.Resource
 			h.autos.mu.Unlock()
 		}
-		h.bus.publishTo(ch.Run.Resource, ch.Action, mine)
-	}
-}
-
-// publishTo sequences an action and sends it to those of the channel's
-// subscribers only accepts. Such an envelope is not kept for replay (a
-// replay could not tell whose it is): a client that missed one
-// reconnects with snapshots instead.
-func (b *bus) publishTo(channel string, a protocol.Action, only func(*conn) bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.seq++
-	b.cut = b.seq
-	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq}
-	subs := b.subs[channel]
-	if len(subs) == 0 {
-		return
-	}
-	f := actionFrame(&env)
-	for c := range subs {
-		if only(c) {
-			c.send(f)
-		}
+		h.bus.PublishTo(ch.Run.Resource, ch.Action, mine)
 	}
 }
 
@@ -147,13 +126,13 @@ func (h *Host) attachAutomation(c *conn, channel, requestID string) (protocol.Sn
 	var snap protocol.Snapshot
 	if channel == automations.CatalogueURI {
 		h.autos.e.Snapshot(owner, func(entries []protocol.AutomationEntry) {
-			seq := h.bus.subscribe(c, channel, requestID)
+			seq := h.bus.Subscribe(c, channel, requestID)
 			snap = protocol.Snapshot{Resource: channel, State: &protocol.AutomationState{Entries: entries}, FromSeq: seq}
 		})
 		return snap, nil
 	}
 	err := h.autos.e.RunSnapshot(owner, channel, func(s protocol.AutomationRunState) {
-		seq := h.bus.subscribe(c, channel, requestID)
+		seq := h.bus.Subscribe(c, channel, requestID)
 		snap = protocol.Snapshot{Resource: channel, State: &s, FromSeq: seq}
 	})
 	if err != nil {
@@ -227,7 +206,7 @@ func (h *Host) echoAutomation(c *conn, channel string, a protocol.Action, origin
 		h.refuse(c, channel, a, origin, err.Error())
 		return
 	}
-	h.bus.echo(c, channel, a, origin, "")
+	h.bus.Echo(c, channel, a, origin, "")
 }
 
 // checkAutomationPlaces checks what a definition reaches against the

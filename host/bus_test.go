@@ -71,7 +71,7 @@ func subscribers(tb testing.TB, h *Host, channel string, n int) ([]*conn, []*dis
 		if err := c.setClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion); err != nil {
 			tb.Fatal(err)
 		}
-		h.bus.subscribe(c, channel, "")
+		h.bus.Subscribe(c, channel, "")
 		conns[i] = c
 	}
 	return conns, ts
@@ -93,12 +93,12 @@ func BenchmarkFanout(b *testing.B) {
 			a := &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: "a token "}
 			b.ReportAllocs()
 			for b.Loop() {
-				h.bus.publish(channel, a, nil)
+				h.bus.Publish(channel, a, nil)
 			}
 			// Deltas to one part merge for a subscriber that is behind, so
 			// the frames are fewer than the deltas: the turn's end, which
 			// merges with nothing, comes after all of them.
-			h.bus.publish(channel, &protocol.ChatTurnCompleteAction{TurnID: "t1"}, nil)
+			h.bus.Publish(channel, &protocol.ChatTurnCompleteAction{TurnID: "t1"}, nil)
 			b.StopTimer()
 			for _, d := range ts {
 				select {
@@ -142,7 +142,7 @@ func TestSlowSubscriber(t *testing.T) {
 		if n > 4*DefaultQueuedMessages {
 			t.Fatalf("the stuck subscriber was not dropped after %d frames", n)
 		}
-		h.bus.publish(channel, a, nil)
+		h.bus.Publish(channel, a, nil)
 		n++
 		select {
 		case <-conns[0].writerEnd:
@@ -177,9 +177,9 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 		if i >= 2*DefaultQueuedMessages {
 			part = "p2"
 		}
-		h.bus.publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
+		h.bus.Publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
 	}
-	seq := h.bus.current()
+	seq := h.bus.Current()
 	c := conns[0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -192,16 +192,16 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 		t.Fatalf("%d frames queued", n)
 	}
 	last := c.queue[len(c.queue)-1]
-	if last.merged == nil || last.merged.partID != "p2" || len(last.merged.buf) != 4*DefaultQueuedMessages {
-		t.Errorf("the last frame: %+v", last)
+	if last.Len() != 4*DefaultQueuedMessages {
+		t.Errorf("the last frame holds %d bytes of text, want %d", last.Len(), 4*DefaultQueuedMessages)
 	}
 	var env protocol.ActionEnvelope
-	if err := json.Unmarshal(last.merged.encode(last.channel, last.action), &struct {
+	if err := json.Unmarshal(last.Bytes(), &struct {
 		Params *protocol.ActionEnvelope `json:"params"`
 	}{&env}); err != nil {
 		t.Fatal(err)
 	}
-	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || len(d.Content) != 4*DefaultQueuedMessages || env.ServerSeq != seq {
+	if d, ok := env.Action.(*protocol.ChatDeltaAction); !ok || d.PartID != "p2" || len(d.Content) != 4*DefaultQueuedMessages || env.ServerSeq != seq {
 		t.Errorf("the merged frame decodes as %+v at %d", env.Action, env.ServerSeq)
 	}
 }

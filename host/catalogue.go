@@ -197,7 +197,7 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 func (h *Host) notifyExternal(k catalogue.Key, method string, params any) {
 	h.extOut.later(func() {
 		if !h.heldOpen(k) {
-			h.bus.notify(protocol.RootURI, method, params, nil)
+			h.bus.Notify(protocol.RootURI, method, params, nil)
 		}
 	})
 }
@@ -492,7 +492,7 @@ func (s *session) adoptLocked(by grants.Principal) {
 		params := &protocol.SessionSummaryChangedParams{
 			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{externalMeta: jsontext.Value("false")}},
 		}
-		s.out.later(func() { h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		s.out.later(func() { h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	} else {
 		s.announceLocked()
 	}

@@ -63,7 +63,7 @@ func (r rootChannel) attach(ctx context.Context, c *conn, requestID string) (pro
 	h.rootMu.Lock()
 	state := h.root
 	seq := make(chan int64, 1)
-	h.rootOut.later(func() { seq <- h.bus.subscribe(c, protocol.RootURI, requestID) })
+	h.rootOut.later(func() { seq <- h.bus.Subscribe(c, protocol.RootURI, requestID) })
 	h.unlockRoot()
 	return protocol.Snapshot{Resource: protocol.RootURI, State: state, FromSeq: <-seq}, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -36,17 +37,6 @@ type violation struct {
 }
 
 func (v *violation) Error() string { return v.reason }
-
-// frame is one message on its way out. Frames are shared by every
-// connection they go to and never modified.
-type frame struct {
-	data    []byte
-	channel string              // the channel of an action or notification
-	action  protocol.ActionType // the action's type, for version gating
-	method  string              // a notification's method, for version gating
-	text    *streamed           // a streamed text action's text, to merge
-	merged  *mergedText         // one connection's merged text; data is made at write
-}
 
 // conn is one client connection. Its state after initialize (clientId,
 // version) is set once by the initialize handler and read after.
@@ -81,11 +71,11 @@ type conn struct {
 
 	mu        lockcheck.Mutex
 	ready     bool // initialize has answered
-	queue     []*frame
-	spare     []*frame          // the writer's last batch, reused so queueing does not allocate
+	queue     []*fanout.Frame
+	spare     []*fanout.Frame   // the writer's last batch, reused so queueing does not allocate
 	queued    int               // bytes in queue
 	largest   int               // the largest frame in queue, in bytes
-	held      []*frame          // frames held until the pending snapshots are out
+	held      []*fanout.Frame   // frames held until the pending snapshots are out
 	asked     map[string]bool   // the ids of requests taken and not yet answered
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
@@ -129,11 +119,11 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 // response carrying a snapshot is on its way, frames wait behind it: a
 // client must have the snapshot before the changes that follow it, and
 // sees serverSeq only rise.
-func (c *conn) send(f *frame) {
+func (c *conn) Send(f *fanout.Frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	version := c.negotiated()
-	if !c.wants(f.action) || (f.method != "" && version != "" && !protocol.NotificationKnownTo(f.method, version)) {
+	if !c.Wants(f.Action()) || (f.Method() != "" && version != "" && !protocol.NotificationKnownTo(f.Method(), version)) {
 		return
 	}
 	if len(c.holds) > 0 {
@@ -145,7 +135,7 @@ func (c *conn) send(f *frame) {
 
 // wants reports whether an action of type t goes to this connection: its
 // protocol version knows t.
-func (c *conn) wants(t protocol.ActionType) bool {
+func (c *conn) Wants(t protocol.ActionType) bool {
 	version := c.negotiated()
 	return version == "" || t == "" || t.KnownTo(version)
 }
@@ -156,7 +146,7 @@ func (c *conn) respond(data []byte) {
 	ids := replyIDs(data)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.enqueueLocked(&frame{data: data})
+	c.enqueueLocked(fanout.Raw(data))
 	for _, id := range ids {
 		delete(c.asked, id)
 	}
@@ -182,10 +172,9 @@ func (c *conn) closeAfter(requestID, why string) {
 	c.closing[requestID] = why
 }
 
-// hold records a subscription to channel, made for the request requestID:
-// frames wait until that request's response is out. Called with the bus
-// lock held.
-func (c *conn) hold(channel, requestID string) {
+// Hold records a subscription to channel, made for the request requestID:
+// frames wait until that request's response is out (fanout.Subscriber).
+func (c *conn) Hold(channel, requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.subs[channel] = true
@@ -207,7 +196,7 @@ func (c *conn) releaseLocked() {
 		return
 	}
 	for _, f := range c.held {
-		if f.channel == "" || c.subs[f.channel] {
+		if f.Channel() == "" || c.subs[f.Channel()] {
 			c.enqueueLocked(f)
 		}
 	}
@@ -242,7 +231,7 @@ func (c *conn) subscriptions() []string {
 	return out
 }
 
-func (c *conn) enqueueLocked(f *frame) {
+func (c *conn) enqueueLocked(f *fanout.Frame) {
 	if c.closed || c.finishing != "" {
 		return
 	}
@@ -252,8 +241,8 @@ func (c *conn) enqueueLocked(f *frame) {
 	// The largest frame queued does not count against the bytes: a long
 	// prompt, larger than the limit alone, is no reason to cut a client
 	// that is keeping up.
-	largest := max(c.largest, len(f.data))
-	if len(c.queue) >= c.limits.QueuedMessages || c.queued+len(f.data)-largest > c.limits.QueuedBytes {
+	largest := max(c.largest, f.Len())
+	if len(c.queue) >= c.limits.QueuedMessages || c.queued+f.Len()-largest > c.limits.QueuedBytes {
 		// The client is too far behind to catch up live. Cut it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
 		why := fmt.Sprintf("client too slow: %d messages (%d bytes) were waiting to be sent; reconnect to catch up", len(c.queue), c.queued)
@@ -264,7 +253,7 @@ func (c *conn) enqueueLocked(f *frame) {
 		return
 	}
 	c.queue = append(c.queue, f)
-	c.queued += len(f.data)
+	c.queued += f.Len()
 	c.largest = largest
 	select {
 	case c.wake <- struct{}{}:
@@ -277,30 +266,18 @@ func (c *conn) enqueueLocked(f *frame) {
 // client that is behind gets a reply in fewer, longer deltas rather than
 // falling further behind, and its state is the same. A merged frame is
 // this connection's own (frames are shared), encoded when written.
-func (c *conn) mergeLocked(f *frame) bool {
-	if f.text == nil || len(c.queue) == 0 {
+func (c *conn) mergeLocked(f *fanout.Frame) bool {
+	if len(c.queue) == 0 {
 		return false
 	}
 	i := len(c.queue) - 1
-	last := c.queue[i]
-	if last.text == nil && last.merged == nil {
+	n, ok := fanout.Mergeable(c.queue[i], f)
+	if !ok || c.queued+n-c.largest > c.limits.QueuedBytes {
 		return false
 	}
-	m := last.merged
-	if m == nil {
-		m = &mergedText{streamed: *last.text, buf: []byte(last.text.content)}
-	}
-	if !m.mergeable(f.channel, f, last) || c.queued+len(f.text.content)-c.largest > c.limits.QueuedBytes {
-		return false
-	}
-	if last.merged == nil {
-		last = &frame{channel: last.channel, action: last.action, merged: m}
-		c.queue[i] = last
-	}
-	m.buf = append(m.buf, f.text.content...)
-	m.seq = f.text.seq
-	c.queued += len(f.text.content)
-	c.largest = max(c.largest, len(m.buf))
+	c.queue[i] = fanout.Merge(c.queue[i], f)
+	c.queued += n
+	c.largest = max(c.largest, c.queue[i].Len())
 	return true
 }
 
@@ -359,10 +336,7 @@ func (c *conn) writeQueued() error {
 		c.queue, c.spare, c.queued, c.largest = c.spare[:0], nil, 0, 0
 		c.mu.Unlock()
 		for _, f := range batch {
-			data := f.data
-			if f.merged != nil {
-				data = f.merged.encode(f.channel, f.action)
-			}
+			data := f.Bytes()
 			// The host's watchdog ends a write that takes longer than
 			// writeTimeout; a context per write would cost allocations on
 			// the path every subscriber of every delta takes.

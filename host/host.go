@@ -21,6 +21,7 @@ import (
 
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -98,7 +99,7 @@ type Host struct {
 	now    func() time.Time
 	ctx    context.Context
 	stop   context.CancelFunc
-	bus    *bus
+	bus    *fanout.Bus
 	store  store
 	writer *recordWriter // writes records off the sessions' locks
 	// keepsRecords is false for the memory store: records are neither
@@ -216,7 +217,7 @@ func New(opts Options) (*Host, error) {
 		now:      opts.Now,
 		ctx:      ctx,
 		stop:     stop,
-		bus:      newBus(opts.Replay),
+		bus:      fanout.New(opts.Replay, opts.Now().UnixMicro()),
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
@@ -242,7 +243,6 @@ func New(opts Options) (*Host, error) {
 	// microseconds, which no earlier run of this host can have reached, so
 	// a client's lastSeenServerSeq from before a restart is never mistaken
 	// for one of this run.
-	h.bus.seq = h.now().UnixMicro()
 	if err := h.loadSessions(); err != nil {
 		stop()
 		h.writer.close()
@@ -428,7 +428,7 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 
 func (h *Host) connClosed(c *conn) {
 	for _, ch := range c.subscriptions() {
-		h.bus.unsubscribe(c, ch)
+		h.bus.Unsubscribe(c, ch)
 	}
 	if id := c.client(); id != "" {
 		h.leaveClient(id)

@@ -280,15 +280,15 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	}
 	s.unlock()
 	if announced {
-		h.bus.notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: s.uri}, nil)
+		h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: s.uri}, nil)
 	}
 	return errors.Join(errs...)
 }
 
 // unsubscribeAll drops every subscription of a channel that is gone.
 func (h *Host) unsubscribeAll(channel string) {
-	for _, c := range h.bus.drop(channel) {
-		c.forget(channel)
+	for _, sub := range h.bus.Drop(channel) {
+		sub.(*conn).forget(channel)
 	}
 }
 

@@ -30,7 +30,7 @@ type memoryWatch struct {
 // giveBackMemory frees the memory a burst left once the host has been
 // quiet for quietAfter, once per burst.
 func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
-	seq := h.bus.current()
+	seq := h.bus.Current()
 	h.mu.Lock()
 	opened := h.nextConn
 	h.mu.Unlock()

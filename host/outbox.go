@@ -1,6 +1,9 @@
 package host
 
 import (
+	"iter"
+
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -21,10 +24,19 @@ import (
 // effect is one thing a change asks of the rest of the host: an action to
 // publish on a channel, or, when do is set, anything else.
 type effect struct {
-	channel string
-	action  protocol.Action
-	origin  *protocol.ActionOrigin
-	do      func()
+	item fanout.Item
+	do   func()
+}
+
+// items yields the actions of a run of effects with no do.
+func items(batch []effect) iter.Seq[fanout.Item] {
+	return func(yield func(fanout.Item) bool) {
+		for i := range batch {
+			if !yield(batch[i].item) {
+				return
+			}
+		}
+	}
 }
 
 // outbox is a state's effects not yet handed on. It is guarded by the
@@ -36,7 +48,7 @@ type outbox struct {
 }
 
 func (o *outbox) publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) {
-	o.queue = append(o.queue, effect{channel: channel, action: a, origin: origin})
+	o.queue = append(o.queue, effect{item: fanout.Item{Channel: channel, Action: a, Origin: origin}})
 }
 
 func (o *outbox) later(fn func()) {
@@ -77,7 +89,7 @@ func (h *Host) handOn(batch []effect) {
 			i++
 		}
 		if i > 0 {
-			h.bus.publishAll(batch[:i])
+			h.bus.PublishAll(items(batch[:i]))
 			batch = batch[i:]
 			continue
 		}
@@ -125,7 +137,7 @@ func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
 // echoLocked queues the echo of a client's action that changed nothing
 // (bus.echo), in its place among the session's changes.
 func (s *session) echoLocked(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
-	s.out.later(func() { s.h.bus.echo(c, channel, a, origin, reason) })
+	s.out.later(func() { s.h.bus.Echo(c, channel, a, origin, reason) })
 }
 
 // subscribeLocked queues c's subscription to channel right behind the
@@ -134,6 +146,6 @@ func (s *session) echoLocked(c *conn, channel string, a protocol.Action, origin 
 // returns the serverSeq the snapshot is at.
 func (s *session) subscribeLocked(c *conn, channel, requestID string) func() int64 {
 	seq := make(chan int64, 1)
-	s.out.later(func() { seq <- s.h.bus.subscribe(c, channel, requestID) })
+	s.out.later(func() { seq <- s.h.bus.Subscribe(c, channel, requestID) })
 	return func() int64 { return <-seq }
 }

@@ -53,11 +53,11 @@ func (s *session) idleLocked() bool {
 // asks the bus, so it is called without s.mu; chats lists the session's
 // chat URIs.
 func (s *session) watched(chats []string) bool {
-	if s.h.bus.subscribers(s.uri) > 0 {
+	if s.h.bus.Subscribers(s.uri) > 0 {
 		return true
 	}
 	for _, uri := range chats {
-		if s.h.bus.subscribers(uri) > 0 {
+		if s.h.bus.Subscribers(uri) > 0 {
 			return true
 		}
 	}
@@ -131,7 +131,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 	}
 	s.setAwakeLocked(false)
 	s.unlock()
-	s.h.bus.forget(channels)
+	s.h.bus.Forget(channels)
 	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	return true
 }

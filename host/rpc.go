@@ -341,3 +341,5 @@ func (h *Host) ping(ctx context.Context, c *conn, req *jrpc2.Request) (any, erro
 func notImplemented(what string) error {
 	return protocol.Errorf(protocol.CodeInvalidParams, "%s is not supported by this host", what)
 }
+
+var jsonUnmarshal = json.Unmarshal

@@ -85,7 +85,7 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 
 	res := protocol.InitializeResult{
 		ProtocolVersion:  version,
-		ServerSeq:        h.bus.current(),
+		ServerSeq:        h.bus.Current(),
 		ServerInfo:       &protocol.Implementation{Name: "ahpd", Version: new(h.opts.Version)},
 		Snapshots:        []protocol.Snapshot{},
 		DefaultDirectory: new(fileURI(h.opts.DefaultDirectory)),
@@ -169,7 +169,7 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 			missing = append(missing, ch)
 		}
 	}
-	if actions, ok := h.replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
+	if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
 		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 	}
 	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}}
@@ -181,39 +181,4 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 		res.Snapshots = append(res.Snapshots, snap)
 	}
 	return res, nil
-}
-
-// replay subscribes c to channels and returns what they missed after seq,
-// in one step under the bus lock, so nothing is missed or sent twice. It
-// fails when the changes are no longer held.
-func (h *Host) replay(c *conn, seq int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
-	want := make(map[string]bool, len(channels))
-	for _, ch := range channels {
-		want[ch] = true
-	}
-	b := h.bus
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.replayableLocked(seq) {
-		return nil, false
-	}
-	out := []protocol.ActionEnvelope{}
-	missed := int(b.seq - seq)
-	for i := 0; i < missed; i++ {
-		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
-		env := b.ring[at]
-		if env.Action != nil && want[env.Channel] && c.wants(env.Action.Type()) {
-			out = append(out, env)
-		}
-	}
-	for _, ch := range channels {
-		subs := b.subs[ch]
-		if subs == nil {
-			subs = map[*conn]struct{}{}
-			b.subs[ch] = subs
-		}
-		subs[c] = struct{}{}
-		c.hold(ch, requestID)
-	}
-	return out, true
 }

@@ -138,7 +138,7 @@ func checkChannel(channel string, a protocol.Action) string {
 func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
 	reason = boundedMessage(reason)
 	c.log.Debug("refused a client action", "channel", channel, "reason", reason)
-	h.bus.echo(c, channel, a, origin, reason)
+	h.bus.Echo(c, channel, a, origin, reason)
 }
 
 func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
@@ -147,7 +147,7 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 		kept, reason := h.rootConfigChange(cc)
 		if reason != "" {
 			h.unlockRoot()
-			h.bus.echo(c, protocol.RootURI, a, origin, reason)
+			h.bus.Echo(c, protocol.RootURI, a, origin, reason)
 			return
 		}
 		a = kept
@@ -155,7 +155,7 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 	changed := h.applyRootLocked(a, origin)
 	h.unlockRoot()
 	if !changed {
-		h.bus.echo(c, protocol.RootURI, a, origin, "")
+		h.bus.Echo(c, protocol.RootURI, a, origin, "")
 		return
 	}
 	h.modeChanged()
@@ -272,7 +272,7 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction, *protocol.ChatPendingMessageSetAction:
 		// Each sets the agent to work, in the session's folder.
 		if reason := s.h.workRefusal(c, s); reason != "" {
-			s.h.bus.echo(c, e.chat.URI(), a, origin, reason)
+			s.h.bus.Echo(c, e.chat.URI(), a, origin, reason)
 			return
 		}
 	}

@@ -25,7 +25,7 @@ func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (an
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	h.bus.unsubscribe(c, p.Channel)
+	h.bus.Unsubscribe(c, p.Channel)
 	c.forget(p.Channel)
 	h.poke()
 	return nil, nil

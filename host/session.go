@@ -366,7 +366,7 @@ func (s *session) announceLocked() {
 	s.announced = true
 	sum := s.summary
 	s.out.later(func() {
-		s.h.bus.notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		s.h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 	})
 }
 

@@ -74,7 +74,7 @@ func (s *session) refreshSummaryLocked() {
 	}
 	if changed && s.announced {
 		params := &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}
-		s.out.later(func() { s.h.bus.notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		s.out.later(func() { s.h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	}
 }
 

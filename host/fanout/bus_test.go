@@ -1,0 +1,146 @@
+package fanout_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/ahpd/ahpd/host/fanout"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// sub is a subscriber that keeps what it is sent.
+type sub struct {
+	frames []*fanout.Frame
+	holds  []string
+	old    bool // speaks a version without chat/turnsLoaded
+}
+
+func (s *sub) Send(f *fanout.Frame)           { s.frames = append(s.frames, f) }
+func (s *sub) Hold(channel, requestID string) { s.holds = append(s.holds, channel+" "+requestID) }
+func (s *sub) Wants(t protocol.ActionType) bool {
+	return !s.old || t != protocol.ActionChatTurnsLoaded
+}
+
+// seqs decodes the serverSeq of each action frame sent.
+func (s *sub) seqs(t *testing.T) []int64 {
+	var out []int64
+	for _, f := range s.frames {
+		var m struct {
+			Params protocol.ActionEnvelope `json:"params"`
+		}
+		if err := json.Unmarshal(f.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m.Params.ServerSeq)
+	}
+	return out
+}
+
+const chat = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
+
+func delta(text string) protocol.Action {
+	return &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: text}
+}
+
+func TestPublishSequencesAndFansOut(t *testing.T) {
+	b := fanout.New(16, 100)
+	a, other := &sub{}, &sub{}
+	if seq := b.Subscribe(a, chat, "r1"); seq != 100 {
+		t.Fatalf("subscribed at %d, want 100", seq)
+	}
+	b.Subscribe(other, "ahp-chat://default/b3RoZXI", "r2")
+	b.Publish(chat, delta("a"), nil)
+	b.PublishAll(func(yield func(fanout.Item) bool) {
+		_ = yield(fanout.Item{Channel: chat, Action: delta("b")}) && yield(fanout.Item{Channel: chat, Action: delta("c")})
+	})
+	b.Echo(a, chat, delta("x"), nil, "refused")
+	if got := a.seqs(t); len(got) != 4 || got[0] != 101 || got[1] != 102 || got[2] != 103 || got[3] != 103 {
+		t.Errorf("serverSeqs %v, want 101 102 103 and the echo at 103", got)
+	}
+	if len(other.frames) != 0 || b.Current() != 103 || b.Subscribers(chat) != 1 {
+		t.Errorf("another channel's subscriber got %d frames; current %d", len(other.frames), b.Current())
+	}
+	if len(a.holds) != 1 || a.holds[0] != chat+" r1" {
+		t.Errorf("holds %v", a.holds)
+	}
+}
+
+func TestReplay(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(b *fanout.Bus)
+		after int64
+		old   bool
+		want  int // actions replayed, or -1 for no replay
+	}{
+		{"everything since", func(b *fanout.Bus) {}, 2, false, 3},
+		{"nothing missed", func(b *fanout.Bus) {}, 5, false, 0},
+		{"past the ring", func(b *fanout.Bus) {}, 0, false, -1},
+		{"forgotten channel", func(b *fanout.Bus) { b.Forget(map[string]bool{chat: true}) }, 2, false, -1},
+		{"one owner's action", func(b *fanout.Bus) { b.PublishTo(chat, delta("y"), func(fanout.Subscriber) bool { return true }) }, 2, false, -1},
+		{"a version that lacks a type", func(b *fanout.Bus) {
+			b.Publish(chat, &protocol.ChatTurnsLoadedAction{Turns: []protocol.Turn{}}, nil)
+		}, 2, true, 3},
+		{"from the future", func(b *fanout.Bus) {}, 99, false, -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fanout.New(4, 0)
+			for _, s := range []string{"a", "b", "c", "d", "e"} {
+				b.Publish(chat, delta(s), nil)
+			}
+			tc.setup(b)
+			s := &sub{old: tc.old}
+			got, ok := b.Replay(s, tc.after, []string{chat}, "r")
+			switch {
+			case tc.want < 0 && ok:
+				t.Fatalf("replayed %d actions, want snapshots", len(got))
+			case tc.want >= 0 && (!ok || len(got) != tc.want):
+				t.Fatalf("replay: %v, %d actions, want %d", ok, len(got), tc.want)
+			}
+			if ok && b.Subscribers(chat) != 1 {
+				t.Error("a replay does not subscribe")
+			}
+			if ok {
+				b.Publish(chat, delta("f"), nil)
+				if len(s.frames) != 1 {
+					t.Errorf("after the replay %d frames, want the next change", len(s.frames))
+				}
+			}
+		})
+	}
+}
+
+func TestMergeStreamedText(t *testing.T) {
+	env := func(seq int64, part string, origin *protocol.ActionOrigin) *fanout.Frame {
+		return fanout.ActionFrame(&protocol.ActionEnvelope{Channel: chat, ServerSeq: seq, Origin: origin,
+			Action: &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}})
+	}
+	first := env(1, "p1", nil)
+	last := first
+	for i := int64(2); i <= 4; i++ {
+		n, ok := fanout.Mergeable(last, env(i, "p1", nil))
+		if !ok || n != 4 {
+			t.Fatalf("delta %d: mergeable %v, %d bytes", i, ok, n)
+		}
+		last = fanout.Merge(last, env(i, "p1", nil))
+	}
+	if last == first || first.Len() != len(first.Bytes()) {
+		t.Error("merging changed the shared first frame")
+	}
+	var m struct {
+		Params protocol.ActionEnvelope `json:"params"`
+	}
+	if err := json.Unmarshal(last.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if d := m.Params.Action.(*protocol.ChatDeltaAction); d.Content != "tok tok tok tok " || m.Params.ServerSeq != 4 {
+		t.Errorf("merged: %q at %d", d.Content, m.Params.ServerSeq)
+	}
+	for _, f := range []*fanout.Frame{env(5, "p2", nil), env(5, "p1", &protocol.ActionOrigin{ClientID: "c", ClientSeq: 1}),
+		fanout.NotificationFrame("root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI})} {
+		if _, ok := fanout.Mergeable(last, f); ok {
+			t.Errorf("%s merged", f.Bytes())
+		}
+	}
+}
