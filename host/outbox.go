@@ -120,12 +120,14 @@ func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 	more := o.take(batch)
 	mu.Unlock()
 	if more != nil {
+		h.wg.Add(1) // Close waits for it: a record write may be among them
 		go h.handOnAll(mu, o, more)
 	}
 }
 
 // handOnAll hands on batch and what follows it until o is empty.
 func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
+	defer h.wg.Done()
 	for batch != nil {
 		h.handOn(batch)
 		mu.Lock()
