@@ -69,7 +69,7 @@ type Options struct {
 	Dir          string // where automations are kept; "" keeps nothing
 	Clock        Clock
 	Runner       Runner
-	OnChange     func(Change) // called in order, with the engine's lock held: it must not call the engine
+	OnChange     func(Change) // called in order, holding none of the engine's locks, from one goroutine at a time; it must not call the engine
 	HistoryLimit int          // ended runs kept per automation
 	MaxActive    int          // runs in progress per automation
 	// Watch makes the file and ref watcher; nil uses NewFSWatcher. The
@@ -111,6 +111,7 @@ type Engine struct {
 	watcher Watcher
 
 	mu      sync.Mutex
+	told    telling // the changes not yet reported, and who reports them (guarded by mu)
 	autos   map[key]*automation
 	runs    map[protocol.URI]key // every retained run, to its automation
 	active  map[protocol.URI]*active
@@ -171,7 +172,7 @@ func Open(opts Options) (*Engine, error) {
 	for _, r := range recs {
 		e.restoreLocked(r, now)
 	}
-	e.mu.Unlock()
+	e.unlock()
 	e.refreshWatches()
 	e.wg.Add(1)
 	go e.loop()
@@ -239,14 +240,14 @@ func (e *Engine) restoreLocked(r *record, now time.Time) {
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	if e.closing {
-		e.mu.Unlock()
+		e.unlock()
 		return nil
 	}
 	e.closing = true
 	for _, ac := range e.active {
 		ac.cancel()
 	}
-	e.mu.Unlock()
+	e.unlock()
 	close(e.done)
 	e.wg.Wait()
 	return e.watcher.Close()
@@ -283,11 +284,11 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	e.mu.Lock()
 	k := key{owner, uri}
 	if e.closing {
-		e.mu.Unlock()
+		e.unlock()
 		return protocol.AutomationEntry{}, fmt.Errorf("ahpd is shutting down")
 	}
 	if _, ok := e.autos[k]; ok {
-		e.mu.Unlock()
+		e.unlock()
 		return protocol.AutomationEntry{}, invalid("an automation %s already exists; update it or choose another id", protocol.Quote(uri))
 	}
 	now := e.clock.Now()
@@ -303,11 +304,11 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	e.autos[k] = a
 	if err := e.saveLocked(a); err != nil {
 		delete(e.autos, k)
-		e.mu.Unlock()
+		e.unlock()
 		return protocol.AutomationEntry{}, err
 	}
 	entry := e.emitEntryLocked(a)
-	e.mu.Unlock()
+	e.unlock()
 	e.afterDefinitionChange()
 	return entry, nil
 }
@@ -317,15 +318,15 @@ func (e *Engine) Update(owner string, uri protocol.URI, p protocol.AutomationDef
 	e.mu.Lock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
-		e.mu.Unlock()
+		e.unlock()
 		return protocol.AutomationEntry{}, fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
 	}
 	if a.rec.FromConfig {
-		e.mu.Unlock()
+		e.unlock()
 		return protocol.AutomationEntry{}, invalid("automation %s is declared in ahpd's config file: change it there", protocol.Quote(uri))
 	}
 	entry, err := e.replaceLocked(a, applyPatch(a.rec.Definition, p))
-	e.mu.Unlock()
+	e.unlock()
 	if err == nil {
 		e.afterDefinitionChange()
 	}
@@ -378,15 +379,15 @@ func (e *Engine) Remove(owner string, uri protocol.URI) error {
 	k := key{owner, uri}
 	a, ok := e.autos[k]
 	if !ok {
-		e.mu.Unlock()
+		e.unlock()
 		return nil
 	}
 	if a.rec.FromConfig {
-		e.mu.Unlock()
+		e.unlock()
 		return invalid("automation %s is declared in ahpd's config file: remove it there", protocol.Quote(uri))
 	}
 	err := e.removeLocked(k, a)
-	e.mu.Unlock()
+	e.unlock()
 	e.afterDefinitionChange()
 	return err
 }
@@ -436,7 +437,7 @@ func (e *Engine) SetDeclared(decl []Declared) error {
 		e.mu.Lock()
 		a, ok := e.autos[key{d.Owner, d.Resource}]
 		if ok && !a.rec.FromConfig {
-			e.mu.Unlock()
+			e.unlock()
 			errs = append(errs, invalid("automation %s is declared in the config file and was also made over the protocol; remove one", protocol.Quote(d.Resource)))
 			continue
 		}
@@ -446,10 +447,10 @@ func (e *Engine) SetDeclared(decl []Declared) error {
 					errs = append(errs, err)
 				}
 			}
-			e.mu.Unlock()
+			e.unlock()
 			continue
 		}
-		e.mu.Unlock()
+		e.unlock()
 		if _, err := e.create(d.Owner, d.Resource, d.Definition, true); err != nil {
 			errs = append(errs, err)
 		}
@@ -462,7 +463,7 @@ func (e *Engine) SetDeclared(decl []Declared) error {
 			}
 		}
 	}
-	e.mu.Unlock()
+	e.unlock()
 	e.afterDefinitionChange()
 	if len(errs) > 0 {
 		return fmt.Errorf("automations in the config file: %w", joinErrs(errs))
@@ -473,7 +474,7 @@ func (e *Engine) SetDeclared(decl []Declared) error {
 // Entries returns owner's automations, in the order of their resources.
 func (e *Engine) Entries(owner string) []protocol.AutomationEntry {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	return e.entriesLocked(owner)
 }
 
@@ -495,7 +496,7 @@ func (e *Engine) entriesLocked(owner string) []protocol.AutomationEntry {
 // Entry returns owner's automation at uri.
 func (e *Engine) Entry(owner string, uri protocol.URI) (protocol.AutomationEntry, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
 		return protocol.AutomationEntry{}, fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
@@ -508,7 +509,7 @@ func (e *Engine) Entry(owner string, uri protocol.URI) (protocol.AutomationEntry
 // page).
 func (e *Engine) FetchRuns(owner string, uri protocol.URI) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
 		return fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
@@ -568,7 +569,7 @@ func summary(s protocol.AutomationRunState) protocol.AutomationRunSummary {
 
 func (e *Engine) emitLocked(c Change) {
 	if e.opts.OnChange != nil {
-		e.opts.OnChange(c)
+		e.told.queue = append(e.told.queue, func() { e.opts.OnChange(c) })
 	}
 }
 
@@ -616,7 +617,7 @@ func (e *Engine) refreshWatches() {
 			}
 		}
 	}
-	e.mu.Unlock()
+	e.unlock()
 	slices.Sort(folders)
 	slices.Sort(repos)
 	e.watcher.Set(slices.Compact(folders), slices.Compact(repos))
@@ -636,24 +637,28 @@ func joinErrs(errs []error) error {
 	return fmt.Errorf("%s", strings.Join(msgs, "; "))
 }
 
-// Snapshot calls fn with owner's automations, under the engine's lock: no
-// change is reported between what fn sees and what OnChange says next, so
-// a host can subscribe a client in fn and miss nothing.
+// Snapshot calls fn with owner's automations, in its place among the
+// changes OnChange reports: after every change fn sees and before any it
+// does not, so a host can subscribe a client in fn and miss nothing. fn
+// is called before Snapshot returns, holding none of the engine's locks.
 func (e *Engine) Snapshot(owner string, fn func([]protocol.AutomationEntry)) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	fn(e.entriesLocked(owner))
+	entries := e.entriesLocked(owner)
+	e.told.queue = append(e.told.queue, func() { fn(entries) })
+	e.unlock()
 }
 
-// RunSnapshot calls fn with owner's run, under the engine's lock, as
-// Snapshot does; it reports ErrNotFound for a run owner does not have.
+// RunSnapshot calls fn with owner's run as Snapshot does; it reports
+// ErrNotFound for a run owner does not have.
 func (e *Engine) RunSnapshot(owner string, run protocol.URI, fn func(protocol.AutomationRunState)) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	rr := e.runLocked(owner, run)
 	if rr == nil {
+		e.unlock()
 		return fmt.Errorf("%w: no automation run %s", ErrNotFound, protocol.Quote(run))
 	}
-	fn(rr.State)
+	state := rr.State
+	e.told.queue = append(e.told.queue, func() { fn(state) })
+	e.unlock()
 	return nil
 }

@@ -514,3 +514,58 @@ func TestDeclared(t *testing.T) {
 		t.Fatalf("an undeclared automation stayed")
 	}
 }
+
+// TestChangesToldOutsideTheLock: OnChange is called holding none of the
+// engine's locks, so what it does can wait on the engine being used (the
+// host publishes under locks of its own), and a snapshot taken meanwhile
+// is told in its place: after the change it saw.
+func TestChangesToldOutsideTheLock(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	var order []string
+	var mu sync.Mutex
+	note := func(s string) {
+		mu.Lock()
+		order = append(order, s)
+		mu.Unlock()
+	}
+	e, err := Open(Options{Dir: t.TempDir(), Clock: NewFakeClock(t0), Runner: &fakeRunner{}, OnChange: func(c Change) {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+		if c.Entry != nil {
+			note("change " + string(c.Entry.Resource))
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	def := protocol.AutomationDefinition{Title: "a", Message: protocol.Message{Text: "say a"}, Enabled: true}
+	created := make(chan error, 1)
+	go func() {
+		_, err := e.Create("user:ann", "ahp-automation:/a", def)
+		created <- err
+	}()
+	<-entered
+	// The engine's lock is free while its change is being told.
+	if got := e.Entries("user:ann"); len(got) != 1 {
+		t.Fatalf("entries while the change is told: %d", len(got))
+	}
+	snapped := make(chan struct{})
+	go func() {
+		e.Snapshot("user:ann", func(entries []protocol.AutomationEntry) { note(fmt.Sprintf("snapshot of %d", len(entries))) })
+		close(snapped)
+	}()
+	close(release)
+	<-snapped
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(order) != 2 || order[0] != "change ahp-automation:/a" || order[1] != "snapshot of 1" {
+		t.Errorf("told %q; want the change, then the snapshot that saw it", order)
+	}
+}

@@ -25,7 +25,7 @@ func (e *Engine) Run(owner string, uri protocol.URI, requestID string) (protocol
 		return "", invalid("requestId must be 1 to %d bytes", maxRequestID)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
 		return "", fmt.Errorf("%w: no automation %s", ErrNotFound, protocol.Quote(uri))
@@ -48,7 +48,7 @@ func (e *Engine) Run(owner string, uri protocol.URI, requestID string) (protocol
 // run ends cancelled (unless it completes or fails first).
 func (e *Engine) CancelRun(owner string, run protocol.URI) error {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	k, ok := e.runs[run]
 	if !ok || k.owner != owner {
 		return fmt.Errorf("%w: no automation run %s", ErrNotFound, protocol.Quote(run))
@@ -65,7 +65,7 @@ func (e *Engine) CancelRun(owner string, run protocol.URI) error {
 // RunState returns owner's run at run.
 func (e *Engine) RunState(owner string, run protocol.URI) (protocol.AutomationRunState, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	rr := e.runLocked(owner, run)
 	if rr == nil {
 		return protocol.AutomationRunState{}, fmt.Errorf("%w: no automation run %s", ErrNotFound, protocol.Quote(run))
@@ -76,7 +76,7 @@ func (e *Engine) RunState(owner string, run protocol.URI) (protocol.AutomationRu
 // RunOwner returns who a run belongs to, for a host routing a run channel.
 func (e *Engine) RunOwner(run protocol.URI) (string, bool) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	k, ok := e.runs[run]
 	return k.owner, ok
 }
@@ -112,7 +112,7 @@ func (e *Engine) activeOfLocked(a *automation) int {
 // automation with an event trigger matching it.
 func (e *Engine) Event(ev Event) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	if e.closing {
 		return
 	}
@@ -230,7 +230,7 @@ func (e *Engine) execute(ctx context.Context, k key, uri protocol.URI, req RunRe
 // sessionCreated records a run's session and marks the run running.
 func (e *Engine) sessionCreated(k key, uri, session protocol.URI) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	a := e.autos[k]
 	rr := e.runLocked(k.owner, uri)
 	if a == nil || rr == nil || terminal(rr.State.Lifecycle) {
@@ -262,7 +262,7 @@ func (e *Engine) sessionCreated(k key, uri, session protocol.URI) {
 // finish ends a run as its outcome says, and trims the history.
 func (e *Engine) finish(k key, uri protocol.URI, out Outcome) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
+	defer e.unlock()
 	ac := e.active[uri]
 	delete(e.active, uri)
 	if ac != nil {

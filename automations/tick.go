@@ -16,7 +16,7 @@ func (e *Engine) loop() {
 	for {
 		e.mu.Lock()
 		next := e.tickLocked(e.clock.Now())
-		e.mu.Unlock()
+		e.unlock()
 		var due <-chan time.Time
 		stop := func() {}
 		if !next.IsZero() {
@@ -35,7 +35,7 @@ func (e *Engine) loop() {
 		if ack != nil {
 			e.mu.Lock()
 			e.tickLocked(e.clock.Now())
-			e.mu.Unlock()
+			e.unlock()
 			close(ack)
 		}
 	}

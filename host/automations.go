@@ -97,9 +97,9 @@ func isAutomationChannel(channel string) bool {
 	return channel == automations.CatalogueURI || strings.HasPrefix(channel, automations.RunScheme+":/")
 }
 
-// automationChanged publishes what the engine changed (called under the
-// engine's lock, so in order). The catalogue is per owner: each change
-// goes to the subscribers it belongs to.
+// automationChanged publishes what the engine changed (told in order,
+// holding none of the engine's locks). The catalogue is per owner: each
+// change goes to the subscribers it belongs to.
 func (h *Host) automationChanged(ch automations.Change) {
 	mine := func(s fanout.Subscriber) bool { return h.automationOwner(s.(*conn)) == ch.Owner }
 	switch {
