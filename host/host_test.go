@@ -26,20 +26,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(lockChecked{m})
-}
-
-// lockChecked fails the run, built with the lockcheck tag, when any test
-// took a lock of the session path while holding another.
-type lockChecked struct{ m *testing.M }
-
-func (l lockChecked) Run() int {
-	code := l.m.Run()
-	for _, v := range lockcheck.Violations() {
-		fmt.Fprintf(os.Stderr, "lockcheck: %s\n", v)
-		code = max(code, 1)
-	}
-	return code
+	goleak.VerifyTestMain(lockcheck.Checked(m))
 }
 
 // testHost is a host serving on a real WebSocket on 127.0.0.1.

@@ -21,9 +21,11 @@ import (
 	"github.com/ahpd/ahpd/httpapi"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(lockcheck.Checked(m)) }
 
 // env is a host with the script backend and a users directory (mo, a
 // member; gus, a guest; the connection token "root-token"), serving the

@@ -9,6 +9,11 @@
 // outside the host's own state (a library's are its own business).
 package lockcheck
 
+import (
+	"fmt"
+	"os"
+)
+
 // Class names a kind of lock in a violation and in Allow. Locks of the same
 // class are the same kind (every session's lock is "session").
 type Class string
@@ -21,4 +26,25 @@ type Violation struct {
 
 func (v Violation) String() string {
 	return string(v.Taken) + " taken holding " + string(v.Held) + "\n" + v.Stack
+}
+
+// Runner is what a TestMain runs: a *testing.M.
+type Runner interface{ Run() int }
+
+// Checked wraps a test run so that, built with the lockcheck tag, it fails
+// when any test took a tracked lock while holding another, printing each
+// violation with where it happened. Use it in TestMain:
+//
+//	goleak.VerifyTestMain(lockcheck.Checked(m))
+func Checked(m Runner) Runner { return checked{m} }
+
+type checked struct{ m Runner }
+
+func (c checked) Run() int {
+	code := c.m.Run()
+	for _, v := range Violations() {
+		fmt.Fprintf(os.Stderr, "lockcheck: %s\n", v)
+		code = max(code, 1)
+	}
+	return code
 }
