@@ -8,6 +8,12 @@
 // it falls too far behind, so a slow client never stalls a session or
 // another client.
 //
+// A batch of actions can be numbered first and sent later (Reserve,
+// Release), so the host can write them down before any client sees them:
+// the bus sends everything in serverSeq order, holding back what follows a
+// batch not yet released, so a client never sees serverSeq go backwards
+// and never misses a change it could be replayed.
+//
 // The Bus's lock is its own; the one lock taken under it is each
 // subscriber's queue (Send and Hold), and nothing is taken under that.
 package fanout
@@ -46,12 +52,30 @@ type Item struct {
 // its channel.
 type Bus struct {
 	mu   lockcheck.Mutex
-	seq  int64
-	ring []protocol.ActionEnvelope // the last len(ring) envelopes, by seq
+	seq  int64 // the last serverSeq given out
+	sent int64 // every serverSeq up to it has been sent
+	held []*Batch
+	ring []protocol.ActionEnvelope // the last len(ring) envelopes sent, by seq
 	next int                       // where the next envelope goes in ring
 	cut  int64                     // the newest envelope forgotten before its turn: replays start after it
-	subs map[string]map[Subscriber]struct{}
+	// subs holds each channel's subscribers with the serverSeq they
+	// subscribed at: what they are sent is after it.
+	subs map[string]map[Subscriber]int64
 }
+
+// A Batch is what the bus sends in one go, in its place in serverSeq
+// order: actions numbered by Reserve, or a notification or an echo queued
+// behind a batch held.
+type Batch struct {
+	envs     []protocol.ActionEnvelope
+	only     func(Subscriber) bool // when set, the subscribers it goes to; not kept for replay
+	send     func(b *Bus)          // a notification or an echo, instead of envs
+	released bool
+}
+
+// Envelopes returns the batch's actions as numbered, to be written down
+// before Release. They must not be changed.
+func (bt *Batch) Envelopes() []protocol.ActionEnvelope { return bt.envs }
 
 // New returns a bus that keeps replay changes for reconnecting clients,
 // whose first change is numbered after seq.
@@ -59,8 +83,9 @@ func New(replay int, seq int64) *Bus {
 	return &Bus{
 		mu:   lockcheck.Mutex{Class: "bus"},
 		seq:  seq,
+		sent: seq,
 		ring: make([]protocol.ActionEnvelope, replay),
-		subs: map[string]map[Subscriber]struct{}{},
+		subs: map[string]map[Subscriber]int64{},
 	}
 }
 
@@ -70,89 +95,151 @@ func New(replay int, seq int64) *Bus {
 func (b *Bus) Publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.publishLocked(channel, a, origin)
+	bt := b.reserveLocked(func(yield func(Item) bool) { yield(Item{Channel: channel, Action: a, Origin: origin}) })
+	b.releaseLocked(bt)
+	return bt.envs[0].ServerSeq
 }
 
 // PublishAll publishes items in order, taking the bus's lock once.
 func (b *Bus) PublishAll(items iter.Seq[Item]) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.releaseLocked(b.reserveLocked(items))
+}
+
+// Reserve numbers items, in order, and holds them and everything after
+// them until Release: the caller writes them down in between. Every batch
+// reserved must be released, or nothing after it is ever sent.
+func (b *Bus) Reserve(items iter.Seq[Item]) *Batch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reserveLocked(items)
+}
+
+// Release lets a reserved batch go: it is sent, with every batch after it
+// already released, once every batch before it has been.
+func (b *Bus) Release(bt *Batch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.releaseLocked(bt)
+}
+
+func (b *Bus) reserveLocked(items iter.Seq[Item]) *Batch {
+	bt := &Batch{}
 	for it := range items {
-		b.publishLocked(it.Channel, it.Action, it.Origin)
+		b.seq++
+		bt.envs = append(bt.envs, protocol.ActionEnvelope{Channel: it.Channel, Action: it.Action, ServerSeq: b.seq, Origin: it.Origin})
+	}
+	b.held = append(b.held, bt)
+	return bt
+}
+
+// queueLocked sends a batch now when nothing is held, else behind what is.
+func (b *Bus) queueLocked(bt *Batch) {
+	bt.released = true
+	b.held = append(b.held, bt)
+	b.flushLocked()
+}
+
+func (b *Bus) releaseLocked(bt *Batch) {
+	bt.released = true
+	b.flushLocked()
+}
+
+// flushLocked sends the released batches at the head of the queue.
+func (b *Bus) flushLocked() {
+	for len(b.held) > 0 && b.held[0].released {
+		bt := b.held[0]
+		b.held[0] = nil
+		b.held = b.held[1:]
+		if bt.send != nil {
+			bt.send(b)
+			continue
+		}
+		for i := range bt.envs {
+			b.sendLocked(&bt.envs[i], bt.only)
+		}
+	}
+	if len(b.held) == 0 {
+		b.held = nil
 	}
 }
 
-func (b *Bus) publishLocked(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
-	b.seq++
-	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq, Origin: origin}
-	if len(b.ring) > 0 {
-		b.ring[b.next] = env
+// sendLocked sends an envelope to its channel's subscribers that
+// subscribed before it, keeping it for replay unless it is some
+// subscribers' only.
+func (b *Bus) sendLocked(env *protocol.ActionEnvelope, only func(Subscriber) bool) {
+	b.sent = env.ServerSeq
+	if only != nil {
+		b.cut = env.ServerSeq
+	} else if len(b.ring) > 0 {
+		b.ring[b.next] = *env
 		b.next = (b.next + 1) % len(b.ring)
 	}
-	subs := b.subs[channel]
+	subs := b.subs[env.Channel]
 	if len(subs) == 0 {
-		return b.seq
+		return
 	}
-	f := ActionFrame(&env)
-	for s := range subs {
+	var f *Frame
+	for s, from := range subs {
+		if env.ServerSeq <= from || (only != nil && !only(s)) {
+			continue
+		}
+		if f == nil {
+			f = ActionFrame(env)
+		}
 		s.Send(f)
 	}
-	return b.seq
 }
 
 // PublishTo sequences an action and sends it to those of the channel's
 // subscribers only accepts. Such an envelope is not kept for replay (a
-// replay could not tell whose it is): a client that missed one reconnects
-// with snapshots instead.
+// replay could not tell whose it is): a client that missed one
+// reconnects with snapshots instead.
 func (b *Bus) PublishTo(channel string, a protocol.Action, only func(Subscriber) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.seq++
-	b.cut = b.seq
-	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq}
-	subs := b.subs[channel]
-	if len(subs) == 0 {
-		return
-	}
-	f := ActionFrame(&env)
-	for s := range subs {
-		if only(s) {
-			s.Send(f)
-		}
-	}
+	bt := b.reserveLocked(func(yield func(Item) bool) { yield(Item{Channel: channel, Action: a}) })
+	bt.only = only
+	b.releaseLocked(bt)
 }
 
 // Echo sends an envelope to one subscriber without changing any state: a
 // refused action (with rejectionReason), or an accepted one that changed
-// nothing. It carries the current serverSeq, which does not advance.
+// nothing. It carries the serverSeq of the last change sent before it,
+// which does not advance.
 func (b *Bus) Echo(s Subscriber, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq, Origin: origin}
-	if reason != "" {
-		env.RejectionReason = &reason
-	}
-	f := ActionFrame(&env)
-	f.action = "" // the client sent it, so its version knows it
-	s.Send(f)
+	b.queueLocked(&Batch{send: func(b *Bus) {
+		env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.sent, Origin: origin}
+		if reason != "" {
+			env.RejectionReason = &reason
+		}
+		f := ActionFrame(&env)
+		f.action = "" // the client sent it, so its version knows it
+		s.Send(f)
+	}})
 }
 
 // Notify sends a protocol notification (root/sessionAdded, ...) to the
-// channel's subscribers, or, with only, to those it accepts.
-// Notifications are not replayed.
+// channel's subscribers, or, with only, to those it accepts, in its place
+// after the changes numbered before it. Notifications are not replayed.
 func (b *Bus) Notify(channel, method string, params any, only func(Subscriber) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	subs := b.subs[channel]
-	if len(subs) == 0 {
-		return
-	}
-	f := NotificationFrame(method, params)
-	for s := range subs {
-		if only == nil || only(s) {
-			s.Send(f)
+	b.queueLocked(&Batch{send: func(b *Bus) {
+		subs := b.subs[channel]
+		if len(subs) == 0 {
+			return
 		}
-	}
+		f := NotificationFrame(method, params)
+		for s := range subs {
+			if only == nil || only(s) {
+				s.Send(f)
+			}
+		}
+	}})
 }
 
 // Forget drops the envelopes of channels whose state went to sleep: their
@@ -172,7 +259,7 @@ func (b *Bus) Forget(channels map[string]bool) {
 	}
 }
 
-// Current returns the serverSeq of the last change.
+// Current returns the serverSeq of the last change numbered.
 func (b *Bus) Current() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -180,24 +267,25 @@ func (b *Bus) Current() int64 {
 }
 
 // Subscribe adds s to channel's subscribers and returns the serverSeq the
-// caller's snapshot is taken at: the caller must have every change of the
-// channel up to now published, and none after it. Until the response
-// carrying the snapshot is sent, s holds back the channel's frames.
+// caller's snapshot is taken at: every change of the channel numbered so
+// far is in the snapshot, and s is sent those numbered after it. Until the
+// response carrying the snapshot is sent, s holds back the channel's
+// frames.
 func (b *Bus) Subscribe(s Subscriber, channel, requestID string) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.addLocked(s, channel)
+	b.addLocked(s, channel, b.seq)
 	s.Hold(channel, requestID)
 	return b.seq
 }
 
-func (b *Bus) addLocked(s Subscriber, channel string) {
+func (b *Bus) addLocked(s Subscriber, channel string, from int64) {
 	subs := b.subs[channel]
 	if subs == nil {
-		subs = map[Subscriber]struct{}{}
+		subs = map[Subscriber]int64{}
 		b.subs[channel] = subs
 	}
-	subs[s] = struct{}{}
+	subs[s] = from
 }
 
 // Unsubscribe removes s from channel's subscribers.
@@ -233,8 +321,9 @@ func (b *Bus) Drop(channel string) []Subscriber {
 }
 
 // Replay subscribes s to channels and returns what they missed after seq,
-// in one step, so nothing is missed or sent twice. It fails when the
-// changes are no longer held.
+// in one step, so nothing is missed or sent twice: what was sent since seq
+// is returned, and what is still held is sent when it goes. It fails when
+// the changes are no longer kept.
 func (b *Bus) Replay(s Subscriber, seq int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
 	want := make(map[string]bool, len(channels))
 	for _, ch := range channels {
@@ -246,7 +335,7 @@ func (b *Bus) Replay(s Subscriber, seq int64, channels []string, requestID strin
 		return nil, false
 	}
 	out := []protocol.ActionEnvelope{}
-	missed := int(b.seq - seq)
+	missed := int(b.sent - seq)
 	for i := 0; i < missed; i++ {
 		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
 		env := b.ring[at]
@@ -255,14 +344,15 @@ func (b *Bus) Replay(s Subscriber, seq int64, channels []string, requestID strin
 		}
 	}
 	for _, ch := range channels {
-		b.addLocked(s, ch)
+		b.addLocked(s, ch, b.sent)
 		s.Hold(ch, requestID)
 	}
 	return out, true
 }
 
 // replayableLocked reports whether a client that has seen every change up
-// to seq can be replayed the rest from the ring.
+// to seq can be replayed the rest from the ring: every change sent since
+// is in it.
 func (b *Bus) replayableLocked(seq int64) bool {
-	return seq >= 0 && seq <= b.seq && b.seq-seq <= int64(len(b.ring)) && seq >= b.cut
+	return seq >= 0 && seq <= b.sent && b.sent-seq <= int64(len(b.ring)) && seq >= b.cut
 }

@@ -144,3 +144,51 @@ func TestMergeStreamedText(t *testing.T) {
 		}
 	}
 }
+
+// TestReservedBatchesGoInOrder: a batch numbered first and let go later
+// holds back what was numbered after it, so a client sees serverSeq only
+// rise; an echo and a notification wait their turn too, and a subscriber
+// that came after a change is not sent it.
+func TestReservedBatchesGoInOrder(t *testing.T) {
+	b := fanout.New(16, 0)
+	a := &sub{}
+	b.Subscribe(a, chat, "r")
+	first := b.Reserve(func(yield func(fanout.Item) bool) {
+		_ = yield(fanout.Item{Channel: chat, Action: delta("1")}) && yield(fanout.Item{Channel: chat, Action: delta("2")})
+	})
+	b.Publish(chat, delta("3"), nil)
+	b.Echo(a, chat, delta("x"), nil, "refused")
+	late := &sub{}
+	if from := b.Subscribe(late, chat, "r2"); from != 3 {
+		t.Fatalf("a subscription after three numbered changes is at %d", from)
+	}
+	if len(a.frames) != 0 {
+		t.Fatalf("%d frames sent past a batch held", len(a.frames))
+	}
+	if got := first.Envelopes(); len(got) != 2 || got[0].ServerSeq != 1 || got[1].ServerSeq != 2 {
+		t.Fatalf("reserved %+v", got)
+	}
+	// A client back with nothing missed that was sent is replayed nothing,
+	// and is sent what is held when it goes.
+	back := &sub{}
+	if got, ok := b.Replay(back, 0, []string{chat}, "r3"); !ok || len(got) != 0 {
+		t.Errorf("replay at 0: %v, %d actions", ok, len(got))
+	}
+	if _, ok := b.Replay(&sub{}, 3, []string{chat}, "r4"); ok {
+		t.Error("replayed from a change not yet sent")
+	}
+	b.Release(first)
+	if got := back.seqs(t); len(got) != 3 || got[2] != 3 {
+		t.Errorf("the client back got %v, want 1 2 3", got)
+	}
+	if got := a.seqs(t); len(got) != 4 || got[0] != 1 || got[1] != 2 || got[2] != 3 || got[3] != 3 {
+		t.Errorf("sent %v, want 1 2 3 then the echo at 3", got)
+	}
+	if len(late.frames) != 0 {
+		t.Errorf("a subscriber at 3 was sent %d older changes", len(late.frames))
+	}
+	b.Publish(chat, delta("4"), nil)
+	if got := late.seqs(t); len(got) != 1 || got[0] != 4 {
+		t.Errorf("the late subscriber got %v, want 4", got)
+	}
+}
