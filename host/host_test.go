@@ -129,6 +129,14 @@ func (th *testHost) newSession(c *hosttest.Client, id string, config map[string]
 // fails the test with the host's reason.
 func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
 	t.Helper()
+	startTaken(t, c, chat, turnID, text)
+	return waitTurnEnd(t, c, chat, turnID)
+}
+
+// startTaken starts a turn and waits for the host to take it. A turn the
+// host refuses fails the test with the host's reason.
+func startTaken(t *testing.T, c *hosttest.Client, chat, turnID, text string) {
+	t.Helper()
 	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
 		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
 		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
@@ -148,7 +156,6 @@ func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol
 	if refused != "" {
 		t.Fatalf("turn %s was refused: %s", turnID, refused)
 	}
-	return waitTurnEnd(t, c, chat, turnID)
 }
 
 func waitTurnEnd(t *testing.T, c *hosttest.Client, chat, turnID string) *protocol.ChatState {

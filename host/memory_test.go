@@ -28,8 +28,8 @@ func TestSleepLetsGoOfTheReplay(t *testing.T) {
 	send(t, c, chat, "t1", "say something to remember")
 	_, other := th.newSession(c, "awake", nil)
 	send(t, c, other, "t1", "say hi")
-	c.Close()
-	suspendUntilAsleep(t, th.client("c2"), "ahp-session:/sleeper")
+	th.leave(c, "c1")
+	suspendAsleep(t, th.client("c2"), "ahp-session:/sleeper")
 
 	probe = hosttest.Dial(t, th.url)
 	after := probe.Initialize("probe2").ServerSeq
