@@ -63,6 +63,20 @@ func (h *Host) Leaving(clientID string) []<-chan struct{} {
 	return done
 }
 
+// Stopped returns channels closed once the host stops writing to each of
+// clientID's connections: it was cut, or is ending. A cut is counted in
+// the metrics by then; the connection may take longer to be done, while
+// its peer does not answer the close.
+func (h *Host) Stopped(clientID string) []<-chan struct{} {
+	var stopped []<-chan struct{}
+	for _, c := range h.connList() {
+		if c.client() == clientID {
+			stopped = append(stopped, c.writerEnd)
+		}
+	}
+	return stopped
+}
+
 // DiskFull fails the writes of session records, while it is set, as a
 // full disk does: the record's temporary file takes half of what is
 // written and refuses the rest with ENOSPC. The store's own clean-up runs
