@@ -137,8 +137,14 @@ func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol
 // host refuses fails the test with the host's reason.
 func startTaken(t *testing.T, c *hosttest.Client, chat, turnID, text string) {
 	t.Helper()
+	startTakenAt(t, c, chat, turnID, text, time.Now())
+}
+
+// startTakenAt is startTaken for a turn started at, by the client's clock.
+func startTakenAt(t *testing.T, c *hosttest.Client, chat, turnID, text string, at time.Time) {
+	t.Helper()
 	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
-		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
+		TurnID: turnID, StartedAt: protocol.FormatTime(at),
 		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
 	})
 	var refused string
