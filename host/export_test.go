@@ -50,6 +50,17 @@ func (p *Passes) Latest() (began time.Time, next <-chan struct{}) {
 	return p.began, p.ended
 }
 
+// WithReleases has the host tell released, without waiting, each time it
+// gives memory back to the system.
+func WithReleases(o *Options, released chan<- struct{}) {
+	o.memoryReleased = func() {
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Leaving returns the done channels of clientID's connections: each is
 // closed once the host has let go of the connection (its subscriptions
 // ended), after the client closes it.

@@ -95,6 +95,9 @@ type Options struct {
 	// it began, by Clock. Tests set it (export_test.go) to wait for a
 	// check instead of sleeping.
 	residencyPassed func(began time.Time)
+	// memoryReleased, when set, is told each time the host gives memory
+	// back (memory.go), for tests to wait on.
+	memoryReleased func()
 }
 
 // Host serves sessions to clients.
