@@ -23,6 +23,7 @@ type discard struct {
 	// ended, when set, is closed at the first frame ending a turn.
 	ended     chan struct{}
 	endedOnce sync.Once
+	wrote     chan struct{} // told after each frame, for waitDelivered
 }
 
 func (d *discard) read(ctx context.Context) ([]byte, error) {
@@ -39,6 +40,10 @@ func (d *discard) write(ctx context.Context, msg []byte) error {
 		}
 	}
 	d.frames.Add(1)
+	select {
+	case d.wrote <- struct{}{}:
+	default: // one told and not yet heard wakes the waiter all the same
+	}
 	if d.ended != nil && bytes.Contains(msg, []byte(`"chat/turnComplete"`)) {
 		d.endedOnce.Do(func() { close(d.ended) })
 	}
@@ -63,7 +68,7 @@ func subscribers(tb testing.TB, h *Host, channel string, n int) ([]*conn, []*dis
 	conns := make([]*conn, n)
 	ts := make([]*discard, n)
 	for i := range n {
-		ts[i] = &discard{}
+		ts[i] = &discard{wrote: make(chan struct{}, 1)}
 		c, err := h.newConnection(ts[i], false, grants.Principal{})
 		if err != nil {
 			tb.Fatal(err)
@@ -112,15 +117,18 @@ func BenchmarkFanout(b *testing.B) {
 	}
 }
 
+// waitDelivered waits, frame by frame, for each of ts to have been written
+// want frames.
 func waitDelivered(tb testing.TB, ts []*discard, want int64) {
 	tb.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	timeout := time.After(30 * time.Second)
 	for _, d := range ts {
 		for d.frames.Load() < want {
-			if time.Now().After(deadline) {
+			select {
+			case <-d.wrote:
+			case <-timeout:
 				tb.Fatalf("a subscriber got %d of %d frames", d.frames.Load(), want)
 			}
-			time.Sleep(time.Millisecond)
 		}
 	}
 }

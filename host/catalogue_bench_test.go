@@ -23,6 +23,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahpd/ahpd/catalogue/corpus"
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
@@ -91,14 +92,22 @@ func cbCorpus(b *testing.B) (projects string, size int64) {
 // widest mode, last30Days, would show only the few dozen dated by their
 // files' mtimes (those whose last line is too long to read back). No mode
 // shows every row. Moving the host's
-// clock (Options.Now, which is what the mode's window is measured from)
+// clock (Options.Clock, which is what the mode's window is measured from)
 // rather than rewriting the transcripts' timestamps or mtimes keeps the
 // cached corpus as written. last30Days then shows the rows of the
 // corpus's last 30 days, about half of it (some 5,000 rows): the listing
 // merges and sorts those and serves the newest 500.
-func cbClock() func() time.Time {
-	base, start := cbCorpusNow.Add(time.Hour), time.Now()
-	return func() time.Time { return base.Add(time.Since(start)) }
+func cbClock() clock.Clock {
+	return shiftedClock{base: cbCorpusNow.Add(time.Hour), start: time.Now()}
+}
+
+// shiftedClock is the wall clock moved to read base at start.
+type shiftedClock struct{ base, start time.Time }
+
+func (c shiftedClock) Now() time.Time { return c.base.Add(time.Since(c.start)) }
+
+func (c shiftedClock) At(t time.Time) (<-chan time.Time, func()) {
+	return clock.Real{}.At(time.Now().Add(t.Sub(c.Now())))
 }
 
 // cbHost is a host serving the corpus over httptest's WebSocket.
@@ -112,7 +121,7 @@ type cbHost struct {
 // cbStartHost starts a host with the script backend, as
 // startBenchHostIn does, that reads the Claude transcripts under
 // projects. Its stop is the caller's to call.
-func cbStartHost(b *testing.B, state, projects string, now func() time.Time) *cbHost {
+func cbStartHost(b *testing.B, state, projects string, now clock.Clock) *cbHost {
 	b.Helper()
 	work := filepath.Join(state, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
@@ -129,7 +138,7 @@ func cbStartHost(b *testing.B, state, projects string, now func() time.Time) *cb
 		Transcripts: host.Transcripts{Listers: []plugins.TranscriptLister{
 			claude.New(claude.Options{Env: []string{"CLAUDE_CONFIG_DIR=" + filepath.Dir(projects)}}),
 		}},
-		Now: now,
+		Clock: now,
 	})
 	if err != nil {
 		b.Fatal(err)

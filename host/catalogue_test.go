@@ -54,21 +54,44 @@ func listed(t *testing.T, c *hosttest.Client) (all, external []string) {
 	return all, external
 }
 
-// waitListed polls listSessions until its resources are want: the
-// catalogue reads transcripts in the background.
+// waitListed waits for listSessions to answer want. The catalogue reads
+// transcripts in the background and tells root's subscribers of each row
+// it then shows or hides: a row missing from the first listing, or one too
+// many, is waited for as that notification.
 func waitListed(t *testing.T, c *hosttest.Client, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	deadline := time.Now().Add(hosttest.Timeout)
-	for {
-		all, _ := listed(t, c)
-		if slices.Equal(all, want) {
-			return
+	all, _ := listed(t, c)
+	if slices.Equal(all, want) {
+		return
+	}
+	var missing, extra []string
+	for _, uri := range want {
+		if !slices.Contains(all, uri) {
+			missing = append(missing, uri)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("listed %v, want %v", all, want)
+	}
+	for _, uri := range all {
+		if !slices.Contains(want, uri) {
+			extra = append(extra, uri)
 		}
-		time.Sleep(10 * time.Millisecond)
+	}
+	c.Wait(fmt.Sprintf("%v shown and %v hidden", missing, extra), func(msgs []hosttest.Message) bool {
+		added, removed := rootNotes(msgs, "root/sessionAdded"), rootNotes(msgs, "root/sessionRemoved")
+		for _, uri := range missing {
+			if !slices.Contains(added, uri) {
+				return false
+			}
+		}
+		for _, uri := range extra {
+			if !slices.Contains(removed, uri) {
+				return false
+			}
+		}
+		return true
+	})
+	if all, _ = listed(t, c); !slices.Equal(all, want) {
+		t.Fatalf("listed %v, want %v", all, want)
 	}
 }
 

@@ -10,26 +10,31 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 func TestListSessionsPaging(t *testing.T) {
-	th := startHost(t, "")
+	// The host and the client read one clock, moved a second between
+	// sessions: each is modified at a time of its own.
+	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	th := startHost(t, "", func(o *host.Options) { o.Clock = clk })
 	c := th.client("c1")
 	const n = 7
 	for i := range n {
 		_, chat := th.newSession(c, fmt.Sprintf("s%d", i), nil)
-		send(t, c, chat, "t1", "say hi")
-		time.Sleep(2 * time.Millisecond) // distinct modifiedAt
+		startTakenAt(t, c, chat, "t1", "say hi", clk.Now())
+		waitTurnEnd(t, c, chat, "t1")
+		clk.Advance(time.Second)
 	}
 	all := listSessions(t, c, nil).Items
 	if len(all) != n {
 		t.Fatalf("listed %d, want %d", len(all), n)
 	}
 	for i := 1; i < len(all); i++ {
-		if all[i-1].ModifiedAt < all[i].ModifiedAt {
+		if all[i-1].ModifiedAt <= all[i].ModifiedAt {
 			t.Errorf("not most recently modified first: %s before %s", all[i-1].ModifiedAt, all[i].ModifiedAt)
 		}
 	}

@@ -26,6 +26,15 @@ func (l Limits) tick() time.Duration {
 // stalled, and pings a quiet client. The host's own connection has no
 // deadlines.
 func (c *conn) check(now time.Time) {
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		// Cut or ending already: a connection whose peer is slow to
+		// close is looked at again each tick until it is gone, and must
+		// be counted once.
+		return
+	}
 	if c.stuck(now, writeTimeout) {
 		c.h.metrics.cutFor(cutStalled)
 		c.cut(closePolicy, "write timed out: the client stopped reading")

@@ -1,10 +1,13 @@
 package host
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Methods lists the JSON-RPC methods the host serves, for the grants table
@@ -18,6 +21,72 @@ func (h *Host) Held(uri string) bool { return h.held(uri) != nil }
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.
 func (h *Host) Balance() { h.balance() }
+
+// Passes hears the host's residency checks, for tests to wait on one
+// instead of sleeping.
+type Passes struct {
+	mu    sync.Mutex
+	began time.Time     // when the latest check began, by the host's clock
+	ended chan struct{} // closed when the next check ends
+}
+
+// WithPasses has the host tell p of each residency check.
+func WithPasses(o *Options, p *Passes) {
+	p.ended = make(chan struct{})
+	o.residencyPassed = func(began time.Time) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.began = began
+		close(p.ended)
+		p.ended = make(chan struct{})
+	}
+}
+
+// Latest returns when the latest check began (zero before the first), and
+// a channel closed when the next one ends.
+func (p *Passes) Latest() (began time.Time, next <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.began, p.ended
+}
+
+// WithReleases has the host tell released, without waiting, each time it
+// gives memory back to the system.
+func WithReleases(o *Options, released chan<- struct{}) {
+	o.memoryReleased = func() {
+		select {
+		case released <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Leaving returns the done channels of clientID's connections: each is
+// closed once the host has let go of the connection (its subscriptions
+// ended), after the client closes it.
+func (h *Host) Leaving(clientID string) []<-chan struct{} {
+	var done []<-chan struct{}
+	for _, c := range h.connList() {
+		if c.client() == clientID {
+			done = append(done, c.done)
+		}
+	}
+	return done
+}
+
+// Stopped returns channels closed once the host stops writing to each of
+// clientID's connections: it was cut, or is ending. A cut is counted in
+// the metrics by then; the connection may take longer to be done, while
+// its peer does not answer the close.
+func (h *Host) Stopped(clientID string) []<-chan struct{} {
+	var stopped []<-chan struct{}
+	for _, c := range h.connList() {
+		if c.client() == clientID {
+			stopped = append(stopped, c.writerEnd)
+		}
+	}
+	return stopped
+}
 
 // DiskFull fails the writes of session records, while it is set, as a
 // full disk does: the record's temporary file takes half of what is
@@ -121,4 +190,17 @@ func (f slowFile) Sync() error {
 	tok := <-f.d.mu
 	f.d.mu <- tok
 	return f.File.Sync()
+}
+
+// Residency says what keeps the session uri names awake, for a test that
+// waited in vain for it to sleep.
+func (h *Host) Residency(uri string) string {
+	s := h.held(uri)
+	if s == nil {
+		return "not held"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("asleep %v, idle %v, watched %v, last action %v, used %v, now %v",
+		s.asleep, s.idleLocked(), s.watchedLocked(), s.lastAction, s.used, h.now())
 }

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/plugins"
@@ -81,8 +82,11 @@ type Options struct {
 	// AgentProcesses, when set, counts the agent processes running, for
 	// /metrics: the backends start them, and the host does not know how.
 	AgentProcesses func() int64
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the host's time: what it stamps, and when residency checks
+	// run (residency.go). nil is the wall clock; tests move a fake one,
+	// which must not read earlier than it did in a run before a restart:
+	// serverSeq continues from it.
+	Clock clock.Clock
 	// Automations configure the automations the host runs (automations.go).
 	Automations AutomationOptions
 
@@ -90,6 +94,13 @@ type Options struct {
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
 	// fail writes as a full disk does, which no test can safely arrange.
 	storeTemp createTemp
+	// residencyPassed, when set, is told after each residency check when
+	// it began, by Clock. Tests set it (export_test.go) to wait for a
+	// check instead of sleeping.
+	residencyPassed func(began time.Time)
+	// memoryReleased, when set, is told each time the host gives memory
+	// back (memory.go), for tests to wait on.
+	memoryReleased func()
 }
 
 // Host serves sessions to clients.
@@ -170,8 +181,8 @@ func New(opts Options) (*Host, error) {
 	if opts.TurnWindow <= 0 {
 		opts.TurnWindow = 200
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if err := opts.Limits.Validate(); err != nil {
 		return nil, err
@@ -214,7 +225,7 @@ func New(opts Options) (*Host, error) {
 		ownMu:    lockcheck.Mutex{Class: "own"},
 		opts:     opts,
 		log:      opts.Logger,
-		now:      opts.Now,
+		now:      opts.Clock.Now,
 		ctx:      ctx,
 		stop:     stop,
 		bus:      fanout.New(opts.Replay, opts.Now().UnixMicro()),
@@ -256,7 +267,7 @@ func New(opts Options) (*Host, error) {
 	}
 	h.wg.Add(3)
 	go h.watchdog()
-	go h.keepResidency()
+	go h.keepResidency(h.now())
 	go h.watchUsers()
 	return h, nil
 }

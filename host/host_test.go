@@ -131,8 +131,22 @@ func (th *testHost) newSession(c *hosttest.Client, id string, config map[string]
 // fails the test with the host's reason.
 func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
 	t.Helper()
+	startTaken(t, c, chat, turnID, text)
+	return waitTurnEnd(t, c, chat, turnID)
+}
+
+// startTaken starts a turn and waits for the host to take it. A turn the
+// host refuses fails the test with the host's reason.
+func startTaken(t *testing.T, c *hosttest.Client, chat, turnID, text string) {
+	t.Helper()
+	startTakenAt(t, c, chat, turnID, text, time.Now())
+}
+
+// startTakenAt is startTaken for a turn started at, by the client's clock.
+func startTakenAt(t *testing.T, c *hosttest.Client, chat, turnID, text string, at time.Time) {
+	t.Helper()
 	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
-		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
+		TurnID: turnID, StartedAt: protocol.FormatTime(at),
 		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
 	})
 	var refused string
@@ -150,7 +164,6 @@ func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol
 	if refused != "" {
 		t.Fatalf("turn %s was refused: %s", turnID, refused)
 	}
-	return waitTurnEnd(t, c, chat, turnID)
 }
 
 func waitTurnEnd(t *testing.T, c *hosttest.Client, chat, turnID string) *protocol.ChatState {

@@ -113,7 +113,7 @@ func TestFirstTurnFailureKeepsTheStartOwed(t *testing.T) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cs = sendEventually(t, c, chat, "t2", "say hi again")
+	cs = send(t, c, chat, "t2", "say hi again")
 	if cs.Turns[1].State != protocol.TurnStateComplete {
 		t.Fatalf("second turn: %s", cs.Turns[1].State)
 	}

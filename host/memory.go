@@ -48,6 +48,9 @@ func (h *Host) giveBackMemory(now time.Time, w *memoryWatch) {
 		h.metrics.quietRSS.Store(anonymousRSS())
 		h.metrics.released.Add(1)
 		h.metrics.returnedAfter.Store(closed)
+		if h.opts.memoryReleased != nil {
+			h.opts.memoryReleased()
+		}
 	}
 }
 

@@ -179,23 +179,32 @@ func (h *Host) poke() {
 	}
 }
 
-// keepResidency runs residency checks when poked and on a timer.
-func (h *Host) keepResidency() {
+// keepResidency runs residency checks when poked, and at least every
+// SleepAfter/2 by the host's clock (a minute when that is longer or off).
+// Each next timer is set from when the last check began (from start for
+// the first), so a clock moved on during a check fires the next at once.
+func (h *Host) keepResidency(start time.Time) {
 	defer h.wg.Done()
 	every := time.Minute
 	if d := h.opts.SleepAfter / 2; d > 0 && d < every {
 		every = max(d, 10*time.Millisecond)
 	}
-	tick := time.NewTicker(every)
-	defer tick.Stop()
+	began := start
 	for {
+		due, stop := h.opts.Clock.At(began.Add(every))
 		select {
 		case <-h.ctx.Done():
+			stop()
 			return
-		case <-tick.C:
+		case <-due:
 		case <-h.pokes:
 		}
+		stop()
+		began = h.now()
 		h.balance()
+		if h.opts.residencyPassed != nil {
+			h.opts.residencyPassed(began)
+		}
 	}
 }
 

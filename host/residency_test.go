@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/plugins"
@@ -64,11 +66,76 @@ func withCounted(b **counted) hostOption {
 	}
 }
 
-func withResidency(sleepAfter time.Duration, limit int) hostOption {
+// residency runs a host's residency checks on a fake clock, and hears
+// them: a test moves the time and waits for a check instead of sleeping.
+type residency struct {
+	sleepAfter time.Duration
+	limit      int
+	clock      *clock.Fake
+	passes     host.Passes
+}
+
+func newResidency(sleepAfter time.Duration, limit int) *residency {
+	return &residency{sleepAfter: sleepAfter, limit: limit, clock: clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))}
+}
+
+func (r *residency) option() hostOption {
 	return func(o *host.Options) {
-		o.SleepAfter = sleepAfter
-		o.ResidencyLimit = limit
+		o.SleepAfter, o.ResidencyLimit, o.Clock = r.sleepAfter, r.limit, r.clock
+		host.WithPasses(o, &r.passes)
 	}
+}
+
+// advance moves the clock on by d, at least SleepAfter/2 (the host checks
+// that often), and returns once a check has run at the new time.
+func (r *residency) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	if d < r.sleepAfter/2 || r.sleepAfter == 0 {
+		t.Fatalf("advancing %v fires no residency check (SleepAfter %v)", d, r.sleepAfter)
+	}
+	r.clock.Advance(d)
+	now := r.clock.Now()
+	r.until(t, "a residency check at "+now.String(), func() bool {
+		began, _ := r.passes.Latest()
+		return !began.Before(now)
+	}, nil)
+}
+
+// until waits, check by check, for cond; each change that can let a
+// session sleep asks for a check.
+// describe, if set, says why cond is false when it never came true.
+func (r *residency) until(t *testing.T, what string, cond func() bool, describe func() string) {
+	t.Helper()
+	timeout := time.After(hosttest.Timeout)
+	for {
+		_, next := r.passes.Latest()
+		if cond() {
+			return
+		}
+		select {
+		case <-next:
+		case <-timeout:
+			var state string
+			if describe != nil {
+				state = ": " + describe()
+			}
+			t.Fatalf("no residency check brought %s%s", what, state)
+		}
+	}
+}
+
+// untilStatus waits, check by check, for the session to have status want.
+func (r *residency) untilStatus(t *testing.T, th *testHost, uri, want string) {
+	t.Helper()
+	r.until(t, uri+" "+want, func() bool { return status(t, th, uri) == want }, func() string { return th.h.Residency(uri) })
+}
+
+// waitActiveSessions waits for root's count of sessions running a turn.
+func waitActiveSessions(c *hosttest.Client, n int64) {
+	c.WaitState(protocol.RootURI, fmt.Sprint(n, " sessions running a turn"), func(s protocol.ChannelState) bool {
+		rs := s.(*protocol.RootState)
+		return rs.ActiveSessions != nil && *rs.ActiveSessions == n
+	})
 }
 
 func status(t *testing.T, th *testHost, uri string) string {
@@ -80,14 +147,22 @@ func status(t *testing.T, th *testHost, uri string) string {
 	return s
 }
 
-func waitStatus(t *testing.T, th *testHost, uri, want string) {
-	t.Helper()
-	deadline := time.Now().Add(hosttest.Timeout)
-	for status(t, th, uri) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stayed %s, want %s", uri, status(t, th, uri), want)
+// leave closes c, initialized as clientID, and returns once the host has
+// let go of the connection: nothing of it watches a session any more.
+func (th *testHost) leave(c *hosttest.Client, clientID string) {
+	th.t.Helper()
+	done := th.h.Leaving(clientID)
+	if len(done) == 0 {
+		th.t.Fatalf("the host has no connection of %s", clientID)
+	}
+	c.Close()
+	timeout := time.After(hosttest.Timeout)
+	for _, d := range done {
+		select {
+		case <-d:
+		case <-timeout:
+			th.t.Fatalf("the host never let go of %s's connection", clientID)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -98,15 +173,23 @@ func runAndLeave(t *testing.T, th *testHost, id string) (session, chat string) {
 	c := th.client("c-" + id)
 	session, chat = th.newSession(c, id, nil)
 	send(t, c, chat, "t1", "say hello from "+id)
-	c.Close()
+	th.leave(c, "c-"+id)
 	return session, chat
 }
 
 func TestQuietSessionSleepsAndWakes(t *testing.T) {
 	var b *counted
-	th := startHost(t, "", withCounted(&b), withResidency(60*time.Millisecond, 0))
+	r := newResidency(time.Minute, 0)
+	th := startHost(t, "", withCounted(&b), r.option())
 	session, chat := runAndLeave(t, th, "s1")
-	waitStatus(t, th, session, "inactive")
+	r.advance(t, r.sleepAfter/2)
+	if status(t, th, session) != "active" {
+		t.Fatal("the session fell asleep before SleepAfter of quiet")
+	}
+	r.advance(t, r.sleepAfter/2)
+	if status(t, th, session) != "inactive" {
+		t.Fatal("the session is awake after SleepAfter of quiet")
+	}
 	if n := b.running.Load(); n != 0 {
 		t.Fatalf("%d agents still run after the session fell asleep", n)
 	}
@@ -127,7 +210,7 @@ func TestQuietSessionSleepsAndWakes(t *testing.T) {
 		t.Errorf("%d turns, %d agent starts; want 2 and 2", len(cs.Turns), b.starts.Load())
 	}
 	// Watched, it stays awake however quiet.
-	time.Sleep(200 * time.Millisecond)
+	r.advance(t, 3*r.sleepAfter)
 	if status(t, th, session) != "active" || b.running.Load() != 1 {
 		t.Errorf("a watched session fell asleep (%s, %d agents)", status(t, th, session), b.running.Load())
 	}
@@ -135,20 +218,31 @@ func TestQuietSessionSleepsAndWakes(t *testing.T) {
 
 func TestWorkInHandKeepsASessionAwake(t *testing.T) {
 	var b *counted
-	th := startHost(t, "", withCounted(&b), withResidency(50*time.Millisecond, 0))
+	r := newResidency(time.Minute, 0)
+	th := startHost(t, "", withCounted(&b), r.option())
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
-	startTurn(c, chat, "t1", "say working\nwait 400ms\nsay done")
+	startTurn(c, chat, "t1", "say working\nwait 30s\nsay done")
+	// Its agent is running (the session is ready) once it says something.
 	c.WaitState(chat, "the turn to run", func(s protocol.ChannelState) bool {
-		return s.(*protocol.ChatState).ActiveTurn != nil
+		at := s.(*protocol.ChatState).ActiveTurn
+		return at != nil && strings.Contains(text(at.ResponseParts), "working")
 	})
+	waitActiveSessions(c, 1)
 	c.Notify("unsubscribe", map[string]any{"channel": chat})
 	c.Notify("unsubscribe", map[string]any{"channel": session})
-	time.Sleep(250 * time.Millisecond)
+	// Requests are taken in line: once this is answered, nothing watches.
+	c.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
+	r.advance(t, 3*r.sleepAfter)
 	if status(t, th, session) != "active" {
 		t.Fatal("a session fell asleep with a turn running")
 	}
-	waitStatus(t, th, session, "inactive") // once the turn has ended
+	// The turn ends once the agent has stopped it: root's count of
+	// sessions running a turn, which does not watch the session, says so.
+	c.Dispatch(chat, &protocol.ChatTurnCancelledAction{TurnID: "t1", Duration: 1})
+	waitActiveSessions(c, 0)
+	r.advance(t, r.sleepAfter)
+	r.untilStatus(t, th, session, "inactive") // once the agent has stopped the turn
 }
 
 func TestConcurrentWakersStartOneAgent(t *testing.T) {
@@ -156,7 +250,7 @@ func TestConcurrentWakersStartOneAgent(t *testing.T) {
 	th := startHost(t, "", withCounted(&b))
 	session, chat := runAndLeave(t, th, "s1")
 	c := th.client("c1")
-	suspendUntilAsleep(t, c, session)
+	suspendAsleep(t, c, session)
 	if status(t, th, session) != "inactive" || b.running.Load() != 0 {
 		t.Fatalf("suspend left %s with %d agents", status(t, th, session), b.running.Load())
 	}
@@ -180,20 +274,23 @@ func TestResidencyLimit(t *testing.T) {
 	for _, limit := range []int{2, 5} {
 		t.Run(fmt.Sprint("limit=", limit), func(t *testing.T) {
 			var b *counted
-			th := startHost(t, "", withCounted(&b), withResidency(0, limit))
+			r := newResidency(0, limit)
+			th := startHost(t, "", withCounted(&b), r.option())
 			var sessions []string
 			for i := range limit {
 				s, _ := runAndLeave(t, th, fmt.Sprintf("s%d", i))
 				sessions = append(sessions, s)
+				r.clock.Advance(time.Second) // each is used at a time of its own
 			}
 			// Use the first again: the second is now the least recent.
 			c := th.client("again")
 			c.Subscribe(sessions[0])
-			c.Close()
+			th.leave(c, "again")
+			r.clock.Advance(time.Second)
 			extra, _ := runAndLeave(t, th, "extra")
 			sessions = append(sessions, extra)
 
-			waitStatus(t, th, sessions[1], "inactive")
+			r.untilStatus(t, th, sessions[1], "inactive")
 			for i, s := range sessions {
 				if i != 1 && status(t, th, s) != "active" {
 					t.Errorf("session %d went asleep, want only session 1", i)
@@ -245,11 +342,13 @@ func TestSuspend(t *testing.T) {
 	waitTurnEnd(t, c, chat, "t1")
 
 	// A turn waiting on a question is interrupted, then the session sleeps.
-	sendEventuallyStart(t, c, chat, "t2", "ask Anything?")
+	// Taken at once: a turn cancelled a moment ago winds down before the
+	// next starts, it does not refuse it.
+	startTaken(t, c, chat, "t2", "ask Anything?")
 	c.WaitState(chat, "the question", func(s protocol.ChannelState) bool {
 		return s.(*protocol.ChatState).Status.Activity() == protocol.StatusInputNeeded
 	})
-	c.Close()
+	th.leave(c, "c1")
 	c = th.client("c2")
 	c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
 	if status(t, th, session) != "inactive" || b.running.Load() != 0 {
@@ -259,44 +358,17 @@ func TestSuspend(t *testing.T) {
 	if last := cs.Turns[len(cs.Turns)-1]; last.ID != "t2" || last.State != protocol.TurnStateCancelled {
 		t.Errorf("the waiting turn ended %s %s", last.ID, last.State)
 	}
-	// Subscribing woke it; once c2 is gone (the server sees the close a
-	// moment later) it sleeps again, and suspending it then changes nothing.
-	c.Close()
+	// Subscribing woke it; once c2 is gone it sleeps again, and suspending
+	// it then changes nothing.
+	th.leave(c, "c2")
 	c = th.client("c3")
-	suspendUntilAsleep(t, c, session)
+	suspendAsleep(t, c, session)
 	if raw := c.MustCall("ahpd/suspendSession", map[string]any{"channel": session}); string(raw) != `{"status":"inactive"}` {
 		t.Errorf("suspending a sleeping session: %s", raw)
 	}
 	if n := b.running.Load(); n != 0 {
 		t.Errorf("%d agents after suspending a sleeping session", n)
 	}
-}
-
-// sendEventuallyStart starts a turn, retrying while the last one winds down.
-func sendEventuallyStart(t *testing.T, c *hosttest.Client, chat, turnID, text string) {
-	t.Helper()
-	deadline := time.Now().Add(hosttest.Timeout)
-	for time.Now().Before(deadline) {
-		seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
-			TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
-			Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
-		})
-		var refused bool
-		c.Wait("the turn to be taken", func(msgs []hosttest.Message) bool {
-			for _, m := range msgs {
-				if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientSeq == seq {
-					refused = e.RejectionReason != nil
-					return true
-				}
-			}
-			return false
-		})
-		if !refused {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("turn %s was never taken", turnID)
 }
 
 // BenchmarkStatusProbe measures the probe of an active session: an
@@ -358,16 +430,10 @@ func BenchmarkSleepingSessionMemory(b *testing.B) {
 	}
 }
 
-// suspendUntilAsleep suspends a session until it is asleep: a client that
-// left a moment ago may still watch it until the host sees it go, and a
-// watched session keeps its turns.
-func suspendUntilAsleep(t *testing.T, c *hosttest.Client, session string) {
+// suspendAsleep suspends a session nothing watches, which puts it to sleep.
+func suspendAsleep(t *testing.T, c *hosttest.Client, session string) {
 	t.Helper()
-	deadline := time.Now().Add(hosttest.Timeout)
-	for string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": session})) != `{"status":"inactive"}` {
-		if time.Now().After(deadline) {
-			t.Fatal("the session never went to sleep")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if raw := c.MustCall("ahpd/suspendSession", map[string]any{"channel": session}); string(raw) != `{"status":"inactive"}` {
+		t.Fatalf("suspending %s: %s, want it asleep", session, raw)
 	}
 }

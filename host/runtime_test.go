@@ -200,7 +200,26 @@ func TestIdleClientsPinged(t *testing.T) {
 	quiet := th.client("quiet") // its client answers pings as it reads
 	gone := rawWS(t, th.url)
 	initRaw(t, gone, "gone") // and never reads again
-	waitMetric(t, th, `ahpd_connections_cut_total{reason="deadline"}`, 1)
+	stopped, done := th.h.Stopped("gone"), th.h.Leaving("gone")
+	if len(stopped) != 1 || len(done) != 1 {
+		t.Fatalf("the host holds %d connections of the gone client", len(done))
+	}
+	select {
+	case <-stopped[0]:
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the gone client's connection was never cut")
+	}
+	// It waits for the close it is not sent; closing the socket ends the
+	// wait, and the watchdog must not count the cut again meanwhile.
+	_ = gone.CloseNow()
+	select {
+	case <-done[0]:
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the host never let go of the gone client's connection")
+	}
+	if n := scrape(t, th)[`ahpd_connections_cut_total{reason="deadline"}`]; n != 1 {
+		t.Errorf("%v connections cut at a deadline, want the gone one", n)
+	}
 	// The quiet client said nothing for longer than the one cut.
 	if _, err := quiet.Call("ping", nil); err != nil {
 		t.Errorf("the quiet client: %v", err)
@@ -372,18 +391,6 @@ func scrape(t *testing.T, th *testHost) map[string]float64 {
 		}
 	}
 	return out
-}
-
-// waitMetric waits for a metric to reach want.
-func waitMetric(t *testing.T, th *testHost, name string, want float64) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for scrape(t, th)[name] < want {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s stayed under %v", name, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // TestMetricsBehindToken checks /metrics takes the host's own token and

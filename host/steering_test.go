@@ -131,7 +131,8 @@ func TestSteeringAnAgentThatCannotBeInterrupted(t *testing.T) {
 // that is then cancelled goes with it. Either way the session is left
 // with nothing in hand, and sleeps.
 func TestSteeringLeavesNothingBehind(t *testing.T) {
-	th := startHost(t, "", withResidency(50*time.Millisecond, 0))
+	r := newResidency(time.Minute, 0)
+	th := startHost(t, "", r.option())
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
 
@@ -159,6 +160,7 @@ func TestSteeringLeavesNothingBehind(t *testing.T) {
 		t.Errorf("a cancelled turn's steering message ran: %d turns, %q", len(cs.Turns), text(cs.Turns[1].ResponseParts))
 	}
 
-	c.Close()
-	waitStatus(t, th, session, "inactive")
+	th.leave(c, "c1")
+	r.advance(t, r.sleepAfter)
+	r.untilStatus(t, th, session, "inactive") // once the agent has stopped the turn
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -446,11 +445,10 @@ func TestWorktreeHostileNames(t *testing.T) {
 	if len(entries) != 1 || strings.ContainsAny(entries[0].Name(), " /:") || strings.Contains(entries[0].Name(), "..") {
 		t.Errorf("trees: %v", entries)
 	}
-	// The turn's checkpoint follows its end.
-	out := ""
-	for deadline := time.Now().Add(hosttest.Timeout); out == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		out = git(t, repo, "for-each-ref", "--format=%(refname)", "refs/agents/")
-	}
+	// The turn's checkpoint follows its end; closing, the host waits for
+	// the captures in flight.
+	th.stop()
+	out := git(t, repo, "for-each-ref", "--format=%(refname)", "refs/agents/")
 	if !strings.HasPrefix(out, "refs/agents/") || strings.Contains(out, "..") || strings.Contains(out, ":") {
 		t.Errorf("checkpoint refs: %q", out)
 	}

@@ -124,8 +124,9 @@ func TestCancelAndFailEndTurns(t *testing.T) {
 	if got := cs.Turns[0]; got.State != protocol.TurnStateCancelled || strings.Contains(text(got.ResponseParts), "never") {
 		t.Errorf("cancelled turn: state %s, text %q", got.State, text(got.ResponseParts))
 	}
-	// A new turn runs once the cancelled one has stopped.
-	cs = sendEventually(t, c, chat, "t2", "fail the disk is full")
+	// A new turn is taken at once, and runs once the cancelled one has
+	// stopped.
+	cs = send(t, c, chat, "t2", "fail the disk is full")
 	last := cs.Turns[len(cs.Turns)-1]
 	if last.State != protocol.TurnStateError || last.ErrorPart() == nil || !strings.Contains(errorText(last), "the disk is full") {
 		t.Errorf("failed turn: state %s, error %+v", last.State, last.ErrorPart())
@@ -136,14 +137,6 @@ func TestCancelAndFailEndTurns(t *testing.T) {
 	if cs.Status.Activity() != protocol.StatusError {
 		t.Errorf("chat status after a failure = %d", cs.Status)
 	}
-}
-
-// sendEventually sends a turn, retrying while the chat still winds the last
-// one down, and waits for it to end.
-func sendEventually(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
-	t.Helper()
-	sendEventuallyStart(t, c, chat, turnID, text)
-	return waitTurnEnd(t, c, chat, turnID)
 }
 
 func TestQueuedMessageRunsAfterTheTurn(t *testing.T) {
@@ -199,8 +192,8 @@ func TestTruncateAndDraft(t *testing.T) {
 	if cs.Turns[0].ID != "t1" {
 		t.Errorf("kept turn %s, want t1", cs.Turns[0].ID)
 	}
-	// The stopped turn's runner lets go: a new turn runs.
-	cs = sendEventually(t, c, chat, "t4", "say four")
+	// The stopped turn's runner lets go: a new turn is taken at once and runs.
+	cs = send(t, c, chat, "t4", "say four")
 	if n := len(cs.Turns); n != 2 {
 		t.Errorf("%d turns after truncating and sending, want 2", n)
 	}

@@ -260,11 +260,7 @@ func TestKillHungAgent(t *testing.T) {
 	}
 	cancel()
 	// The agent logs the cancel it got, and ignores it.
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(f.log.String(), "testagent: cancel received"); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the agent was not told of the cancel")
-		}
-	}
+	f.log.waitFor(t, "testagent: cancel received")
 	a.(plugins.Killer).Kill()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want context.Canceled", err)
@@ -646,16 +642,11 @@ func TestFloodWhileBehind(t *testing.T) {
 	}()
 	// The agent asks to write the file once it has sent every chunk.
 	marker := filepath.Join(f.dir, "flooded.txt")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(marker); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			close(turn.gate)
-			t.Fatalf("the agent never got past its chunks: %v", <-errc)
-		}
-		time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := pluginstest.WaitFile(ctx, marker, func([]byte) bool { return true }); err != nil {
+		close(turn.gate)
+		t.Fatalf("the agent never got past its chunks: %v (%v)", err, <-errc)
 	}
 	close(turn.gate)
 	if err := <-errc; err != nil {

@@ -45,13 +45,12 @@ func TestConfigOptionsAndModels(t *testing.T) {
 		"verbose": jsontext.Value(`true`),
 		"other":   jsontext.Value(`1`),
 	})
-	want := "style=fancy verbose=true model=m1"
-	deadline := time.Now().Add(5 * time.Second)
-	for got := ""; got != want; got = mustPrompt(t, a, "config").Response() {
-		if time.Now().After(deadline) {
-			t.Fatalf("config = %q, want %q", got, want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// They are sent to the agent in the background; it says when each
+	// holds.
+	f.log.waitFor(t, "testagent: config style=fancy")
+	f.log.waitFor(t, "testagent: config verbose=true")
+	if got, want := mustPrompt(t, a, "config").Response(), "style=fancy verbose=true model=m1"; got != want {
+		t.Fatalf("config = %q, want %q", got, want)
 	}
 
 	// A message that asks for a model switches to it.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func newFixture(t *testing.T, env map[string]string) *fixture {
 		dir:   t.TempDir(),
 		state: t.TempDir(),
 		env:   map[string]string{},
-		log:   &syncBuffer{},
+		log:   &syncBuffer{changed: make(chan struct{}, 1)},
 	}
 	f.env["TESTAGENT_STATE"] = f.state
 	for k, v := range env {
@@ -157,14 +158,34 @@ func userMessage(text string) protocol.Message {
 
 // syncBuffer is a log destination that outlives the test safely.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	changed chan struct{} // told after each write, for waitFor
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	n, err := b.buf.Write(p)
+	select {
+	case b.changed <- struct{}{}:
+	default: // one told and not yet heard wakes the waiter all the same
+	}
+	return n, err
+}
+
+// waitFor waits, write by write, for the log to hold text: what the agent
+// writes to its stderr comes to it.
+func (b *syncBuffer) waitFor(t testing.TB, text string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for !strings.Contains(b.String(), text) {
+		select {
+		case <-b.changed:
+		case <-timeout:
+			t.Fatalf("the log never said %q", text)
+		}
+	}
 }
 
 func (b *syncBuffer) String() string {

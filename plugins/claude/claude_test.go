@@ -182,15 +182,11 @@ func gone(pid int) bool {
 	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
-// waitForFile waits for the file at path to hold text.
+// waitForFile waits for the file at path, which the CLI writes, to hold
+// text.
 func waitForFile(t testing.TB, path, text string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), text) {
-			return
-		}
-	}
-	t.Fatalf("%s did not come to hold %q", path, text)
+	pluginstest.WaitFileFor(t, path, 10*time.Second, func(data []byte) bool { return strings.Contains(string(data), text) })
 }
 
 func TestTextTurn(t *testing.T) {
@@ -786,12 +782,13 @@ func TestContinueAfterExit(t *testing.T) {
 	f.mock.Enqueue(claudetest.Response{
 		Blocks: []claudetest.Block{{Type: "text", Text: "never sent"}},
 		OnRequest: func(*claudetest.Request) {
-			for range 200 {
-				if data, _ := os.ReadFile(transcript); strings.Contains(string(data), "this turn dies late") {
-					break
-				}
-				time.Sleep(10 * time.Millisecond) // the CLI writes its transcript every 100 ms
-			}
+			// The CLI writes its transcript every 100 ms. This runs
+			// on the mock's goroutine, which cannot fail the test: it
+			// kills the CLI once the prompt is down, or after ten
+			// seconds whatever the transcript holds.
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			_, _ = pluginstest.WaitFile(wctx, transcript, func(data []byte) bool { return strings.Contains(string(data), "this turn dies late") })
 			syscall.Kill(claude.PID(a), syscall.SIGKILL)
 		},
 	})

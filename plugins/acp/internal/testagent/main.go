@@ -286,16 +286,19 @@ func (a *agent) SetSessionConfigOption(ctx context.Context, req acp.SetSessionCo
 		return acp.SetSessionConfigOptionResponse{}, err
 	}
 	s.mu.Lock()
+	var set string
 	switch {
 	case req.ValueId != nil && req.ValueId.ConfigId == "style" && (req.ValueId.Value == "plain" || req.ValueId.Value == "fancy"):
-		s.Style = string(req.ValueId.Value)
+		s.Style, set = string(req.ValueId.Value), "style="+string(req.ValueId.Value)
 	case req.Boolean != nil && req.Boolean.ConfigId == "verbose":
-		s.Verbose = req.Boolean.Value
+		s.Verbose, set = req.Boolean.Value, fmt.Sprint("verbose=", req.Boolean.Value)
 	default:
 		s.mu.Unlock()
 		return acp.SetSessionConfigOptionResponse{}, acp.NewInvalidParams(map[string]any{"error": "no such option or value"})
 	}
 	s.mu.Unlock()
+	// Told once it holds, for tests to wait on.
+	fmt.Fprintf(os.Stderr, "testagent: config %s\n", set)
 	return acp.SetSessionConfigOptionResponse{ConfigOptions: s.configOptions()}, nil
 }
 
