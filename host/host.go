@@ -228,7 +228,7 @@ func New(opts Options) (*Host, error) {
 		now:      opts.Clock.Now,
 		ctx:      ctx,
 		stop:     stop,
-		bus:      fanout.New(opts.Replay, opts.Now().UnixMicro()),
+		bus:      fanout.New(opts.Replay, opts.Clock.Now().UnixMicro()),
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
