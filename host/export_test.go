@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -200,7 +201,9 @@ func (h *Host) Residency(uri string) string {
 		return "not held"
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return fmt.Sprintf("asleep %v, idle %v, watched %v, last action %v, used %v, now %v",
-		s.asleep, s.idleLocked(), s.watchedLocked(), s.lastAction, s.used, h.now())
+	chats := slices.Clone(s.order)
+	out := fmt.Sprintf("asleep %v, idle %v, pins %d, last action %v, used %v, now %v",
+		s.asleep, s.idleLocked(), s.pins, s.lastAction, s.used, h.now())
+	s.unlock()
+	return out + fmt.Sprintf(", watched %v", s.watched(chats))
 }
