@@ -91,6 +91,19 @@ type Config struct {
 	// means the server's maximum payload, less room for the subject).
 	MaxEntryBytes int
 
+	// Uncompressed keeps the stream's blocks as written. By default the
+	// server compresses each full block with S2, which shrinks streamed
+	// text about threefold and slows reading old entries back (see
+	// docs/JOURNAL.md for the figures).
+	Uncompressed bool
+
+	// SyncAlways makes the embedded server fsync each append before it
+	// acks it, so an append survives a power cut and not only a crash of
+	// the process (by default the server writes each append to the file
+	// before acking, and fsyncs every two minutes). A server reached by URL
+	// keeps its own setting.
+	SyncAlways bool
+
 	// Logger receives what goes wrong in the background (nil: slog.Default).
 	Logger *slog.Logger
 }
@@ -156,7 +169,7 @@ func (j *Journal) connect(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("ahpd journal"), nats.MaxReconnects(-1)}
 	url := j.cfg.URL
 	if url == "" {
-		srv, err := startEmbedded(j.cfg.Dir)
+		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways)
 		if err != nil {
 			return err
 		}
@@ -198,7 +211,7 @@ func credentials(cfg Config) []nats.Option {
 
 // startEmbedded starts a JetStream server storing under dir, with no
 // listener and no signal handlers or logging of its own.
-func startEmbedded(dir string) (*server.Server, error) {
+func startEmbedded(dir string, syncAlways bool) (*server.Server, error) {
 	srv, err := server.NewServer(&server.Options{
 		ServerName: "ahpd-journal",
 		JetStream:  true,
@@ -206,6 +219,7 @@ func startEmbedded(dir string) (*server.Server, error) {
 		DontListen: true,
 		NoSigs:     true,
 		NoLog:      true,
+		SyncAlways: syncAlways,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: embedded NATS server: %w", err)
@@ -221,6 +235,10 @@ func startEmbedded(dir string) (*server.Server, error) {
 
 // ensureStream creates the stream, or updates its limits to the config's.
 func (j *Journal) ensureStream(ctx context.Context) error {
+	compression := jetstream.S2Compression
+	if j.cfg.Uncompressed {
+		compression = jetstream.NoCompression
+	}
 	st, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        j.cfg.Stream,
 		Description: "ahpd session journal",
@@ -231,6 +249,7 @@ func (j *Journal) ensureStream(ctx context.Context) error {
 		MaxAge:      j.cfg.MaxAge,
 		Replicas:    j.cfg.Replicas,
 		AllowDirect: true,
+		Compression: compression,
 	})
 	if err != nil {
 		return fmt.Errorf("journal: creating stream %s: %w", j.cfg.Stream, err)
