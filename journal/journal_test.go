@@ -235,3 +235,30 @@ func TestLargeEntryRoundTrip(t *testing.T) {
 		t.Fatal("the largest entry did not come back whole")
 	}
 }
+
+// Closing while sessions append ends every Append, with its sequences or
+// an error, and leaves nothing running.
+func TestCloseDuringAppends(t *testing.T) {
+	modes(t, func(t *testing.T, h *harness) {
+		j := h.open(Config{})
+		started := make(chan struct{}, 8)
+		var wg sync.WaitGroup
+		for s := range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					if _, err := j.Append(context.Background(), fmt.Sprintf("s/%d", s), []byte("x"), []byte("y")); err != nil {
+						return
+					}
+					if i == 0 {
+						started <- struct{}{}
+					}
+				}
+			})
+		}
+		for range 8 {
+			<-started
+		}
+		closeJournal(t, j)
+		wg.Wait()
+	})
+}

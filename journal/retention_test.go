@@ -33,6 +33,11 @@ func TestMaxAgeDropsOldEntries(t *testing.T) {
 		if seq, _ := j.LastSeq(context.Background()); seq < old[1] {
 			t.Fatalf("LastSeq went back to %d after expiry of %d", seq, old[1])
 		}
+		// Nor across a restart with nothing left in the stream.
+		j = h.restart(j, Config{MaxAge: 200 * time.Millisecond})
+		if seq, _ := j.LastSeq(context.Background()); seq < old[1] {
+			t.Fatalf("LastSeq went back to %d after expiry and restart, had %d", seq, old[1])
+		}
 		if again := appendOK(t, j, s1, "later"); again[0] <= old[1] {
 			t.Fatalf("sequence went back after expiry: %d", again[0])
 		}
