@@ -178,24 +178,28 @@ func dirSize(b *testing.B, dir string) (apparent, allocated int64) {
 // BenchmarkDiskPerTurn journals turns of 2 KB as 100-byte deltas and
 // reports what the store grew by per turn, once the journal is closed.
 func BenchmarkDiskPerTurn(b *testing.B) {
-	dir := b.TempDir()
-	j := openBench(b, dir, Config{})
-	closeJournal(b, j)
-	base, baseAlloc := dirSize(b, dir)
-	j = openBench(b, dir, Config{})
-	turns := 0
-	for b.Loop() {
-		session := fmt.Sprintf("claude:/6f1c2d3e-4b5a-4c6d-8e9f-%012d", turns%50)
-		if _, err := j.Append(context.Background(), session, deltas(turns*turnDeltas, turnDeltas)...); err != nil {
-			b.Fatal(err)
-		}
-		turns++
+	for _, uncompressed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("uncompressed=%v", uncompressed), func(b *testing.B) {
+			cfg := Config{Uncompressed: uncompressed}
+			dir := b.TempDir()
+			closeJournal(b, openBench(b, dir, cfg))
+			base, baseAlloc := dirSize(b, dir)
+			j := openBench(b, dir, cfg)
+			turns := 0
+			for b.Loop() {
+				session := fmt.Sprintf("claude:/6f1c2d3e-4b5a-4c6d-8e9f-%012d", turns%50)
+				if _, err := j.Append(context.Background(), session, deltas(turns*turnDeltas, turnDeltas)...); err != nil {
+					b.Fatal(err)
+				}
+				turns++
+			}
+			b.StopTimer()
+			closeJournal(b, j)
+			size, alloc := dirSize(b, dir)
+			b.ReportMetric(float64(size-base)/float64(turns), "bytes/turn")
+			b.ReportMetric(float64(alloc-baseAlloc)/float64(turns), "diskbytes/turn")
+		})
 	}
-	b.StopTimer()
-	closeJournal(b, j)
-	size, alloc := dirSize(b, dir)
-	b.ReportMetric(float64(size-base)/float64(turns), "bytes/turn")
-	b.ReportMetric(float64(alloc-baseAlloc)/float64(turns), "diskbytes/turn")
 }
 
 // BenchmarkColdOpen1000Sessions opens a journal of 1,000 sessions of 100
@@ -221,5 +225,19 @@ func BenchmarkColdOpen1000Sessions(b *testing.B) {
 			b.Fatal(err)
 		}
 		closeJournal(b, j)
+	}
+}
+
+// BenchmarkAppendOne is one session appending one delta at a time and
+// waiting for each: ns/op is what an append adds to an action's way out.
+func BenchmarkAppendOne(b *testing.B) {
+	j := openBench(b, b.TempDir(), Config{})
+	defer closeJournal(b, j)
+	i := 0
+	for b.Loop() {
+		if _, err := j.Append(context.Background(), "claude:/one", deltas(i, 1)...); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
