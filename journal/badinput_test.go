@@ -65,10 +65,10 @@ func TestBadInput(t *testing.T) {
 func TestEntryBoundedByServer(t *testing.T) {
 	h := &harness{t: t, dir: t.TempDir()}
 	j := h.open(Config{})
-	if j.maxEntry <= 0 || int64(j.maxEntry) >= j.nc.MaxPayload() {
+	if int64(j.maxEntry) != j.nc.MaxPayload() {
 		t.Fatalf("max entry %d, server max payload %d", j.maxEntry, j.nc.MaxPayload())
 	}
-	_, err := j.Append(context.Background(), s1, make([]byte, j.nc.MaxPayload()))
+	_, err := j.Append(context.Background(), s1, make([]byte, j.nc.MaxPayload()+1))
 	if !errors.Is(err, ErrEntryTooLarge) {
 		t.Fatalf("entry of the server's max payload: %v", err)
 	}

@@ -88,7 +88,7 @@ type Config struct {
 	// of the budget, so purges are rare and appends never wait for them.
 	MaxBytesPerSession int64
 	// MaxEntryBytes bounds one entry (0 or more than the server allows
-	// means the server's maximum payload, less room for the subject).
+	// means the server's maximum payload, 1 MiB unless it is set otherwise).
 	MaxEntryBytes int
 
 	// Uncompressed keeps the stream's blocks as written. By default the
@@ -157,7 +157,8 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		j.shutdown()
 		return nil, err
 	}
-	j.maxEntry = int(j.nc.MaxPayload()) - len(cfg.Subject) - 1 - encodedLen(MaxSessionBytes) - 64
+	// The server bounds a message's payload (the subject is not part of it).
+	j.maxEntry = int(j.nc.MaxPayload())
 	if cfg.MaxEntryBytes > 0 && cfg.MaxEntryBytes < j.maxEntry {
 		j.maxEntry = cfg.MaxEntryBytes
 	}

@@ -12,9 +12,6 @@ import (
 // spaces are not, and it decodes back to the exact name.
 var tokenEncoding = base64.RawURLEncoding
 
-// encodedLen is the length of the token of a name of n bytes.
-func encodedLen(n int) int { return tokenEncoding.EncodedLen(n) }
-
 // checkSession refuses names the journal cannot keep.
 func checkSession(session string) error {
 	if session == "" {
