@@ -241,3 +241,31 @@ func BenchmarkAppendOne(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkReadTail reads the newest turn (20 deltas) of one session, and
+// of 20 sessions at once, as a client reconnecting after a short gap does:
+// ns/op is the cost of a small read, mostly setting up its consumer.
+func BenchmarkReadTail(b *testing.B) {
+	j := openBench(b, b.TempDir(), Config{})
+	defer closeJournal(b, j)
+	fillSessions(b, j, 50, 200)
+	var sessions []string
+	for s := range 20 {
+		sessions = append(sessions, fmt.Sprintf("s/%d", s))
+	}
+	for _, n := range []int{1, 20} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			last, err := j.LastSeq(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			after := last - uint64(50*turnDeltas) // the last turn of each session
+			for b.Loop() {
+				page, err := j.ReadSessions(context.Background(), sessions[:n], after, 0)
+				if err != nil || len(page) != n*turnDeltas {
+					b.Fatalf("read %d entries, %v; want %d", len(page), err, n*turnDeltas)
+				}
+			}
+		})
+	}
+}

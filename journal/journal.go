@@ -249,7 +249,9 @@ func (j *Journal) ensureStream(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		MaxAge:      j.cfg.MaxAge,
 		Replicas:    j.cfg.Replicas,
-		AllowDirect: true,
+		// No direct gets: on a cluster any replica answers them, maybe one
+		// behind the leader; the journal reads what was acked.
+		AllowDirect: false,
 		Compression: compression,
 	})
 	if err != nil {
