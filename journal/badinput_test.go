@@ -82,6 +82,16 @@ func TestOpenRefusals(t *testing.T) {
 	if _, err := Open(ctx, Config{Dir: t.TempDir(), MaxAge: -1}); err == nil {
 		t.Fatal("Open with a negative MaxAge succeeded")
 	}
+	for _, cfg := range []Config{
+		{Stream: "a.b"}, {Stream: "a b"}, {Stream: "a*"}, {Subject: "a.>"}, {Subject: "a..b"},
+		{Subject: ".a"}, {Subject: "a b"}, {Stream: strings.Repeat("s", 256)},
+	} {
+		cfg.Dir = t.TempDir()
+		if j, err := Open(ctx, cfg); err == nil {
+			closeJournal(t, j)
+			t.Errorf("Open with stream %q, subject %q succeeded", cfg.Stream, cfg.Subject)
+		}
+	}
 	h := &harness{t: t, dir: t.TempDir()}
 	h.startServer()
 	defer h.stopServer()

@@ -144,6 +144,9 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if cfg.Replicas == 0 {
 		cfg.Replicas = 1
 	}
+	if err := checkNames(cfg.Stream, cfg.Subject); err != nil {
+		return nil, err
+	}
 	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}}
 	if j.log == nil {
 		j.log = slog.Default()

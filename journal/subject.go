@@ -2,7 +2,9 @@ package journal
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -39,4 +41,16 @@ func (j *Journal) sessionOf(subject string) (string, error) {
 		return "", fmt.Errorf("journal: subject token: %w", err)
 	}
 	return string(name), nil
+}
+
+// checkNames refuses a stream name or subject prefix NATS would not take
+// as one name or a literal subject.
+func checkNames(stream, prefix string) error {
+	if len(stream) > 255 || strings.ContainsAny(stream, ".*>/\\ \t\r\n") {
+		return errors.New("journal: stream name must be at most 255 characters without '.', '*', '>', '/', '\\' or spaces")
+	}
+	if len(prefix) > 255 || strings.ContainsAny(prefix, "*> \t\r\n") || slices.Contains(strings.Split(prefix, "."), "") {
+		return errors.New("journal: subject prefix must be at most 255 characters of dot-separated tokens without '*', '>' or spaces")
+	}
+	return nil
 }
