@@ -34,6 +34,7 @@ func TestBadInput(t *testing.T) {
 		{"negative limit", func() error { _, err := j.Read(ctx, s1, 0, -1); return err }, ErrBadLimit},
 		{"limit too large", func() error { _, err := j.Read(ctx, s1, 0, MaxReadLimit+1); return err }, ErrBadLimit},
 		{"delete empty session", func() error { return j.Delete(ctx, "") }, ErrBadSession},
+		{"kept from of empty session", func() error { _, err := j.KeptFrom(ctx, ""); return err }, ErrBadSession},
 		{"last seq of long session", func() error { _, err := j.SessionLastSeq(ctx, long); return err }, ErrBadSession},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -85,6 +85,9 @@ func TestRoundTrip(t *testing.T) {
 			t.Fatalf("unknown session read %d entries", len(e))
 		}
 
+		if from := keptFrom(t, j, s1); from > a[0] {
+			t.Fatalf("KeptFrom = %d with nothing dropped; the first entry is %d", from, a[0])
+		}
 		last, err := j.LastSeq(ctx)
 		if err != nil || last != got[3].Seq {
 			t.Fatalf("LastSeq = %d, %v; want %d", last, err, got[3].Seq)

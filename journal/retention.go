@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -17,8 +18,10 @@ func (j *Journal) Delete(ctx context.Context, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
-	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.subject(session))); err != nil {
-		return fmt.Errorf("journal: deleting a session: %w", err)
+	for _, subject := range []string{j.subject(session), j.floorSubject(session)} {
+		if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			return fmt.Errorf("journal: deleting a session: %w", err)
+		}
 	}
 	j.mu.Lock()
 	delete(j.sessions, session)
@@ -51,7 +54,7 @@ func (j *Journal) account(session string, st *sessionState, n int64) {
 // runs is added on top of what it measured.
 func (j *Journal) trim(session string, st *sessionState, counted int64) {
 	defer j.bg.Done()
-	kept, err := j.trimTo(j.bgCtx, j.subject(session), j.cfg.MaxBytesPerSession, j.cfg.MaxBytesPerSession*3/4)
+	kept, err := j.trimTo(j.bgCtx, session, j.cfg.MaxBytesPerSession, j.cfg.MaxBytesPerSession*3/4)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	st.trimming = false
@@ -77,13 +80,13 @@ type span struct {
 	size int64
 }
 
-// trimTo reads the sizes of the subject's entries (headers only) and, if
-// they add up to more than budget, purges the oldest until the rest fits
-// in low. It returns the bytes kept.
-func (j *Journal) trimTo(ctx context.Context, subject string, budget, low int64) (int64, error) {
+// trimTo reads the sizes of the session's entries (headers only) and, if
+// they add up to more than budget, drops the oldest until the rest fits in
+// low. It returns the bytes kept.
+func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64) (int64, error) {
 	var spans []span
 	var total int64
-	err := j.scan(ctx, []string{subject}, 0, 0, true, func(m jetstream.Msg) error {
+	err := j.scan(ctx, []string{j.subject(session)}, 0, 0, true, func(m jetstream.Msg) error {
 		size, err := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
 		if err != nil {
 			return fmt.Errorf("journal: entry size header: %w", err)
@@ -105,14 +108,59 @@ func (j *Journal) trimTo(ctx context.Context, subject string, budget, low int64)
 		kept -= spans[cut].size
 		cut++
 	}
-	if cut == len(spans) {
-		// Purge up to and including the last measured entry.
-		err = j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(spans[cut-1].seq+1))
-	} else {
-		err = j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(spans[cut].seq))
-	}
-	if err != nil {
-		return total, fmt.Errorf("journal: purging a session's oldest entries: %w", err)
+	if err := j.dropThrough(ctx, session, spans[cut-1].seq); err != nil {
+		return total, err
 	}
 	return kept, nil
+}
+
+// dropThrough purges the session's entries up to and including seq. It
+// first records seq as the session's floor, so that KeptFrom never claims
+// an entry is kept that may be gone, even if the process dies in between.
+func (j *Journal) dropThrough(ctx context.Context, session string, seq uint64) error {
+	floor := j.floorSubject(session)
+	if _, err := j.js.Publish(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
+		return fmt.Errorf("journal: recording a session's floor: %w", err)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.subject(session)), jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return fmt.Errorf("journal: purging a session's oldest entries: %w", err)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(floor), jetstream.WithPurgeKeep(1)); err != nil {
+		return fmt.Errorf("journal: purging a session's older floors: %w", err)
+	}
+	return nil
+}
+
+// KeptFrom is the sequence from which all of the session's entries are
+// still in the journal: none with this sequence or a greater one has been
+// dropped by retention. A reader that has seen the session through after
+// can replay the rest if after+1 >= KeptFrom; otherwise entries it has not
+// seen may be gone and it needs the session's state some other way. (The
+// answer errs on the safe side: it may be greater than needed, never less.)
+func (j *Journal) KeptFrom(ctx context.Context, session string) (uint64, error) {
+	if err := j.check(); err != nil {
+		return 0, err
+	}
+	if err := checkSession(session); err != nil {
+		return 0, err
+	}
+	// Entries older than the stream's first were dropped, by age or purge.
+	info, err := j.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("journal: stream info: %w", err)
+	}
+	from := info.State.FirstSeq
+	// Entries up to the floor were dropped to keep the session in budget.
+	m, err := j.stream.GetLastMsgForSubject(ctx, j.floorSubject(session))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return from, nil
+	case err != nil:
+		return 0, fmt.Errorf("journal: a session's floor: %w", err)
+	}
+	floor, err := strconv.ParseUint(string(m.Data), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("journal: a session's floor: %w", err)
+	}
+	return max(from, floor+1), nil
 }

@@ -33,6 +33,9 @@ func TestMaxAgeDropsOldEntries(t *testing.T) {
 		if seq, _ := j.LastSeq(context.Background()); seq < old[1] {
 			t.Fatalf("LastSeq went back to %d after expiry of %d", seq, old[1])
 		}
+		if from := keptFrom(t, j, s1); from <= old[1] {
+			t.Fatalf("KeptFrom = %d after entries through %d expired", from, old[1])
+		}
 		// Nor across a restart with nothing left in the stream.
 		j = h.restart(j, Config{MaxAge: 200 * time.Millisecond})
 		if seq, _ := j.LastSeq(context.Background()); seq < old[1] {
@@ -92,6 +95,14 @@ func TestByteBudgetKeepsTheTail(t *testing.T) {
 				t.Fatalf("kept entries are not the newest: entry %d has seq %d, want %d", i, e.Seq, tail[i])
 			}
 		}
+		// Readers learn that what came before the kept tail is gone.
+		dropped := seqs[len(seqs)-len(entries)-1]
+		if from := keptFrom(t, j, s1); from != dropped+1 {
+			t.Fatalf("KeptFrom = %d, want %d (the last dropped entry + 1)", from, dropped+1)
+		}
+		if from := keptFrom(t, j, s2); from > 1 {
+			t.Fatalf("KeptFrom of an untrimmed session = %d, want 1", from)
+		}
 		if _, n2 := sumData(t, j, s2); n2 != 4*size {
 			t.Fatalf("the other session holds %d bytes, want %d", n2, 4*size)
 		}
@@ -113,5 +124,22 @@ func TestByteBudgetAfterRestart(t *testing.T) {
 			t.Fatalf("after restart the session holds %d bytes (budget %d), newest seq %d (want %d)",
 				n, budget, entries[len(entries)-1].Seq, last[0])
 		}
+		from := keptFrom(t, j, s1)
+		if from <= 1 || from > entries[0].Seq {
+			t.Fatalf("KeptFrom = %d with the oldest kept entry at %d", from, entries[0].Seq)
+		}
+		j = h.restart(j, Config{MaxBytesPerSession: budget})
+		if again := keptFrom(t, j, s1); again != from {
+			t.Fatalf("KeptFrom after a restart = %d, was %d", again, from)
+		}
 	})
+}
+
+func keptFrom(t *testing.T, j *Journal, session string) uint64 {
+	t.Helper()
+	from, err := j.KeptFrom(context.Background(), session)
+	if err != nil {
+		t.Fatalf("KeptFrom: %v", err)
+	}
+	return from
 }

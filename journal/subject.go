@@ -30,6 +30,13 @@ func (j *Journal) subject(session string) string {
 	return j.cfg.Subject + "." + tokenEncoding.EncodeToString([]byte(session))
 }
 
+// floorSubject is where the journal records the newest sequence it has
+// dropped of a session to keep it within its budget. The session's token
+// is a subject token of its own, so its entries' subject does not match.
+func (j *Journal) floorSubject(session string) string {
+	return j.subject(session) + ".floor"
+}
+
 // sessionOf decodes the session of a subject of this journal.
 func (j *Journal) sessionOf(subject string) (string, error) {
 	token, ok := strings.CutPrefix(subject, j.cfg.Subject+".")
