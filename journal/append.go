@@ -48,6 +48,9 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	if err := checkSession(session); err != nil {
 		return nil, err
 	}
+	if len(entries) > MaxBatch {
+		return nil, fmt.Errorf("%w: %d entries, at most %d", ErrBatchTooLarge, len(entries), MaxBatch)
+	}
 	var total int64
 	for i, e := range entries {
 		if len(e) > j.maxEntry {
@@ -85,7 +88,9 @@ func (j *Journal) publish(st *sessionState, subject string, entries [][]byte) ([
 	defer st.order.Unlock()
 	futures := make([]jetstream.PubAckFuture, 0, len(entries))
 	for i, e := range entries {
-		f, err := j.js.PublishAsync(subject, e)
+		// When too many appends await their acks, wait for room rather
+		// than fail.
+		f, err := j.js.PublishAsync(subject, e, jetstream.WithStallWait(ackTimeout))
 		if err != nil {
 			return futures, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 		}

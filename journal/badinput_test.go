@@ -28,6 +28,10 @@ func TestBadInput(t *testing.T) {
 			_, err := j.Append(ctx, s1, []byte("ok"), bytes.Repeat([]byte("x"), 1001))
 			return err
 		}, ErrEntryTooLarge},
+		{"batch over MaxBatch", func() error {
+			_, err := j.Append(ctx, s1, make([][]byte, MaxBatch+1)...)
+			return err
+		}, ErrBatchTooLarge},
 		{"read empty session", func() error { _, err := j.Read(ctx, "", 0, 0); return err }, ErrBadSession},
 		{"read no sessions", func() error { _, err := j.ReadSessions(ctx, nil, 0, 0); return err }, ErrBadSession},
 		{"read too many sessions", func() error { _, err := j.ReadSessions(ctx, many, 0, 0); return err }, ErrTooManySessions},

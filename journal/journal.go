@@ -43,6 +43,11 @@ const (
 	DefaultReadLimit = 1000
 	// MaxReadSessions bounds the sessions one ReadSessions names.
 	MaxReadSessions = 256
+	// MaxBatch bounds the entries of one Append.
+	MaxBatch = 1024
+	// ackTimeout bounds the wait for the server's ack of an append, when
+	// the caller's context does not.
+	ackTimeout = 30 * time.Second
 )
 
 // Errors callers can test with errors.Is. The errors returned wrap them
@@ -51,6 +56,7 @@ var (
 	ErrClosed          = errors.New("journal: closed")
 	ErrBadSession      = errors.New("journal: bad session name")
 	ErrEntryTooLarge   = errors.New("journal: entry too large")
+	ErrBatchTooLarge   = errors.New("journal: too many entries in one append")
 	ErrBadLimit        = errors.New("journal: bad read limit")
 	ErrTooManySessions = errors.New("journal: too many sessions in one read")
 )
@@ -190,7 +196,9 @@ func (j *Journal) connect(ctx context.Context) error {
 		return fmt.Errorf("journal: connecting to NATS: %w", err)
 	}
 	j.nc = nc
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(16384))
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(16*MaxBatch),
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		return fmt.Errorf("journal: JetStream: %w", err)
 	}

@@ -265,3 +265,32 @@ func TestCloseDuringAppends(t *testing.T) {
 		wg.Wait()
 	})
 }
+
+// Full batches from many sessions at once, more entries than the
+// publisher lets await acks, all land.
+func TestFullBatchesAtOnce(t *testing.T) {
+	h := &harness{t: t, dir: t.TempDir()}
+	j := h.open(Config{})
+	const sessions = 20 // 20 * MaxBatch is more than may be pending at once
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for s := range sessions {
+		wg.Go(func() {
+			batch := make([][]byte, MaxBatch)
+			for i := range batch {
+				batch[i] = []byte{byte(i)}
+			}
+			if _, err := j.Append(context.Background(), fmt.Sprintf("full/%d", s), batch...); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := readOK(t, j, []string{"full/3"}, 0, MaxReadLimit); len(got) != MaxBatch {
+		t.Fatalf("read %d entries, want %d", len(got), MaxBatch)
+	}
+}
