@@ -1,0 +1,344 @@
+// Package journal keeps every session's action stream, append-only and
+// sequence-numbered, in one NATS JetStream stream.
+//
+// It owns the connection to NATS (an embedded server with its store in a
+// directory and no network listener, or an existing server or cluster
+// named by URL, through the same code path), the stream, the mapping of a
+// session to a subject, and retention (an age for the whole stream and a
+// byte budget per session). Every entry gets the stream's sequence number:
+// one host-wide sequence that only grows, also across restarts, which the
+// host uses as serverSeq.
+//
+// It knows nothing of sessions, the host or AHP: a session is an opaque
+// string (a channel URI) and an entry is opaque bytes. It must not decode
+// entries, decide what to append, or assume the server is embedded.
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultStream  = "AHPD_JOURNAL"
+	DefaultSubject = "ahpd.journal"
+)
+
+// Limits on what callers may pass.
+const (
+	// MaxSessionBytes bounds a session's name (a channel URI).
+	MaxSessionBytes = 512
+	// MaxReadLimit bounds the entries one read returns.
+	MaxReadLimit = 10000
+	// DefaultReadLimit is the page size of a read whose limit is 0.
+	DefaultReadLimit = 1000
+	// MaxReadSessions bounds the sessions one ReadSessions names.
+	MaxReadSessions = 256
+	// MaxBatch bounds the entries of one Append.
+	MaxBatch = 1024
+	// ackTimeout bounds the wait for the server's ack of an append, when
+	// the caller's context does not.
+	ackTimeout = 30 * time.Second
+)
+
+// Errors callers can test with errors.Is. The errors returned wrap them
+// with the detail (sizes and limits, never the caller's data).
+var (
+	ErrClosed          = errors.New("journal: closed")
+	ErrBadSession      = errors.New("journal: bad session name")
+	ErrEntryTooLarge   = errors.New("journal: entry too large")
+	ErrBatchTooLarge   = errors.New("journal: too many entries in one append")
+	ErrBadLimit        = errors.New("journal: bad read limit")
+	ErrTooManySessions = errors.New("journal: too many sessions in one read")
+)
+
+// Config says where the journal lives and how long it keeps entries.
+// The zero Config is not enough: Dir or URL must be set.
+type Config struct {
+	// Dir is the store directory of the embedded server. Used when URL is
+	// empty; the server opens no network listener.
+	Dir string
+
+	// URL names an existing NATS server or cluster (comma-separated URLs)
+	// instead of the embedded one. Credentials, when the server needs them:
+	// a credentials file (JWT and NKey seed), a user and password, or a token.
+	URL       string
+	CredsFile string
+	User      string
+	Password  string
+	Token     string
+
+	// Stream is the JetStream stream's name (default DefaultStream) and
+	// Subject the prefix of its subjects (default DefaultSubject); several
+	// hosts sharing sessions use the same names, separate deployments on
+	// one cluster different ones.
+	Stream  string
+	Subject string
+	// Replicas is the stream's replica count on a cluster (0 means 1).
+	Replicas int
+
+	// MaxAge drops entries older than this (0 keeps them until deleted).
+	MaxAge time.Duration
+	// MaxBytesPerSession is each session's budget of entry data bytes
+	// (0 means no budget). When a session goes over it, its oldest entries
+	// are purged in the background until the rest fits in three quarters
+	// of the budget, so purges are rare and appends never wait for them.
+	MaxBytesPerSession int64
+	// MaxEntryBytes bounds one entry (0 or more than the server allows
+	// means the server's maximum payload, 1 MiB unless it is set otherwise).
+	MaxEntryBytes int
+
+	// Uncompressed keeps the stream's blocks as written. By default the
+	// server compresses each full block with S2, which shrinks streamed
+	// text about threefold and slows reading old entries back (see
+	// docs/JOURNAL.md for the figures).
+	Uncompressed bool
+
+	// SyncAlways makes the embedded server fsync each append before it
+	// acks it, so an append survives a power cut and not only a crash of
+	// the process (by default the server writes each append to the file
+	// before acking, and fsyncs every two minutes). A server reached by URL
+	// keeps its own setting.
+	SyncAlways bool
+
+	// Logger receives what goes wrong in the background (nil: slog.Default).
+	Logger *slog.Logger
+}
+
+// Journal is an open journal. Its methods are safe for concurrent use.
+type Journal struct {
+	cfg      Config
+	log      *slog.Logger
+	srv      *server.Server // nil when connected by URL
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	maxEntry int
+
+	mu       sync.Mutex
+	closed   bool
+	sessions map[string]*sessionState
+	bg       sync.WaitGroup  // background trims
+	bgCtx    context.Context // cancelled by Close
+	bgCancel context.CancelFunc
+}
+
+// Open starts (or connects to) NATS, creates or updates the stream and
+// returns the journal. The caller must Close it.
+func Open(ctx context.Context, cfg Config) (*Journal, error) {
+	if cfg.Dir == "" && cfg.URL == "" {
+		return nil, errors.New("journal: neither a store directory nor a NATS URL given")
+	}
+	if cfg.MaxAge < 0 || cfg.MaxBytesPerSession < 0 || cfg.MaxEntryBytes < 0 || cfg.Replicas < 0 {
+		return nil, errors.New("journal: negative limit in config")
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if cfg.Subject == "" {
+		cfg.Subject = DefaultSubject
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if err := checkNames(cfg.Stream, cfg.Subject); err != nil {
+		return nil, err
+	}
+	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}}
+	if j.log == nil {
+		j.log = slog.Default()
+	}
+	j.bgCtx, j.bgCancel = context.WithCancel(context.Background())
+	if err := j.connect(ctx); err != nil {
+		j.shutdown()
+		return nil, err
+	}
+	if err := j.ensureStream(ctx); err != nil {
+		j.shutdown()
+		return nil, err
+	}
+	// The server bounds a message's payload (the subject is not part of it).
+	j.maxEntry = int(j.nc.MaxPayload())
+	if cfg.MaxEntryBytes > 0 && cfg.MaxEntryBytes < j.maxEntry {
+		j.maxEntry = cfg.MaxEntryBytes
+	}
+	return j, nil
+}
+
+// connect starts the embedded server when there is no URL, then connects.
+func (j *Journal) connect(ctx context.Context) error {
+	opts := []nats.Option{nats.Name("ahpd journal"), nats.MaxReconnects(-1)}
+	url := j.cfg.URL
+	if url == "" {
+		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways)
+		if err != nil {
+			return err
+		}
+		j.srv = srv
+		opts = append(opts, nats.InProcessServer(srv))
+	} else {
+		opts = append(opts, credentials(j.cfg)...)
+	}
+	if deadline, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(deadline)))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return fmt.Errorf("journal: connecting to NATS: %w", err)
+	}
+	j.nc = nc
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(16*MaxBatch),
+		jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		return fmt.Errorf("journal: JetStream: %w", err)
+	}
+	j.js = js
+	return nil
+}
+
+// credentials turns the config's credentials into connect options.
+func credentials(cfg Config) []nats.Option {
+	var opts []nats.Option
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.User != "" || cfg.Password != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	return opts
+}
+
+// startEmbedded starts a JetStream server storing under dir, with no
+// listener and no signal handlers or logging of its own.
+func startEmbedded(dir string, syncAlways bool) (*server.Server, error) {
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "ahpd-journal",
+		JetStream:  true,
+		StoreDir:   dir,
+		DontListen: true,
+		NoSigs:     true,
+		NoLog:      true,
+		SyncAlways: syncAlways,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journal: embedded NATS server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, errors.New("journal: embedded NATS server did not become ready in 30s")
+	}
+	return srv, nil
+}
+
+// ensureStream creates the stream, or updates its limits to the config's.
+func (j *Journal) ensureStream(ctx context.Context) error {
+	compression := jetstream.S2Compression
+	if j.cfg.Uncompressed {
+		compression = jetstream.NoCompression
+	}
+	st, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        j.cfg.Stream,
+		Description: "ahpd session journal",
+		Subjects:    []string{j.cfg.Subject + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      j.cfg.MaxAge,
+		Replicas:    j.cfg.Replicas,
+		// No direct gets: on a cluster any replica answers them, maybe one
+		// behind the leader; the journal reads what was acked.
+		AllowDirect: false,
+		Compression: compression,
+	})
+	if err != nil {
+		return fmt.Errorf("journal: creating stream %s: %w", j.cfg.Stream, err)
+	}
+	j.stream = st
+	return nil
+}
+
+// Close waits for background purges, drains the connection and stops the
+// embedded server. It is safe to call more than once.
+func (j *Journal) Close(ctx context.Context) error {
+	j.mu.Lock()
+	if j.closed {
+		j.mu.Unlock()
+		return nil
+	}
+	j.closed = true
+	j.mu.Unlock()
+	j.bgCancel()
+	j.bg.Wait()
+	err := j.drain(ctx)
+	j.shutdown()
+	return err
+}
+
+// drain flushes what is in flight and waits for the connection to close.
+func (j *Journal) drain(ctx context.Context) error {
+	closed := make(chan struct{})
+	j.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := j.nc.Drain(); err != nil {
+		return fmt.Errorf("journal: draining: %w", err)
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("journal: draining: %w", ctx.Err())
+	}
+}
+
+// shutdown closes the connection and stops the embedded server, waiting
+// for both to be gone.
+func (j *Journal) shutdown() {
+	j.bgCancel()
+	if j.js != nil {
+		j.js.CleanupPublisher()
+	}
+	if j.nc != nil {
+		j.nc.Close()
+	}
+	if j.srv != nil {
+		j.srv.Shutdown()
+		j.srv.WaitForShutdown()
+	}
+}
+
+// LastSeq is the newest sequence the journal has handed out (0 when it
+// never has): the next append gets a greater one.
+func (j *Journal) LastSeq(ctx context.Context) (uint64, error) {
+	if err := j.check(); err != nil {
+		return 0, err
+	}
+	info, err := j.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("journal: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// check refuses calls after Close.
+func (j *Journal) check() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed {
+		return ErrClosed
+	}
+	return nil
+}

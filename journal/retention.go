@@ -1,0 +1,166 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Delete purges all of a session's entries. Their sequence numbers are
+// never handed out again.
+func (j *Journal) Delete(ctx context.Context, session string) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	if err := checkSession(session); err != nil {
+		return err
+	}
+	for _, subject := range []string{j.subject(session), j.floorSubject(session)} {
+		if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+			return fmt.Errorf("journal: deleting a session: %w", err)
+		}
+	}
+	j.mu.Lock()
+	delete(j.sessions, session)
+	j.mu.Unlock()
+	return nil
+}
+
+// account adds appended bytes to the session's count and starts a trim
+// when the count is over budget, or has never been measured since Open
+// (a session may come back from a restart already near its budget).
+func (j *Journal) account(session string, st *sessionState, n int64) {
+	budget := j.cfg.MaxBytesPerSession
+	if budget == 0 {
+		return
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st.bytes += n
+	if j.closed || st.trimming || (st.measured && st.bytes <= budget) {
+		return
+	}
+	st.trimming = true
+	j.bg.Add(1)
+	go j.trim(session, st, st.bytes)
+}
+
+// trim measures the session's entries and, when they are over budget,
+// purges the oldest so that the rest fits in three quarters of it. counted
+// is the session's count when the trim started: what is appended while it
+// runs is added on top of what it measured.
+func (j *Journal) trim(session string, st *sessionState, counted int64) {
+	defer j.bg.Done()
+	kept, err := j.trimTo(j.bgCtx, session, j.cfg.MaxBytesPerSession, j.cfg.MaxBytesPerSession*3/4)
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	st.trimming = false
+	if err != nil {
+		if j.bgCtx.Err() == nil {
+			j.log.Warn("journal: trimming a session to its byte budget", "err", err)
+		}
+		return
+	}
+	st.bytes = kept + st.bytes - counted
+	st.measured = true
+	if st.bytes > j.cfg.MaxBytesPerSession && !j.closed {
+		// What was appended while this trim ran took it over again.
+		st.trimming = true
+		j.bg.Add(1)
+		go j.trim(session, st, st.bytes)
+	}
+}
+
+// span is one entry's sequence and data size, as a trim measures them.
+type span struct {
+	seq  uint64
+	size int64
+}
+
+// trimTo reads the sizes of the session's entries (headers only) and, if
+// they add up to more than budget, drops the oldest until the rest fits in
+// low. It returns the bytes kept.
+func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64) (int64, error) {
+	var spans []span
+	var total int64
+	err := j.scan(ctx, []string{j.subject(session)}, 0, 0, true, func(m jetstream.Msg) error {
+		size, err := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
+		if err != nil {
+			return fmt.Errorf("journal: entry size header: %w", err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("journal: entry metadata: %w", err)
+		}
+		spans = append(spans, span{meta.Sequence.Stream, size})
+		total += size
+		return nil
+	})
+	if err != nil || total <= budget {
+		return total, err
+	}
+	kept := total
+	cut := 0
+	for cut < len(spans) && kept > low {
+		kept -= spans[cut].size
+		cut++
+	}
+	if err := j.dropThrough(ctx, session, spans[cut-1].seq); err != nil {
+		return total, err
+	}
+	return kept, nil
+}
+
+// dropThrough purges the session's entries up to and including seq. It
+// first records seq as the session's floor, so that KeptFrom never claims
+// an entry is kept that may be gone, even if the process dies in between.
+func (j *Journal) dropThrough(ctx context.Context, session string, seq uint64) error {
+	floor := j.floorSubject(session)
+	if _, err := j.js.Publish(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
+		return fmt.Errorf("journal: recording a session's floor: %w", err)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.subject(session)), jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return fmt.Errorf("journal: purging a session's oldest entries: %w", err)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(floor), jetstream.WithPurgeKeep(1)); err != nil {
+		return fmt.Errorf("journal: purging a session's older floors: %w", err)
+	}
+	return nil
+}
+
+// KeptFrom is the sequence from which all of the session's entries are
+// still in the journal: none with this sequence or a greater one has been
+// dropped by retention. A reader that has seen the session through after
+// can replay the rest if after+1 >= KeptFrom; otherwise entries it has not
+// seen may be gone and it needs the session's state some other way. (The
+// answer errs on the safe side: it may be greater than needed, never less.)
+func (j *Journal) KeptFrom(ctx context.Context, session string) (uint64, error) {
+	if err := j.check(); err != nil {
+		return 0, err
+	}
+	if err := checkSession(session); err != nil {
+		return 0, err
+	}
+	// Entries older than the stream's first were dropped, by age or purge.
+	info, err := j.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("journal: stream info: %w", err)
+	}
+	from := info.State.FirstSeq
+	// Entries up to the floor were dropped to keep the session in budget.
+	m, err := j.stream.GetLastMsgForSubject(ctx, j.floorSubject(session))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return from, nil
+	case err != nil:
+		return 0, fmt.Errorf("journal: a session's floor: %w", err)
+	}
+	floor, err := strconv.ParseUint(string(m.Data), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("journal: a session's floor: %w", err)
+	}
+	return max(from, floor+1), nil
+}
