@@ -123,7 +123,7 @@ func (c *conn) Send(f *fanout.Frame) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	version := c.negotiated()
-	if !c.Wants(f.Action()) || (f.Method() != "" && version != "" && !protocol.NotificationKnownTo(f.Method(), version)) {
+	if !knownTo(f.Action(), version) || (f.Method() != "" && version != "" && !protocol.NotificationKnownTo(f.Method(), version)) {
 		return
 	}
 	if len(c.holds) > 0 {
@@ -135,8 +135,11 @@ func (c *conn) Send(f *fanout.Frame) {
 
 // wants reports whether an action of type t goes to this connection: its
 // protocol version knows t.
-func (c *conn) Wants(t protocol.ActionType) bool {
-	version := c.negotiated()
+func (c *conn) Wants(t protocol.ActionType) bool { return knownTo(t, c.negotiated()) }
+
+// knownTo reports whether a connection speaking version knows action type
+// t; "" is an echo or a response, which every version knows.
+func knownTo(t protocol.ActionType, version string) bool {
 	return version == "" || t == "" || t.KnownTo(version)
 }
 

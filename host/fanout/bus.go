@@ -58,9 +58,20 @@ type Bus struct {
 	ring []protocol.ActionEnvelope // the last len(ring) envelopes sent, by seq
 	next int                       // where the next envelope goes in ring
 	cut  int64                     // the newest envelope forgotten before its turn: replays start after it
-	// subs holds each channel's subscribers with the serverSeq they
-	// subscribed at: what they are sent is after it.
-	subs map[string]map[Subscriber]int64
+	subs map[string]*watchers
+}
+
+// watchers are a channel's subscribers, each with the serverSeq it
+// subscribed at: what it is sent is after it. A slice, for every action
+// sent walks it; the index finds one to replace or remove.
+type watchers struct {
+	list  []watcher
+	index map[Subscriber]int
+}
+
+type watcher struct {
+	s    Subscriber
+	from int64
 }
 
 // A Batch is what the bus sends in one go, in its place in serverSeq
@@ -85,7 +96,7 @@ func New(replay int, seq int64) *Bus {
 		seq:  seq,
 		sent: seq,
 		ring: make([]protocol.ActionEnvelope, replay),
-		subs: map[string]map[Subscriber]int64{},
+		subs: map[string]*watchers{},
 	}
 }
 
@@ -95,16 +106,29 @@ func New(replay int, seq int64) *Bus {
 func (b *Bus) Publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bt := b.reserveLocked(func(yield func(Item) bool) { yield(Item{Channel: channel, Action: a, Origin: origin}) })
-	b.releaseLocked(bt)
-	return bt.envs[0].ServerSeq
+	b.publishLocked(Item{Channel: channel, Action: a, Origin: origin})
+	return b.seq
 }
 
 // PublishAll publishes items in order, taking the bus's lock once.
 func (b *Bus) PublishAll(items iter.Seq[Item]) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.releaseLocked(b.reserveLocked(items))
+	for it := range items {
+		b.publishLocked(it)
+	}
+}
+
+// publishLocked numbers an action and sends it, at once when nothing is
+// held (the usual case, which allocates no batch), else behind what is.
+func (b *Bus) publishLocked(it Item) {
+	b.seq++
+	env := protocol.ActionEnvelope{Channel: it.Channel, Action: it.Action, ServerSeq: b.seq, Origin: it.Origin}
+	if len(b.held) == 0 {
+		b.sendLocked(&env, nil)
+		return
+	}
+	b.held = append(b.held, &Batch{envs: []protocol.ActionEnvelope{env}, released: true})
 }
 
 // Reserve numbers items, in order, and holds them and everything after
@@ -136,9 +160,12 @@ func (b *Bus) reserveLocked(items iter.Seq[Item]) *Batch {
 
 // queueLocked sends a batch now when nothing is held, else behind what is.
 func (b *Bus) queueLocked(bt *Batch) {
+	if len(b.held) == 0 {
+		bt.send(b)
+		return
+	}
 	bt.released = true
 	b.held = append(b.held, bt)
-	b.flushLocked()
 }
 
 func (b *Bus) releaseLocked(bt *Batch) {
@@ -176,19 +203,20 @@ func (b *Bus) sendLocked(env *protocol.ActionEnvelope, only func(Subscriber) boo
 		b.ring[b.next] = *env
 		b.next = (b.next + 1) % len(b.ring)
 	}
-	subs := b.subs[env.Channel]
-	if len(subs) == 0 {
+	w := b.subs[env.Channel]
+	if w == nil {
 		return
 	}
 	var f *Frame
-	for s, from := range subs {
-		if env.ServerSeq <= from || (only != nil && !only(s)) {
+	for i := range w.list {
+		sub := &w.list[i]
+		if env.ServerSeq <= sub.from || (only != nil && !only(sub.s)) {
 			continue
 		}
 		if f == nil {
 			f = ActionFrame(env)
 		}
-		s.Send(f)
+		sub.s.Send(f)
 	}
 }
 
@@ -229,14 +257,14 @@ func (b *Bus) Notify(channel, method string, params any, only func(Subscriber) b
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queueLocked(&Batch{send: func(b *Bus) {
-		subs := b.subs[channel]
-		if len(subs) == 0 {
+		w := b.subs[channel]
+		if w == nil {
 			return
 		}
 		f := NotificationFrame(method, params)
-		for s := range subs {
-			if only == nil || only(s) {
-				s.Send(f)
+		for _, sub := range w.list {
+			if only == nil || only(sub.s) {
+				sub.s.Send(f)
 			}
 		}
 	}})
@@ -280,23 +308,39 @@ func (b *Bus) Subscribe(s Subscriber, channel, requestID string) int64 {
 }
 
 func (b *Bus) addLocked(s Subscriber, channel string, from int64) {
-	subs := b.subs[channel]
-	if subs == nil {
-		subs = map[Subscriber]int64{}
-		b.subs[channel] = subs
+	w := b.subs[channel]
+	if w == nil {
+		w = &watchers{index: map[Subscriber]int{}}
+		b.subs[channel] = w
 	}
-	subs[s] = from
+	if i, ok := w.index[s]; ok {
+		w.list[i].from = from
+		return
+	}
+	w.index[s] = len(w.list)
+	w.list = append(w.list, watcher{s, from})
 }
 
 // Unsubscribe removes s from channel's subscribers.
 func (b *Bus) Unsubscribe(s Subscriber, channel string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if subs := b.subs[channel]; subs != nil {
-		delete(subs, s)
-		if len(subs) == 0 {
-			delete(b.subs, channel)
-		}
+	w := b.subs[channel]
+	if w == nil {
+		return
+	}
+	i, ok := w.index[s]
+	if !ok {
+		return
+	}
+	last := len(w.list) - 1
+	w.list[i] = w.list[last]
+	w.index[w.list[i].s] = i
+	w.list[last] = watcher{}
+	w.list = w.list[:last]
+	delete(w.index, s)
+	if len(w.list) == 0 {
+		delete(b.subs, channel)
 	}
 }
 
@@ -304,7 +348,10 @@ func (b *Bus) Unsubscribe(s Subscriber, channel string) {
 func (b *Bus) Subscribers(channel string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.subs[channel])
+	if w := b.subs[channel]; w != nil {
+		return len(w.list)
+	}
+	return 0
 }
 
 // Drop removes every subscription of channel, as its state goes away, and
@@ -313,8 +360,10 @@ func (b *Bus) Drop(channel string) []Subscriber {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []Subscriber
-	for s := range b.subs[channel] {
-		out = append(out, s)
+	if w := b.subs[channel]; w != nil {
+		for _, sub := range w.list {
+			out = append(out, sub.s)
+		}
 	}
 	delete(b.subs, channel)
 	return out
