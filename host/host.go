@@ -23,6 +23,7 @@ import (
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
+	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -36,6 +37,10 @@ type Options struct {
 	StateDir string
 	// Sessions is "file" (the default) or "memory".
 	Sessions string
+	// Journal, when set, is where every action a session emits is written
+	// before any client is sent it (journal.go, docs/JOURNAL.md). The
+	// caller opens it and closes it after Close; nil keeps none.
+	Journal *journal.Journal
 	// Backends are the agent runtimes sessions run on.
 	Backends *plugins.Registry
 	// Logger receives the host's logs; nil discards them.
@@ -158,6 +163,8 @@ type Host struct {
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
+	// journalFailing says the last write to the journal failed (journal.go).
+	journalFailing atomic.Bool
 
 	// unrestoredTrees are the trees of stored records that could not be
 	// made sessions again, which no sweep may take (orphans.go); guarded

@@ -29,8 +29,8 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 	now := protocol.FormatTime(h.now())
 	uri := su.String()
 	s := &session{
-		mu: lockcheck.Mutex{Class: "session"},
-		h:  h, uri: uri, id: su.ID, provider: provider, backend: backend,
+		mu: lockcheck.Mutex{Class: "session"}, out: outbox{journal: uri},
+		h: h, uri: uri, id: su.ID, provider: provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		provisional: true, creatorID: c.client(), creator: c.principal, used: h.now(), lastAction: h.now(),
 	}
@@ -59,8 +59,8 @@ func (h *Host) restore(rec *record) (*session, error) {
 	}
 	backend, _ := h.opts.Backends.Get(rec.Provider)
 	s := &session{
-		mu: lockcheck.Mutex{Class: "session"},
-		h:  h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
+		mu: lockcheck.Mutex{Class: "session"}, out: outbox{journal: rec.URI},
+		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
@@ -262,6 +262,9 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	}
 	if err := h.removeRecord(s.id); err != nil {
 		errs = append(errs, fmt.Errorf("removing the stored session: %w", err))
+	}
+	if err := h.forgetJournal(ctx, s.uri); err != nil {
+		errs = append(errs, fmt.Errorf("deleting the session's journal: %w", err))
 	}
 	h.mu.Lock()
 	delete(h.sessions, s.id)

@@ -42,6 +42,7 @@ func items(batch []effect) iter.Seq[fanout.Item] {
 // outbox is a state's effects not yet handed on. It is guarded by the
 // state's lock.
 type outbox struct {
+	journal  string // the journal its actions are written to first, or "" (journal.go)
 	queue    []effect
 	spare    []effect // the last batch handed on, reused
 	handling bool     // a goroutine is handing the queue on
@@ -81,15 +82,16 @@ func (o *outbox) take(done []effect) []effect {
 }
 
 // handOn hands a batch of effects on: the actions to the bus in one go,
-// the rest in their place among them.
-func (h *Host) handOn(batch []effect) {
+// written down first in the journal named, the rest in their place among
+// them.
+func (h *Host) handOn(journal string, batch []effect) {
 	for len(batch) > 0 {
 		i := 0
 		for i < len(batch) && batch[i].do == nil {
 			i++
 		}
 		if i > 0 {
-			h.bus.PublishAll(items(batch[:i]))
+			h.publish(journal, batch[:i])
 			batch = batch[i:]
 			continue
 		}
@@ -115,7 +117,7 @@ func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 	if batch == nil {
 		return
 	}
-	h.handOn(batch)
+	h.handOn(o.journal, batch)
 	mu.Lock()
 	more := o.take(batch)
 	mu.Unlock()
@@ -129,7 +131,7 @@ func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
 	defer h.wg.Done()
 	for batch != nil {
-		h.handOn(batch)
+		h.handOn(o.journal, batch)
 		mu.Lock()
 		batch = o.take(batch)
 		mu.Unlock()

@@ -59,6 +59,11 @@ type config struct {
 	// Automations are declared in the file (config file only): runnable
 	// over the protocol, changed only here (config_automations.go).
 	Automations []automationConfig `yaml:"automations"`
+	// NATS is where the journal is kept: no URL runs NATS in the daemon
+	// (config_journal.go, docs/JOURNAL.md).
+	NATS natsConfig `yaml:"nats"`
+	// Journal is how long the journal keeps what (config file only).
+	Journal journalConfig `yaml:"journal"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
 }
@@ -93,6 +98,7 @@ func defaults() config {
 		ShutdownGrace:         10 * time.Second,
 		SleepAfterMinutes:     30,
 		SessionResidencyLimit: 10,
+		Journal:               journalConfig{MaxAge: defaultJournalAge, MaxBytesPerSession: defaultJournalBytes},
 	}
 }
 
@@ -115,6 +121,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
+	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
 	// One flag holds the whole list, so that it replaces the file's, and
 	// given twice, the last wins, as every other flag does.
 	fs.Func("allowed-roots", "", func(v string) error {
@@ -177,6 +184,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := cfg.Limits.host().Validate(); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkJournal(&cfg); err != nil {
+		return nil, err
 	}
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)

@@ -87,6 +87,8 @@ Flags:
   --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)
   --metrics-listen ADDR          serve /metrics on ADDR without a token (it is always served
                                  beside AHP, behind the token)
+  --nats URL,...                 keep the journal in this NATS cluster (default: NATS embedded,
+                                 its store under the state directory, no listener)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

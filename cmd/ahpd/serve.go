@@ -59,9 +59,24 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	jr, err := openJournal(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	if jr != nil {
+		// Closed after the host, which writes to it until its Close ends.
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := jr.Close(ctx); err != nil {
+				log.Warn("the journal did not close cleanly", "err", err)
+			}
+		}()
+	}
 	h, err := host.New(host.Options{
 		StateDir: cfg.StateDir,
 		Sessions: cfg.Sessions,
+		Journal:  jr,
 		Backends: backends,
 		Logger:   log,
 		Version:  version,

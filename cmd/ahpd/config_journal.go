@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ahpd/ahpd/journal"
+)
+
+// natsConfig names the NATS the journal is kept in; no URL runs NATS in
+// the daemon, with no listener (docs/JOURNAL.md).
+type natsConfig struct {
+	URL       string `yaml:"url"`
+	CredsFile string `yaml:"credsFile"`
+	User      string `yaml:"user"`
+	Password  string `yaml:"password"`
+	Token     string `yaml:"token"`
+}
+
+// journalConfig is how long the journal keeps what.
+type journalConfig struct {
+	// MaxAge drops entries older than it; 0 keeps them until the session
+	// is disposed of.
+	MaxAge time.Duration `yaml:"maxAge"`
+	// MaxBytesPerSession bounds what one session's journal keeps, its
+	// oldest entries going first; 0 sets no bound.
+	MaxBytesPerSession int64 `yaml:"maxBytesPerSession"`
+}
+
+// Retention by default: a month, and 64 MiB a session.
+const (
+	defaultJournalAge   = 30 * 24 * time.Hour
+	defaultJournalBytes = 64 << 20
+)
+
+// checkJournal refuses journal settings that cannot work, before anything
+// starts.
+func checkJournal(cfg *config) error {
+	if cfg.Journal.MaxAge < 0 || cfg.Journal.MaxBytesPerSession < 0 {
+		return errors.New("config file: journal: maxAge and maxBytesPerSession must not be negative (0 turns each off)")
+	}
+	if cfg.NATS.URL == "" {
+		if cfg.NATS.CredsFile != "" || cfg.NATS.User != "" || cfg.NATS.Password != "" || cfg.NATS.Token != "" {
+			return errors.New("config file: nats: credentials without a url: the embedded NATS needs none")
+		}
+		return nil
+	}
+	for _, u := range strings.Split(cfg.NATS.URL, ",") {
+		p, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || p.Host == "" {
+			return fmt.Errorf("--nats: %q is not a NATS URL (want nats://host:port, comma-separated for a cluster)", limitText(u, 100))
+		}
+	}
+	return nil
+}
+
+// openJournal opens the journal the config names: none for sessions kept
+// in memory, an embedded NATS under the state directory by default, or
+// the NATS at --nats.
+func openJournal(ctx context.Context, cfg *config, log *slog.Logger) (*journal.Journal, error) {
+	if cfg.Sessions == "memory" && cfg.NATS.URL == "" {
+		return nil, nil // nothing else of them is kept either
+	}
+	jc := journal.Config{
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		MaxAge: cfg.Journal.MaxAge, MaxBytesPerSession: cfg.Journal.MaxBytesPerSession,
+		Logger: log.With("part", "journal"),
+	}
+	if jc.URL == "" {
+		jc.Dir = filepath.Join(cfg.StateDir, "journal")
+	}
+	j, err := journal.Open(ctx, jc)
+	if err != nil {
+		where := jc.Dir
+		if jc.URL != "" {
+			where = "NATS at " + jc.URL
+		}
+		return nil, fmt.Errorf("opening the journal (%s): %w", where, err)
+	}
+	return j, nil
+}
+
+// limitText cuts a string a person gave for an error message.
+func limitText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

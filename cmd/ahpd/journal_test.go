@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/journal"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+var journalKills = flag.Int("journal-kills", 3, "rounds of TestKillKeepsWhatClientsSaw (the issue asks for 20)")
+
+// TestKillKeepsWhatClientsSaw kills the daemon with SIGKILL while a turn
+// streams, round after round on the same state directory: every action a
+// client had been sent is in the session's journal afterwards, under the
+// serverSeq it was sent with, and the next daemon starts on the journal
+// the last one left.
+func TestKillKeepsWhatClientsSaw(t *testing.T) {
+	e := newEnv(t)
+	var script strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&script, "say line %d of a reply streamed word by word until the host is killed\nwait 10ms\n", i)
+	}
+	seen := map[string][]protocol.ActionEnvelope{} // by session
+	for round := range *journalKills {
+		p := serveDaemon(t, e)
+		c := connect(t, p, e.token(t), fmt.Sprintf("k%d", round))
+		session, chat := newSession(t, c, e, fmt.Sprintf("k%d", round))
+		startTurn(c, chat, "t1", script.String())
+		c.Wait("the reply to stream", func(msgs []hosttest.Message) bool {
+			n := 0
+			for _, m := range msgs {
+				if m.Envelope != nil && m.Envelope.Channel == chat {
+					n++
+				}
+			}
+			return n >= 40
+		})
+		p.signal(syscall.SIGKILL)
+		p.wait(exitTimeout)
+		for _, m := range c.Messages() {
+			if env := m.Envelope; env != nil && env.RejectionReason == nil && (env.Channel == session || env.Channel == chat) {
+				seen[session] = append(seen[session], *env)
+			}
+		}
+		c.Close()
+	}
+
+	j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(e.state, "journal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close(context.Background())
+	for session, envs := range seen {
+		entries, err := j.Read(context.Background(), session, 0, journal.MaxReadLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := map[int64]protocol.ActionEnvelope{}
+		for _, en := range entries {
+			var env protocol.ActionEnvelope
+			if err := json.Unmarshal(en.Data, &env); err != nil {
+				t.Fatalf("%s: entry %d: %v", session, en.Seq, err)
+			}
+			kept[env.ServerSeq] = env
+		}
+		for _, env := range envs {
+			got, ok := kept[env.ServerSeq]
+			if !ok || got.Channel != env.Channel || got.Action.Type() != env.Action.Type() {
+				t.Errorf("%s: a client was sent %s at %d; the journal has %+v", session, env.Action.Type(), env.ServerSeq, got)
+			}
+		}
+		t.Logf("%s: the client saw %d actions, the journal holds %d", session, len(envs), len(kept))
+	}
+}

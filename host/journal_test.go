@@ -1,0 +1,88 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/journal"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// openJournal opens an embedded journal closed after the host that uses it.
+func openJournal(t *testing.T) *journal.Journal {
+	t.Helper()
+	j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(t.TempDir(), "journal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := j.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return j
+}
+
+func withJournal(j *journal.Journal) hostOption {
+	return func(o *host.Options) { o.Journal = j }
+}
+
+// journaled reads a session's journal as envelopes, by serverSeq.
+func journaled(t *testing.T, j *journal.Journal, session string) ([]protocol.ActionEnvelope, map[int64]protocol.ActionEnvelope) {
+	t.Helper()
+	entries, err := j.Read(context.Background(), session, 0, journal.MaxReadLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := make([]protocol.ActionEnvelope, len(entries))
+	bySeq := map[int64]protocol.ActionEnvelope{}
+	for i, e := range entries {
+		if err := json.Unmarshal(e.Data, &list[i]); err != nil {
+			t.Fatalf("entry %d: %v", e.Seq, err)
+		}
+		bySeq[list[i].ServerSeq] = list[i]
+	}
+	return list, bySeq
+}
+
+// TestJournalHoldsWhatClientsSaw: every action a client is sent on a
+// session's channels is in the session's journal, under the serverSeq it
+// was sent with, in serverSeq order; disposing of the session deletes it.
+func TestJournalHoldsWhatClientsSaw(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", map[string]any{"autoApprove": "allow"})
+	send(t, c, chat, "t1", "title Notes\nsay one\nwrite notes.txt hello\nsay two")
+	send(t, c, chat, "t2", "say three")
+
+	list, bySeq := journaled(t, j, session)
+	for i := 1; i < len(list); i++ {
+		if list[i].ServerSeq <= list[i-1].ServerSeq {
+			t.Fatalf("journal entries %d and %d out of serverSeq order", list[i-1].ServerSeq, list[i].ServerSeq)
+		}
+	}
+	seen := 0
+	for _, m := range c.Messages() {
+		env := m.Envelope
+		if env == nil || env.RejectionReason != nil || (env.Channel != session && env.Channel != chat) {
+			continue
+		}
+		seen++
+		got, ok := bySeq[env.ServerSeq]
+		if !ok || got.Channel != env.Channel || got.Action.Type() != env.Action.Type() {
+			t.Errorf("sent %s on %s at %d; the journal has %+v", env.Action.Type(), env.Channel, env.ServerSeq, got)
+		}
+	}
+	if seen < 10 {
+		t.Fatalf("the client saw %d actions", seen)
+	}
+
+	c.MustCall("disposeSession", map[string]any{"channel": session})
+	if list, _ := journaled(t, j, session); len(list) != 0 {
+		t.Errorf("a disposed session's journal holds %d entries", len(list))
+	}
+}
