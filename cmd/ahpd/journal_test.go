@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
@@ -78,5 +81,58 @@ func TestKillKeepsWhatClientsSaw(t *testing.T) {
 			}
 		}
 		t.Logf("%s: the client saw %d actions, the journal holds %d", session, len(envs), len(kept))
+	}
+}
+
+// TestJournalSettings: the defaults, the file's values with --nats over
+// them, and each setting that cannot work refused with what to change.
+func TestJournalSettings(t *testing.T) {
+	e := newEnv(t)
+	cfg, err := parseConfig([]string{"--state-dir", e.state}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NATS.URL != "" || cfg.Journal.MaxAge != 30*24*time.Hour || cfg.Journal.MaxBytesPerSession != 64<<20 {
+		t.Errorf("defaults: %+v %+v", cfg.NATS, cfg.Journal)
+	}
+	file := writeConfig(t, e, "nats: {url: 'nats://a:4222', user: u, password: p}\njournal: {maxAge: 1h, maxBytesPerSession: 0}\n")
+	cfg, err = parseConfig([]string{"--config", file, "--nats", "nats://b:4222,nats://c:4222"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NATS.URL != "nats://b:4222,nats://c:4222" || cfg.NATS.User != "u" || cfg.Journal.MaxAge != time.Hour || cfg.Journal.MaxBytesPerSession != 0 {
+		t.Errorf("file and flag: %+v %+v", cfg.NATS, cfg.Journal)
+	}
+	for _, tc := range []struct{ file, flag, want string }{
+		{"nats: {token: t}\n", "", "credentials without a url"},
+		{"", "::nope", "is not a NATS URL"},
+		{"", "nats://ok:4222,", "is not a NATS URL"},
+		{"journal: {maxAge: -1h}\n", "", "must not be negative"},
+		{"journal: {maxBytesPerSession: -5}\n", "", "must not be negative"},
+	} {
+		args := []string{"--state-dir", e.state}
+		if tc.file != "" {
+			args = append(args, "--config", writeConfig(t, e, tc.file))
+		}
+		if tc.flag != "" {
+			args = append(args, "--nats", tc.flag)
+		}
+		if _, err := parseConfig(args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q %q: %v, want %q", tc.file, tc.flag, err, tc.want)
+		}
+	}
+}
+
+// TestMemorySessionsKeepNoJournal: a daemon that keeps no sessions keeps
+// no journal either, and one that does makes it under the state directory.
+func TestMemorySessionsKeepNoJournal(t *testing.T) {
+	for _, sessions := range []string{"memory", "file"} {
+		e := newEnv(t)
+		p := serveDaemon(t, e, "--sessions", sessions)
+		p.terminate()
+		_, err := os.Stat(filepath.Join(e.state, "journal"))
+		if kept := err == nil; kept != (sessions == "file") {
+			t.Errorf("--sessions %s: journal made %v", sessions, kept)
+		}
 	}
 }
