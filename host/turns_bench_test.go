@@ -18,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
@@ -29,7 +30,9 @@ import (
 // Each turn writes a file. In git folders (each session its own
 // repository of 200 files) a session snapshots the tree it starts from on
 // its first send, and records a checkpoint and reads its counts as each
-// turn ends; in plain folders none of that.
+// turn ends; in plain folders none of that. plain-journal is plain with
+// every action written to an embedded journal before it is sent: the
+// difference is what the journal costs a turn.
 //
 //   - turns/s: the turns ended (chat/turnComplete received) over the time
 //     from the first send to the last end.
@@ -40,14 +43,14 @@ import (
 //     however it is scheduled, is all done by then.
 func BenchmarkConcurrentTurns(b *testing.B) {
 	const sessions, turns = 200, 5
-	for _, kind := range []string{"git", "plain"} {
+	for _, kind := range []string{"git", "plain", "plain-journal"} {
 		b.Run(kind, func(b *testing.B) {
 			template := turnsTemplate(b, kind == "git")
 			var all, first, counted time.Duration
 			n := 0
 			for b.Loop() {
 				n++
-				a, f, c := concurrentTurns(b, template, sessions, turns, kind == "git")
+				a, f, c := concurrentTurns(b, template, sessions, turns, kind == "git", kind == "plain-journal")
 				all, first, counted = all+a, first+f, counted+c
 			}
 			b.ReportMetric(float64(sessions*turns*n)/all.Seconds(), "turns/s")
@@ -62,14 +65,23 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 // concurrentTurns runs the turns on a host of its own, closed before it
 // returns, and times them: until the last turn ended, until the last
 // first turn ended, and until the last counts came.
-func concurrentTurns(b *testing.B, template string, sessions, turns int, git bool) (all, first, counted time.Duration) {
+func concurrentTurns(b *testing.B, template string, sessions, turns int, git, journaled bool) (all, first, counted time.Duration) {
 	state := b.TempDir()
 	backends := plugins.NewRegistry()
 	if err := backends.Register(script.New(filepath.Join(state, "transcripts", "script"))); err != nil {
 		b.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: logger, DefaultDirectory: state})
+	opts := host.Options{StateDir: state, Backends: backends, Logger: logger, DefaultDirectory: state}
+	if journaled {
+		j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(state, "journal")})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer j.Close(context.Background()) // after the host's Close, deferred below
+		opts.Journal = j
+	}
+	h, err := host.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
