@@ -163,8 +163,12 @@ type Host struct {
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
-	// journalFailing says the last write to the journal failed (journal.go).
+	// journalFailing says the last write to the journal failed, and
+	// journalGap is the newest serverSeq of a write that did (journal.go);
+	// marks find a serverSeq in the journal (replay.go).
 	journalFailing atomic.Bool
+	journalGap     atomic.Int64
+	marks          journalMarks
 
 	// unrestoredTrees are the trees of stored records that could not be
 	// made sessions again, which no sweep may take (orphans.go); guarded
@@ -228,6 +232,7 @@ func New(opts Options) (*Host, error) {
 	h := &Host{
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
+		rootOut:  outbox{journal: protocol.RootURI},
 		extMu:    lockcheck.Mutex{Class: "external"},
 		ownMu:    lockcheck.Mutex{Class: "own"},
 		opts:     opts,

@@ -13,8 +13,9 @@ import (
 // of actions (its serverSeqs), the journal takes them, and the bus then
 // sends them, holding back whatever was numbered after them meanwhile;
 // the entries are the envelopes as clients get them, serverSeq included.
-// A write that fails is logged and counted, and the actions go out all the
-// same: a client is not kept waiting on a journal it cannot have.
+// Root's actions are written to a journal of root's own. A write that
+// fails is logged and counted, and the actions go out all the same: a
+// client is not kept waiting on a journal it cannot have.
 
 // publish sends a run of actions to the bus, written down first when the
 // outbox is a session's and the host keeps a journal.
@@ -36,13 +37,15 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
 		// its place, as the frame sent does.
 		entries[i], _ = protocol.Append(nil, &envs[i])
 	}
-	for len(entries) > 0 {
-		n := min(len(entries), journal.MaxBatch)
-		if _, err := h.opts.Journal.Append(h.ctx, session, entries[:n]...); err != nil {
-			h.journalFailed(session, err)
+	for i := 0; i < len(entries); {
+		n := min(len(entries)-i, journal.MaxBatch)
+		seqs, err := h.opts.Journal.Append(h.ctx, session, entries[i:i+n]...)
+		if err != nil {
+			h.journalFailed(session, err, envs[len(envs)-1].ServerSeq)
 			return
 		}
-		entries = entries[n:]
+		h.marks.note(session, envs[i].ServerSeq, seqs[0])
+		i += n
 	}
 	if h.journalFailing.CompareAndSwap(true, false) {
 		h.log.Info("the journal takes actions again")
@@ -50,9 +53,16 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
 }
 
 // journalFailed counts a write to the journal that failed, and logs the
-// first of a run of them.
-func (h *Host) journalFailed(session string, err error) {
+// first of a run of them. A client that missed actions up to last cannot
+// be replayed them from the journal.
+func (h *Host) journalFailed(session string, err error, last int64) {
 	h.metrics.journalErrors.Add(1)
+	for {
+		gap := h.journalGap.Load()
+		if gap >= last || h.journalGap.CompareAndSwap(gap, last) {
+			break
+		}
+	}
 	if !h.journalFailing.Swap(true) {
 		h.log.Error("could not write to the journal; actions go out unrecorded until it takes them again", "session", session, "err", err)
 	}
@@ -63,5 +73,6 @@ func (h *Host) forgetJournal(ctx context.Context, session string) error {
 	if h.opts.Journal == nil {
 		return nil
 	}
+	h.marks.forget(session)
 	return h.opts.Journal.Delete(ctx, session)
 }

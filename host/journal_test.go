@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -85,4 +87,41 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 	if list, _ := journaled(t, j, session); len(list) != 0 {
 		t.Errorf("a disposed session's journal holds %d entries", len(list))
 	}
+}
+
+// TestAwayClientIsReplayedFromTheJournal: a client away for far more
+// actions than the host keeps in memory is replayed them from the
+// journal, not sent snapshots, and ends where a fresh snapshot is.
+func TestAwayClientIsReplayedFromTheJournal(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j), func(o *host.Options) { o.Replay = 16 })
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say hello")
+	c.Close()
+
+	w := th.client("writer")
+	w.Subscribe(session)
+	w.Subscribe(chat)
+	words := strings.Repeat("word ", 30_000) // about 10,000 deltas
+	send(t, w, chat, "t2", "title Away\nsay "+words)
+
+	again := hosttest.Dial(t, th.url)
+	res := again.Resume(c, "c1")
+	replay, ok := res.(*protocol.ReconnectReplayResult)
+	if !ok {
+		t.Fatalf("got %T, want a replay", res)
+	}
+	if len(replay.Actions) < 10_000 {
+		t.Errorf("replayed %d actions", len(replay.Actions))
+	}
+	for i := 1; i < len(replay.Actions); i++ {
+		if replay.Actions[i].ServerSeq <= replay.Actions[i-1].ServerSeq {
+			t.Fatalf("replay out of order at %d", i)
+		}
+	}
+	agreeAll(t, th, again, protocol.RootURI, session, chat)
+	// And it goes on live.
+	send(t, w, chat, "t3", "say live")
+	agreeAll(t, th, again, session, chat)
 }

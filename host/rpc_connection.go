@@ -172,6 +172,9 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
 		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 	}
+	if actions, ok := h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID()); ok {
+		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
+	}
 	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}}
 	for _, ch := range live {
 		snap, err := h.attach(ctx, c, ch, req.ID())

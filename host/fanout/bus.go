@@ -399,6 +399,20 @@ func (b *Bus) Replay(s Subscriber, seq int64, channels []string, requestID strin
 	return out, true
 }
 
+// SubscribeSent subscribes s to channels from the last change sent, and
+// returns its serverSeq: s is sent every change after it, and the caller
+// gives s what it missed up to it from elsewhere (the journal). Until the
+// response to requestID is sent, s holds back the channels' frames.
+func (b *Bus) SubscribeSent(s Subscriber, channels []string, requestID string) int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, ch := range channels {
+		b.addLocked(s, ch, b.sent)
+		s.Hold(ch, requestID)
+	}
+	return b.sent
+}
+
 // replayableLocked reports whether a client that has seen every change up
 // to seq can be replayed the rest from the ring: every change sent since
 // is in it.

@@ -1,0 +1,175 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
+	"github.com/ahpd/ahpd/journal"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Replay from the journal. A client that reconnects is replayed what it
+// missed from the bus's ring when the ring still holds it, else from the
+// journal when the journal holds it all, else it is sent snapshots. The
+// journal's entries are the envelopes clients were sent, each written
+// before it was sent; marks say where in a session's journal a serverSeq
+// is, so a gap is read from near its start, not from the session's
+// beginning.
+
+// maxJournalReplay bounds what a reconnect reads from the journal: a
+// client further behind gets snapshots, which are smaller by then.
+const maxJournalReplay = 100_000
+
+// journalMarks remembers, per journal (a session's URI, or root's), the
+// journal sequence of some serverSeqs written to it: the first of each
+// append, thinned to at most maxMarks, so a mark is never far before a
+// gap's start. They are lost with the process, as the clients that could
+// use them are.
+type journalMarks struct {
+	mu lockcheck.Mutex // taken alone
+	by map[string][]journalMark
+}
+
+type journalMark struct{ serverSeq, seq int64 }
+
+const maxMarks = 1024
+
+func (m *journalMarks) note(key string, serverSeq int64, seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.by == nil {
+		m.by = map[string][]journalMark{}
+	}
+	list := append(m.by[key], journalMark{serverSeq, int64(seq)})
+	if len(list) > maxMarks {
+		// Every other one goes: the marks stay spread over the journal.
+		kept := list[:0]
+		for i := 0; i < len(list); i += 2 {
+			kept = append(kept, list[i])
+		}
+		list = kept
+	}
+	m.by[key] = list
+}
+
+// before returns the journal sequence to read after to find every entry
+// of key past serverSeq: that of the last mark at or before it, less one;
+// 0 (the start) when there is none.
+func (m *journalMarks) before(key string, serverSeq int64) uint64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.by[key]
+	i, _ := slices.BinarySearchFunc(list, serverSeq+1, func(mk journalMark, s int64) int {
+		switch {
+		case mk.serverSeq < s:
+			return -1
+		case mk.serverSeq > s:
+			return 1
+		}
+		return 0
+	})
+	if i == 0 {
+		return 0
+	}
+	return uint64(list[i-1].seq - 1)
+}
+
+func (m *journalMarks) forget(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.by, key)
+}
+
+// replayFromJournal subscribes c to channels and returns the actions of
+// theirs it missed after seen, read from the journal. It fails, leaving
+// c unsubscribed, when the journal does not hold them all.
+func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
+	j := h.opts.Journal
+	if j == nil || seen < 0 || h.journalGap.Load() > seen {
+		return nil, false
+	}
+	keys := map[string]bool{}
+	want := map[string]bool{}
+	for _, ch := range channels {
+		key, ok := h.journalOf(c, ch)
+		if !ok {
+			return nil, false
+		}
+		keys[key], want[ch] = true, true
+	}
+	// Everything sent up to upTo was written first; what comes after is
+	// sent to c live.
+	upTo := h.bus.SubscribeSent(c, channels, requestID)
+	out := []protocol.ActionEnvelope{}
+	for key := range keys {
+		envs, ok := h.readGap(ctx, j, key, seen, upTo)
+		if !ok {
+			for _, ch := range channels {
+				h.bus.Unsubscribe(c, ch)
+			}
+			return nil, false
+		}
+		for _, env := range envs {
+			if want[env.Channel] && c.Wants(env.Action.Type()) {
+				out = append(out, env)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b protocol.ActionEnvelope) int { return int(a.ServerSeq - b.ServerSeq) })
+	return out, true
+}
+
+// journalOf names the journal a channel's actions are written to.
+func (h *Host) journalOf(c *conn, channel string) (string, bool) {
+	ch, err := h.resolve(c, channel)
+	if err != nil {
+		return "", false
+	}
+	switch ch := ch.(type) {
+	case rootChannel:
+		return protocol.RootURI, true
+	case sessionChannel:
+		return ch.s.uri, true
+	case chatChannel:
+		return ch.s.uri, true
+	}
+	return "", false
+}
+
+// readGap reads key's entries with a serverSeq in (seen, upTo], failing
+// when some of them are no longer kept or there are too many.
+func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen, upTo int64) ([]protocol.ActionEnvelope, bool) {
+	after := h.marks.before(key, seen)
+	kept, err := j.KeptFrom(ctx, key)
+	if err != nil || (kept > 0 && after+1 < kept) {
+		return nil, false // the gap may begin before what is kept
+	}
+	var out []protocol.ActionEnvelope
+	for read := 0; read < maxJournalReplay; {
+		entries, err := j.Read(ctx, key, after, journal.MaxReadLimit)
+		if err != nil {
+			h.log.Warn("could not read the journal for a replay", "journal", key, "err", err)
+			return nil, false
+		}
+		for _, e := range entries {
+			var env protocol.ActionEnvelope
+			if err := json.Unmarshal(e.Data, &env); err != nil {
+				return nil, false
+			}
+			if env.ServerSeq > upTo {
+				return out, true
+			}
+			if env.ServerSeq > seen {
+				out = append(out, env)
+			}
+			after = e.Seq
+		}
+		read += len(entries)
+		if len(entries) < journal.MaxReadLimit {
+			return out, true
+		}
+	}
+	return nil, false
+}
