@@ -240,7 +240,7 @@ func New(opts Options) (*Host, error) {
 		now:      opts.Clock.Now,
 		ctx:      ctx,
 		stop:     stop,
-		bus:      fanout.New(opts.Replay, opts.Clock.Now().UnixMicro()),
+		bus:      fanout.New(opts.Replay, firstSeq(opts)),
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),

@@ -2,6 +2,8 @@ package host
 
 import (
 	"context"
+	"encoding/json"
+	"time"
 
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
@@ -75,4 +77,28 @@ func (h *Host) forgetJournal(ctx context.Context, session string) error {
 	}
 	h.marks.forget(session)
 	return h.opts.Journal.Delete(ctx, session)
+}
+
+// firstSeq is where the host's serverSeqs start: at the clock in
+// microseconds, so they rise across restarts, and past the newest one in
+// the journal, so they do even if the clock went back.
+func firstSeq(opts Options) int64 {
+	seq := opts.Clock.Now().UnixMicro()
+	if opts.Journal == nil {
+		return seq
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, ok, err := opts.Journal.Newest(ctx)
+	if err != nil {
+		opts.Logger.Warn("could not read the journal's newest entry; serverSeq starts at the clock", "err", err)
+		return seq
+	}
+	var env struct {
+		ServerSeq int64 `json:"serverSeq"`
+	}
+	if ok && json.Unmarshal(e.Data, &env) == nil {
+		seq = max(seq, env.ServerSeq)
+	}
+	return seq
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
@@ -124,4 +125,21 @@ func TestAwayClientIsReplayedFromTheJournal(t *testing.T) {
 	// And it goes on live.
 	send(t, w, chat, "t3", "say live")
 	agreeAll(t, th, again, session, chat)
+}
+
+// TestSeqRisesPastTheJournal: a host whose clock is behind what its
+// journal holds (the clock went back) numbers past the journal's newest.
+func TestSeqRisesPastTheJournal(t *testing.T) {
+	j := openJournal(t)
+	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
+	env, _ := json.Marshal(map[string]any{"channel": "ahp-session:/old", "serverSeq": ahead,
+		"action": map[string]any{"type": "session/titleChanged", "title": "old"}})
+	if _, err := j.Append(context.Background(), "ahp-session:/old", env); err != nil {
+		t.Fatal(err)
+	}
+	th := startHost(t, "", withJournal(j))
+	c := hosttest.Dial(t, th.url)
+	if seq := c.Initialize("c1").ServerSeq; seq < ahead {
+		t.Errorf("serverSeq %d starts behind the journal's %d", seq, ahead)
+	}
 }

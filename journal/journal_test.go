@@ -294,3 +294,28 @@ func TestFullBatchesAtOnce(t *testing.T) {
 		t.Fatalf("read %d entries, want %d", len(got), MaxBatch)
 	}
 }
+
+// TestNewest: the newest entry of any session, none in an empty journal,
+
+func TestNewest(t *testing.T) {
+	modes(t, testNewest)
+}
+
+func testNewest(t *testing.T, h *harness) {
+	j := h.open(Config{})
+	ctx := context.Background()
+	if _, ok, err := j.Newest(ctx); ok || err != nil {
+		t.Fatalf("empty journal: %v %v", ok, err)
+	}
+	if _, err := j.Append(ctx, "ahp-session:/a", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := j.Append(ctx, "ahp-session:/b", []byte("two"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := j.Newest(ctx)
+	if err != nil || !ok || e.Session != "ahp-session:/b" || e.Seq != seqs[0] || string(e.Data) != "two" {
+		t.Fatalf("newest: %+v %v %v", e, ok, err)
+	}
+}

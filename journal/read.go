@@ -175,3 +175,24 @@ func (j *Journal) SessionLastSeq(ctx context.Context, session string) (uint64, e
 	}
 	return m.Sequence, nil
 }
+
+// Newest returns the newest entry of any session, and false when the
+// journal holds none: where a host that starts again takes up.
+func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
+	if err := j.check(); err != nil {
+		return Entry{}, false, err
+	}
+	// One token after the prefix: entries, not the floor records.
+	m, err := j.stream.GetLastMsgForSubject(ctx, j.cfg.Subject+".*")
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Entry{}, false, nil
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("journal: newest entry: %w", err)
+	}
+	session, err := j.sessionOf(m.Subject)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: m.Data}, true, nil
+}
