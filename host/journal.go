@@ -20,7 +20,7 @@ import (
 // client is not kept waiting on a journal it cannot have.
 
 // publish sends a run of actions to the bus, written down first when the
-// outbox is a session's and the host keeps a journal.
+// outbox has a journal (a session's, root's) and the host keeps one.
 func (h *Host) publish(key string, run []effect) {
 	if h.opts.Journal == nil || key == "" {
 		h.bus.PublishAll(items(run))
