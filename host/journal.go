@@ -19,6 +19,9 @@ import (
 // fails is logged and counted, and the actions go out all the same: a
 // client is not kept waiting on a journal it cannot have.
 
+// appendTimeout bounds the wait for the journal to take a run of actions.
+const appendTimeout = 5 * time.Second
+
 // publish sends a run of actions to the bus, written down first when the
 // outbox has a journal (a session's, root's) and the host keeps one.
 func (h *Host) publish(key string, run []effect) {
@@ -39,9 +42,13 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
 		// its place, as the frame sent does.
 		entries[i], _ = protocol.Append(nil, &envs[i])
 	}
+	// Everything numbered after these waits for them: a journal that does
+	// not answer holds the host's clients up this long at most.
+	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
+	defer cancel()
 	for i := 0; i < len(entries); {
 		n := min(len(entries)-i, journal.MaxBatch)
-		seqs, err := h.opts.Journal.Append(h.ctx, session, entries[i:i+n]...)
+		seqs, err := h.opts.Journal.Append(ctx, session, entries[i:i+n]...)
 		if err != nil {
 			h.journalFailed(session, err, envs[len(envs)-1].ServerSeq)
 			return
