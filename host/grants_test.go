@@ -67,6 +67,7 @@ var commands = []command{
 	{name: "ahpd/setSessionMetadata", method: "ahpd/setSessionMetadata", params: func(f fixture) any {
 		return map[string]any{"channel": f.session, "metadata": map[string]any{"ticket": "ENG-1"}}
 	}},
+	{name: "ahpd/sessionEvents", method: "ahpd/sessionEvents", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
 	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
 		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}
@@ -79,7 +80,7 @@ var commands = []command{
 // readOnly are the rows a guest may send: the read group and the commands
 // that touch no session.
 var readOnly = []string{
-	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus",
+	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns",
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }
@@ -199,10 +200,10 @@ func TestGrantsTable(t *testing.T) {
 		}
 		tokens[u.id] = tok
 	}
-	withUsers := startHost(t, "", func(o *host.Options) {
+	withUsers := startHost(t, "", withJournal(openJournal(t)), func(o *host.Options) {
 		o.Auth = &grants.Authenticator{Host: "test", ConnectionToken: "root-token", Users: dir}
 	})
-	noUsers := startHost(t, "", func(o *host.Options) {
+	noUsers := startHost(t, "", withJournal(openJournal(t)), func(o *host.Options) {
 		o.Auth = &grants.Authenticator{Host: "test", ConnectionToken: "root-token"}
 	})
 

@@ -143,3 +143,86 @@ func TestSeqRisesPastTheJournal(t *testing.T) {
 		t.Errorf("serverSeq %d starts behind the journal's %d", seq, ahead)
 	}
 }
+
+// TestSessionTimeline pages through a session's timeline: newest first,
+// oldest first from after, by kind; every event names its actions; bad
+// params are refused naming the field.
+func TestSessionTimeline(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", map[string]any{"autoApprove": "allow"})
+	send(t, c, chat, "t1", "say one\nwrite notes.txt hello")
+	send(t, c, chat, "t2", "fail it broke")
+
+	page := func(params map[string]any) (events []map[string]any, more bool) {
+		t.Helper()
+		params["channel"] = session
+		var res struct {
+			Events []map[string]any `json:"events"`
+			More   bool             `json:"more"`
+		}
+		if err := json.Unmarshal(c.MustCall("ahpd/sessionEvents", params), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Events, res.More
+	}
+	kinds := func(events []map[string]any) string {
+		var out []string
+		for _, e := range events {
+			out = append(out, e["kind"].(string))
+		}
+		return strings.Join(out, " ")
+	}
+
+	all, more := page(map[string]any{"after": 0})
+	got := kinds(all)
+	for _, want := range []string{"turn_started human_input", "tool_call", "tool_result artifact", "turn_completed", "turn_failed error"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the timeline %q lacks %q", got, want)
+		}
+	}
+	if more {
+		t.Error("more after the whole timeline")
+	}
+	for i, e := range all {
+		acts := e["actions"].([]any)
+		if len(acts) == 0 || e["seq"] != acts[0] || e["time"] == "" {
+			t.Errorf("event %d: %v", i, e)
+		}
+		if i > 0 && e["seq"].(float64) < all[i-1]["seq"].(float64) {
+			t.Errorf("oldest first, yet event %d comes before %d", i, i-1)
+		}
+	}
+
+	newest, more := page(map[string]any{"limit": 2})
+	if len(newest) != 2 || !more || newest[0]["kind"] != all[len(all)-1]["kind"] || newest[0]["seq"].(float64) < newest[1]["seq"].(float64) {
+		t.Errorf("the newest two: %v (more %v); the last is %v", newest, more, all[len(all)-1])
+	}
+	older, _ := page(map[string]any{"limit": 2, "before": newest[1]["seq"]})
+	if len(older) != 2 || older[0]["seq"].(float64) >= newest[1]["seq"].(float64) {
+		t.Errorf("the two before: %v", older)
+	}
+	tools, _ := page(map[string]any{"after": 0, "kinds": []string{"tool_call", "tool_result"}})
+	if kinds(tools) != "tool_call tool_result" {
+		t.Errorf("tool events: %q", kinds(tools))
+	}
+
+	for _, tc := range []struct {
+		params map[string]any
+		field  string
+	}{
+		{map[string]any{"channel": session, "limit": 5000}, "limit"},
+		{map[string]any{"channel": session, "kinds": []string{"gossip"}}, "kinds"},
+		{map[string]any{"channel": session, "after": 9, "before": 3}, "before"},
+		{map[string]any{}, "channel"},
+	} {
+		_, err := c.Call("ahpd/sessionEvents", tc.params)
+		if err == nil || err.Code != -32602 || !strings.Contains(err.Message, tc.field) {
+			t.Errorf("%v: %v, want -32602 naming %s", tc.params, err, tc.field)
+		}
+	}
+	if _, err := c.Call("ahpd/sessionEvents", map[string]any{"channel": "ahp-session:/nope"}); err == nil || err.Code != -32001 {
+		t.Errorf("an unknown session: %v", err)
+	}
+}

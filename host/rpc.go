@@ -50,6 +50,7 @@ var methods = map[string]handler{
 	"ahpd/suspendSession":      (*Host).suspendSession,
 	"ahpd/resumeSession":       (*Host).resumeSession,
 	"ahpd/setSessionMetadata":  (*Host).setSessionMetadata,
+	"ahpd/sessionEvents":       (*Host).sessionEvents,
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,
