@@ -407,6 +407,33 @@ func externalSummary(r *catalogue.Row) protocol.SessionSummary {
 	return sum
 }
 
+// catalogueWait bounds how long a command naming an external session
+// waits for the catalogue's first scan, right after ahpd starts.
+const catalogueWait = 10 * time.Second
+
+// awaitCatalogue waits until the catalogue has published its first scan,
+// so that a client naming an external session as ahpd starts (a client
+// reconnecting after a restart) finds it rather than being told there is
+// none. It reports whether the host has a catalogue.
+func (h *Host) awaitCatalogue(c *conn) bool {
+	if h.cat == nil {
+		return false
+	}
+	select {
+	case <-h.cat.Ready():
+		return true
+	default:
+	}
+	t := time.NewTimer(catalogueWait)
+	defer t.Stop()
+	select {
+	case <-h.cat.Ready():
+	case <-c.ctx.Done():
+	case <-t.C:
+	}
+	return true
+}
+
 // openExternal holds an external session a client asked for, so it can be
 // watched and continued: it is read from its transcript and resumed by its
 // backend from its own folder. It stays external until adopted.

@@ -531,7 +531,7 @@ func (h *Host) session(c *conn, uri string) (*session, error) {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
 	s := h.held(uri)
-	if s == nil {
+	if s == nil && su.Provider() != "" && h.awaitCatalogue(c) {
 		s = h.openExternal(su)
 	}
 	if s == nil || !s.visibleTo(c) {
