@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/coder/websocket"
 )
 
 // openJournal opens an embedded journal closed after the host that uses it.
@@ -225,4 +227,69 @@ func TestSessionTimeline(t *testing.T) {
 	if _, err := c.Call("ahpd/sessionEvents", map[string]any{"channel": "ahp-session:/nope"}); err == nil || err.Code != -32001 {
 		t.Errorf("an unknown session: %v", err)
 	}
+}
+
+// BenchmarkReplayFromJournal reconnects a client that missed a reply of
+// about 10,000 deltas, past what the host keeps in memory, and reports how
+// fast the gap is read back from the journal and sent (actions/s).
+func BenchmarkReplayFromJournal(b *testing.B) {
+	j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(b.TempDir(), "journal")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = j.Close(context.Background()) }) // after the host's, registered next
+	th := startBenchHostIn(b, b.TempDir(), withJournal(j), func(o *host.Options) { o.Replay = 16 })
+	c := hosttest.Dial(b, th.url)
+	c.Initialize("away")
+	session := "ahp-session:/bench"
+	c.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + th.work}})
+	chat := protocol.DefaultChatURI(session)
+	c.Subscribe(session)
+	c.Subscribe(chat)
+	startTurn(c, chat, "t1", "say hello")
+	c.WaitState(chat, "the first turn", func(s protocol.ChannelState) bool { return len(s.(*protocol.ChatState).Turns) == 1 })
+	seen := c.LastSeq()
+	c.Close()
+	w := hosttest.Dial(b, th.url)
+	w.Initialize("writer")
+	w.Subscribe(chat)
+	startTurn(w, chat, "t2", "say "+strings.Repeat("word ", 30_000))
+	w.WaitState(chat, "the long turn", func(s protocol.ChannelState) bool { return len(s.(*protocol.ChatState).Turns) == 2 })
+	actions := 0
+	for b.Loop() {
+		// A raw connection: what is measured is the host, not a client
+		// checking 10,000 actions against the schemas.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ws, _, err := websocket.Dial(ctx, th.url, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ws.SetReadLimit(256 << 20)
+		req, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "reconnect", "params": map[string]any{
+			"clientId": "away", "lastSeenServerSeq": seen, "subscriptions": []string{session, chat}}})
+		if err := ws.Write(ctx, websocket.MessageText, req); err != nil {
+			b.Fatal(err)
+		}
+		var res struct {
+			Result struct {
+				Actions []json.RawMessage `json:"actions"`
+			} `json:"result"`
+		}
+		for len(res.Result.Actions) == 0 {
+			_, data, err := ws.Read(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if bytes.Contains(data, []byte(`"id":1,`)) {
+				if err := json.Unmarshal(data, &res); err != nil || len(res.Result.Actions) == 0 {
+					b.Fatalf("not a replay: %.200s", data)
+				}
+			}
+		}
+		actions += len(res.Result.Actions)
+		_ = ws.Close(websocket.StatusNormalClosure, "")
+		cancel()
+	}
+	b.ReportMetric(float64(actions)/b.Elapsed().Seconds(), "actions/s")
 }

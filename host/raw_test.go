@@ -27,7 +27,7 @@ func startBenchHost(b *testing.B) *testHost {
 	return startBenchHostIn(b, b.TempDir())
 }
 
-func startBenchHostIn(b *testing.B, state string) *testHost {
+func startBenchHostIn(b *testing.B, state string, opts ...hostOption) *testHost {
 	b.Helper()
 	work := filepath.Join(state, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
@@ -37,7 +37,11 @@ func startBenchHostIn(b *testing.B, state string) *testHost {
 	if err := backends.Register(script.New(filepath.Join(state, "transcripts", "script"))); err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: slog.New(slog.DiscardHandler), DefaultDirectory: work})
+	o := host.Options{StateDir: state, Backends: backends, Logger: slog.New(slog.DiscardHandler), DefaultDirectory: work}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	h, err := host.New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
