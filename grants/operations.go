@@ -141,6 +141,7 @@ var commands = map[string]commandOp{
 	"ahpd/resumeSession":       {op: SessionConfigure},
 	"ahpd/setSessionMetadata":  {op: SessionRename},
 	"ahpd/sessionEvents":       {op: SessionState},
+	"ahpd/replaySession":       {op: SessionState},
 
 	// Automations: seeing them is a listing; running one sends its message
 	// as its owner, so it is chat:send.

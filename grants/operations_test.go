@@ -14,7 +14,7 @@ var wantCommands = []string{
 	"listSessions", "createSession", "disposeSession",
 	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
-	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata", "ahpd/sessionEvents",
+	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata", "ahpd/sessionEvents", "ahpd/replaySession",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns", "runAutomation",
 }
 

@@ -68,6 +68,7 @@ var commands = []command{
 		return map[string]any{"channel": f.session, "metadata": map[string]any{"ticket": "ENG-1"}}
 	}},
 	{name: "ahpd/sessionEvents", method: "ahpd/sessionEvents", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
+	{name: "ahpd/replaySession", method: "ahpd/replaySession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
 	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
 		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}
@@ -80,7 +81,7 @@ var commands = []command{
 // readOnly are the rows a guest may send: the read group and the commands
 // that touch no session.
 var readOnly = []string{
-	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents",
+	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents", "ahpd/replaySession",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns",
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,11 +45,17 @@ func journaled(t *testing.T, j *journal.Journal, session string) ([]protocol.Act
 	}
 	list := make([]protocol.ActionEnvelope, len(entries))
 	bySeq := map[int64]protocol.ActionEnvelope{}
-	for i, e := range entries {
-		if err := json.Unmarshal(e.Data, &list[i]); err != nil {
+	list = list[:0]
+	for _, e := range entries {
+		if strings.Contains(string(e.Data), `"snapshot":`) && !strings.Contains(string(e.Data), `"action":`) {
+			continue // a state the journal starts from, not an action
+		}
+		var env protocol.ActionEnvelope
+		if err := json.Unmarshal(e.Data, &env); err != nil {
 			t.Fatalf("entry %d: %v", e.Seq, err)
 		}
-		bySeq[list[i].ServerSeq] = list[i]
+		list = append(list, env)
+		bySeq[env.ServerSeq] = env
 	}
 	return list, bySeq
 }
@@ -64,6 +71,9 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 	send(t, c, chat, "t1", "title Notes\nsay one\nwrite notes.txt hello\nsay two")
 	send(t, c, chat, "t2", "say three")
 
+	// What the client was sent by now, then the journal: each of those was
+	// written before it was sent.
+	msgs := c.Messages()
 	list, bySeq := journaled(t, j, session)
 	for i := 1; i < len(list); i++ {
 		if list[i].ServerSeq <= list[i-1].ServerSeq {
@@ -71,7 +81,7 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 		}
 	}
 	seen := 0
-	for _, m := range c.Messages() {
+	for _, m := range msgs {
 		env := m.Envelope
 		if env == nil || env.RejectionReason != nil || (env.Channel != session && env.Channel != chat) {
 			continue
@@ -80,6 +90,14 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 		got, ok := bySeq[env.ServerSeq]
 		if !ok || got.Channel != env.Channel || got.Action.Type() != env.Action.Type() {
 			t.Errorf("sent %s on %s at %d; the journal has %+v", env.Action.Type(), env.Channel, env.ServerSeq, got)
+			for _, e := range list {
+				t.Logf("journal: %d %s %s", e.ServerSeq, e.Channel, e.Action.Type())
+			}
+			for _, m := range c.Messages() {
+				if m.Envelope != nil {
+					t.Logf("client: %d %s %s", m.Envelope.ServerSeq, m.Envelope.Channel, m.Envelope.Action.Type())
+				}
+			}
 		}
 	}
 	if seen < 10 {
@@ -292,4 +310,55 @@ func BenchmarkReplayFromJournal(b *testing.B) {
 		cancel()
 	}
 	b.ReportMetric(float64(actions)/b.Elapsed().Seconds(), "actions/s")
+}
+
+// TestReplaySessionAtEachTurn: the state ahpd/replaySession rebuilds from
+// the journal right after the action a snapshot was taken at equals that
+// snapshot, for the session and its chat, at every turn's end.
+func TestReplaySessionAtEachTurn(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", map[string]any{"autoApprove": "allow"})
+	type taken struct{ session, chat *protocol.Snapshot }
+	var snaps []taken
+	take := func() {
+		fresh := th.client(fmt.Sprintf("fresh-%d", len(snaps)))
+		snaps = append(snaps, taken{fresh.Subscribe(session), fresh.Subscribe(chat)})
+		fresh.Close()
+	}
+	send(t, c, chat, "t1", "say one")
+	take()
+	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "Renamed"})
+	send(t, c, chat, "t2", "write notes.txt hello\nsay wrote it")
+	take()
+	send(t, c, chat, "t3", "say three")
+	take()
+
+	replay := func(at int64) (*protocol.SessionState, *protocol.ChatState) {
+		t.Helper()
+		var res struct {
+			Session *protocol.SessionState `json:"session"`
+			Chats   []*protocol.ChatState  `json:"chats"`
+		}
+		if err := json.Unmarshal(c.MustCall("ahpd/replaySession", map[string]any{"channel": session, "atSeq": at}), &res); err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Chats) != 1 {
+			t.Fatalf("replayed %d chats", len(res.Chats))
+		}
+		return res.Session, res.Chats[0]
+	}
+	for i, sn := range snaps {
+		ss, _ := replay(sn.session.FromSeq)
+		sameState(t, ss, sn.session.State)
+		_, cs := replay(sn.chat.FromSeq)
+		sameState(t, cs, sn.chat.State)
+		if i == 0 && len(cs.Turns) != 1 {
+			t.Errorf("after the first turn the replay holds %d turns", len(cs.Turns))
+		}
+	}
+	if _, err := c.Call("ahpd/replaySession", map[string]any{"channel": session, "atSeq": 1}); err == nil || !strings.Contains(err.Message, "no state") {
+		t.Errorf("a replay from before the session began: %v", err)
+	}
 }

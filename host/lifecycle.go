@@ -91,6 +91,7 @@ func (s *session) build(config protocol.SessionConfigState) {
 	for i, d := range rec.WorkingDirectories {
 		dirs[i] = fileURI(d)
 	}
+	s.snapDue = true
 	s.state = &protocol.SessionState{
 		Provider:           rec.Provider,
 		Title:              rec.Title,

@@ -298,6 +298,7 @@ func (s *session) homeLocked(rec *chatRecord, state *protocol.ChatState) *chatEn
 		delete(s.chats, uri)
 	}
 	s.order, s.rec.Chats = nil, []*chatRecord{rec}
+	s.snapDue = true
 	s.state = &protocol.SessionState{
 		Provider: s.state.Provider, Title: state.Title, Status: s.state.Status,
 		Lifecycle: protocol.SessionLifecycleReady, WorkingDirectories: s.state.WorkingDirectories,

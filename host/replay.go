@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -154,17 +153,17 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 			return nil, false
 		}
 		for _, e := range entries {
-			var env protocol.ActionEnvelope
-			if err := json.Unmarshal(e.Data, &env); err != nil {
+			after = e.Seq
+			env, _, seq, err := decodeEntry(e.Data)
+			if err != nil {
 				return nil, false
 			}
-			if env.ServerSeq > upTo {
+			if seq > upTo {
 				return out, true
 			}
-			if env.ServerSeq > seen {
-				out = append(out, env)
+			if env != nil && seq > seen {
+				out = append(out, *env)
 			}
-			after = e.Seq
 		}
 		read += len(entries)
 		if len(entries) < journal.MaxReadLimit {

@@ -126,7 +126,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 	channels := map[string]bool{s.uri: true}
 	for _, e := range entries {
 		e.chat.ForgetTurns()
-		e.loaded = false
+		e.loaded, e.snapDue = false, true
 		channels[e.rec.URI] = true
 	}
 	s.setAwakeLocked(false)

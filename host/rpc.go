@@ -51,6 +51,7 @@ var methods = map[string]handler{
 	"ahpd/resumeSession":       (*Host).resumeSession,
 	"ahpd/setSessionMetadata":  (*Host).setSessionMetadata,
 	"ahpd/sessionEvents":       (*Host).sessionEvents,
+	"ahpd/replaySession":       (*Host).replaySession,
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,

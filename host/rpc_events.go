@@ -78,3 +78,50 @@ func (p *eventsParams) check() error {
 	}
 	return nil
 }
+
+// ahpd/replaySession answers a session's state (its own and its chats')
+// as it was right after the action numbered atSeq (the newest without),
+// rebuilt from its journal through the reducers.
+
+type replayParams struct {
+	Channel string `json:"channel"`
+	AtSeq   *int64 `json:"atSeq,omitempty"`
+}
+
+type replayResult struct {
+	AtSeq   int64                  `json:"atSeq"`
+	Session *protocol.SessionState `json:"session"`
+	Chats   []*protocol.ChatState  `json:"chats"`
+}
+
+func (h *Host) replaySession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+	var p replayParams
+	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
+		return nil, invalidParams(req.Method(), err)
+	}
+	if p.Channel == "" {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for ahpd/replaySession: channel: missing required member")
+	}
+	s, err := h.session(c, p.Channel)
+	if err != nil {
+		return nil, err
+	}
+	if h.opts.Journal == nil {
+		return nil, notImplemented("replaying a session on a host that keeps no journal (--sessions memory)")
+	}
+	at := h.bus.Current()
+	if p.AtSeq != nil {
+		at = *p.AtSeq
+	}
+	ss, chats, ok, err := h.replayState(ctx, s.uri, at)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, protocol.Errorf(protocol.CodeNotFound, "the journal holds no state of session %s as of %d: it began later, or what came before is no longer kept", s.uri, at)
+	}
+	if chats == nil {
+		chats = []*protocol.ChatState{}
+	}
+	return replayResult{AtSeq: at, Session: ss, Chats: chats}, nil
+}

@@ -36,8 +36,12 @@ type session struct {
 	git      gitQueue     // its git work, one job at a time (gitwork.go; guarded by mu)
 	captures captureQueue // its checkpoints queued, not yet recorded (captures.go; guarded by mu)
 
-	mu          lockcheck.Mutex
-	out         outbox // what its changes ask of the rest of the host (outbox.go)
+	mu  lockcheck.Mutex
+	out outbox // what its changes ask of the rest of the host (outbox.go)
+	// snapDue says the session's state was made outside its reducer
+	// (built from its record): its journal gets a snapshot before its
+	// next action (snapshots.go).
+	snapDue     bool
 	state       *protocol.SessionState
 	summary     protocol.SessionSummary
 	chats       map[string]*chatEntry // by chat URI
@@ -76,6 +80,9 @@ type chatEntry struct {
 	chat *chats.Chat
 	rec  *chatRecord
 
+	// snapDue, as the session's, for the chat's state (guarded by s.mu).
+	snapDue bool
+
 	// Loading the chat's turns (guarded by s.mu): loaded once they have
 	// been read from the backend, loading while a read is under way.
 	loaded  bool
@@ -100,7 +107,7 @@ func (s *session) chatLocked(uri string) *chatEntry { return s.chats[uri] }
 // newChat makes the chat of a record. Called with s.mu held or before the
 // session is shared.
 func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry {
-	e := &chatEntry{rec: rec}
+	e := &chatEntry{rec: rec, snapDue: true}
 	e.setStart(s.configValuesLocked(), rec.Started, rec.Conversation)
 	e.chat = chats.New(chats.Options{
 		URI:   rec.URI,
@@ -170,10 +177,17 @@ func (s *session) Emit(c *chats.Chat, a protocol.Action) bool {
 // session up to date with the chat: its catalogue entry, its input queue
 // and its summary.
 func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
+	before := c.State()
 	if s.disposed || (s.stopping && startsTurn(a)) || !c.Apply(a) {
 		return false
 	}
 	s.lastAction = s.h.now()
+	if s.h.opts.Journal != nil {
+		if e := s.chats[c.URI()]; e != nil && e.snapDue {
+			e.snapDue = false
+			s.snapshotLocked(c.URI(), before)
+		}
+	}
 	s.out.publish(c.URI(), a, origin)
 	switch a := a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
@@ -217,6 +231,10 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	next := protocol.ReduceSession(s.state, a)
 	if next == s.state {
 		return false
+	}
+	if s.snapDue && s.h.opts.Journal != nil {
+		s.snapDue = false
+		s.snapshotLocked(s.uri, s.state)
 	}
 	s.state = next
 	s.lastAction = s.h.now()

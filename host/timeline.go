@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
 	"github.com/ahpd/ahpd/journal"
@@ -33,10 +32,11 @@ func (h *Host) timeline(ctx context.Context, session string, p eventsParams) ([]
 		}
 		for _, e := range entries {
 			start = e.Seq
-			var env protocol.ActionEnvelope
-			if json.Unmarshal(e.Data, &env) != nil {
-				continue // an entry this version cannot read is not an event
+			envp, _, _, err := decodeEntry(e.Data)
+			if err != nil || envp == nil {
+				continue // a snapshot, or an entry this version cannot read, is no event
 			}
+			env := *envp
 			if (p.After != nil && env.ServerSeq <= *p.After) || (p.Before != nil && env.ServerSeq >= *p.Before) {
 				continue
 			}
