@@ -80,6 +80,7 @@ type conn struct {
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
 	subs      map[string]bool   // the channels this connection watches
+	readOnly  map[string]bool   // those it subscribed to read-only (readonly.go)
 	closed    bool
 	closeWhy  string
 	closeCode closeCode
@@ -222,6 +223,7 @@ func (c *conn) forget(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.subs, channel)
+	delete(c.readOnly, channel)
 }
 
 func (c *conn) subscriptions() []string {

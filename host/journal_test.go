@@ -362,3 +362,43 @@ func TestReplaySessionAtEachTurn(t *testing.T) {
 		t.Errorf("a replay from before the session began: %v", err)
 	}
 }
+
+// TestReadOnlySubscription: a connection that subscribed to a chat with
+// _meta ahpd.readOnly has its actions on it refused with read_only, still
+// sees what others do, and acts again once it subscribes without it.
+func TestReadOnlySubscription(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("writer")
+	session, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say one")
+
+	viewer := th.client("viewer")
+	if _, err := viewer.Call("subscribe", map[string]any{"channel": chat, "_meta": map[string]any{"ahpd.readOnly": true}}); err != nil {
+		t.Fatal(err)
+	}
+	viewer.Subscribe(session)
+	viewer.Dispatch(chat, &protocol.ChatIsReadChangedAction{IsRead: true})
+	viewer.Wait("the refusal", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if e := m.Envelope; e != nil && e.RejectionReason != nil && strings.HasPrefix(*e.RejectionReason, "read_only") {
+				return true
+			}
+		}
+		return false
+	})
+	// The session itself was not subscribed read-only.
+	viewer.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "viewer's title"})
+	viewer.WaitState(session, "the viewer's title", func(s protocol.ChannelState) bool {
+		return s.(*protocol.SessionState).Title == "viewer's title"
+	})
+	send(t, c, chat, "t2", "say two")
+	viewer.WaitState(chat, "the writer's turn", func(s protocol.ChannelState) bool { return len(s.(*protocol.ChatState).Turns) == 2 })
+	if st := viewer.State(chat).(*protocol.ChatState); st.Status&protocol.StatusIsRead != 0 {
+		t.Error("a read-only subscriber marked the chat read")
+	}
+	viewer.Subscribe(chat) // again, without the mark
+	viewer.Dispatch(chat, &protocol.ChatIsReadChangedAction{IsRead: true})
+	viewer.WaitState(chat, "the chat read", func(s protocol.ChannelState) bool {
+		return s.(*protocol.ChatState).Status&protocol.StatusIsRead != 0
+	})
+}

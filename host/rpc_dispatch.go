@@ -50,6 +50,9 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	if reason == "" {
 		reason = h.checkAction(c, p.Channel, a)
 	}
+	if reason == "" && c.readOnlyFor(p.Channel) {
+		reason = readOnlyReason
+	}
 	if reason == "" && isAutomationChannel(p.Channel) {
 		h.dispatchAutomation(c, p.Channel, a, origin) // automations.go
 		return nil, nil

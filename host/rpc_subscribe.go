@@ -17,6 +17,7 @@ func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if err != nil {
 		return nil, err
 	}
+	c.setReadOnly(p.Channel, p.Meta)
 	return &protocol.SubscribeResult{Snapshot: &snap}, nil
 }
 

@@ -1,0 +1,36 @@
+package host
+
+import "github.com/ahpd/ahpd/protocol"
+
+// Read-only subscriptions: a client that subscribes with
+// _meta {"ahpd.readOnly": true} (a dashboard, a person looking over an
+// agent's shoulder) has every action it dispatches on that channel
+// refused with reason read_only, whatever its grants allow, until it
+// subscribes again without it or unsubscribes.
+
+// readOnlyMeta is the _meta key of a read-only subscription.
+const readOnlyMeta = "ahpd.readOnly"
+
+// readOnlyReason is the rejection reason of a write on such a channel.
+const readOnlyReason = "read_only: this connection subscribed to the channel read-only; subscribe again without _meta ahpd.readOnly to act on it"
+
+// setReadOnly records whether c subscribed to channel read-only.
+func (c *conn) setReadOnly(channel string, meta protocol.Object) {
+	on := string(meta[readOnlyMeta]) == "true"
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !on {
+		delete(c.readOnly, channel)
+		return
+	}
+	if c.readOnly == nil {
+		c.readOnly = map[string]bool{}
+	}
+	c.readOnly[channel] = true
+}
+
+func (c *conn) readOnlyFor(channel string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.readOnly[channel]
+}
