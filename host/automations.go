@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,7 +24,8 @@ import (
 // automations): the host serves their catalogue and run channels, the
 // commands, and runs them as their owners.
 type AutomationOptions struct {
-	// Clock drives schedules; nil is the wall clock. Tests move a fake one.
+	// Clock drives schedules; nil is the host's (Options.Clock). Tests
+	// move a fake one.
 	Clock automations.Clock
 	// Declared are the automations the config file declares.
 	Declared []automations.Declared
@@ -50,7 +52,7 @@ func (h *Host) openAutomations() error {
 	ah := &automationHost{mu: lockcheck.Mutex{Class: "automations"}, runOf: map[string]protocol.URI{}}
 	h.autos = ah
 	e, err := automations.Open(automations.Options{
-		Dir: dir, Clock: h.opts.Automations.Clock, Runner: automationRunner{h},
+		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: automationRunner{h},
 		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit,
 		Logger: h.log.With("part", "automations"),
 	})
