@@ -174,6 +174,12 @@ func TestSessionTimeline(t *testing.T) {
 	session, chat := th.newSession(c, "s1", map[string]any{"autoApprove": "allow"})
 	send(t, c, chat, "t1", "say one\nwrite notes.txt hello")
 	send(t, c, chat, "t2", "fail it broke")
+	// The session's row follows the chat's failure a moment after: the
+	// timeline's last event.
+	c.WaitState(session, "the failure on the session", func(s protocol.ChannelState) bool {
+		chats := s.(*protocol.SessionState).Chats
+		return len(chats) == 1 && chats[0].Status.Activity() == protocol.StatusError
+	})
 
 	page := func(params map[string]any) (events []map[string]any, more bool) {
 		t.Helper()

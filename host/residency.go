@@ -160,7 +160,12 @@ func (s *session) pin(wake bool) {
 func (s *session) unpin() {
 	s.mu.Lock()
 	s.pins--
+	// The last pin going may be what kept an idle session awake.
+	check := s.pins == 0 && !s.asleep && s.idleLocked()
 	s.unlock()
+	if check {
+		s.h.poke()
+	}
 }
 
 // wake counts a use of a pinned session, as pin(true) does.

@@ -373,6 +373,7 @@ func (s *session) Busy(c *chats.Chat, busy bool) {
 		s.busy[c] = true
 	} else {
 		delete(s.busy, c)
+		s.out.later(s.h.poke) // its background work may be what kept it awake
 	}
 }
 
