@@ -408,3 +408,36 @@ func TestReadOnlySubscription(t *testing.T) {
 		return s.(*protocol.ChatState).Status&protocol.StatusIsRead != 0
 	})
 }
+
+// TestTimelineSleepAndWake: a session falling asleep and woken again shows
+// both on its timeline, in their place among its turns.
+func TestTimelineSleepAndWake(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	session, chat := runAndLeave(t, th, "s1")
+	c := th.client("c1")
+	suspendAsleep(t, c, session)
+	c.Subscribe(chat)
+	send(t, c, chat, "t2", "say awake")
+	var res struct {
+		Events []struct {
+			Kind string `json:"kind"`
+		} `json:"events"`
+	}
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionEvents", map[string]any{"channel": session, "after": 0}), &res); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, e := range res.Events {
+		if e.Kind == "turn_completed" || e.Kind == "sleep" || e.Kind == "wake" {
+			kinds = append(kinds, e.Kind)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "turn_completed sleep wake turn_completed" {
+		t.Errorf("the timeline's turns and residency: %q", got)
+	}
+	// A replay and a reconnect's gap pass over them.
+	if _, err := c.Call("ahpd/replaySession", map[string]any{"channel": session}); err != nil {
+		t.Errorf("replay across a sleep: %v", err)
+	}
+}

@@ -154,15 +154,15 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		}
 		for _, e := range entries {
 			after = e.Seq
-			env, _, seq, err := decodeEntry(e.Data)
+			je, err := decodeEntry(e.Data)
 			if err != nil {
 				return nil, false
 			}
-			if seq > upTo {
+			if je.seq > upTo {
 				return out, true
 			}
-			if env != nil && seq > seen {
-				out = append(out, *env)
+			if je.env != nil && je.seq > seen {
+				out = append(out, *je.env)
 			}
 		}
 		read += len(entries)

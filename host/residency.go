@@ -28,6 +28,9 @@ import (
 // markUsedLocked records a use of the session, for the LRU order.
 func (s *session) markUsedLocked() {
 	s.used = s.h.now()
+	if s.asleep && s.h.opts.Journal != nil {
+		s.out.later(func() { s.h.writeResidency(s.uri, "wake") })
+	}
 	s.setAwakeLocked(true)
 }
 
@@ -131,6 +134,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 	}
 	s.setAwakeLocked(false)
 	s.unlock()
+	s.h.writeResidency(s.uri, "sleep")
 	s.h.bus.Forget(channels)
 	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	return true

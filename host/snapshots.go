@@ -17,25 +17,51 @@ import (
 // session's state at any serverSeq from the last snapshot before it and
 // the actions after. ahpd/replaySession answers that state.
 
-// decodeEntry reads an entry of a session's journal: an action envelope,
-// or a snapshot of one of its channels taken after the action numbered
-// seq.
-func decodeEntry(data []byte) (env *protocol.ActionEnvelope, snap *snapshotEntry, seq int64, err error) {
+// journalEntry is an entry of a session's journal: an action envelope, a
+// snapshot of one of its channels, or the session waking or falling
+// asleep, each placed after the action numbered seq.
+type journalEntry struct {
+	env       *protocol.ActionEnvelope
+	snap      *snapshotEntry
+	residency string // "wake" or "sleep"
+	seq       int64
+}
+
+func decodeEntry(data []byte) (journalEntry, error) {
 	var probe struct {
 		ServerSeq int64          `json:"serverSeq"`
 		Snapshot  *snapshotEntry `json:"snapshot"`
+		Residency string         `json:"residency"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
-		return nil, nil, 0, err
+		return journalEntry{}, err
 	}
-	if probe.Snapshot != nil {
-		return nil, probe.Snapshot, probe.ServerSeq, nil
+	if probe.Snapshot != nil || probe.Residency != "" {
+		return journalEntry{snap: probe.Snapshot, residency: probe.Residency, seq: probe.ServerSeq}, nil
 	}
-	env = new(protocol.ActionEnvelope)
+	env := new(protocol.ActionEnvelope)
 	if err := json.Unmarshal(data, env); err != nil {
-		return nil, nil, 0, err
+		return journalEntry{}, err
 	}
-	return env, nil, env.ServerSeq, nil
+	return journalEntry{env: env, seq: env.ServerSeq}, nil
+}
+
+// writeResidency records in a session's journal that it woke or fell
+// asleep, for its timeline.
+func (h *Host) writeResidency(session, what string) {
+	if h.opts.Journal == nil {
+		return
+	}
+	seq := h.bus.Current()
+	entry, err := json.Marshal(map[string]any{"serverSeq": seq, "residency": what})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
+	defer cancel()
+	if _, err := h.opts.Journal.Append(ctx, session, entry); err != nil {
+		h.journalFailed(session, err, seq)
+	}
 }
 
 type snapshotEntry struct {
@@ -81,22 +107,23 @@ func (h *Host) replayState(ctx context.Context, session string, atSeq int64) (*p
 		}
 		for _, e := range entries {
 			after = e.Seq
-			env, sn, seq, err := decodeEntry(e.Data)
+			je, err := decodeEntry(e.Data)
 			if err != nil {
 				continue // an entry this version cannot read
 			}
-			if seq > atSeq {
+			if je.seq > atSeq {
 				scanned = maxTimelineScan
 				break
 			}
-			if sn != nil {
-				if st, err := decodeState(session, sn); err == nil {
-					states[sn.Channel] = st
+			switch {
+			case je.snap != nil:
+				if st, err := decodeState(session, je.snap); err == nil {
+					states[je.snap.Channel] = st
 				}
-				continue
-			}
-			if st := states[env.Channel]; st != nil {
-				states[env.Channel] = protocol.Apply(st, env.Action)
+			case je.env != nil:
+				if st := states[je.env.Channel]; st != nil {
+					states[je.env.Channel] = protocol.Apply(st, je.env.Action)
+				}
 			}
 		}
 		scanned += len(entries)

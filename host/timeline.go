@@ -32,15 +32,18 @@ func (h *Host) timeline(ctx context.Context, session string, p eventsParams) ([]
 		}
 		for _, e := range entries {
 			start = e.Seq
-			envp, _, _, err := decodeEntry(e.Data)
-			if err != nil || envp == nil {
+			je, err := decodeEntry(e.Data)
+			if err != nil || je.snap != nil {
 				continue // a snapshot, or an entry this version cannot read, is no event
 			}
-			env := *envp
-			if (p.After != nil && env.ServerSeq <= *p.After) || (p.Before != nil && env.ServerSeq >= *p.Before) {
+			if (p.After != nil && je.seq <= *p.After) || (p.Before != nil && je.seq >= *p.Before) {
 				continue
 			}
-			for _, ev := range timeline.Of(env, e.Time) {
+			events := timeline.OfResidency(session, je.residency, je.seq, e.Time)
+			if je.env != nil {
+				events = timeline.Of(*je.env, e.Time)
+			}
+			for _, ev := range events {
 				if !want(ev.Kind) {
 					continue
 				}

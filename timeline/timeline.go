@@ -167,3 +167,17 @@ func cut(s string) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// OfResidency returns the event of a session waking or falling asleep
+// after the action numbered seq, at t; none for anything else.
+func OfResidency(session, what string, seq int64, t time.Time) []Event {
+	kind := map[string]Kind{"wake": Wake, "sleep": Sleep}[what]
+	if kind == "" {
+		return nil
+	}
+	text := "its agents let go and its turns dropped until it is used"
+	if kind == Wake {
+		text = "used again"
+	}
+	return []Event{{Seq: seq, Time: t, Kind: kind, Channel: session, Text: text, Actions: []int64{}}}
+}
