@@ -149,7 +149,7 @@ func WaitingOn(cs *ChatState) map[string]SessionInputRequest {
 }
 
 // InputRequestOf returns a session input request's id and the chat it is
-// of.
+// of; a kind this version does not know is read by its members.
 func InputRequestOf(r SessionInputRequest) (id, chat string) {
 	switch r := r.(type) {
 	case *SessionChatInputRequest:
@@ -160,6 +160,8 @@ func InputRequestOf(r SessionInputRequest) (id, chat string) {
 		return r.ID, r.Chat
 	case *SessionToolAuthenticationRequest:
 		return r.ID, r.Chat
+	case *Unknown:
+		return r.member("id"), r.member("chat")
 	}
 	return "", ""
 }

@@ -192,19 +192,8 @@ func withInputNeeded(status SessionStatus, queue []SessionInputRequest) SessionS
 }
 
 func inputRequestID(r SessionInputRequest) string {
-	switch r := r.(type) {
-	case *SessionChatInputRequest:
-		return r.ID
-	case *SessionToolConfirmationRequest:
-		return r.ID
-	case *SessionToolClientExecutionRequest:
-		return r.ID
-	case *SessionToolAuthenticationRequest:
-		return r.ID
-	case *Unknown:
-		return r.member("id")
-	}
-	return ""
+	id, _ := InputRequestOf(r)
+	return id
 }
 
 // Merge returns the summary with the members set in changes laid over it.
