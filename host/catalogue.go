@@ -460,7 +460,7 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 			Conversation: row.ID, Started: true}},
 		External: true, Folder: dir,
 	}
-	s, err := h.restore(rec)
+	s, err := h.restore(rec, nil)
 	if err != nil {
 		h.log.Warn("cannot open an external session", "session", uri, "err", err)
 		return nil

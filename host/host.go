@@ -314,8 +314,14 @@ func (h *Host) loadSessions() error {
 	if err != nil {
 		return fmt.Errorf("host: reading sessions: %w", err)
 	}
+	tails := h.recoverAll(recs)
+	var (
+		cut   []*session
+		stale = map[*session]bool{}
+	)
 	for _, rec := range recs {
-		s, err := h.restore(rec)
+		rc := tails[rec.URI]
+		s, err := h.restore(rec, rc)
 		if err != nil {
 			h.log.Warn("skipping stored session", "session", rec.URI, "err", err)
 			if rec.Tree != nil {
@@ -328,13 +334,19 @@ func (h *Host) loadSessions() error {
 		}
 		h.sessions[s.id] = s
 		h.order.add(s, s.summary.ModifiedAt)
+		if rc != nil {
+			h.marks.note(s.uri, rc.mark.ServerSeq, rc.mark.Seq)
+			cut = append(cut, s)
+			stale[s] = rc.stale
+		}
 		for _, cr := range rec.Chats {
 			if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
 				h.homes[cr.URI] = s.id // a chat moved here from another session
 			}
 		}
 	}
-	h.log.Info("sessions loaded", "count", len(h.sessions))
+	h.endCutTurns(cut, stale)
+	h.log.Info("sessions loaded", "count", len(h.sessions), "fromJournal", len(tails))
 	return nil
 }
 
@@ -409,6 +421,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	// The turns' checkpoints follow them; past ctx they are cancelled.
 	awaitCaptures(ctx, sessions)
+	h.writeRestartPoints(sessions)
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()

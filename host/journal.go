@@ -23,24 +23,28 @@ import (
 const appendTimeout = 5 * time.Second
 
 // publish sends a run of actions to the bus, written down first when the
-// outbox has a journal (a session's, root's) and the host keeps one.
-func (h *Host) publish(key string, run []effect) {
+// outbox has a journal (a session's, root's) and the host keeps one. It
+// returns the bytes written to the journal.
+func (h *Host) publish(key string, run []effect) int64 {
 	if h.opts.Journal == nil || key == "" {
 		h.bus.PublishAll(items(run))
-		return
+		return 0
 	}
 	bt := h.bus.Reserve(items(run))
 	defer h.bus.Release(bt)
-	h.writeDown(key, bt.Envelopes())
+	return h.writeDown(key, bt.Envelopes())
 }
 
-// writeDown appends envelopes to a session's journal, in order.
-func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
+// writeDown appends envelopes to a session's journal, in order, and
+// returns their bytes.
+func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) int64 {
 	entries := make([][]byte, len(envs))
+	var size int64
 	for i := range envs {
 		// Append reports a value JSON cannot hold but writes valid JSON in
 		// its place, as the frame sent does.
 		entries[i], _ = protocol.Append(nil, &envs[i])
+		size += int64(len(entries[i]))
 	}
 	// Everything numbered after these waits for them: a journal that does
 	// not answer holds the host's clients up this long at most.
@@ -51,7 +55,7 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
 		seqs, err := h.opts.Journal.Append(ctx, session, entries[i:i+n]...)
 		if err != nil {
 			h.journalFailed(session, err, envs[len(envs)-1].ServerSeq)
-			return
+			return size
 		}
 		h.marks.note(session, envs[i].ServerSeq, seqs[0])
 		i += n
@@ -59,6 +63,7 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) {
 	if h.journalFailing.CompareAndSwap(true, false) {
 		h.log.Info("the journal takes actions again")
 	}
+	return size
 }
 
 // journalFailed counts a write to the journal that failed, and logs the

@@ -43,13 +43,14 @@ func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, back
 		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
 		Chats: []*chatRecord{{URI: chatURI, Title: defaultTitle, ModifiedAt: now, Conversation: su.ID}},
 	}
-	s.build(config)
+	s.build(config, nil)
 	return s
 }
 
-// restore makes a session of a stored record. It comes back asleep: its
-// agents start again on its next turn.
-func (h *Host) restore(rec *record) (*session, error) {
+// restore makes a session of a stored record and, when there is one, of
+// its journal's tail (rc, restart.go). It comes back asleep: its agents
+// start again on its next turn.
+func (h *Host) restore(rec *record, rc *recovered) (*session, error) {
 	su, err := protocol.ParseSessionURI(rec.URI)
 	if err != nil {
 		return nil, err
@@ -65,9 +66,19 @@ func (h *Host) restore(rec *record) (*session, error) {
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
 	s.setWorkDir(rec.WorkingDirectories[0])
+	var recChats map[string]*protocol.ChatState
+	if rc != nil {
+		rc.into(&s.rec)
+		recChats = rc.chats
+	}
 	owner, _ := grants.Parse(rec.Owner)
-	config, _ := h.resolveConfig(backend, rec.Config, owner, rec.folder())
-	s.build(config)
+	config, _ := h.resolveConfig(backend, s.rec.Config, owner, s.rec.folder())
+	s.build(config, recChats)
+	for _, e := range s.chats {
+		if e.loaded {
+			s.setAwakeLocked(true) // it holds turns: it falls asleep as any session does
+		}
+	}
 	if rec.External {
 		s.announced = false
 		s.state.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
@@ -80,8 +91,9 @@ func (h *Host) restore(rec *record) (*session, error) {
 	return s, nil
 }
 
-// build makes the session's state and chats from its record.
-func (s *session) build(config protocol.SessionConfigState) {
+// build makes the session's state and chats from its record, each chat's
+// from its state in recovered when it is there.
+func (s *session) build(config protocol.SessionConfigState, recovered map[string]*protocol.ChatState) {
 	rec := &s.rec
 	if rec.Lifecycle == "creationFailed" {
 		rec.Lifecycle = string(protocol.SessionLifecycleFailed) // its name before 0.9
@@ -120,7 +132,13 @@ func (s *session) build(config protocol.SessionConfigState) {
 			Origin:     &protocol.ChatOriginUser{},
 			Turns:      []protocol.Turn{},
 		}
-		s.newChat(cr, cs)
+		if rcs := recovered[cr.URI]; rcs != nil {
+			cs = rcs
+		}
+		e := s.newChat(cr, cs)
+		// Turns come back with the state clients saw: they are not read
+		// from the backend again, which may not have kept them all.
+		e.loaded = len(cs.Turns) > 0 || cs.ActiveTurn != nil
 		entry := chatSummary(cs)
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
@@ -167,19 +185,22 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		s.unlock()
 		close(loading)
 	}()
-	if !started || s.backend == nil {
-		return
-	}
-	turns, err := s.backend.Turns(ctx, conv)
-	if err != nil {
-		if !errors.Is(err, plugins.ErrNotFound) {
+	var turns []protocol.Turn
+	read := false
+	if started && s.backend != nil {
+		var err error
+		turns, err = s.backend.Turns(ctx, conv)
+		switch {
+		case err == nil:
+			read = true
+		case !errors.Is(err, plugins.ErrNotFound):
 			s.h.log.Warn("could not read a chat's turns", "chat", e.rec.URI, "err", err)
+			return
 		}
-		return
 	}
 	s.mu.Lock()
-	if cs := e.chat.State(); len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
-		e.timed(turns)
+	turns = e.withCut(e.timed(turns))
+	if cs := e.chat.State(); (read || len(turns) > 0) && len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
 		loaded := &protocol.ChatTurnsLoadedAction{Turns: turns}
 		if window := s.h.opts.TurnWindow; len(turns) > window {
 			loaded.TurnsNextCursor = new(turnCursor(len(turns) - window))
@@ -211,12 +232,13 @@ func (e *chatEntry) keepTiming(turnID string) {
 
 // timed gives turns read back from a backend the start and duration their
 // clients were told, in place.
-func (e *chatEntry) timed(turns []protocol.Turn) {
+func (e *chatEntry) timed(turns []protocol.Turn) []protocol.Turn {
 	for i := range turns {
 		if tt, ok := e.rec.Timing[turns[i].ID]; ok {
 			turns[i].StartedAt, turns[i].Duration = new(tt.StartedAt), new(tt.Duration)
 		}
 	}
+	return turns
 }
 
 // dispose ends the session: its turns stop, its agents go, the backend's

@@ -2,6 +2,7 @@ package host
 
 import (
 	"iter"
+	"sync/atomic"
 
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -46,6 +47,9 @@ type outbox struct {
 	queue    []effect
 	spare    []effect // the last batch handed on, reused
 	handling bool     // a goroutine is handing the queue on
+	// written counts the bytes of its actions written to its journal,
+	// by whichever goroutine hands it on (restart.go).
+	written atomic.Int64
 }
 
 func (o *outbox) publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) {
@@ -84,14 +88,14 @@ func (o *outbox) take(done []effect) []effect {
 // handOn hands a batch of effects on: the actions to the bus in one go,
 // written down first in the journal named, the rest in their place among
 // them.
-func (h *Host) handOn(journal string, batch []effect) {
+func (h *Host) handOn(o *outbox, batch []effect) {
 	for len(batch) > 0 {
 		i := 0
 		for i < len(batch) && batch[i].do == nil {
 			i++
 		}
 		if i > 0 {
-			h.publish(journal, batch[:i])
+			o.written.Add(h.publish(o.journal, batch[:i]))
 			batch = batch[i:]
 			continue
 		}
@@ -117,7 +121,7 @@ func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 	if batch == nil {
 		return
 	}
-	h.handOn(o.journal, batch)
+	h.handOn(o, batch)
 	mu.Lock()
 	more := o.take(batch)
 	mu.Unlock()
@@ -131,7 +135,7 @@ func (h *Host) release(mu *lockcheck.Mutex, o *outbox) {
 func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
 	defer h.wg.Done()
 	for batch != nil {
-		h.handOn(o.journal, batch)
+		h.handOn(o, batch)
 		mu.Lock()
 		batch = o.take(batch)
 		mu.Unlock()

@@ -129,9 +129,10 @@ func (s *session) unload(entries []*chatEntry) bool {
 	channels := map[string]bool{s.uri: true}
 	for _, e := range entries {
 		e.chat.ForgetTurns()
-		e.loaded, e.snapDue = false, true
+		e.loaded = false
 		channels[e.rec.URI] = true
 	}
+	s.restartPointLocked("", nil) // a short tail for a sleeping session
 	s.setAwakeLocked(false)
 	s.unlock()
 	s.h.writeResidency(s.uri, "sleep")

@@ -221,7 +221,7 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		return nil, fmt.Errorf("reading the chat's turns: %w", err)
 	}
 	s.mu.Lock()
-	e.timed(turns)
+	turns = e.withCut(e.timed(turns))
 	s.unlock()
 	end = min(end, len(turns))
 	start := max(0, end-h.opts.TurnWindow)

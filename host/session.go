@@ -42,6 +42,7 @@ type session struct {
 	// (built from its record): its journal gets a snapshot before its
 	// next action (snapshots.go).
 	snapDue     bool
+	restarts    restartLog // its restart points (restart.go)
 	state       *protocol.SessionState
 	summary     protocol.SessionSummary
 	chats       map[string]*chatEntry // by chat URI
@@ -183,7 +184,9 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	}
 	s.lastAction = s.h.now()
 	if s.h.opts.Journal != nil {
-		if e := s.chats[c.URI()]; e != nil && e.snapDue {
+		if s.snapDue {
+			s.restartPointLocked(c.URI(), before)
+		} else if e := s.chats[c.URI()]; e != nil && e.snapDue {
 			e.snapDue = false
 			s.snapshotLocked(c.URI(), before)
 		}
@@ -204,6 +207,9 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		s.h.metrics.turnEnded(a)
 		s.updateActiveLocked()
 		s.turnEndedLocked(a)
+		if s.h.opts.Journal != nil && s.restartDueLocked() {
+			defer s.restartPointLocked("", nil) // once the session follows the chat
+		}
 	case *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
 	}
@@ -233,8 +239,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 		return false
 	}
 	if s.snapDue && s.h.opts.Journal != nil {
-		s.snapDue = false
-		s.snapshotLocked(s.uri, s.state)
+		s.restartPointLocked(s.uri, s.state)
 	}
 	s.state = next
 	s.lastAction = s.h.now()

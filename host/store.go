@@ -109,6 +109,10 @@ type chatRecord struct {
 	// told them, by turn id: a backend's transcript keeps its own clock,
 	// and turns read back from it are given these.
 	Timing map[string]turnTiming `json:"timing,omitempty"`
+	// Cut are the newest turns a stop of the host cut short (restart.go),
+	// as clients saw them end: the backend may not have kept them, and
+	// they are put back among the turns read from it.
+	Cut []protocol.Turn `json:"cut,omitempty"`
 }
 
 // turnTiming is when a turn started and how long it took, as sent.

@@ -139,3 +139,79 @@ func TestMemorySessionsKeepNoJournal(t *testing.T) {
 		}
 	}
 }
+
+// TestKillThenResume kills the daemon with SIGKILL while a turn streams,
+// round after round on one session. After each restart the client starts
+// again as VS Code does (the host does not know it: initialize, then
+// subscribe): the turn the kill cut has ended with an error and holds all
+// the text the client had seen, rebuilt from the session's record and its
+// journal's tail, and the turns before it are all there.
+func TestKillThenResume(t *testing.T) {
+	e := newEnv(t)
+	var script strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&script, "say line %d of a reply cut short by a kill\nwait 10ms\n", i)
+	}
+	var chat, seen string
+	for round := range *journalKills + 1 {
+		p := serveDaemon(t, e)
+		c := hosttest.Dial(t, p.url(e.token(t)))
+		c.Initialize("kr", protocol.RootURI)
+		if round == 0 {
+			_, chat = newSession(t, c, e, "kr")
+		} else {
+			c.Subscribe("ahp-session:/kr")
+			cs := c.Subscribe(chat).State.(*protocol.ChatState)
+			if cs.ActiveTurn != nil || len(cs.Turns) != round {
+				t.Fatalf("round %d: %d turns, active %v", round, len(cs.Turns), cs.ActiveTurn != nil)
+			}
+			for i, turn := range cs.Turns {
+				if turn.ID != fmt.Sprintf("t%d", i) || turn.State != protocol.TurnStateError {
+					t.Errorf("round %d: turn %d is %s, %s", round, i, turn.ID, turn.State)
+				}
+			}
+			cut := cs.Turns[round-1]
+			if got := text(cut.ResponseParts); !strings.HasPrefix(got, seen) || len(seen) < 200 {
+				t.Errorf("round %d: the cut turn holds %q; the client had seen %q", round, got, seen)
+			}
+			if ep, ok := cut.ResponseParts[len(cut.ResponseParts)-1].(*protocol.ErrorResponsePart); !ok || ep.Error.ErrorType != "hostStopped" {
+				t.Errorf("round %d: the cut turn ends with %#v", round, cut.ResponseParts[len(cut.ResponseParts)-1])
+			}
+		}
+		if round == *journalKills {
+			// Asleep and awake again, the chat's turns are read back from
+			// the backend, which has none of the cut ones: the record's
+			// copies are put back.
+			c.MustCall("unsubscribe", map[string]any{"channel": chat})
+			c.MustCall("unsubscribe", map[string]any{"channel": "ahp-session:/kr"})
+			if got := string(c.MustCall("ahpd/suspendSession", map[string]any{"channel": "ahp-session:/kr"})); !strings.Contains(got, `"inactive"`) {
+				t.Fatalf("suspended: %s", got)
+			}
+			if cs := c.Subscribe(chat).State.(*protocol.ChatState); len(cs.Turns) != round {
+				t.Errorf("after sleeping: %d turns, want %d", len(cs.Turns), round)
+			}
+			c.Close()
+			p.terminate()
+			break
+		}
+		turnID := fmt.Sprintf("t%d", round)
+		startTurn(c, chat, turnID, script.String())
+		c.WaitState(chat, "the reply to stream", func(st protocol.ChannelState) bool {
+			at := st.(*protocol.ChatState).ActiveTurn
+			return at != nil && at.ID == turnID && len(text(at.ResponseParts)) > 200
+		})
+		p.signal(syscall.SIGKILL)
+		p.wait(exitTimeout)
+		c.Close()
+		seen = text(c.State(chat).(*protocol.ChatState).ActiveTurn.ResponseParts)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

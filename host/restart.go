@@ -1,0 +1,356 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Restart points: how a host that starts again, even after kill -9,
+// rebuilds each session from its record and its journal's tail.
+//
+// The record is written after a change is told, so a crash can leave it
+// behind what clients saw; the journal never is, since every action is
+// written to it before it is sent. A restart point is a place in a
+// session's journal from which the reducers rebuild the whole session:
+// snapshots of the session's channel and of every one of its chats, in a
+// row, with the session's journal mark (journal.SetMark) naming the
+// first. The host writes one at the session's first action after it was
+// built (from its record, or a moved chat's new home), when it falls
+// asleep, at a turn's end once enough has been written since the last
+// one, and at shutdown when anything has. A restart reads from the mark
+// to the journal's end (restart.go, recoverSession): the tail is never
+// much more than a restart point's size, whatever the session's age.
+
+// restartMark is the session's journal mark: where its newest restart
+// point starts, and the serverSeq its snapshots stand at.
+type restartMark struct {
+	Seq       uint64 `json:"seq"`
+	ServerSeq int64  `json:"serverSeq"`
+}
+
+// When a turn ends, a new restart point is written once the session has
+// written this many bytes to its journal since the last one, and at least
+// restartRatio times that one's size: the tail a restart reads stays
+// short, and the snapshots cost a small share of what a session writes.
+const (
+	minRestartBytes = 256 << 10
+	restartRatio    = 4
+)
+
+// restartLog is what a session keeps of its restart points, beside the
+// bytes its outbox has written (outbox.written).
+type restartLog struct {
+	at   int64        // outbox.written when the last one was asked for (guarded by s.mu)
+	size atomic.Int64 // the last one's bytes, once written
+}
+
+// restartDueLocked reports whether a turn's end should write a new
+// restart point.
+func (s *session) restartDueLocked() bool {
+	since := s.out.written.Load() - s.restarts.at
+	return since >= max(minRestartBytes, restartRatio*s.restarts.size.Load())
+}
+
+// restartPointLocked queues a restart point of the session as it is now,
+// with before as the state of channel acting (the state an action about
+// to be published was applied to), behind the changes made so far.
+func (s *session) restartPointLocked(acting string, before protocol.ChannelState) {
+	if s.h.opts.Journal == nil || s.disposed {
+		return
+	}
+	type snap struct {
+		channel string
+		state   protocol.ChannelState
+	}
+	var snaps []snap
+	var ss protocol.ChannelState = s.state
+	if acting == s.uri && before != nil {
+		ss = before
+	}
+	snaps = append(snaps, snap{s.uri, ss})
+	for _, uri := range s.order {
+		e := s.chats[uri]
+		if e == nil {
+			continue
+		}
+		var cs protocol.ChannelState = e.chat.State()
+		if acting == uri && before != nil {
+			cs = before
+		}
+		snaps = append(snaps, snap{uri, cs})
+		e.snapDue = false
+	}
+	s.snapDue = false
+	s.restarts.at = s.out.written.Load()
+	s.out.later(func() {
+		seq := s.h.bus.Current() // every action of the session before it is numbered, none after
+		var entries [][]byte
+		for _, sn := range snaps {
+			more, err := snapshotEntries(seq, sn.channel, sn.state)
+			if err != nil {
+				s.h.log.Warn("could not write a restart point", "session", s.uri, "err", err)
+				return
+			}
+			entries = append(entries, more...)
+		}
+		s.h.writeRestartPoint(s, seq, entries)
+	})
+}
+
+// writeRestartPoint appends a restart point's entries and marks them.
+func (h *Host) writeRestartPoint(s *session, seq int64, entries [][]byte) {
+	first, err := h.appendEntries(s.uri, entries)
+	if err == nil {
+		var mark []byte
+		mark, err = json.Marshal(restartMark{Seq: first, ServerSeq: seq})
+		if err == nil {
+			ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
+			err = h.opts.Journal.SetMark(ctx, s.uri, mark)
+			cancel()
+		}
+	}
+	if err != nil {
+		h.journalFailed(s.uri, err, seq)
+		return
+	}
+	size := 0
+	for _, e := range entries {
+		size += len(e)
+	}
+	s.restarts.size.Store(int64(size))
+	h.marks.note(s.uri, seq, first)
+}
+
+// restartPoint reads the session's journal mark.
+func (h *Host) restartPoint(ctx context.Context, session string) (restartMark, bool) {
+	data, ok, err := h.opts.Journal.Mark(ctx, session)
+	var m restartMark
+	if err != nil || !ok || json.Unmarshal(data, &m) != nil || m.Seq == 0 {
+		return restartMark{}, false
+	}
+	return m, true
+}
+
+// maxRecoverEntries bounds the tail a restart reads of one session; a
+// session with more (restart points failing to be written) comes back as
+// its record has it.
+const maxRecoverEntries = 1_000_000
+
+// recovered is a session's state as its journal's tail has it.
+type recovered struct {
+	session *protocol.SessionState
+	chats   map[string]*protocol.ChatState
+	mark    restartMark
+	stale   bool // the record was behind the journal (into)
+}
+
+// recoverSession rebuilds a stored session's state from its journal: from
+// its restart point to the end. It returns nil when the journal cannot
+// (no restart point, or retention took it).
+func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, error) {
+	m, ok := h.restartPoint(ctx, uri)
+	if !ok {
+		return nil, nil
+	}
+	kept, err := h.opts.Journal.KeptFrom(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	if kept > m.Seq {
+		return nil, nil // its snapshots are gone
+	}
+	r := newReplayer(uri)
+	done, err := h.replay(ctx, r, m.Seq-1, -1, maxRecoverEntries)
+	if err != nil {
+		return nil, err
+	}
+	if !done {
+		return nil, errors.New("the journal's tail is too long to read back")
+	}
+	ss, chats, ok := r.result()
+	if !ok {
+		return nil, nil
+	}
+	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m}
+	for _, cs := range chats {
+		rc.chats[cs.Resource] = cs
+	}
+	return rc, nil
+}
+
+// writeRestartPoints writes a restart point of every session that wrote
+// to its journal since its last one, as the host shuts down: the next
+// start reads a short tail.
+func (h *Host) writeRestartPoints(sessions []*session) {
+	if h.opts.Journal == nil {
+		return
+	}
+	for _, s := range sessions {
+		s.mu.Lock()
+		if s.out.written.Load() > s.restarts.at {
+			s.restartPointLocked("", nil)
+		}
+		s.unlock()
+	}
+}
+
+// into brings a record up to date with the session as its journal's tail
+// has it: what clients were told of its title, marks, lifecycle and
+// config, and of its chats'. Which chats the session has is the record's
+// own: it is stored before any client hears of a chat.
+func (rc *recovered) into(rec *record) {
+	before, _ := encodeRecord(rec)
+	defer func() {
+		after, _ := encodeRecord(rec)
+		rc.stale = !bytes.Equal(before, after)
+	}()
+	ss := rc.session
+	rec.Title = ss.Title
+	rec.Read = ss.Status&protocol.StatusIsRead != 0
+	rec.Archived = ss.Status&protocol.StatusIsArchived != 0
+	rec.Lifecycle = string(ss.Lifecycle)
+	if ss.Lifecycle == protocol.SessionLifecycleFailed && ss.CreationError != nil {
+		rec.CreationError = ss.CreationError.Message
+	}
+	if ss.Config != nil {
+		rec.Config = ss.Config.Values
+	}
+	for _, cr := range rec.Chats {
+		cs := rc.chats[cr.URI]
+		if cs == nil {
+			continue
+		}
+		cr.Title = cs.Title
+		cr.Read = cs.Status&protocol.StatusIsRead != 0
+		cr.Archived = cs.Status&protocol.StatusIsArchived != 0
+		cr.ModifiedAt = max(cr.ModifiedAt, cs.ModifiedAt)
+		rec.ModifiedAt = max(rec.ModifiedAt, cs.ModifiedAt)
+	}
+}
+
+// recoverAll reads the journal's tail of every stored session, a few at a
+// time, and returns what it holds by session URI. A session whose tail
+// cannot be read comes back as its record has it.
+func (h *Host) recoverAll(recs []*record) map[string]*recovered {
+	out := make(map[string]*recovered, len(recs))
+	if h.opts.Journal == nil {
+		return out
+	}
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		next = make(chan *record)
+	)
+	for range recoverWorkers {
+		wg.Go(func() {
+			for rec := range next {
+				rc, err := h.recoverSession(h.ctx, rec.URI)
+				if err != nil {
+					h.log.Warn("could not read a session's journal back; it comes back as its record has it", "session", rec.URI, "err", err)
+				}
+				if rc != nil {
+					mu.Lock()
+					out[rec.URI] = rc
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, rec := range recs {
+		if !rec.External {
+			next <- rec
+		}
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// recoverWorkers is how many sessions' tails are read at once.
+const recoverWorkers = 8
+
+// endCutTurns ends, with an error saying why, every turn the journal's
+// tail left running: the host stopped under it, and its agent is gone.
+// The clients that saw it start see it end, as any turn does. The records
+// behind their journal (stale) are written again.
+func (h *Host) endCutTurns(sessions []*session, stale map[*session]bool) {
+	for _, s := range sessions {
+		s.mu.Lock()
+		cut := false
+		for _, uri := range s.order {
+			e := s.chats[uri]
+			at := e.chat.State().ActiveTurn
+			if at == nil {
+				continue
+			}
+			var took int64
+			if start, err := time.Parse(time.RFC3339Nano, at.StartedAt); err == nil {
+				took = h.now().Sub(start).Milliseconds()
+			}
+			s.emitChatLocked(e.chat, &protocol.ChatErrorAction{
+				TurnID: at.ID, Duration: max(0, took),
+				Part: protocol.ErrorResponsePart{Error: protocol.ErrorInfo{
+					ErrorType: "hostStopped",
+					Message:   "ahpd stopped while this turn ran; it ends with what it had done",
+				}},
+			}, nil)
+			e.keepCutLocked()
+			cut = true
+		}
+		if cut || stale[s] {
+			s.persistLocked() // the record catches up with the journal
+		}
+		s.unlock()
+	}
+}
+
+// maxCutTurns bounds the cut turns a chat's record keeps.
+const maxCutTurns = 20
+
+// keepCutLocked records in the chat's record the turn a stop of the host
+// cut short, now ended: its last turn.
+func (e *chatEntry) keepCutLocked() {
+	turns := e.chat.State().Turns
+	if len(turns) == 0 {
+		return
+	}
+	e.rec.Cut = append(e.rec.Cut, turns[len(turns)-1])
+	if n := len(e.rec.Cut); n > maxCutTurns {
+		e.rec.Cut = slices.Clone(e.rec.Cut[n-maxCutTurns:])
+	}
+}
+
+// withCut puts the turns a stop cut short back among turns read from the
+// backend, by when they started, unless the backend kept them. Called with
+// s.mu held.
+func (e *chatEntry) withCut(turns []protocol.Turn) []protocol.Turn {
+	for _, cut := range e.rec.Cut {
+		if slices.ContainsFunc(turns, func(t protocol.Turn) bool { return t.ID == cut.ID }) {
+			continue
+		}
+		at := startOf(cut)
+		i := len(turns)
+		for i > 0 && startOf(turns[i-1]).After(at) {
+			i--
+		}
+		turns = slices.Insert(turns, i, cut)
+	}
+	return turns
+}
+
+// startOf is when a finished turn started, the zero time when unknown.
+func startOf(t protocol.Turn) time.Time {
+	if t.StartedAt == nil {
+		return time.Time{}
+	}
+	at, _ := time.Parse(time.RFC3339Nano, *t.StartedAt)
+	return at
+}
