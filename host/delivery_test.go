@@ -153,3 +153,42 @@ func TestDeliveryMaxLatencyBounds(t *testing.T) {
 		t.Errorf("the reply is %q", got)
 	}
 }
+
+// TestDeliveryHeldTextAtTheEnd: unsubscribing sends what is held of the
+// channel at once; a connection that ends with text held ends (its
+// writer, which keeps the timer, with it: goleak checks that nothing
+// runs on) while the others' turn goes on.
+func TestDeliveryHeldTextAtTheEnd(t *testing.T) {
+	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	th := startHost(t, "", func(o *host.Options) { o.Clock = clk })
+	slow := th.client("slow")
+	_, chat := th.newSession(slow, "s1", nil)
+	subscribeDelayed(t, slow, chat, 1000)
+	warm(t, slow, chat, clk)
+	plain := th.client("plain")
+	plain.Subscribe(chat)
+
+	startTakenAt(t, plain, chat, "t1", "say "+words(0, 40)+"\nwait 1h", clk.Now())
+	plain.Wait("the reply", func([]hosttest.Message) bool { return strings.Contains(lastText(plain, chat), "l0w39") })
+	slow.MustCall("unsubscribe", map[string]any{"channel": chat})
+	if !strings.Contains(lastText(slow, chat), "l0w39") {
+		t.Error("the text held was not sent before the unsubscribe's answer")
+	}
+
+	subscribeDelayed(t, slow, chat, 1000)
+	plain.Dispatch(chat, &protocol.ChatTurnCancelledAction{TurnID: "t1", Duration: 1})
+	waitTurnEnd(t, slow, chat, "t1")
+	startTakenAt(t, plain, chat, "t2", "say "+words(1, 40)+"\nwait 1h", clk.Now())
+	plain.Wait("the reply", func([]hosttest.Message) bool { return strings.Contains(lastText(plain, chat), "l1w39") })
+	if strings.Contains(lastText(slow, chat), "l1w39") {
+		t.Error("the held text went out before its time")
+	}
+	leaving := th.h.Leaving("slow")
+	slow.Close()
+	for _, done := range leaving {
+		<-done
+	}
+	clk.Advance(time.Second) // the held text's time, with no connection left to send it
+	plain.Dispatch(chat, &protocol.ChatTurnCancelledAction{TurnID: "t2", Duration: 1})
+	waitTurnEnd(t, plain, chat, "t2")
+}
