@@ -65,6 +65,7 @@ type conn struct {
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
 	heard   atomic.Int64 // when the client was last heard from (unix ns)
 	pinging atomic.Bool  // a WebSocket ping is out
+	delays  atomic.Bool  // delay is not empty: frames are stamped with the time (delivery.go)
 	hello   atomic.Pointer[hello]
 	line    line    // the order its requests are taken in (rpc.go)
 	in      inbound // what reads the client's messages (inbound.go)
@@ -90,6 +91,11 @@ type conn struct {
 	serveEnd  chan struct{} // closed when its JSON-RPC server has stopped (rpc.go)
 	served    bool          // serve began: done waits for it
 	done      chan struct{} // closed when nothing of the connection runs
+
+	// Under mu: how long each channel's text may be held, and what is
+	// (delivery.go).
+	delay    map[string]time.Duration
+	coalesce fanout.Coalescer
 }
 
 func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *conn {
@@ -121,6 +127,7 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 // client must have the snapshot before the changes that follow it, and
 // sees serverSeq only rise.
 func (c *conn) Send(f *fanout.Frame) {
+	now := c.heldAt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	version := c.negotiated()
@@ -131,7 +138,7 @@ func (c *conn) Send(f *fanout.Frame) {
 		c.held = append(c.held, f)
 		return
 	}
-	c.enqueueLocked(f)
+	c.enqueueLocked(f, now)
 }
 
 // wants reports whether an action of type t goes to this connection: its
@@ -148,9 +155,10 @@ func knownTo(t protocol.ActionType, version string) bool {
 // answers are free for the client to use again.
 func (c *conn) respond(data []byte) {
 	ids := replyIDs(data)
+	now := c.heldAt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.enqueueLocked(fanout.Raw(data))
+	c.enqueueLocked(fanout.Raw(data), now)
 	for _, id := range ids {
 		delete(c.asked, id)
 	}
@@ -163,7 +171,7 @@ func (c *conn) respond(data []byte) {
 			c.finishLocked(why)
 		}
 	}
-	c.releaseLocked()
+	c.releaseLocked(now)
 }
 
 // closeAfter ends the connection once the response to requestID is out.
@@ -189,19 +197,20 @@ func (c *conn) Hold(channel, requestID string) {
 
 // release stops holding for a request that failed.
 func (c *conn) release(requestID string) {
+	now := c.heldAt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.holds, requestID)
-	c.releaseLocked()
+	c.releaseLocked(now)
 }
 
-func (c *conn) releaseLocked() {
+func (c *conn) releaseLocked(now time.Time) {
 	if len(c.holds) > 0 {
 		return
 	}
 	for _, f := range c.held {
 		if f.Channel() == "" || c.subs[f.Channel()] {
-			c.enqueueLocked(f)
+			c.enqueueLocked(f, now)
 		}
 	}
 	c.held = nil
@@ -224,6 +233,7 @@ func (c *conn) forget(channel string) {
 	defer c.mu.Unlock()
 	delete(c.subs, channel)
 	delete(c.readOnly, channel)
+	c.undelayLocked(channel)
 }
 
 func (c *conn) subscriptions() []string {
@@ -236,10 +246,21 @@ func (c *conn) subscriptions() []string {
 	return out
 }
 
-func (c *conn) enqueueLocked(f *fanout.Frame) {
+// enqueueLocked queues a frame, or holds it back a while when its
+// subscription allows (delivery.go); now is when it came, or zero.
+func (c *conn) enqueueLocked(f *fanout.Frame, now time.Time) {
 	if c.closed || c.finishing != "" {
 		return
 	}
+	if len(c.delay) > 0 && !c.coalesceLocked(f, now) {
+		return
+	}
+	c.queueLocked(f)
+}
+
+// queueLocked adds a frame to the queue: merged into the last one when the
+// client is behind, or cutting the client when it is too far behind.
+func (c *conn) queueLocked(f *fanout.Frame) {
 	if c.mergeLocked(f) {
 		return
 	}
@@ -260,6 +281,12 @@ func (c *conn) enqueueLocked(f *fanout.Frame) {
 	c.queue = append(c.queue, f)
 	c.queued += f.Len()
 	c.largest = largest
+	c.wakeLocked()
+}
+
+// wakeLocked tells the writer there is something to write, or a held frame
+// to set its timer for.
+func (c *conn) wakeLocked() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -289,9 +316,14 @@ func (c *conn) mergeLocked(f *fanout.Frame) bool {
 // writer sends queued frames in order until the connection ends.
 func (c *conn) writer() {
 	defer close(c.writerEnd)
+	var timer heldTimer // when the text held is due (delivery.go)
+	defer timer.stop()
 	for {
 		select {
 		case <-c.wake:
+		case <-timer.c:
+			timer.fired()
+			c.sendDue()
 		case <-c.ctx.Done():
 			return // aborted: what is queued is dropped
 		}
@@ -304,11 +336,13 @@ func (c *conn) writer() {
 		}
 		c.mu.Lock()
 		why, done := c.finishing, c.finishing != "" && len(c.queue) == 0
+		due := c.coalesce.Deadline()
 		c.mu.Unlock()
 		if done {
 			c.end(closeNormal, why)
 			return
 		}
+		timer.set(c.h.opts.Clock, due)
 	}
 }
 
@@ -324,11 +358,11 @@ func (c *conn) finishLocked(why string) {
 	if c.closed || c.finishing != "" {
 		return
 	}
-	c.finishing = why
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if f := c.coalesce.Flush(); f != nil {
+		c.queueLocked(f) // what was held is written before the end
 	}
+	c.finishing = why
+	c.wakeLocked()
 }
 
 // writeQueued writes what is queued. Two buffers take turns: the writer owns one
@@ -382,6 +416,7 @@ func (c *conn) abortLocked(code closeCode, reason string) {
 		return
 	}
 	c.queue, c.queued, c.largest, c.held = nil, 0, 0, nil
+	c.coalesce.Flush()
 	c.endLocked(code, reason)
 }
 

@@ -13,11 +13,16 @@ func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
+	delay, err := deliveryDelay(p.Delivery)
+	if err != nil {
+		return nil, err
+	}
 	snap, err := h.attach(ctx, c, p.Channel, req.ID())
 	if err != nil {
 		return nil, err
 	}
 	c.setReadOnly(p.Channel, p.Meta)
+	c.setDelay(p.Channel, delay)
 	return &protocol.SubscribeResult{Snapshot: &snap}, nil
 }
 

@@ -14,6 +14,10 @@
 // batch not yet released, so a client never sees serverSeq go backwards
 // and never misses a change it could be replayed.
 //
+// A connection whose subscription lets the host delay its frames
+// (delivery.maxLatencyMs) holds its streamed text back in a Coalescer, to
+// send a burst of deltas as one (coalesce.go).
+//
 // The Bus's lock is its own; the one lock taken under it is each
 // subscriber's queue (Send and Hold), and nothing is taken under that.
 package fanout
