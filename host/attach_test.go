@@ -195,6 +195,8 @@ func TestViewKeepsTheActiveTurn(t *testing.T) {
 	if turnIDs(got) != "t2" || got.ActiveTurn == nil || got.ActiveTurn.ID != "t3" || cursorOf(got) != "before:1" {
 		t.Errorf("view of 1 with a turn under way: turns %q, active %v, cursor %q", turnIDs(got), got.ActiveTurn, cursorOf(got))
 	}
+	c.Dispatch(chat, &protocol.ChatTurnCancelledAction{TurnID: "t3", Duration: 1})
+	waitTurnEnd(t, c, chat, "t3")
 }
 
 // TestTooManyAttached: a connection holds 20 sessions; the 21st subscribe
