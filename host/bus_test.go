@@ -162,7 +162,7 @@ func TestSlowSubscriber(t *testing.T) {
 	conns[0].mu.Lock()
 	queued, why, code := len(conns[0].queue), conns[0].closeWhy, conns[0].closeCode
 	conns[0].mu.Unlock()
-	if queued != 0 || code != closePolicy || !strings.Contains(why, "client too slow") {
+	if queued != 0 || code != closePolicy || !strings.HasPrefix(why, "too_far_behind: client too slow") {
 		t.Errorf("the stuck subscriber holds %d frames (closed with %d: %q)", queued, code, why)
 	}
 	if h.metrics.cut[cutSlow].Load() != 1 {

@@ -92,6 +92,12 @@ func (sc sessionChannel) dispatch(c *conn, a protocol.Action, origin *protocol.A
 }
 
 func (cc chatChannel) attach(ctx context.Context, c *conn, requestID string) (protocol.Snapshot, error) {
+	return cc.attachView(ctx, c, requestID, 0)
+}
+
+// attachView is attach giving c the chat's last turns finished turns
+// only, when turns > 0 (view.go).
+func (cc chatChannel) attachView(ctx context.Context, c *conn, requestID string, turns int) (protocol.Snapshot, error) {
 	s, e := cc.s, cc.e
 	s.pin(true)
 	defer s.unpin()
@@ -101,7 +107,8 @@ func (cc chatChannel) attach(ctx context.Context, c *conn, requestID string) (pr
 		s.unlock()
 		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", cc.uri)
 	}
-	state := e.chat.State()
+	state, oldest := viewOf(e.chat.State(), turns)
+	e.setViewLocked(c, oldest)
 	seq := s.subscribeLocked(c, cc.uri, requestID)
 	s.unlock()
 	return protocol.Snapshot{Resource: cc.uri, State: state, FromSeq: seq()}, nil

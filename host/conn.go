@@ -81,6 +81,7 @@ type conn struct {
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
 	subs      map[string]bool   // the channels this connection watches
+	sessions  int               // how many of subs are sessions' (attach.go)
 	readOnly  map[string]bool   // those it subscribed to read-only (readonly.go)
 	closed    bool
 	closeWhy  string
@@ -189,6 +190,9 @@ func (c *conn) closeAfter(requestID, why string) {
 func (c *conn) Hold(channel, requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.subs[channel] && isSessionURI(channel) {
+		c.sessions++
+	}
 	c.subs[channel] = true
 	if requestID != "" {
 		c.holds[requestID] = true
@@ -216,14 +220,21 @@ func (c *conn) releaseLocked(now time.Time) {
 	c.held = nil
 }
 
-// roomToWatch refuses a subscription past Limits.Subscriptions. A
+// roomToWatch refuses a subscription past Limits.Subscriptions, or a
+// session's past Limits.AttachedSessions. A
 // connection's requests are taken one at a time, so none comes between
 // this and the subscription.
 func (c *conn) roomToWatch(channel string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.subs[channel] && len(c.subs) >= c.limits.Subscriptions {
+	if c.subs[channel] {
+		return nil
+	}
+	if len(c.subs) >= c.limits.Subscriptions {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection watches %d channels, the most it may: unsubscribe from one first", len(c.subs))
+	}
+	if c.sessions >= c.limits.AttachedSessions && isSessionURI(channel) {
+		return tooManyAttached(c.sessions)
 	}
 	return nil
 }
@@ -231,6 +242,9 @@ func (c *conn) roomToWatch(channel string) error {
 func (c *conn) forget(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.subs[channel] && isSessionURI(channel) {
+		c.sessions--
+	}
 	delete(c.subs, channel)
 	delete(c.readOnly, channel)
 	c.undelayLocked(channel)
@@ -271,7 +285,9 @@ func (c *conn) queueLocked(f *fanout.Frame) {
 	if len(c.queue) >= c.limits.QueuedMessages || c.queued+f.Len()-largest > c.limits.QueuedBytes {
 		// The client is too far behind to catch up live. Cut it; it will
 		// reconnect and be replayed what it missed, or sent snapshots.
-		why := fmt.Sprintf("client too slow: %d messages (%d bytes) were waiting to be sent; reconnect to catch up", len(c.queue), c.queued)
+		// The close reason starts with the word a reconnect past the
+		// journal's retention is told (attach.go).
+		why := fmt.Sprintf("%s: client too slow, %d messages (%d bytes) were waiting to be sent; reconnect to catch up", tooFarBehind, len(c.queue), c.queued)
 		c.log.Warn("cut a client that fell behind", "client", c.client(), "queued", len(c.queue), "bytes", c.queued)
 		c.h.metrics.cutFor(cutSlow)
 		c.queue, c.queued, c.largest = nil, 0, 0

@@ -28,6 +28,10 @@ type Limits struct {
 	InFlight int
 	// Subscriptions bounds the channels one connection watches.
 	Subscriptions int
+	// AttachedSessions bounds the sessions one connection watches (its
+	// chats, root and automations do not count): past it, subscribe is
+	// refused with reason too_many_attached (attach.go).
+	AttachedSessions int
 	// IdentifierBytes bounds a URI or an id in anything a client sends,
 	// checked as it is decoded (protocol.SetIdentifierLimits): 0 keeps
 	// protocol.DefaultMaxIdentifier. Decoding is the protocol package's,
@@ -57,6 +61,7 @@ const (
 	DefaultQueuedMessages = 16384
 	DefaultInFlight       = 256
 	DefaultSubscriptions  = 4096
+	DefaultAttached       = 20
 	DefaultHandshake      = 10 * time.Second
 	DefaultInitialize     = 30 * time.Second
 	DefaultIdle           = 5 * time.Minute
@@ -75,6 +80,7 @@ func (l Limits) WithDefaults() Limits {
 	set(&l.QueuedMessages, DefaultQueuedMessages)
 	set(&l.InFlight, DefaultInFlight)
 	set(&l.Subscriptions, DefaultSubscriptions)
+	set(&l.AttachedSessions, DefaultAttached)
 	l.CommandBytes = min(l.CommandBytes, l.MessageBytes)
 	setD := func(v *time.Duration, d time.Duration) {
 		if *v == 0 {
@@ -95,7 +101,8 @@ func (l Limits) Validate() error {
 	}{
 		{"message bytes", l.MessageBytes}, {"command bytes", l.CommandBytes},
 		{"queued bytes", l.QueuedBytes}, {"queued messages", l.QueuedMessages},
-		{"in-flight requests", l.InFlight}, {"subscriptions", l.Subscriptions}, {"identifier bytes", l.IdentifierBytes},
+		{"in-flight requests", l.InFlight}, {"subscriptions", l.Subscriptions},
+		{"attached sessions", l.AttachedSessions}, {"identifier bytes", l.IdentifierBytes},
 	} {
 		if f.v < 0 {
 			return fmt.Errorf("the connection limit of %s is %d: it must be positive (0 takes the default)", f.name, f.v)

@@ -83,18 +83,24 @@ func (m *journalMarks) forget(key string) {
 
 // replayFromJournal subscribes c to channels and returns the actions of
 // theirs it missed after seen, read from the journal. It fails, leaving
-// c unsubscribed, when the journal does not hold them all.
-func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
+// c unsubscribed, when the journal does not hold them all, and says why:
+// tooFarBehind when the gap is past what is kept (no journal, retention,
+// a write that failed, more than maxJournalReplay), notReplayable when
+// it cannot be read (a channel not journaled, the journal unreadable).
+func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
 	j := h.opts.Journal
-	if j == nil || seen < 0 || h.journalGap.Load() > seen {
-		return nil, false
+	switch {
+	case seen < 0:
+		return nil, notReplayable // not a serverSeq
+	case j == nil || h.journalGap.Load() > seen:
+		return nil, tooFarBehind
 	}
 	keys := map[string]bool{}
 	want := map[string]bool{}
 	for _, ch := range channels {
 		key, ok := h.journalOf(c, ch)
 		if !ok {
-			return nil, false
+			return nil, notReplayable
 		}
 		keys[key], want[ch] = true, true
 	}
@@ -103,12 +109,12 @@ func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, chann
 	upTo := h.bus.SubscribeSent(c, channels, requestID)
 	out := []protocol.ActionEnvelope{}
 	for key := range keys {
-		envs, ok := h.readGap(ctx, j, key, seen, upTo)
-		if !ok {
+		envs, why := h.readGap(ctx, j, key, seen, upTo)
+		if why != "" {
 			for _, ch := range channels {
 				h.bus.Unsubscribe(c, ch)
 			}
-			return nil, false
+			return nil, why
 		}
 		for _, env := range envs {
 			if want[env.Channel] && c.Wants(env.Action.Type()) {
@@ -117,7 +123,7 @@ func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, chann
 		}
 	}
 	slices.SortFunc(out, func(a, b protocol.ActionEnvelope) int { return int(a.ServerSeq - b.ServerSeq) })
-	return out, true
+	return out, ""
 }
 
 // journalOf names the journal a channel's actions are written to.
@@ -137,29 +143,33 @@ func (h *Host) journalOf(c *conn, channel string) (string, bool) {
 	return "", false
 }
 
-// readGap reads key's entries with a serverSeq in (seen, upTo], failing
-// when some of them are no longer kept or there are too many.
-func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen, upTo int64) ([]protocol.ActionEnvelope, bool) {
+// readGap reads key's entries with a serverSeq in (seen, upTo], failing,
+// with why, when some of them are no longer kept or there are too many.
+func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen, upTo int64) ([]protocol.ActionEnvelope, string) {
 	after := h.marks.before(key, seen)
 	kept, err := j.KeptFrom(ctx, key)
-	if err != nil || (kept > 0 && after+1 < kept) {
-		return nil, false // the gap may begin before what is kept
+	if err != nil {
+		h.log.Warn("could not read the journal for a replay", "journal", key, "err", err)
+		return nil, notReplayable
+	}
+	if kept > 0 && after+1 < kept {
+		return nil, tooFarBehind // the gap may begin before what is kept
 	}
 	var out []protocol.ActionEnvelope
 	for read := 0; read < maxJournalReplay; {
 		entries, err := j.Read(ctx, key, after, journal.MaxReadLimit)
 		if err != nil {
 			h.log.Warn("could not read the journal for a replay", "journal", key, "err", err)
-			return nil, false
+			return nil, notReplayable
 		}
 		for _, e := range entries {
 			after = e.Seq
 			je, err := decodeEntry(e.Data)
 			if err != nil {
-				return nil, false
+				return nil, notReplayable
 			}
 			if je.seq > upTo {
-				return out, true
+				return out, ""
 			}
 			if je.env != nil && je.seq > seen {
 				out = append(out, *je.env)
@@ -167,8 +177,8 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		}
 		read += len(entries)
 		if len(entries) < journal.MaxReadLimit {
-			return out, true
+			return out, ""
 		}
 	}
-	return nil, false
+	return nil, tooFarBehind
 }

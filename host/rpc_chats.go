@@ -203,12 +203,22 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	cs := e.chat.State()
 	cursor := cs.TurnsNextCursor
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
-	s.unlock()
-	// A cursor must be the one the chat holds: the protocol has a host
-	// refuse any other, even once every turn is loaded.
+	// A cursor must be the one the chat holds, or one a view of it was
+	// given (view.go): the protocol has a host refuse any other, even
+	// once every turn is loaded.
 	if p.Cursor != nil && (cursor == nil || *p.Cursor != *cursor) {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: not the chat's turnsNextCursor")
+		page, ok := viewPage(cs, *p.Cursor)
+		if ok {
+			e.setViewLocked(c, -1)
+			s.emitChatLocked(e.chat, page, nil)
+		}
+		s.unlock()
+		if !ok {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: neither the chat's turnsNextCursor nor one a view of it was given; subscribe to the chat again")
+		}
+		return &protocol.FetchTurnsResult{}, nil
 	}
+	s.unlock()
 	if cursor == nil {
 		return &protocol.FetchTurnsResult{}, nil // everything is loaded
 	}
@@ -230,6 +240,12 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		page.TurnsNextCursor = new(turnCursor(start))
 	}
 	s.mu.Lock()
+	// A view that lacks turns the chat holds gets them with the page,
+	// before which they go (view.go); then no view lacks any.
+	if lack := e.viewsLackLocked(e.chat.State()); len(lack) > 0 {
+		page.Turns = append(slices.Clip(page.Turns), lack...)
+	}
+	clear(e.views)
 	s.emitChatLocked(e.chat, page, nil)
 	s.unlock()
 	return &protocol.FetchTurnsResult{}, nil

@@ -92,7 +92,7 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		Automations:      h.automationCapabilities(),
 	}
 	for _, ch := range slices.Compact(slices.Clone(p.InitialSubscriptions)) {
-		snap, err := h.attach(ctx, c, ch, req.ID())
+		snap, err := h.attach(ctx, c, ch, req.ID(), 0)
 		if err != nil {
 			// A channel that is gone is left out, as reconnect leaves it out.
 			c.log.Debug("initial subscription refused", "channel", ch, "err", err)
@@ -169,15 +169,21 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 			missing = append(missing, ch)
 		}
 	}
+	// Sessions past Limits.AttachedSessions are not resumed, as a
+	// subscribe of them would be refused (too_many_attached).
+	live, over := c.roomFor(live)
+	missing = append(missing, over...)
 	if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
 		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 	}
-	if actions, ok := h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID()); ok {
+	actions, why := h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID())
+	if why == "" {
 		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 	}
-	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}}
+	// Snapshots, and the answer says why (attach.go).
+	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}, Extra: reasonMeta(why)}
 	for _, ch := range live {
-		snap, err := h.attach(ctx, c, ch, req.ID())
+		snap, err := h.attach(ctx, c, ch, req.ID(), 0)
 		if err != nil {
 			continue
 		}

@@ -17,7 +17,11 @@ func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if err != nil {
 		return nil, err
 	}
-	snap, err := h.attach(ctx, c, p.Channel, req.ID())
+	turns, err := viewTurns(p.View)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := h.attach(ctx, c, p.Channel, req.ID(), turns)
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +54,10 @@ func (h *Host) exists(c *conn, uri string) bool {
 	return err == nil
 }
 
-// attach subscribes c to a channel and returns its snapshot.
-func (h *Host) attach(ctx context.Context, c *conn, uri, requestID string) (protocol.Snapshot, error) {
+// attach subscribes c to a channel and returns its snapshot: of a chat,
+// with its last turns finished turns only when turns > 0 (view.go); other
+// channels hold no turns and ignore it.
+func (h *Host) attach(ctx context.Context, c *conn, uri, requestID string, turns int) (protocol.Snapshot, error) {
 	if err := c.roomToWatch(uri); err != nil {
 		return protocol.Snapshot{}, err
 	}
@@ -61,6 +67,9 @@ func (h *Host) attach(ctx context.Context, c *conn, uri, requestID string) (prot
 	ch, err := h.resolve(c, uri)
 	if err != nil {
 		return protocol.Snapshot{}, err
+	}
+	if cc, ok := ch.(chatChannel); ok {
+		return cc.attachView(ctx, c, requestID, turns)
 	}
 	return ch.attach(ctx, c, requestID)
 }

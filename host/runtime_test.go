@@ -172,7 +172,7 @@ func TestBadRequestsAnswered(t *testing.T) {
 // did before).
 func TestPipelinedRequestsWaitTheirTurn(t *testing.T) {
 	const inFlight = 4
-	th := startHost(t, "", withLimits(host.Limits{InFlight: inFlight}))
+	th := startHost(t, "", withLimits(host.Limits{InFlight: inFlight, AttachedSessions: 200}))
 	c := th.client("pipe")
 	var pending []*hosttest.Pending
 	for i := range 200 {

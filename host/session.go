@@ -91,6 +91,10 @@ type chatEntry struct {
 
 	edits map[string]edit // by file URI: what its tools wrote (guarded by s.mu)
 
+	// views are the subscribers given a view of the chat's last turns,
+	// with the index of the oldest they hold (view.go; guarded by s.mu).
+	views map[*conn]int
+
 	// start is what the chat's agent starts with next. The agent starts
 	// holding no session lock, so it reads an immutable value set whole.
 	start atomic.Pointer[startSpec]

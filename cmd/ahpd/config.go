@@ -70,17 +70,18 @@ type config struct {
 
 // limitsConfig is host.Limits as the config file spells it.
 type limitsConfig struct {
-	MessageBytes    int           `yaml:"messageBytes"`
-	CommandBytes    int           `yaml:"commandBytes"`
-	QueuedBytes     int           `yaml:"queuedBytes"`
-	QueuedMessages  int           `yaml:"queuedMessages"`
-	InFlight        int           `yaml:"inFlight"`
-	Subscriptions   int           `yaml:"subscriptions"`
-	IdentifierBytes int           `yaml:"identifierBytes"`
-	Handshake       time.Duration `yaml:"handshake"`
-	Initialize      time.Duration `yaml:"initialize"`
-	Idle            time.Duration `yaml:"idle"`
-	Lifetime        time.Duration `yaml:"lifetime"`
+	MessageBytes     int           `yaml:"messageBytes"`
+	CommandBytes     int           `yaml:"commandBytes"`
+	QueuedBytes      int           `yaml:"queuedBytes"`
+	QueuedMessages   int           `yaml:"queuedMessages"`
+	InFlight         int           `yaml:"inFlight"`
+	Subscriptions    int           `yaml:"subscriptions"`
+	AttachedSessions int           `yaml:"attachedSessions"`
+	IdentifierBytes  int           `yaml:"identifierBytes"`
+	Handshake        time.Duration `yaml:"handshake"`
+	Initialize       time.Duration `yaml:"initialize"`
+	Idle             time.Duration `yaml:"idle"`
+	Lifetime         time.Duration `yaml:"lifetime"`
 }
 
 func (l limitsConfig) host() host.Limits {

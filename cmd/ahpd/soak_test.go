@@ -59,6 +59,7 @@ sessions: memory
 clientWindow: 1s
 limits:
   queuedBytes: 2097152
+  attachedSessions: 200 # the pipeliner subscribes to each session it makes
 `)
 	p := launchBin(t, e, plainBin(t), 0, "--listen", "127.0.0.1:0", "--state-dir", e.state, "--config", config, "--log-level", "warn")
 	p.awaitListening()
