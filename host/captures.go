@@ -72,8 +72,15 @@ func (s *session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 // It runs as the turn's end is applied, before the chat can take another
 // turn, so the next turn finds it queued. The caller holds s.mu.
 func (s *session) turnEndedLocked(a protocol.Action) {
-	switch a.(type) {
-	case *protocol.ChatTurnCompleteAction, *protocol.ChatErrorAction:
+	switch a := a.(type) {
+	case *protocol.ChatTurnCompleteAction:
+	case *protocol.ChatErrorAction:
+		if a.Part.Error.ErrorType == hostStopped {
+			// A turn a stop cut short, ended as the host starts again
+			// (restart.go): its tree may be half made and not yet swept;
+			// the next turn's starting checkpoint records what it left.
+			return
+		}
 	default:
 		return
 	}

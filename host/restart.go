@@ -274,6 +274,9 @@ func (h *Host) recoverAll(recs []*record) map[string]*recovered {
 	return out
 }
 
+// hostStopped is the error type of a turn a stop of the host cut short.
+const hostStopped = "hostStopped"
+
 // recoverWorkers is how many sessions' tails are read at once.
 const recoverWorkers = 8
 
@@ -298,7 +301,7 @@ func (h *Host) endCutTurns(sessions []*session, stale map[*session]bool) {
 			s.emitChatLocked(e.chat, &protocol.ChatErrorAction{
 				TurnID: at.ID, Duration: max(0, took),
 				Part: protocol.ErrorResponsePart{Error: protocol.ErrorInfo{
-					ErrorType: "hostStopped",
+					ErrorType: hostStopped,
 					Message:   "ahpd stopped while this turn ran; it ends with what it had done",
 				}},
 			}, nil)
