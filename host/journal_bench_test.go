@@ -37,7 +37,7 @@ import (
 // load=paced each session emits a delta a millisecond, 50,000 actions/s
 // in all, the goal; with load=light a delta every 10 ms (300 a
 // session, 5,000 actions/s), where the wait is no backlog's but the
-// path's own.
+// path's own; load=one is that in one session alone.
 //
 //   - actions/s: the deltas emitted over the time from the turns' start
 //     until every client saw its turn end;
@@ -49,17 +49,18 @@ import (
 //   - cores: the CPU time of the process (host, NATS and the clients)
 //     over that time; near the machine's cores, the waits are a queue's.
 func BenchmarkJournalStreaming(b *testing.B) {
-	const sessions = 50
 	type load struct {
-		name   string
-		every  time.Duration // between a session's deltas; 0: as fast as they go
-		deltas int           // per session
+		name     string
+		sessions int
+		every    time.Duration // between a session's deltas; 0: as fast as they go
+		deltas   int           // per session
 	}
-	loads := []load{{"flood", 0, 2000}, {"paced", time.Millisecond, 2000}, {"light", 10 * time.Millisecond, 300}}
+	loads := []load{{"flood", 50, 0, 2000}, {"paced", 50, time.Millisecond, 2000},
+		{"light", 50, 10 * time.Millisecond, 300}, {"one", 1, 10 * time.Millisecond, 300}}
 	for _, tc := range loads {
 		for _, journaled := range []bool{false, true} {
 			b.Run(fmt.Sprintf("load=%s/journal=%v", tc.name, journaled), func(b *testing.B) {
-				benchStreaming(b, sessions, tc.deltas, tc.every, journaled)
+				benchStreaming(b, tc.sessions, tc.deltas, tc.every, journaled)
 			})
 		}
 	}
