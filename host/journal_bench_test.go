@@ -307,33 +307,70 @@ func dialBench(b *testing.B, url string) *benchClient {
 	return c
 }
 
-// must makes a call and fails on an error answer.
+// call makes a call and returns its answer; a failed write or read, or
+// an error answer, is an error. It may run on a goroutine of its own.
+func (c *benchClient) call(method string, params any) ([]byte, error) {
+	c.next++
+	id := 1000 + c.next
+	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.ws.Write(ctx, websocket.MessageText, msg); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	want := []byte(fmt.Sprintf(`"id":%d,`, id))
+	for {
+		_, data, err := c.ws.Read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		if !bytes.Contains(data, want) {
+			continue
+		}
+		var res struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal(data, &res); err != nil || res.Error != nil {
+			return nil, fmt.Errorf("%s: %v %.300s", method, err, data)
+		}
+		return data, nil
+	}
+}
+
+// must makes a call and fails on an error.
 func (c *benchClient) must(b *testing.B, method string, params any) []byte {
 	b.Helper()
-	data := c.roundTrip(b, method, params)
-	var res struct {
-		Error json.RawMessage `json:"error"`
-	}
-	if err := json.Unmarshal(data, &res); err != nil || res.Error != nil {
-		b.Fatalf("%s: %v %.300s", method, err, data)
+	data, err := c.call(method, params)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return data
 }
 
-// newSession creates a script session working in dir, subscribes to its
-// chat and returns the chat.
+// open creates a script session working in dir, subscribes to its chat
+// and returns the chat.
+func (c *benchClient) open(session, dir string) (string, error) {
+	if _, err := c.call("createSession", map[string]any{"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + dir}, "config": map[string]any{"autoApprove": "allow"}}); err != nil {
+		return "", err
+	}
+	chat := protocol.DefaultChatURI(session)
+	_, err := c.call("subscribe", map[string]any{"channel": chat})
+	return chat, err
+}
+
+// newSession opens a session (open), failing on an error.
 func (c *benchClient) newSession(b *testing.B, session, dir string) string {
 	b.Helper()
-	c.must(b, "createSession", map[string]any{"channel": session, "provider": "script",
-		"workingDirectories": []string{"file://" + dir}, "config": map[string]any{"autoApprove": "allow"}})
-	chat := protocol.DefaultChatURI(session)
-	c.must(b, "subscribe", map[string]any{"channel": chat})
+	chat, err := c.open(session, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
 	return chat
 }
 
-// startTurn sends a chat a message, not waiting.
-func (c *benchClient) startTurn(b *testing.B, chat, turnID, text string) {
-	b.Helper()
+// send sends a chat a message, not waiting.
+func (c *benchClient) send(chat, turnID, text string) error {
 	c.clientSeq++
 	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "dispatchAction", "params": map[string]any{
 		"channel": chat, "clientSeq": c.clientSeq,
@@ -342,7 +379,13 @@ func (c *benchClient) startTurn(b *testing.B, chat, turnID, text string) {
 			Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
 		},
 	}})
-	if err := c.ws.Write(context.Background(), websocket.MessageText, msg); err != nil {
+	return c.ws.Write(context.Background(), websocket.MessageText, msg)
+}
+
+// startTurn sends a chat a message (send), failing on an error.
+func (c *benchClient) startTurn(b *testing.B, chat, turnID, text string) {
+	b.Helper()
+	if err := c.send(chat, turnID, text); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -350,33 +393,30 @@ func (c *benchClient) startTurn(b *testing.B, chat, turnID, text string) {
 // waitTurn reads frames until the turn ends, failing if it fails.
 func (c *benchClient) waitTurn(b *testing.B, turnID string) {
 	b.Helper()
-	c.readTurn(b, turnID, nil)
-	if b.Failed() {
-		b.FailNow()
+	if err := c.readTurn(turnID, nil); err != nil {
+		b.Fatal(err)
 	}
 }
 
 // readTurn reads frames until the turn ends, handing each to seen. It
-// may run on a goroutine of its own: it reports failures with Errorf.
-func (c *benchClient) readTurn(b *testing.B, turnID string, seen func([]byte)) {
+// may run on a goroutine of its own.
+func (c *benchClient) readTurn(turnID string, seen func([]byte)) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	end := []byte(`"type":"chat/turnComplete","turnId":"` + turnID + `"`)
 	for {
 		_, data, err := c.ws.Read(ctx)
 		if err != nil {
-			b.Errorf("waiting for turn %s to end: %v", turnID, err)
-			return
+			return fmt.Errorf("waiting for turn %s to end: %w", turnID, err)
 		}
 		if bytes.Contains(data, []byte(`"type":"chat/error"`)) {
-			b.Errorf("turn %s: %.300s", turnID, data)
-			return
+			return fmt.Errorf("turn %s: %.300s", turnID, data)
 		}
 		if seen != nil {
 			seen(data)
 		}
 		if bytes.Contains(data, end) {
-			return
+			return nil
 		}
 	}
 }
@@ -392,11 +432,12 @@ type streamClient struct {
 }
 
 // stream reads the turn's frames, noting the wait of every delta whose
-// words a frame brings (merged frames bring several).
+// words a frame brings (merged frames bring several). It runs on a
+// goroutine of its own.
 func (c *streamClient) stream(b *testing.B, turnID string) {
 	got := -1 // the last word seen
 	at := c.st.at[c.session]
-	c.readTurn(b, turnID, func(data []byte) {
+	err := c.readTurn(turnID, func(data []byte) {
 		// Only a reply's frames: the turn's start repeats the whole message.
 		if !bytes.Contains(data, []byte(`"type":"chat/delta"`)) && !bytes.Contains(data, []byte(`"type":"chat/responsePart"`)) {
 			return
@@ -413,4 +454,7 @@ func (c *streamClient) stream(b *testing.B, turnID string) {
 		}
 		got = word
 	})
+	if err != nil {
+		b.Error(err)
+	}
 }
