@@ -45,6 +45,8 @@ const (
 	MaxReadSessions = 256
 	// MaxBatch bounds the entries of one Append.
 	MaxBatch = 1024
+	// minDuplicates is the least deduplication window a server allows.
+	minDuplicates = 100 * time.Millisecond
 	// ackTimeout bounds the wait for the server's ack of an append, when
 	// the caller's context does not.
 	ackTimeout = 30 * time.Second
@@ -264,6 +266,11 @@ func (j *Journal) ensureStream(ctx context.Context) error {
 		// behind the leader; the journal reads what was acked.
 		AllowDirect: false,
 		Compression: compression,
+		// The journal sets no message ids, so it needs no deduplication;
+		// but a server that starts reads back every entry of the window
+		// to rebuild it (the default window, two minutes of appends, can
+		// be hundreds of thousands of entries). The server's least.
+		Duplicates: minDuplicates,
 	})
 	if err != nil {
 		return fmt.Errorf("journal: creating stream %s: %w", j.cfg.Stream, err)
