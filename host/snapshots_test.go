@@ -60,3 +60,36 @@ func TestSnapshotPages(t *testing.T) {
 		})
 	}
 }
+
+// TestDecodeEntry: each kind of entry is told apart, whether or not an
+// action's content names the other kinds' keys.
+func TestDecodeEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name, data string
+		kind       string // "action", "snapshot" or "residency"
+	}{
+		{"action", `{"channel":"c","serverSeq":5,"action":{"type":"chat/delta","turnId":"t","partId":"p","content":"hi"}}`, "action"},
+		{"key in a string", `{"channel":"c","serverSeq":5,"action":{"type":"chat/delta","turnId":"t","partId":"p","content":"a \"snapshot\": b \"residency\": c"}}`, "action"},
+		{"key in an object", `{"channel":"c","serverSeq":5,"action":{"type":"session/metaChanged","_meta":{"snapshot":1,"residency":"x"}}}`, "action"},
+		{"snapshot", `{"serverSeq":5,"snapshot":{"channel":"c","state":{}}}`, "snapshot"},
+		{"residency", `{"residency":"sleep","serverSeq":5}`, "residency"},
+	} {
+		je, err := decodeEntry([]byte(tc.data))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		kind := "action"
+		switch {
+		case je.snap != nil:
+			kind = "snapshot"
+		case je.residency != "":
+			kind = "residency"
+		case je.env == nil:
+			kind = "none"
+		}
+		if kind != tc.kind || je.seq != 5 {
+			t.Errorf("%s: decoded as %s at %d", tc.name, kind, je.seq)
+		}
+	}
+}
