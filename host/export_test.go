@@ -207,3 +207,6 @@ func (h *Host) Residency(uri string) string {
 	s.unlock()
 	return out + fmt.Sprintf(", watched %v", s.watched(chats))
 }
+
+// CleanKey is the journal mark a clean stop leaves (restart.go).
+const CleanKey = cleanKey

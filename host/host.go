@@ -229,6 +229,7 @@ func New(opts Options) (*Host, error) {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	newest := newestSeq(opts)
 	h := &Host{
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
@@ -240,7 +241,7 @@ func New(opts Options) (*Host, error) {
 		now:      opts.Clock.Now,
 		ctx:      ctx,
 		stop:     stop,
-		bus:      fanout.New(opts.Replay, firstSeq(opts)),
+		bus:      fanout.New(opts.Replay, firstSeq(opts, newest)),
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
 		keys:     newCursorKey(),
@@ -266,7 +267,7 @@ func New(opts Options) (*Host, error) {
 	// microseconds, which no earlier run of this host can have reached, so
 	// a client's lastSeenServerSeq from before a restart is never mistaken
 	// for one of this run.
-	if err := h.loadSessions(); err != nil {
+	if err := h.loadSessions(h.stoppedCleanly(newest)); err != nil {
 		stop()
 		h.writer.close()
 		return nil, err
@@ -307,14 +308,18 @@ func (h *Host) watchdog() {
 	}
 }
 
-// loadSessions makes a session of every record in the store. Sessions come
-// back asleep: their agents start on their next turn.
-func (h *Host) loadSessions() error {
+// loadSessions makes a session of every record in the store, and of its
+// journal's tail unless the host stopped cleanly last time (restart.go).
+// Sessions come back asleep: their agents start on their next turn.
+func (h *Host) loadSessions(clean bool) error {
 	recs, err := h.store.load()
 	if err != nil {
 		return fmt.Errorf("host: reading sessions: %w", err)
 	}
-	tails := h.recoverAll(recs)
+	tails := map[string]*recovered{}
+	if !clean {
+		tails = h.recoverAll(recs)
+	}
 	var (
 		cut   []*session
 		stale = map[*session]bool{}
@@ -436,6 +441,7 @@ func (h *Host) Close(ctx context.Context) error {
 	// written before Close returns.
 	h.writer.close()
 	h.wg.Wait()
+	h.markStoppedCleanly()
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(errs...)

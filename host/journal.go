@@ -91,26 +91,31 @@ func (h *Host) forgetJournal(ctx context.Context, session string) error {
 	return h.opts.Journal.Delete(ctx, session)
 }
 
-// firstSeq is where the host's serverSeqs start: at the clock in
-// microseconds, so they rise across restarts, and past the newest one in
-// the journal, so they do even if the clock went back.
-func firstSeq(opts Options) int64 {
-	seq := opts.Clock.Now().UnixMicro()
+// newestSeq is the serverSeq of the journal's newest entry, 0 when it
+// holds none or cannot be read.
+func newestSeq(opts Options) int64 {
 	if opts.Journal == nil {
-		return seq
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	e, ok, err := opts.Journal.Newest(ctx)
 	if err != nil {
 		opts.Logger.Warn("could not read the journal's newest entry; serverSeq starts at the clock", "err", err)
-		return seq
+		return 0
 	}
 	var env struct {
 		ServerSeq int64 `json:"serverSeq"`
 	}
-	if ok && json.Unmarshal(e.Data, &env) == nil {
-		seq = max(seq, env.ServerSeq)
+	if !ok || json.Unmarshal(e.Data, &env) != nil {
+		return 0
 	}
-	return seq
+	return env.ServerSeq
+}
+
+// firstSeq is where the host's serverSeqs start: at the clock in
+// microseconds, so they rise across restarts, and past the newest one in
+// the journal (newest), so they do even if the clock went back.
+func firstSeq(opts Options, newest int64) int64 {
+	return max(opts.Clock.Now().UnixMicro(), newest)
 }

@@ -304,10 +304,10 @@ func BenchmarkColdStart1000Journaled(b *testing.B) {
 	fillSessions(b, state, sessions, turns)
 	session := fmt.Sprintf("ahp-session:/cold%04d", sessions/2)
 	var opened time.Duration
-	var started, snapshot [2]time.Duration
+	var started, snapshot [3]time.Duration
 	for b.Loop() {
-		for i, journaled := range []bool{false, true} {
-			o, s, f := coldStart(b, state, journaled, session)
+		for i, mode := range []string{"plain", "journal", "crashed"} {
+			o, s, f := coldStart(b, state, mode, session)
 			opened, started[i], snapshot[i] = opened+o, started[i]+s, snapshot[i]+f
 		}
 	}
@@ -317,6 +317,8 @@ func BenchmarkColdStart1000Journaled(b *testing.B) {
 	b.ReportMetric(ms(started[1]), "ms/start-journal")
 	b.ReportMetric(ms(snapshot[0]), "ms/snapshot-plain")
 	b.ReportMetric(ms(snapshot[1]), "ms/snapshot-journal")
+	b.ReportMetric(ms(started[2]), "ms/start-crashed")
+	b.ReportMetric(ms(snapshot[2]), "ms/snapshot-crashed")
 }
 
 // fillSessions makes sessions script sessions in state, each with turns
@@ -382,20 +384,29 @@ func fillSession(c *benchClient, work string, i, turns int) error {
 	return err
 }
 
-// coldStart starts a host on state, with its journal or not, and times
+// coldStart starts a host on state, with its journal or not (mode plain,
+// journal, or crashed: with it, as if the last host was killed), and times
 // it: until the journal is open, until the host serves, and until a
 // client subscribed to session's chat has its snapshot. It closes the
 // host before it returns.
-func coldStart(b *testing.B, state string, journaled bool, session string) (opened, started, snapshot time.Duration) {
+func coldStart(b *testing.B, state, mode, session string) (opened, started, snapshot time.Duration) {
 	b.Helper()
 	start := time.Now()
 	var j *journal.Journal
-	if journaled {
+	if mode != "plain" {
 		var err error
 		if j, err = journal.Open(context.Background(), journal.Config{Dir: filepath.Join(state, "journal")}); err != nil {
 			b.Fatal(err)
 		}
 		defer j.Close(context.Background()) // after the host's, deferred below
+	}
+	if mode == "crashed" {
+		// As after kill -9: no clean stop is marked, and the host reads
+		// every session's tail.
+		if err := j.SetMark(context.Background(), host.CleanKey, []byte(`{}`)); err != nil {
+			b.Fatal(err)
+		}
+		start = time.Now()
 	}
 	opened = time.Since(start)
 	h, srv := newBenchHost(b, state, j)

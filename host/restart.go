@@ -160,13 +160,6 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, erro
 	if !ok {
 		return nil, nil
 	}
-	kept, err := h.opts.Journal.KeptFrom(ctx, uri)
-	if err != nil {
-		return nil, err
-	}
-	if kept > m.Seq {
-		return nil, nil // its snapshots are gone
-	}
 	r := newReplayer(uri)
 	done, err := h.replay(ctx, r, m.Seq-1, -1, maxRecoverEntries)
 	if err != nil {
@@ -176,8 +169,8 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, erro
 		return nil, errors.New("the journal's tail is too long to read back")
 	}
 	ss, chats, ok := r.result()
-	if !ok {
-		return nil, nil
+	if !ok || r.first != m.Seq {
+		return nil, nil // no snapshot, or retention took the restart point's
 	}
 	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m}
 	for _, cs := range chats {
@@ -278,7 +271,7 @@ func (h *Host) recoverAll(recs []*record) map[string]*recovered {
 const hostStopped = "hostStopped"
 
 // recoverWorkers is how many sessions' tails are read at once.
-const recoverWorkers = 8
+const recoverWorkers = 32
 
 // endCutTurns ends, with an error saying why, every turn the journal's
 // tail left running: the host stopped under it, and its agent is gone.
@@ -356,4 +349,60 @@ func startOf(t protocol.Turn) time.Time {
 	}
 	at, _ := time.Parse(time.RFC3339Nano, *t.StartedAt)
 	return at
+}
+
+// A host that stopped cleanly wrote every record and every restart point
+// before it let the journal go, and says so with a mark of its own in
+// the journal (cleanKey): the next start then reads no session's tail,
+// which after a crash costs it about a millisecond a session. The mark
+// names the newest serverSeq it wrote; a start takes it as clean only if
+// the journal holds nothing newer, and takes it away before anything
+// else is written.
+
+// cleanKey is the name the host's clean stop is marked under.
+const cleanKey = "ahpd-host://stopped-cleanly"
+
+type cleanMark struct {
+	ServerSeq int64 `json:"serverSeq"`
+}
+
+// stoppedCleanly reports whether the last host on this journal stopped
+// cleanly with nothing written after, newest being the journal's newest
+// serverSeq, and marks this run as not yet stopped.
+func (h *Host) stoppedCleanly(newest int64) bool {
+	j := h.opts.Journal
+	if j == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
+	defer cancel()
+	data, ok, err := j.Mark(ctx, cleanKey)
+	var m cleanMark
+	clean := err == nil && ok && json.Unmarshal(data, &m) == nil && m.ServerSeq > 0 && newest <= m.ServerSeq
+	if clean {
+		if err := j.SetMark(ctx, cleanKey, []byte(`{}`)); err != nil {
+			h.log.Warn("could not mark the journal as in use; reading every session's tail", "err", err)
+			return false
+		}
+	}
+	return clean
+}
+
+// markStoppedCleanly marks the journal as left by a clean stop, once
+// every record is written: unless a record could not be, when the next
+// start must read the journal to catch it up.
+func (h *Host) markStoppedCleanly() {
+	j := h.opts.Journal
+	if j == nil || h.storeErrors.Load() > 0 {
+		return
+	}
+	data, err := json.Marshal(cleanMark{ServerSeq: h.bus.Current()})
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	defer cancel()
+	if err := j.SetMark(ctx, cleanKey, data); err != nil {
+		h.log.Warn("could not mark the journal as left by a clean stop; the next start reads every session's tail", "err", err)
+	}
 }

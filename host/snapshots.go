@@ -203,6 +203,7 @@ func (h *Host) appendEntries(session string, entries [][]byte) (uint64, error) {
 type replayer struct {
 	session string
 	states  map[string]protocol.ChannelState
+	first   uint64 // the journal sequence of the first entry read
 }
 
 func newReplayer(session string) *replayer {
@@ -264,6 +265,9 @@ func (h *Host) replay(ctx context.Context, r *replayer, after uint64, atSeq int6
 		}
 		for _, e := range entries {
 			after = e.Seq
+			if r.first == 0 {
+				r.first = e.Seq
+			}
 			je, err := decodeEntry(e.Data)
 			if err != nil {
 				continue // an entry this version cannot read
