@@ -6,8 +6,9 @@
 // named by URL, through the same code path), the stream, the mapping of a
 // session to a subject, and retention (an age for the whole stream and a
 // byte budget per session). Every entry gets the stream's sequence number:
-// one host-wide sequence that only grows, also across restarts, which the
-// host uses as serverSeq.
+// one sequence for the whole stream that only grows, also across
+// restarts, by which entries are read and paged. (The host numbers its
+// actions itself, serverSeq, and carries that number in the entries.)
 //
 // It knows nothing of sessions, the host or AHP: a session is an opaque
 // string (a channel URI) and an entry is opaque bytes. It must not decode
