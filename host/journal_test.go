@@ -47,8 +47,11 @@ func journaled(t *testing.T, j *journal.Journal, session string) ([]protocol.Act
 	bySeq := map[int64]protocol.ActionEnvelope{}
 	list = list[:0]
 	for _, e := range entries {
-		if strings.Contains(string(e.Data), `"snapshot":`) && !strings.Contains(string(e.Data), `"action":`) {
-			continue // a state the journal starts from, not an action
+		var probe struct {
+			Snapshot, Residency json.RawMessage
+		}
+		if json.Unmarshal(e.Data, &probe) == nil && (probe.Snapshot != nil || probe.Residency != nil) {
+			continue // a state the journal starts from, or the session sleeping or waking: not an action
 		}
 		var env protocol.ActionEnvelope
 		if err := json.Unmarshal(e.Data, &env); err != nil {
