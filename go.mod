@@ -3,6 +3,8 @@ module github.com/ahpd/ahpd
 go 1.26.0
 
 require (
+	github.com/chromedp/cdproto v0.159.0
+	github.com/chromedp/chromedp v0.23.0
 	github.com/coder/acp-go-sdk v0.13.0
 	github.com/coder/websocket v1.8.15
 	github.com/creachadair/jrpc2 v1.3.6

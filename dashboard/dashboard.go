@@ -150,25 +150,27 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // sameSite reports whether r may be served: a POST comes from no page of
-// another origin (browsers send Origin with one), and on an open host
-// every request names the host by a name no other site can make resolve
-// here.
+// another origin, and on an open host every request names the host by a
+// name no other site can make resolve here. A browser sends Origin with a
+// POST; under Referrer-Policy no-referrer it sends "null", and then its
+// Sec-Fetch-Site must say the request is the site's own.
 func (d *Dashboard) sameSite(r *http.Request) bool {
 	if d.opts.Open && !host.LocalHost(r.Host, d.opts.Listen) {
 		return false
 	}
-	if o := r.Header.Get("Origin"); o != "" && (r.Method != http.MethodGet || d.opts.Open) {
-		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return false
-		}
+	site := r.Header.Get("Sec-Fetch-Site")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && site != "" && site != "same-origin" && site != "none" {
+		return false
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-			return false
-		}
+	o := r.Header.Get("Origin")
+	if o == "" || (r.Method == http.MethodGet && !d.opts.Open) {
+		return true
 	}
-	return true
+	if o == "null" {
+		return site == "same-origin"
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, r.Host)
 }
 
 // viewer is who a request is from: their login and what it stands for.

@@ -208,7 +208,7 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 	}
 	cs, _ := c.State(chat).(*protocol.ChatState)
 	b.fill(ss, chat, sq)
-	b.Status = statusOf(ss.Status, "active")
+	b.Status = statusOf(liveStatus(ss, cs), "active")
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(cs)
 	if withTimeline {

@@ -11,7 +11,7 @@ import (
 )
 
 // rowsOf reads the sessions table's rows: each row's title and status.
-var rowRE = regexp.MustCompile(`(?s)<tr data-session="[^"]*">\s*<th scope="row"><a href="[^"]*">([^<]*)</a>.*?<span class="status s-[a-z-]+">([^<]*)</span>.*?<td>([^<]*|<span class="muted">none</span>)</td>`)
+var rowRE = regexp.MustCompile(`(?s)<tr data-session="[^"]*">\s*<th scope="row"><a href="[^"]*">([^<]*)</a>.*?<span class="status s-[a-z-]+">([^<]*)</span>.*?<td data-label="Owner">([^<]*|<span class="muted">none</span>)</td>`)
 
 func rowsOf(body string) map[string]string {
 	out := map[string]string{}

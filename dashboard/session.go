@@ -195,7 +195,11 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 	if b.Live {
 		residency = "active"
 	}
-	b.Status = statusOf(ss.Status, residency)
+	status := ss.Status
+	if b.Live {
+		status = liveStatus(ss, chats[chat])
+	}
+	b.Status = statusOf(status, residency)
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(chats[chat])
 	tl, err := d.timeline(ctx, c, sq)
@@ -371,4 +375,22 @@ func (d *Dashboard) may(p grants.Principal, op grants.Operation, owner string) b
 	}
 	o, _ := grants.Parse(owner)
 	return d.opts.Auth.Directory().Check(p, op, o) == nil
+}
+
+// liveStatus is a followed session's status with what its chat says
+// first: a client's copy of the session is told its activity only with
+// the session's next change, its chat's at once.
+func liveStatus(ss *protocol.SessionState, cs *protocol.ChatState) protocol.SessionStatus {
+	if cs == nil {
+		return ss.Status
+	}
+	deflt := ""
+	if ss.DefaultChat != nil {
+		deflt = *ss.DefaultChat
+	}
+	st, _ := protocol.SessionActivity(ss.Status, ss.Activity, deflt, []*protocol.ChatState{cs})
+	if cs.Resource != deflt && st.Activity() == protocol.StatusIdle {
+		return ss.Status
+	}
+	return st
 }
