@@ -39,6 +39,7 @@ type env struct {
 	h      *host.Host
 	auth   *grants.Authenticator
 	srv    *httptest.Server
+	ui     *dashboard.Dashboard
 	tokens map[string]string
 }
 
@@ -99,7 +100,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 	srv := httptest.NewUnstartedServer(mux)
 	listen := srv.Listener.Addr().String()
 	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log}))
-	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log, Throttle: o.throttle}))
+	ui := dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log, Throttle: o.throttle})
+	mux.Handle("/ui/", ui)
 	mux.Handle("/", h.Handler(o.open, listen))
 	srv.Start()
 	t.Cleanup(func() {
@@ -111,7 +113,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 		srv.Close()
 	})
-	return &env{t: t, h: h, auth: auth, srv: srv, tokens: tokens}
+	return &env{t: t, h: h, auth: auth, srv: srv, ui: ui, tokens: tokens}
 }
 
 // conn opens an AHP connection to the host as who, closed with the test.

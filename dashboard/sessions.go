@@ -130,22 +130,9 @@ func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
 // listSessions reads a page of the sessions c may see, and each one's
 // residency and owner.
 func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQuery) (*sessionsBody, error) {
-	params := protocol.ListSessionsParams{Limit: &lq.Limit}
-	if lq.Cursor != "" {
-		params.Cursor = &lq.Cursor
-	}
-	if lq.Mine {
-		params.Meta = protocol.Object{"ahpd.owner": jsontext.Value(`"me"`)}
-	}
-	var res protocol.ListSessionsResult
-	if err := c.Call(ctx, "listSessions", params, &res); err != nil {
+	items, next, err := listPage(ctx, c, lq)
+	if err != nil {
 		return nil, err
-	}
-	items := res.Items[:0:0]
-	for _, s := range res.Items {
-		if lq.Archived || s.Status&protocol.StatusIsArchived == 0 {
-			items = append(items, s)
-		}
 	}
 	probes := d.probe(ctx, c, items)
 	body := &sessionsBody{Query: lq, Statuses: statuses, Rows: make([]row, 0, len(items))}
@@ -155,8 +142,8 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 			body.Rows = append(body.Rows, rw)
 		}
 	}
-	if res.NextCursor != nil {
-		body.NextCursor = *res.NextCursor
+	if next != "" {
+		body.NextCursor = next
 		v := lq.values()
 		v.Set("cursor", body.NextCursor)
 		body.NextLink = "/ui/?" + v.Encode()
@@ -166,6 +153,43 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 		body.LiveSrc += "?" + enc
 	}
 	return body, nil
+}
+
+// hostPage is the most sessions the host lists at once.
+const hostPage = 500
+
+// listPage reads up to lq.Limit sessions from lq.Cursor, in as many of
+// the host's pages as that takes, and the cursor after them ("" at the
+// end). Archived sessions are left out unless asked for.
+func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.SessionSummary, string, error) {
+	var items []protocol.SessionSummary
+	cursor := lq.Cursor
+	for {
+		limit := min(lq.Limit-int64(len(items)), hostPage)
+		params := protocol.ListSessionsParams{Limit: &limit}
+		if cursor != "" {
+			params.Cursor = &cursor
+		}
+		if lq.Mine {
+			params.Meta = protocol.Object{"ahpd.owner": jsontext.Value(`"me"`)}
+		}
+		var res protocol.ListSessionsResult
+		if err := c.Call(ctx, "listSessions", params, &res); err != nil {
+			return nil, "", err
+		}
+		for _, s := range res.Items {
+			if lq.Archived || s.Status&protocol.StatusIsArchived == 0 {
+				items = append(items, s)
+			}
+		}
+		cursor = ""
+		if res.NextCursor != nil {
+			cursor = *res.NextCursor
+		}
+		if cursor == "" || int64(len(items)) >= lq.Limit {
+			return items, cursor, nil
+		}
+	}
 }
 
 // probeResult is what ahpd/sessionStatus says of a session.
