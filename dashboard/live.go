@@ -88,6 +88,17 @@ func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, 
 	}
 }
 
+// streamSlot takes one of the login's live streams, answering 429 when
+// it has them all; release gives it back.
+func streamSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	in := viewerOf(r).login
+	if !in.openStream() {
+		http.Error(w, "Too many live pages are open: close some tabs.", http.StatusTooManyRequests)
+		return nil, false
+	}
+	return in.closeStream, true
+}
+
 // sessionsEvents streams the sessions table's rows, for the filters the
 // page was drawn with, each time the host's root channel changes.
 func (d *Dashboard) sessionsEvents(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +107,11 @@ func (d *Dashboard) sessionsEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	release, ok := streamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	ctx := r.Context()
 	c, err := d.connect(r)
 	if err != nil {
@@ -137,6 +153,11 @@ func (d *Dashboard) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sq.At = -1
+	release, ok := streamSlot(w, r)
+	if !ok {
+		return
+	}
+	defer release()
 	ctx := r.Context()
 	c, err := d.connect(r)
 	if err != nil {

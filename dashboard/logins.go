@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
@@ -18,7 +19,24 @@ type login struct {
 	cred    grants.Credential
 	csrf    string
 	expires time.Time
+	streams atomic.Int32 // live streams open
 }
+
+// maxStreams bounds the live streams one login keeps open at once (a
+// tab each).
+const maxStreams = 16
+
+// openStream counts a live stream of the login's, or reports false when
+// it has as many as it may.
+func (in *login) openStream() bool {
+	if in.streams.Add(1) > maxStreams {
+		in.streams.Add(-1)
+		return false
+	}
+	return true
+}
+
+func (in *login) closeStream() { in.streams.Add(-1) }
 
 // logins is the bounded table of open logins.
 type logins struct {
