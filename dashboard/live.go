@@ -188,12 +188,19 @@ func (d *Dashboard) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return s.send("error", map[string]string{"message": pageErrorOf(err).Message})
 		}
-		parts := map[string]any{"conversation": b.Conversation, "actions": b.Actions, "status": b}
+		parts := []struct {
+			name string
+			data any
+		}{{"conversation", b.Conversation}, {"actions", b.Actions}, {"status", b}}
 		if withTimeline {
-			parts["timeline"] = b.Timeline
+			parts = append(parts, struct {
+				name string
+				data any
+			}{"timeline", b.Timeline})
 		}
-		for name, data := range parts {
-			html, err := d.fragment(name, data)
+		for _, p := range parts {
+			name := p.name
+			html, err := d.fragment(name, p.data)
 			if err != nil {
 				return err
 			}

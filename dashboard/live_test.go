@@ -43,23 +43,34 @@ func (b *browser) stream(t *testing.T, path string) *sseStream {
 // until reads events until one named name whose data's field has want.
 func (s *sseStream) until(t *testing.T, name, field, want string) string {
 	t.Helper()
+	return s.untilAll(t, field, map[string]string{name: want})[name]
+}
+
+// untilAll reads events until, for each name in wants, one named so has
+// its want in its data's field; it returns those fields.
+func (s *sseStream) untilAll(t *testing.T, field string, wants map[string]string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
 	event := ""
 	for {
 		line, err := s.r.ReadString('\n')
 		if err != nil {
-			t.Fatalf("the stream ended before a %s event with %q: %v", name, want, err)
+			t.Fatalf("the stream ended before events %v: %v", wants, err)
 		}
 		line = strings.TrimRight(line, "\n")
 		switch {
 		case strings.HasPrefix(line, "event: "):
 			event = line[7:]
-		case strings.HasPrefix(line, "data: ") && event == name:
+		case strings.HasPrefix(line, "data: ") && wants[event] != "" && got[event] == "":
 			var data map[string]string
 			if err := json.Unmarshal([]byte(line[6:]), &data); err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(data[field], want) {
-				return data[field]
+			if strings.Contains(data[field], wants[event]) {
+				got[event] = data[field]
+			}
+			if len(got) == len(wants) {
+				return got
 			}
 		}
 	}
@@ -80,11 +91,11 @@ func TestLiveStreams(t *testing.T) {
 	conv := b.stream(t, "/ui/session/events?"+url.Values{"uri": {uri}}.Encode())
 	conv.until(t, "conversation", "html", "one")
 	send(t, mo, chat, "t2", "say two *three*")
-	html := conv.until(t, "conversation", "html", "<em>three</em>")
-	if !strings.Contains(html, `id="turn-t2"`) {
-		t.Errorf("the conversation fragment: %s", html)
+	// The timeline may come first: an update sends what changed.
+	got := conv.untilAll(t, "html", map[string]string{"conversation": "<em>three</em>", "timeline": "say two"})
+	if !strings.Contains(got["conversation"], `id="turn-t2"`) {
+		t.Errorf("the conversation fragment: %s", got["conversation"])
 	}
-	conv.until(t, "timeline", "html", "say two")
 	waitChat(t, mo, chat, func(cs *protocol.ChatState) bool { return cs.ActiveTurn == nil && len(cs.Turns) == 2 })
 }
 
