@@ -45,7 +45,8 @@ type Options struct {
 	// sessions table is read again); 0 means 15 seconds.
 	KeepAlive time.Duration
 	// Throttle is the least time between two updates a live stream
-	// sends; 0 means 150 ms.
+	// sends; 0 means 150 ms. The sessions table is sent at most once per
+	// four of them.
 	Throttle time.Duration
 	// Now is the clock of logins' expiry; nil is time.Now.
 	Now func() time.Time

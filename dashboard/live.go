@@ -54,9 +54,9 @@ func (s *sseWriter) write(text string) error {
 }
 
 // follow calls update whenever c's states change, at most once per
-// Throttle, and every KeepAlive, until the request ends, the host
-// closes the connection or update fails. update is called once first.
-func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, update func() error) {
+// throttle, and every KeepAlive, until the request ends, the host closes
+// the connection or update fails. update is called once first.
+func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, throttle time.Duration, update func() error) {
 	if update() != nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, 
 		case <-changed:
 			// Let the changes of the next moment come in: one update
 			// carries them all.
-			t := time.NewTimer(d.opts.Throttle)
+			t := time.NewTimer(throttle)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -127,7 +127,9 @@ func (d *Dashboard) sessionsEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	s := startSSE(w)
 	last := ""
-	d.follow(ctx, c, s, func() error {
+	// A busy host changes its root often, and each update lists the
+	// sessions again: the table is redrawn less often than a session.
+	d.follow(ctx, c, s, 4*d.opts.Throttle, func() error {
 		body, err := d.listSessions(ctx, c, lq)
 		if err != nil {
 			return s.send("error", map[string]string{"message": pageErrorOf(err).Message})
@@ -176,7 +178,7 @@ func (d *Dashboard) sessionEvents(w http.ResponseWriter, r *http.Request) {
 	sent := map[string]string{}
 	var readAt time.Time
 	turns := ""
-	d.follow(ctx, c, s, func() error {
+	d.follow(ctx, c, s, d.opts.Throttle, func() error {
 		// The timeline is read from the journal: again when a turn
 		// starts or ends, else at most once a second.
 		now := turnsKey(c, sq)
