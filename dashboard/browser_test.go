@@ -190,6 +190,9 @@ func TestBrowser(t *testing.T) {
 		poll(`!!document.querySelector("#turn-t-live") && !document.querySelector("#turn-t2")`),
 		poll(`!!document.querySelector("#timeline li.current.k-turn_completed")`),
 	)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.scrollTo(0, 0), true)`)); err != nil {
+		t.Fatal(err)
+	}
 	shoot(t, ctx, "dashboard-replay.png")
 
 	// A guest sees the session but no button that writes.
