@@ -168,7 +168,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 		case sq.At >= 0:
 			return nil, err
 		default:
-			b.Note = "Its journal cannot rebuild it, so it was woken to be shown."
+			b.Note = "Its journal cannot rebuild it (it has none, or it was found in an agent's own transcripts), so it was opened to be shown."
 		}
 	}
 	if ss == nil {
