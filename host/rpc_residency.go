@@ -24,6 +24,10 @@ type sessionParams struct {
 // statusResult answers the ahpd/* session commands.
 type statusResult struct {
 	Status string `json:"status"`
+	// Owner, for ahpd/sessionStatus, is who owns the session (user:<id>,
+	// root:<host>), when the host holds it and it has one: a dashboard
+	// shows it and works out from it which writes the grants allow.
+	Owner string `json:"owner,omitempty"`
 }
 
 func sessionArgs(req *jrpc2.Request) (sessionParams, error) {
@@ -47,7 +51,11 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
-	return statusResult{Status: status}, nil
+	res := statusResult{Status: status}
+	if owner := h.ownerOf(c, p.Channel); !owner.IsZero() {
+		res.Owner = owner.String()
+	}
+	return res, nil
 }
 
 func (h *Host) suspendSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahpd/ahpd/dashboard"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
@@ -118,8 +119,8 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 	}
 }
 
-// serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/
-// behind the same token and Host checks; auth holds the connection token
+// serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/ and
+// the dashboard under /ui/ behind the same token and Host checks; auth holds the connection token
 // ("" for none) and kept is the file it is kept in, when ahpd made it.
 func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
@@ -131,6 +132,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants
 	handshake := cfg.Limits.host().WithDefaults().Handshake
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
+	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	srv := &http.Server{
 		Handler:           mux,

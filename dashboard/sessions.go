@@ -1,0 +1,294 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// The statuses a session is shown with, and filtered by.
+const (
+	statusRunning    = "running"
+	statusNeedsInput = "needs input"
+	statusIdle       = "idle"
+	statusSleeping   = "sleeping"
+	statusFailed     = "failed"
+)
+
+var statuses = []string{statusRunning, statusNeedsInput, statusIdle, statusSleeping, statusFailed}
+
+// row is one session in the sessions table.
+type row struct {
+	URI, Link      string
+	Title          string
+	Owner          string
+	Provider       string
+	Status         string
+	StatusClass    string
+	Folder         string
+	Files          int64
+	Added, Removed int64
+	HasChanges     bool
+	Modified       string
+	External       bool
+	Archived       bool
+}
+
+// listQuery is the sessions table's filters, read from the query.
+type listQuery struct {
+	Status   string // one of statuses, or ""
+	Mine     bool
+	Archived bool
+	Cursor   string
+	Limit    int64
+}
+
+func readListQuery(q url.Values) (listQuery, error) {
+	lq := listQuery{Status: q.Get("status"), Mine: q.Get("mine") == "1", Archived: q.Get("archived") == "1", Cursor: q.Get("cursor"), Limit: pageRows}
+	if lq.Status != "" && !contains(statuses, lq.Status) {
+		return lq, &pageError{Status: http.StatusBadRequest, Message: "status is one of running, needs input, idle, sleeping or failed."}
+	}
+	if len(lq.Cursor) > maxCursor {
+		return lq, &pageError{Status: http.StatusBadRequest, Message: "That page cursor is not one this host gave: go back to the first page."}
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 || n > maxPageRows {
+			return lq, &pageError{Status: http.StatusBadRequest, Message: "limit is a whole number from 1 to 1000."}
+		}
+		lq.Limit = n
+	}
+	return lq, nil
+}
+
+// values is the query that asks for lq again, for links and the live
+// stream.
+func (lq listQuery) values() url.Values {
+	v := url.Values{}
+	if lq.Status != "" {
+		v.Set("status", lq.Status)
+	}
+	if lq.Mine {
+		v.Set("mine", "1")
+	}
+	if lq.Archived {
+		v.Set("archived", "1")
+	}
+	if lq.Limit != pageRows {
+		v.Set("limit", strconv.FormatInt(lq.Limit, 10))
+	}
+	return v
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// sessionsBody is the sessions page's data.
+type sessionsBody struct {
+	Query      listQuery
+	Statuses   []string
+	Rows       []row
+	NextCursor string
+	NextLink   string
+	LiveSrc    string
+}
+
+func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
+	lq, err := readListQuery(r.URL.Query())
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	c, err := d.connect(r)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	defer c.Close()
+	body, err := d.listSessions(r.Context(), c, lq)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "sessions", d.pageFor(r, "Sessions", "sessions", body))
+}
+
+// listSessions reads a page of the sessions c may see, and each one's
+// residency and owner.
+func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQuery) (*sessionsBody, error) {
+	items, next, err := listPage(ctx, c, lq)
+	if err != nil {
+		return nil, err
+	}
+	probes := d.probe(ctx, c, items)
+	body := &sessionsBody{Query: lq, Statuses: statuses, Rows: make([]row, 0, len(items))}
+	for i, s := range items {
+		rw := rowOf(s, probes[i])
+		if lq.Status == "" || rw.Status == lq.Status {
+			body.Rows = append(body.Rows, rw)
+		}
+	}
+	if next != "" {
+		body.NextCursor = next
+		v := lq.values()
+		v.Set("cursor", body.NextCursor)
+		body.NextLink = "/ui/?" + v.Encode()
+	}
+	body.LiveSrc = "/ui/events"
+	if enc := lq.values().Encode(); enc != "" {
+		body.LiveSrc += "?" + enc
+	}
+	return body, nil
+}
+
+// hostPage is the most sessions the host lists at once.
+const hostPage = 500
+
+// listPage reads up to lq.Limit sessions from lq.Cursor, in as many of
+// the host's pages as that takes, and the cursor after them ("" at the
+// end). Archived sessions are left out unless asked for.
+func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.SessionSummary, string, error) {
+	var items []protocol.SessionSummary
+	cursor := lq.Cursor
+	for {
+		limit := min(lq.Limit-int64(len(items)), hostPage)
+		params := protocol.ListSessionsParams{Limit: &limit}
+		if cursor != "" {
+			params.Cursor = &cursor
+		}
+		if lq.Mine {
+			params.Meta = protocol.Object{"ahpd.owner": jsontext.Value(`"me"`)}
+		}
+		var res protocol.ListSessionsResult
+		if err := c.Call(ctx, "listSessions", params, &res); err != nil {
+			return nil, "", err
+		}
+		for _, s := range res.Items {
+			if lq.Archived || s.Status&protocol.StatusIsArchived == 0 {
+				items = append(items, s)
+			}
+		}
+		cursor = ""
+		if res.NextCursor != nil {
+			cursor = *res.NextCursor
+		}
+		if cursor == "" || int64(len(items)) >= lq.Limit {
+			return items, cursor, nil
+		}
+	}
+}
+
+// probeResult is what ahpd/sessionStatus says of a session.
+type probeResult struct {
+	Status string `json:"status"` // active, inactive; "" when unknown
+	Owner  string `json:"owner"`
+}
+
+// probe asks the host, a few at a time, whether each session is awake and
+// whose it is. External sessions are not asked: they have no owner, and
+// are asleep until opened.
+func (d *Dashboard) probe(ctx context.Context, c *client.Client, items []protocol.SessionSummary) []probeResult {
+	out := make([]probeResult, len(items))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(8, len(items)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				_ = c.Call(ctx, "ahpd/sessionStatus", map[string]string{"channel": items[i].Resource}, &out[i])
+			}
+		}()
+	}
+	for i, s := range items {
+		if isExternal(s.Meta) {
+			out[i].Status = "inactive"
+			continue
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+func isExternal(meta protocol.Object) bool {
+	return strings.TrimSpace(string(meta["vscode.external"])) == "true"
+}
+
+// statusOf is what a session is shown doing: its activity from the
+// protocol's status bits, and sleeping for a quiet session the host let
+// go of.
+func statusOf(st protocol.SessionStatus, residency string) string {
+	switch st.Activity() {
+	case protocol.StatusInputNeeded:
+		return statusNeedsInput
+	case protocol.StatusInProgress:
+		return statusRunning
+	case protocol.StatusError:
+		return statusFailed
+	}
+	if residency == "inactive" {
+		return statusSleeping
+	}
+	return statusIdle
+}
+
+// rowOf is a listed session as the table shows it.
+func rowOf(s protocol.SessionSummary, p probeResult) row {
+	rw := row{URI: s.Resource, Link: sessionLink(s.Resource, nil), Title: s.Title, Owner: p.Owner,
+		Provider: s.Provider, Status: statusOf(s.Status, p.Status), Modified: s.ModifiedAt,
+		External: isExternal(s.Meta), Archived: s.Status&protocol.StatusIsArchived != 0}
+	if rw.Title == "" {
+		rw.Title = "(untitled)"
+	}
+	rw.StatusClass = strings.ReplaceAll(rw.Status, " ", "-")
+	if len(s.WorkingDirectories) > 0 {
+		rw.Folder = folderOf(s.WorkingDirectories[0])
+	}
+	if ch := s.Changes; ch != nil {
+		rw.HasChanges = true
+		rw.Files, rw.Added, rw.Removed = deref(ch.Files), deref(ch.Additions), deref(ch.Deletions)
+	}
+	return rw
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// folderOf is a working directory's path.
+func folderOf(uri string) string {
+	if u, err := url.Parse(uri); err == nil && u.Scheme == "file" {
+		return u.Path
+	}
+	return uri
+}
+
+// sessionLink is the address of a session's page, with more of the
+// query when given.
+func sessionLink(uri string, more url.Values) string {
+	v := url.Values{}
+	for k, vs := range more {
+		v[k] = vs
+	}
+	v.Set("uri", uri)
+	return "/ui/session?" + v.Encode()
+}
