@@ -209,12 +209,3 @@ func TestKillThenResume(t *testing.T) {
 		seen = text(c.State(chat).(*protocol.ChatState).ActiveTurn.ResponseParts)
 	}
 }
-
-func mustMarshal(t *testing.T, v any) []byte {
-	t.Helper()
-	data, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
