@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -46,6 +47,7 @@ type env struct {
 type envOptions struct {
 	open     bool // no token, no users
 	throttle time.Duration
+	repo     bool // the sessions' folder is a git repository, with one commit
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -54,6 +56,9 @@ func newEnv(t testing.TB, o envOptions) *env {
 	work := filepath.Join(state, "work")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if o.repo {
+		initRepo(t, work)
 	}
 	backends := plugins.NewRegistry()
 	if err := backends.Register(script.New(filepath.Join(state, "transcripts"))); err != nil {
@@ -284,5 +289,22 @@ func cancel(t testing.TB, c *client.Client, chat string) {
 	}
 	if err := c.DispatchWait(context.Background(), chat, &protocol.ChatTurnCancelledAction{TurnID: cs.ActiveTurn.ID}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// initRepo makes dir a git repository with one commit.
+func initRepo(t testing.TB, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "README.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "README.md"}, {"commit", "-q", "-m", "start"}} {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Test", "-c", "user.email=test@example.invalid",
+			"-c", "commit.gpgsign=false", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package dashboard_test
 
 import (
+	"context"
+	"time"
+
 	"net/http"
 	"net/url"
 	"regexp"
@@ -222,6 +225,33 @@ func TestWritesFollowGrants(t *testing.T) {
 		}
 		if r = mob.get(page); !strings.Contains(r.body, `name="op" value="`+step.offered+`"`) {
 			t.Errorf("after %s the page does not offer %s", step.op, step.offered)
+		}
+	}
+}
+
+// TestCheckpointsShown: the session page lists the session's checkpoints,
+// newest first, each with what its turn changed; a session in no
+// repository says it has none.
+func TestCheckpointsShown(t *testing.T) {
+	e := newEnv(t, envOptions{repo: true})
+	mo := e.conn("mo")
+	uri, chat := e.startSession(t, mo, "cp", "edits", "run printf 'one\\ntwo\\n' > notes.txt")
+	waitChat(t, mo, chat, idle)
+	// The turn's checkpoint is recorded just after it ends, and then its
+	// changes are counted on the session.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := mo.WaitState(ctx, uri, func(st protocol.ChannelState) bool {
+		ss, ok := st.(*protocol.SessionState)
+		return ok && len(ss.Chats) > 0 && ss.Chats[0].Changes != nil && ss.Chats[0].Changes.Files != nil && *ss.Chats[0].Changes.Files == 1
+	}); err != nil {
+		t.Fatalf("waiting for the turn's changes: %v", err)
+	}
+	b := e.signIn("mo")
+	r := b.get("/ui/session?" + url.Values{"uri": {uri}}.Encode())
+	for _, want := range []string{`<h2 id="cp-h">Checkpoints</h2>`, `<th scope="row">1</th><td>1</td><td><span class="add">+2</span> <span class="del">−0</span>`, `<th scope="row">start</th>`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the page lacks %q", want)
 		}
 	}
 }

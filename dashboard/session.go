@@ -101,6 +101,45 @@ type sessionBody struct {
 	ResetLink    string
 	Actions      actionsView
 	Note         string
+	Checkpoints  checkpointsView
+}
+
+// checkpointsView is the session's checkpoints, newest first, each with
+// what its turn changed (ahpd/sessionCheckpoints).
+type checkpointsView struct {
+	List []checkpointView
+	More bool
+	Note string
+}
+
+type checkpointView struct {
+	Turn                        int
+	Commit                      string
+	Files, Additions, Deletions int
+}
+
+// checkpointsShown is how many checkpoints the page asks for.
+const checkpointsShown = 20
+
+// checkpoints reads the session's newest checkpoints.
+func checkpoints(ctx context.Context, c *client.Client, uri string) checkpointsView {
+	var res struct {
+		Checkpoints []struct {
+			Turn                        int
+			Commit                      string
+			Files, Additions, Deletions int
+		}
+		More bool
+	}
+	if err := c.Call(ctx, "ahpd/sessionCheckpoints", map[string]any{"channel": uri, "limit": checkpointsShown}, &res); err != nil {
+		return checkpointsView{Note: "No checkpoints: " + pageErrorOf(err).Message}
+	}
+	cv := checkpointsView{More: res.More}
+	for _, cp := range res.Checkpoints {
+		cv.List = append(cv.List, checkpointView{Turn: cp.Turn, Commit: cp.Commit[:min(len(cp.Commit), 12)],
+			Files: cp.Files, Additions: cp.Additions, Deletions: cp.Deletions})
+	}
+	return cv
 }
 
 type chatTab struct {
@@ -209,6 +248,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 		b.Timeline = tl
 	}
 	b.Actions = d.actionsFor(v, b, ss, chats[chat], residency)
+	b.Checkpoints = checkpoints(ctx, c, sq.URI)
 	if b.Live {
 		b.LiveSrc = "/ui/session/events?" + withURI(sq.values(false), sq.URI).Encode()
 	}

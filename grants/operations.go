@@ -142,6 +142,7 @@ var commands = map[string]commandOp{
 	"ahpd/setSessionMetadata":  {op: SessionRename},
 	"ahpd/sessionEvents":       {op: SessionState},
 	"ahpd/replaySession":       {op: SessionState},
+	"ahpd/sessionCheckpoints":  {op: SessionState},
 
 	// Automations: seeing them is a listing; running one sends its message
 	// as its owner, so it is chat:send.

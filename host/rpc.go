@@ -52,6 +52,7 @@ var methods = map[string]handler{
 	"ahpd/setSessionMetadata":  (*Host).setSessionMetadata,
 	"ahpd/sessionEvents":       (*Host).sessionEvents,
 	"ahpd/replaySession":       (*Host).replaySession,
+	"ahpd/sessionCheckpoints":  (*Host).sessionCheckpoints,
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,

@@ -1,0 +1,63 @@
+package host_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// TestSessionCheckpoints: ahpd/sessionCheckpoints answers a session's
+// checkpoints newest first, each with what its turn changed; a limit
+// leaves the oldest out and says so; bad params are refused; a session
+// in a folder that is no repository has none.
+func TestSessionCheckpoints(t *testing.T) {
+	th := startHost(t, "")
+	c := th.client("c1")
+	repo := newRepo(t)
+	session, chat := folderSession(t, c, "cp", repo)
+	send(t, c, chat, "t1", "write a.txt x\\ny\\nz")
+	send(t, c, chat, "t2", "write README.md bye")
+	c.WaitState(session, "two turns counted", func(s protocol.ChannelState) bool {
+		f, _, _ := changes(t, s.(*protocol.SessionState))
+		return f == 2
+	})
+	type entry struct {
+		Turn                        int
+		Commit                      string
+		Files, Additions, Deletions int
+	}
+	var res struct {
+		Checkpoints []entry
+		More        bool
+	}
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionCheckpoints", map[string]any{"channel": session}), &res); err != nil {
+		t.Fatal(err)
+	}
+	want := []entry{{Turn: 2, Files: 1, Additions: 1, Deletions: 1}, {Turn: 1, Files: 1, Additions: 3}, {Turn: 0}}
+	if len(res.Checkpoints) != len(want) || res.More {
+		t.Fatalf("checkpoints %+v, more %v", res.Checkpoints, res.More)
+	}
+	for i, got := range res.Checkpoints {
+		w := want[i]
+		w.Commit = got.Commit
+		if got != w || len(got.Commit) < 40 {
+			t.Errorf("checkpoint %d: %+v, want %+v", i, got, w)
+		}
+	}
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionCheckpoints", map[string]any{"channel": session, "limit": 1}), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Checkpoints) != 1 || res.Checkpoints[0].Turn != 2 || !res.More {
+		t.Errorf("limit 1: %+v, more %v", res.Checkpoints, res.More)
+	}
+	for _, params := range []map[string]any{{}, {"channel": session, "limit": -1}, {"channel": session, "limit": 201}} {
+		if _, err := c.Call("ahpd/sessionCheckpoints", params); err == nil || err.Code != int64(protocol.CodeInvalidParams) {
+			t.Errorf("%v: %v", params, err)
+		}
+	}
+	plain, _ := th.newSession(c, "plain", nil)
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionCheckpoints", map[string]any{"channel": plain}), &res); err != nil || len(res.Checkpoints) != 0 {
+		t.Errorf("a session out of any repository: %+v %v", res, err)
+	}
+}
