@@ -143,6 +143,7 @@ var commands = map[string]commandOp{
 	"ahpd/sessionEvents":       {op: SessionState},
 	"ahpd/replaySession":       {op: SessionState},
 	"ahpd/sessionCheckpoints":  {op: SessionState},
+	"ahpd/sessionEventCounts":  {op: SessionList},
 
 	// Automations: seeing them is a listing; running one sends its message
 	// as its owner, so it is chat:send.

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -59,5 +60,32 @@ func TestSessionCheckpoints(t *testing.T) {
 	plain, _ := th.newSession(c, "plain", nil)
 	if err := json.Unmarshal(c.MustCall("ahpd/sessionCheckpoints", map[string]any{"channel": plain}), &res); err != nil || len(res.Checkpoints) != 0 {
 		t.Errorf("a session out of any repository: %+v %v", res, err)
+	}
+}
+
+// TestSessionEventCounts: the entries each session's journal holds, asked
+// for many at once; a session the host does not know is left out, and
+// too many names are refused.
+func TestSessionEventCounts(t *testing.T) {
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	s1, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say one two three")
+	s2, chat2 := th.newSession(c, "s2", nil)
+	send(t, c, chat2, "t1", "say four")
+	want, err := j.Counts(context.Background(), []string{s1, s2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res struct{ Counts map[string]uint64 }
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionEventCounts", map[string]any{"channels": []string{s1, s2, "ahp-session:/nobody"}}), &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Counts) != 2 || res.Counts[s1] != want[s1] || res.Counts[s2] != want[s2] || want[s1] < 5 {
+		t.Errorf("counts %v, the journal's %v", res.Counts, want)
+	}
+	if _, err := c.Call("ahpd/sessionEventCounts", map[string]any{"channels": make([]string, 1001)}); err == nil || err.Code != int64(protocol.CodeInvalidParams) {
+		t.Errorf("1,001 sessions: %v", err)
 	}
 }

@@ -70,6 +70,7 @@ var commands = []command{
 	{name: "ahpd/sessionEvents", method: "ahpd/sessionEvents", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/replaySession", method: "ahpd/replaySession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/sessionCheckpoints", method: "ahpd/sessionCheckpoints", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
+	{name: "ahpd/sessionEventCounts", method: "ahpd/sessionEventCounts", params: func(f fixture) any { return map[string]any{"channels": []string{f.session}} }},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
 	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
 		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}
@@ -82,7 +83,7 @@ var commands = []command{
 // readOnly are the rows a guest may send: the read group and the commands
 // that touch no session.
 var readOnly = []string{
-	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints",
+	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints", "ahpd/sessionEventCounts",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns",
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }

@@ -53,6 +53,7 @@ var methods = map[string]handler{
 	"ahpd/sessionEvents":       (*Host).sessionEvents,
 	"ahpd/replaySession":       (*Host).replaySession,
 	"ahpd/sessionCheckpoints":  (*Host).sessionCheckpoints,
+	"ahpd/sessionEventCounts":  (*Host).sessionEventCounts,
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,

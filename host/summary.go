@@ -3,10 +3,17 @@ package host
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/protocol"
 )
+
+// branchMeta is the _meta key of a session's row that names the branch
+// its worktree has checked out.
+const branchMeta = "ahpd.branch"
 
 // computeSummaryLocked derives the session's catalogue row from its state
 // and its chats: its status and activity as protocol.SessionActivity
@@ -27,6 +34,14 @@ func (s *session) computeSummaryLocked() protocol.SessionSummary {
 		Meta:               st.Meta,
 		DefaultChat:        st.DefaultChat,
 		Chats:              make([]protocol.SessionChatSummary, 0, len(st.Chats)),
+	}
+	if t := s.rec.Tree; t != nil && t.Branch != "" {
+		// The branch its worktree has checked out, for a listing to show.
+		sum.Meta = make(protocol.Object, len(st.Meta)+1)
+		maps.Copy(sum.Meta, st.Meta)
+		if v, err := json.Marshal(t.Branch); err == nil {
+			sum.Meta[branchMeta] = jsontext.Value(v)
+		}
 	}
 	for _, entry := range st.Chats {
 		sum.Chats = append(sum.Chats, protocol.SessionChatSummary{

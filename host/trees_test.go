@@ -231,6 +231,10 @@ func TestWorktreeSession(t *testing.T) {
 	if len(rows) != 1 || rows[0].Changes == nil || *rows[0].Changes.Files != 1 {
 		t.Fatalf("after a restart: %+v", rows)
 	}
+	// The row names the branch the tree has checked out.
+	if branch := git(t, tree, "branch", "--show-current"); branch == "" || string(rows[0].Meta["ahpd.branch"]) != `"`+branch+`"` {
+		t.Errorf("the row's branch: %s, the tree's %q", rows[0].Meta["ahpd.branch"], branch)
+	}
 	// Dispose takes the clean tree away, keeps its branch, drops the refs.
 	git(t, tree, "add", "notes.txt")
 	git(t, tree, "commit", "-q", "-m", "notes")

@@ -44,6 +44,8 @@ const (
 	DefaultReadLimit = 1000
 	// MaxReadSessions bounds the sessions one ReadSessions names.
 	MaxReadSessions = 256
+	// MaxCountSessions bounds the sessions one Counts names.
+	MaxCountSessions = 10000
 	// MaxBatch bounds the entries of one Append.
 	MaxBatch = 1024
 	// minDuplicates is the least deduplication window a server allows.

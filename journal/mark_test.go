@@ -48,3 +48,27 @@ func TestMark(t *testing.T) {
 		}
 	})
 }
+
+// TestCounts: each session's entries are counted, its mark and floor not;
+// a session with none is left out; too many names are refused.
+func TestCounts(t *testing.T) {
+	modes(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		j := h.open(Config{})
+		appendOK(t, j, s1, "a", "b", "c")
+		appendOK(t, j, s2, "d")
+		if err := j.SetMark(ctx, s1, []byte("m")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := j.Counts(ctx, []string{s1, s2, "ahp-session:/none"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[s1] != 3 || got[s2] != 1 {
+			t.Errorf("counts %v", got)
+		}
+		if _, err := j.Counts(ctx, make([]string, MaxCountSessions+1)); !errors.Is(err, ErrTooManySessions) {
+			t.Errorf("too many: %v", err)
+		}
+	})
+}
