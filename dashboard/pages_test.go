@@ -69,6 +69,10 @@ func TestSessionsTable(t *testing.T) {
 			}
 		}
 	}
+	// Each row counts its session's journal entries.
+	if n := regexp.MustCompile(`(?s)<tr data-session="ahp-session:/done">.*?<td data-label="Events">(\d+)</td>`).FindStringSubmatch(b.get("/ui/").body); n == nil || n[1] == "0" {
+		t.Errorf("the done session's events: %v", n)
+	}
 	// A session put to sleep is shown sleeping.
 	// (A session somebody watches stays in memory.)
 	for _, ch := range []string{doneChat, "ahp-session:/done"} {

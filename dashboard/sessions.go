@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,6 +39,8 @@ type row struct {
 	Files          int64
 	Added, Removed int64
 	HasChanges     bool
+	Branch         string
+	Events         int64 // its journal's entries; -1 when unknown
 	Modified       string
 	External       bool
 	Archived       bool
@@ -135,9 +139,14 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 		return nil, err
 	}
 	probes := d.probe(ctx, c, items)
+	counts := eventCounts(ctx, c, items)
 	body := &sessionsBody{Query: lq, Statuses: statuses, Rows: make([]row, 0, len(items))}
 	for i, s := range items {
 		rw := rowOf(s, probes[i])
+		rw.Events = -1
+		if n, ok := counts[s.Resource]; ok {
+			rw.Events = int64(n)
+		}
 		if lq.Status == "" || rw.Status == lq.Status {
 			body.Rows = append(body.Rows, rw)
 		}
@@ -226,6 +235,29 @@ func (d *Dashboard) probe(ctx context.Context, c *client.Client, items []protoco
 	return out
 }
 
+// eventCounts reads how many entries each listed session's journal holds,
+// in one ask of the host per thousand; nil when the host cannot say.
+func eventCounts(ctx context.Context, c *client.Client, items []protocol.SessionSummary) map[string]uint64 {
+	out := map[string]uint64{}
+	for start := 0; start < len(items); start += maxCountAsk {
+		var uris []string
+		for _, s := range items[start:min(len(items), start+maxCountAsk)] {
+			uris = append(uris, s.Resource)
+		}
+		var res struct {
+			Counts map[string]uint64 `json:"counts"`
+		}
+		if err := c.Call(ctx, "ahpd/sessionEventCounts", map[string]any{"channels": uris}, &res); err != nil {
+			return nil
+		}
+		maps.Copy(out, res.Counts)
+	}
+	return out
+}
+
+// maxCountAsk is the most sessions the host counts in one ask.
+const maxCountAsk = 1000
+
 func isExternal(meta protocol.Object) bool {
 	return strings.TrimSpace(string(meta["vscode.external"])) == "true"
 }
@@ -259,6 +291,9 @@ func rowOf(s protocol.SessionSummary, p probeResult) row {
 	rw.StatusClass = strings.ReplaceAll(rw.Status, " ", "-")
 	if len(s.WorkingDirectories) > 0 {
 		rw.Folder = folderOf(s.WorkingDirectories[0])
+	}
+	if raw, ok := s.Meta["ahpd.branch"]; ok {
+		rw.Branch = textOf(json.RawMessage(raw))
 	}
 	if ch := s.Changes; ch != nil {
 		rw.HasChanges = true
