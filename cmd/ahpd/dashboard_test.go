@@ -14,6 +14,7 @@ func TestDashboardMounted(t *testing.T) {
 	e := newEnv(t)
 	p := serveDaemon(t, e)
 	base := "http://" + p.addr
+	p.waitStderr("ahpd: the dashboard is at "+base+"/ui/\n", startTimeout)
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar}
 	resp, err := hc.Get(base + "/ui/")

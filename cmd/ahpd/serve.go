@@ -162,6 +162,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants
 	if kept != "" {
 		fmt.Fprint(stderr, connectLine(ln.Addr().String(), token, kept, isTerminal(stderr)))
 	}
+	fmt.Fprintf(stderr, "ahpd: the dashboard is at http://%s/ui/\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "stateDir", cfg.StateDir, "sessions", cfg.Sessions, "version", version)
 
 	select {
