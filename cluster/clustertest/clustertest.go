@@ -127,7 +127,8 @@ func (c *Cluster) startNode(i int) {
 }
 
 // waitReady polls until every running node routes to every other running
-// node and JetStream has a meta leader that every running node knows.
+// node and JetStream has a meta leader that every running node knows and
+// that has every running node's stats.
 func (c *Cluster) waitReady() {
 	c.t.Helper()
 	deadline := time.Now().Add(readyTimeout)
@@ -159,7 +160,9 @@ func (c *Cluster) ready() bool {
 		if nd.srv.NumRoutes() < running-1 || !nd.srv.JetStreamEnabled() {
 			return false
 		}
-		if running > 1 && nd.srv.JetStreamIsLeader() {
+		// The meta leader must have every node's stats, or it cannot
+		// place a replicated stream yet ("no suitable peers").
+		if running > 1 && nd.srv.JetStreamIsLeader() && len(nd.srv.JetStreamClusterPeers()) == running {
 			leader = true
 		}
 		if running > 1 && !nd.srv.JetStreamIsCurrent() {
@@ -218,6 +221,22 @@ func (c *Cluster) Restart(i int) {
 	}
 	c.startNode(i)
 	c.waitReady()
+}
+
+// WaitInterest waits until node i knows of a subscriber to subject (on
+// any node: interest crosses routes asynchronously), so that a request
+// sent through node i finds it.
+func (c *Cluster) WaitInterest(i int, subject string) {
+	c.t.Helper()
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for !c.nodes[i].srv.GlobalAccount().SubscriptionInterest(subject) {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("clustertest: node %d saw no subscriber to %s within %v", i, subject, readyTimeout)
+		}
+		<-tick.C
+	}
 }
 
 // Server is node i's server (nil while stopped), for tests that inspect it.

@@ -1,0 +1,478 @@
+// Package cluster lets several ahpd hosts share one NATS cluster: it owns
+// the host registry (each host's record, renewed by a heartbeat, gone when
+// it stops), session leases (which host holds a session, taken atomically
+// with a compare-and-set on a JetStream key-value revision, kept alive by
+// a renewer, expired by the server when their holder dies), placement
+// (which live host should take a session) and request forwarding between
+// hosts (request-reply on each host's own subject).
+//
+// It knows nothing of sessions' contents or AHP: a session is an opaque
+// name, a host an id with labels, a forwarded request opaque bytes. It must
+// not run sessions, decide when to wake or forward one, or own the NATS
+// connection: the caller dials it (see Dial) and closes it.
+//
+// docs/CLUSTER.md describes the design: subjects, buckets, lease times,
+// what happens when a host dies, and why two hosts cannot hold a session.
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ahpd/ahpd/clock"
+	"github.com/ahpd/ahpd/journal"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultPrefix   = "ahpd"
+	DefaultHostTTL  = 15 * time.Second
+	DefaultLeaseTTL = 15 * time.Second
+	// DefaultMaxMessageBytes bounds a forwarded request and its reply
+	// (lowered to the server's maximum payload when that is smaller).
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultRequestTimeout bounds a forwarded request whose context has
+	// no deadline.
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// Limits on what callers may pass.
+const (
+	// MaxSessionBytes bounds a session's name, as the journal does.
+	MaxSessionBytes = journal.MaxSessionBytes
+	// MaxLabels bounds a host's labels, MaxLabelBytes each label's key
+	// and value together.
+	MaxLabels     = 32
+	MaxLabelBytes = 1024
+	// maxInFlight bounds the forwarded requests a host handles at once;
+	// more wait in the subscription's buffer.
+	maxInFlight = 64
+	// markerTTL is how long the server keeps the marker it writes when a
+	// key's TTL ends, so that watchers and compare-and-set see the expiry.
+	markerTTL = 30 * time.Second
+)
+
+// Errors callers can test with errors.Is. The errors returned wrap them
+// with the detail.
+var (
+	ErrClosed      = errors.New("cluster: closed")
+	ErrBadName     = errors.New("cluster: bad name")
+	ErrBadConfig   = errors.New("cluster: bad config")
+	ErrHostIDInUse = errors.New("cluster: host id in use by a live host")
+	ErrHeld        = errors.New("cluster: session held by another host")
+	ErrLost        = errors.New("cluster: lease lost")
+	ErrNoHost      = errors.New("cluster: no live host can take the session")
+	ErrNoResponder = errors.New("cluster: host not serving requests")
+	ErrTimeout     = errors.New("cluster: request timed out")
+	ErrTooLarge    = errors.New("cluster: message too large")
+	ErrRemote      = errors.New("cluster: the serving host failed the request")
+)
+
+// Config says who this host is and how long its records live.
+type Config struct {
+	// HostID names this host in the cluster: 1 to 64 letters, digits, '-'
+	// or '_'. Required.
+	HostID string
+	// Labels describe the host for placement (LabelRepos) and people.
+	Labels map[string]string
+	// Addr is where clients may reach the host directly, if anywhere.
+	Addr string
+
+	// Prefix starts this deployment's subjects and bucket names (default
+	// DefaultPrefix): the same on hosts that share sessions.
+	Prefix string
+	// Replicas is the buckets' replica count on a cluster (0 means 1).
+	Replicas int
+
+	// HostTTL is how long the host's record lives without a heartbeat,
+	// LeaseTTL how long a lease lives without a renewal (defaults 15 s;
+	// whole seconds, at least 1 s: the server's TTLs count seconds). The
+	// heartbeat and the renewer run every third of the shorter one.
+	HostTTL  time.Duration
+	LeaseTTL time.Duration
+
+	// MaxMessageBytes bounds a forwarded request and its reply.
+	MaxMessageBytes int
+
+	// Clock paces the heartbeat and renewer and dates records (nil: the
+	// real clock). The expiry of records is the server's, on its clock.
+	Clock clock.Clock
+	// Logger receives what goes wrong in the background (nil: slog.Default).
+	Logger *slog.Logger
+}
+
+// Member is this host's membership of the cluster. Its methods are safe for
+// concurrent use.
+type Member struct {
+	cfg      Config
+	log      *slog.Logger
+	clk      clock.Clock
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	hosts    jetstream.KeyValue
+	leasesKV jetstream.KeyValue
+	started  time.Time
+	maxMsg   int
+
+	mu     sync.Mutex
+	closed bool
+	leases map[string]*Lease // by session
+	subs   []*nats.Subscription
+	// serveCancel ends the context of the requests being handled.
+	serveCancel context.CancelFunc
+	handles     sync.WaitGroup // forwarded requests being handled
+
+	stop chan struct{} // closed by Close: ends the heartbeat
+	done chan struct{} // closed when the heartbeat has ended
+}
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Dial connects to the NATS server or cluster cfg.URL names with the
+// journal's connect options (its credentials, reconnecting for ever), so
+// that one config reaches both. The caller closes the connection.
+func Dial(ctx context.Context, cfg journal.Config, name string) (*nats.Conn, error) {
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("%w: no NATS URL", ErrBadConfig)
+	}
+	opts := append(journal.ConnectOptions(cfg), nats.Name(name))
+	if deadline, ok := ctx.Deadline(); ok {
+		opts = append(opts, nats.Timeout(time.Until(deadline)))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: connecting to NATS: %w", err)
+	}
+	return nc, nil
+}
+
+// Join announces this host on nc's cluster, creating the buckets when they
+// do not exist, and starts the heartbeat that renews its record and its
+// leases. It refuses a host id whose record is still live (another host,
+// or this one restarted within HostTTL of a crash). The caller must Close
+// the member, then nc.
+func Join(ctx context.Context, nc *nats.Conn, cfg Config) (*Member, error) {
+	if err := normalize(&cfg); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: JetStream: %w", err)
+	}
+	m := &Member{
+		cfg: cfg, log: cfg.Logger, clk: cfg.Clock, nc: nc, js: js,
+		leases: map[string]*Lease{},
+		stop:   make(chan struct{}), done: make(chan struct{}),
+	}
+	if m.log == nil {
+		m.log = slog.Default()
+	}
+	if m.clk == nil {
+		m.clk = clock.Real{}
+	}
+	m.started = m.clk.Now()
+	m.maxMsg = cfg.MaxMessageBytes
+	if p := int(nc.MaxPayload()); p > 0 && p < m.maxMsg {
+		m.maxMsg = p
+	}
+	if m.hosts, err = m.bucket(ctx, cfg.Prefix+"_hosts", "ahpd hosts"); err != nil {
+		return nil, err
+	}
+	if m.leasesKV, err = m.bucket(ctx, cfg.Prefix+"_leases", "ahpd session leases"); err != nil {
+		return nil, err
+	}
+	if err := m.announce(ctx); err != nil {
+		return nil, err
+	}
+	go m.heartbeat()
+	return m, nil
+}
+
+// normalize checks cfg and fills in its defaults.
+func normalize(cfg *Config) error {
+	if !nameRE.MatchString(cfg.HostID) {
+		return fmt.Errorf("%w: host id must be 1 to 64 letters, digits, '-' or '_'", ErrBadName)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if len(cfg.Prefix) > 32 || !nameRE.MatchString(cfg.Prefix) {
+		return fmt.Errorf("%w: prefix must be 1 to 32 letters, digits, '-' or '_'", ErrBadConfig)
+	}
+	if len(cfg.Labels) > MaxLabels {
+		return fmt.Errorf("%w: %d labels, at most %d", ErrBadConfig, len(cfg.Labels), MaxLabels)
+	}
+	for k, v := range cfg.Labels {
+		if k == "" || len(k)+len(v) > MaxLabelBytes {
+			return fmt.Errorf("%w: a label's key is empty or it is over %d bytes", ErrBadConfig, MaxLabelBytes)
+		}
+	}
+	if len(cfg.Addr) > MaxLabelBytes {
+		return fmt.Errorf("%w: address over %d bytes", ErrBadConfig, MaxLabelBytes)
+	}
+	if cfg.Replicas < 0 || cfg.HostTTL < 0 || cfg.LeaseTTL < 0 || cfg.MaxMessageBytes < 0 {
+		return fmt.Errorf("%w: negative value", ErrBadConfig)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.HostTTL == 0 {
+		cfg.HostTTL = DefaultHostTTL
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = DefaultLeaseTTL
+	}
+	for _, d := range []time.Duration{cfg.HostTTL, cfg.LeaseTTL} {
+		if d < time.Second || d%time.Second != 0 {
+			return fmt.Errorf("%w: TTL %v is not a whole number of seconds of at least 1 s", ErrBadConfig, d)
+		}
+	}
+	if cfg.MaxMessageBytes == 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	return nil
+}
+
+// bucket creates the key-value bucket name, or binds to it when another
+// host created it first. Keys carry their own TTL, so the bucket has no
+// age limit; the server marks a key's expiry for markerTTL.
+func (m *Member) bucket(ctx context.Context, name, desc string) (jetstream.KeyValue, error) {
+	kv, err := m.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         name,
+		Description:    desc,
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       m.cfg.Replicas,
+		LimitMarkerTTL: markerTTL,
+	})
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = m.js.KeyValue(ctx, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// HostID is this host's id.
+func (m *Member) HostID() string { return m.cfg.HostID }
+
+// interval is the heartbeat's period: a third of the shorter TTL, so that
+// two heartbeats in a row can fail before anything expires.
+func (m *Member) interval() time.Duration {
+	return min(m.cfg.HostTTL, m.cfg.LeaseTTL) / 3
+}
+
+// heartbeat renews the host's record and its leases every interval until
+// Close.
+func (m *Member) heartbeat() {
+	defer close(m.done)
+	for {
+		fire, cancel := m.clk.At(m.nextBeat())
+		select {
+		case <-m.stop:
+			cancel()
+			return
+		case <-fire:
+		}
+		ctx, done := context.WithTimeout(context.Background(), m.interval())
+		if err := m.putHost(ctx); err != nil {
+			m.log.Warn("cluster: heartbeat failed", "host", m.cfg.HostID, "err", err)
+		}
+		m.renewAll(ctx)
+		done()
+	}
+}
+
+// nextBeat is when the heartbeat runs next: an interval from now, or
+// sooner when a lease's deadline comes first, so that a lease that could
+// not be renewed is found lost at its deadline and not up to an interval
+// later.
+func (m *Member) nextBeat() time.Time {
+	next := m.clk.Now().Add(m.interval())
+	m.mu.Lock()
+	held := make([]*Lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		held = append(held, l)
+	}
+	m.mu.Unlock()
+	for _, l := range held {
+		if d := l.Deadline(); d.Before(next) {
+			next = d
+		}
+	}
+	return next
+}
+
+// Close stops the heartbeat and the request handlers, releases the
+// host's leases and removes its record, so that other hosts may take its
+// sessions at once. It does not close the connection. It is safe to call
+// more than once.
+func (m *Member) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	subs, serveCancel := m.subs, m.serveCancel
+	m.subs = nil
+	held := make([]*Lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		held = append(held, l)
+	}
+	m.mu.Unlock()
+	close(m.stop)
+	<-m.done
+	var errs []error
+	for _, s := range subs {
+		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			errs = append(errs, fmt.Errorf("cluster: stopping serving requests: %w", err))
+		}
+	}
+	if serveCancel != nil {
+		serveCancel()
+	}
+	m.handles.Wait()
+	for _, l := range held {
+		if err := l.Release(ctx); err != nil && !errors.Is(err, ErrLost) {
+			errs = append(errs, err)
+		}
+	}
+	if err := retryBusy(ctx, func() error {
+		return m.hosts.Purge(ctx, m.cfg.HostID, jetstream.PurgeTTL(markerTTL))
+	}); err != nil {
+		errs = append(errs, fmt.Errorf("cluster: removing host record: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// check refuses calls after Close.
+func (m *Member) check() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// publishTTL writes value under key in bucket with a TTL, expecting the
+// key's last revision to be rev when rev is not nil: the key-value Update
+// with a TTL that the client library does not offer. A write refused as
+// busy is tried again (see retryBusy).
+func (m *Member) publishTTL(ctx context.Context, bucket, key string, value []byte, ttl time.Duration, rev *uint64) (uint64, error) {
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl), jetstream.WithExpectStream("KV_" + bucket)}
+	if rev != nil {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(*rev))
+	}
+	var seq uint64
+	err := retryBusy(ctx, func() error {
+		ack, err := m.js.PublishMsg(ctx, &nats.Msg{Subject: "$KV." + bucket + "." + key, Data: value}, opts...)
+		if err == nil {
+			seq = ack.Sequence
+		}
+		return err
+	})
+	return seq, err
+}
+
+// retryBusy runs op until it is not refused as busy, waiting 1 ms, then
+// twice as long each time, for at most about a second in all. A
+// replicated stream's leader refuses a compare-and-set on a key while
+// another write to that key is in flight (accepted, not yet applied), even
+// one whose ack its writer already has; that refusal says nothing about
+// the key's revision, so it is not a conflict.
+func retryBusy(ctx context.Context, op func() error) error {
+	wait := time.Millisecond
+	for {
+		err := op()
+		if !busy(err) || wait > 512*time.Millisecond {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
+
+// newest is a key's newest message: its value and revision, and whether
+// it is a value (live) or the marker a removal or an expiry left.
+type newest struct {
+	value []byte
+	rev   uint64
+	live  bool
+}
+
+// last reads key's newest message in bucket (rev 0 when there is none)
+// from the bucket's stream leader. The key-value Get will not do: it hides
+// removal markers and their revisions, and on a cluster any replica may
+// answer it, maybe one that has not yet applied the write that just made
+// a compare-and-set fail, which would send Acquire round again with the
+// same stale revision.
+func (m *Member) last(ctx context.Context, bucket, key string) (newest, error) {
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	if err != nil {
+		return newest{}, err
+	}
+	msg, err := m.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return newest{}, fmt.Errorf("cluster: reading %s: %w", bucket, err)
+	}
+	var resp struct {
+		Message *struct {
+			Seq     uint64 `json:"seq"`
+			Headers []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return newest{}, fmt.Errorf("cluster: reading %s: bad reply: %w", bucket, err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return newest{}, nil
+	case resp.Error != nil:
+		return newest{}, fmt.Errorf("cluster: reading %s: %w", bucket, resp.Error)
+	case resp.Message == nil:
+		return newest{}, fmt.Errorf("cluster: reading %s: empty reply", bucket)
+	}
+	live := true
+	if len(resp.Message.Headers) > 0 {
+		hdr, err := nats.DecodeHeadersMsg(resp.Message.Headers)
+		if err != nil {
+			return newest{}, fmt.Errorf("cluster: reading %s: bad headers: %w", bucket, err)
+		}
+		live = hdr.Get("KV-Operation") == "" && hdr.Get(jetstream.MarkerReasonHeader) == ""
+	}
+	return newest{value: resp.Message.Data, rev: resp.Message.Seq, live: live}, nil
+}
+
+// conflict reports whether err is the server refusing a compare-and-set
+// because the key is at another revision than the one expected.
+func conflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// busy reports whether err is a replicated stream's leader refusing a
+// compare-and-set because another write to the key is in flight.
+func busy(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
