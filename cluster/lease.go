@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,10 +47,13 @@ type Lease struct {
 	key     string
 	value   []byte
 
-	mu       sync.Mutex // serializes renewals and the release
-	rev      uint64     // the revision this host last wrote
-	deadline time.Time  // the last successful write's send time + LeaseTTL
-	ended    bool       // lost or released
+	mu    sync.Mutex // serializes renewals and the release
+	rev   uint64     // the revision this host last wrote
+	ended bool       // lost or released
+	// deadline is the last successful write's send time + LeaseTTL, in
+	// Unix nanoseconds; atomic, so that reading it never waits for a
+	// renewal in flight.
+	deadline atomic.Int64
 	lost     chan struct{}
 	lostOnce sync.Once
 }
@@ -96,10 +100,9 @@ func (m *Member) Acquire(ctx context.Context, session string) (*Lease, error) {
 		sent := m.clk.Now()
 		seq, err := m.publishTTL(ctx, m.leasesKV.Bucket(), key, value, m.cfg.LeaseTTL, &rev)
 		if err == nil {
-			return m.register(ctx, &Lease{
-				m: m, session: session, key: key, value: value,
-				rev: seq, deadline: sent.Add(m.cfg.LeaseTTL), lost: make(chan struct{}),
-			})
+			l := &Lease{m: m, session: session, key: key, value: value, rev: seq, lost: make(chan struct{})}
+			l.deadline.Store(sent.Add(m.cfg.LeaseTTL).UnixNano())
+			return m.register(ctx, l)
 		}
 		// Busy after retries: a write to the key is still in flight,
 		// which settled waits for like a conflict.
@@ -191,11 +194,7 @@ func (l *Lease) Session() string { return l.session }
 // Deadline is when the lease ends unless renewed: LeaseTTL after the last
 // successful write was sent, on the member's clock. The server's own TTL
 // starts later (when it stores the write), so the holder stops first.
-func (l *Lease) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadline
-}
+func (l *Lease) Deadline() time.Time { return time.Unix(0, l.deadline.Load()) }
 
 // Lost is closed when the lease is found lost (not when it is released).
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
@@ -212,7 +211,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("%w: it was released or lost before", ErrLost)
 	}
 	sent := l.m.clk.Now()
-	if !sent.Before(l.deadline) {
+	if !sent.Before(l.Deadline()) {
 		l.lose()
 		return fmt.Errorf("%w: its deadline passed without a renewal", ErrLost)
 	}
@@ -224,7 +223,8 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: renewing lease: %w", err)
 	}
-	l.rev, l.deadline = seq, sent.Add(l.m.cfg.LeaseTTL)
+	l.rev = seq
+	l.deadline.Store(sent.Add(l.m.cfg.LeaseTTL).UnixNano())
 	return nil
 }
 

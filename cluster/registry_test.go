@@ -114,3 +114,31 @@ func TestJoinRefusesBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// Dial reaches the cluster with a journal config's credentials, and
+// refuses to guess a server.
+func TestDial(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	nc, err := Dial(ctx(t), c.Config(0), "ahpd cluster test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	m, err := Join(ctx(t), nc, Config{HostID: "h", HostTTL: testTTL, LeaseTTL: testTTL})
+	if err != nil {
+		t.Fatalf("Join over Dial's connection: %v", err)
+	}
+	if err := m.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	bad := c.Config(0)
+	bad.Password = "wrong"
+	if nc, err := Dial(ctx(t), bad, "x"); err == nil {
+		nc.Close()
+		t.Fatal("Dial with a wrong password succeeded")
+	}
+	bad.URL = ""
+	if _, err := Dial(ctx(t), bad, "x"); !errors.Is(err, ErrBadConfig) {
+		t.Fatalf("Dial without a URL = %v, want ErrBadConfig", err)
+	}
+}
