@@ -59,6 +59,8 @@ const (
 	// markerTTL is how long the server keeps the marker it writes when a
 	// key's TTL ends, so that watchers and compare-and-set see the expiry.
 	markerTTL = 30 * time.Second
+	// retryInterval is the heartbeat's period while its writes fail.
+	retryInterval = time.Second
 )
 
 // Errors callers can test with errors.Is. The errors returned wrap them
@@ -276,8 +278,9 @@ func (m *Member) interval() time.Duration {
 // Close.
 func (m *Member) heartbeat() {
 	defer close(m.done)
+	failing := false
 	for {
-		fire, cancel := m.clk.At(m.nextBeat())
+		fire, cancel := m.clk.At(m.nextBeat(failing))
 		select {
 		case <-m.stop:
 			cancel()
@@ -285,20 +288,34 @@ func (m *Member) heartbeat() {
 		case <-fire:
 		}
 		ctx, done := context.WithTimeout(context.Background(), m.interval())
-		if err := m.putHost(ctx); err != nil {
-			m.log.Warn("cluster: heartbeat failed", "host", m.cfg.HostID, "err", err)
-		}
-		m.renewAll(ctx)
+		err := errors.Join(m.putHost(ctx), m.renewAll(ctx))
 		done()
+		// Logged once per run of failures, not once a beat.
+		switch {
+		case err != nil && !failing:
+			m.log.Warn("cluster: heartbeat failing; retrying every second", "host", m.cfg.HostID, "err", err)
+		case err == nil && failing:
+			m.log.Info("cluster: heartbeat back", "host", m.cfg.HostID)
+		}
+		failing = err != nil
 	}
 }
 
-// nextBeat is when the heartbeat runs next: an interval from now, or
-// sooner when a lease's deadline comes first, so that a lease that could
+// nextBeat is when the heartbeat runs next: an interval from now (a
+// second when the last beat failed), or sooner when a lease's deadline
+// comes first, so that a lease that could
 // not be renewed is found lost at its deadline and not up to an interval
 // later.
-func (m *Member) nextBeat() time.Time {
-	next := m.clk.Now().Add(m.interval())
+func (m *Member) nextBeat(failing bool) time.Time {
+	step := m.interval()
+	if failing {
+		// A write that failed (NATS unreachable, a bucket electing a
+		// leader) is tried again after a second, not an interval, so that
+		// a lease survives a leader's election (4 to 9 s when a node is
+		// killed) whenever its deadline allows.
+		step = min(step, retryInterval)
+	}
+	next := m.clk.Now().Add(step)
 	m.mu.Lock()
 	held := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {

@@ -270,21 +270,24 @@ func (l *Lease) forget() {
 	}
 }
 
-// renewAll renews every lease the member holds, logging the lost ones.
-func (m *Member) renewAll(ctx context.Context) {
+// renewAll renews every lease the member holds. It logs each lease lost
+// (once: a lost lease is forgotten) and returns the first other failure.
+func (m *Member) renewAll(ctx context.Context) error {
 	m.mu.Lock()
 	held := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {
 		held = append(held, l)
 	}
 	m.mu.Unlock()
+	var failed error
 	for _, l := range held {
 		err := l.Renew(ctx)
 		switch {
 		case errors.Is(err, ErrLost):
 			m.log.Warn("cluster: session lease lost", "host", m.cfg.HostID, "err", err)
-		case err != nil:
-			m.log.Warn("cluster: renewing a session lease failed", "host", m.cfg.HostID, "err", err)
+		case err != nil && failed == nil:
+			failed = err
 		}
 	}
+	return failed
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ahpd/ahpd/cluster/clustertest"
 )
 
@@ -254,7 +256,7 @@ func TestRenewerKeepsLeasesAlive(t *testing.T) {
 	first := waitPut(t, w)
 	for {
 		e := next(t, w)
-		if e.Operation().String() != "KeyValuePutOp" {
+		if e.Operation() != jetstream.KeyValuePut {
 			t.Fatalf("the lease was removed (%v) while its holder renewed it", e.Operation())
 		}
 		if e.Created().Sub(first.Created()) > 2*testTTL {
@@ -263,4 +265,68 @@ func TestRenewerKeepsLeasesAlive(t *testing.T) {
 	}
 	_, err := b.Acquire(ctx(t), "s")
 	heldBy(t, err, "a")
+}
+
+// A holder whose NATS node stops, that node leading the leases bucket
+// too, reconnects to another node (its client learned the cluster's other
+// addresses), the bucket elects another leader, and the holder's heartbeat
+// keeps its lease: losing a node is not losing a host.
+func TestLeaseSurvivesItsNodeStopping(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	const ttl = 2 * time.Second
+	probe := join(t, c, 0, "probe", true, Config{})
+	st, err := probe.js.Stream(ctx(t), "KV_"+probe.leasesKV.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := st.CachedInfo().Cluster.Leader // a node's name: n0, n1 or n2
+	node := int(leader[len(leader)-1] - '0')
+	holder := join(t, c, node, "holder", false, Config{LeaseTTL: ttl, HostTTL: ttl})
+	watcher := join(t, c, (node+1)%3, "watcher", true, Config{})
+	l, err := holder.Acquire(ctx(t), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchKey(t, watcher.leasesKV, sessionKey("s"))
+	waitPut(t, w)
+	c.Stop(node)
+	stopped := time.Now()
+	for {
+		e := next(t, w)
+		if e.Operation() != jetstream.KeyValuePut {
+			t.Fatalf("the lease was removed (%v) after node %s stopped", e.Operation(), leader)
+		}
+		if time.Since(stopped) > ttl+ttl/2 {
+			break
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("the holder lost its lease")
+	default:
+	}
+	if h, err := watcher.Holder(ctx(t), "s"); err != nil || h != "holder" {
+		t.Fatalf("Holder = %q, %v", h, err)
+	}
+}
+
+// The heartbeat beats every interval, every second while its writes fail,
+// and at a lease's deadline when that comes first.
+func TestNextBeat(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	a := join(t, c, 0, "a", true, Config{LeaseTTL: 9 * time.Second, HostTTL: 6 * time.Second})
+	if got, want := a.nextBeat(false), t0.Add(2*time.Second); !got.Equal(want) {
+		t.Errorf("next beat = %v, want an interval (a third of the shorter TTL) on, %v", got, want)
+	}
+	if got, want := a.nextBeat(true), t0.Add(time.Second); !got.Equal(want) {
+		t.Errorf("next beat while failing = %v, want %v", got, want)
+	}
+	if _, err := a.Acquire(ctx(t), "s"); err != nil {
+		t.Fatal(err)
+	}
+	a.nc.Close()                           // so that no renewal moves the deadline
+	a.clk.Advance(8500 * time.Millisecond) // the heartbeat runs, and fails
+	if got, want := a.nextBeat(true), t0.Add(9*time.Second); !got.Equal(want) {
+		t.Errorf("next beat with a lease's deadline in 0.5 s = %v, want the deadline %v", got, want)
+	}
 }
