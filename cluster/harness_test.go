@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,8 +26,9 @@ var t0 = time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)
 // joined is a member of a test cluster with its own connection.
 type joined struct {
 	*Member
-	nc  *nats.Conn
-	clk *clock.Fake // nil when the member runs on the real clock
+	nc   *nats.Conn
+	node int         // the node it connected to
+	clk  *clock.Fake // nil when the member runs on the real clock
 }
 
 // join connects to node and joins as id with cfg (HostID, replicas and
@@ -49,7 +51,7 @@ func join(t *testing.T, c *clustertest.Cluster, node int, id string, fake bool, 
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = testTTL
 	}
-	j := &joined{nc: nc}
+	j := &joined{nc: nc, node: node}
 	if fake {
 		j.clk = clock.NewFake(t0)
 		cfg.Clock = j.clk
@@ -130,4 +132,36 @@ func heldBy(t *testing.T, err error, holder string) {
 	if !errors.Is(err, ErrHeld) || !errors.As(err, &held) || held.Holder != holder {
 		t.Fatalf("err = %v, want the session held by %s", err, holder)
 	}
+}
+
+// leaderNode is the index of the node leading m's leases bucket (nodes
+// are named n0, n1, ...).
+func leaderNode(t *testing.T, m *joined) int {
+	t.Helper()
+	st, err := m.js.Stream(ctx(t), "KV_"+m.leasesKV.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := st.CachedInfo().Cluster
+	if ci == nil || len(ci.Leader) < 2 {
+		t.Fatalf("the leases bucket has no leader: %+v", ci)
+	}
+	n, err := strconv.Atoi(ci.Leader[1:])
+	if err != nil {
+		t.Fatalf("leader %q is not a clustertest node", ci.Leader)
+	}
+	return n
+}
+
+// metaNode is the index of the node leading JetStream's meta group (which
+// creates streams and consumers, watchers' included).
+func metaNode(t *testing.T, c *clustertest.Cluster) int {
+	t.Helper()
+	for i := range c.Nodes() {
+		if srv := c.Server(i); srv != nil && srv.JetStreamIsLeader() {
+			return i
+		}
+	}
+	t.Fatal("no JetStream meta leader")
+	return -1
 }

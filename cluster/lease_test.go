@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -149,20 +150,35 @@ func TestDeadHoldersLeaseExpires(t *testing.T) {
 	}{
 		{"stops renewing", func(*clustertest.Cluster, *joined) {}}, // its fake clock never moves
 		{"connection closed", func(_ *clustertest.Cluster, h *joined) { h.nc.Close() }},
-		{"its NATS node stopped", func(c *clustertest.Cluster, _ *joined) { c.Stop(1) }},
+		{"its NATS node stopped", func(c *clustertest.Cluster, h *joined) { c.Stop(h.node) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := clustertest.Start(t, 3)
-			holder := join(t, c, 1, "holder", true, Config{})
-			other := join(t, c, 0, "other", false, Config{})
-			third := join(t, c, 2, "third", false, Config{})
+			// The holder is on a node that leads neither the leases
+			// bucket nor JetStream's meta group, so that stopping it
+			// stops only the holder (TestLeaseSurvivesItsNodeStopping
+			// stops the bucket's leader).
+			lead := leaderNode(t, join(t, c, 0, "probe", true, Config{}))
+			meta := metaNode(t, c)
+			nodes := []int{0, 1, 2}
+			for _, n := range nodes {
+				if n != lead && n != meta {
+					nodes = []int{n, lead, meta}
+					break
+				}
+			}
+			holder := join(t, c, nodes[0], "holder", true, Config{})
+			other := join(t, c, nodes[1], "other", false, Config{})
+			third := join(t, c, nodes[2], "third", false, Config{})
 			l, err := holder.Acquire(ctx(t), "s")
 			if err != nil {
 				t.Fatal(err)
 			}
-			w := watchKey(t, other.leasesKV, sessionKey("s"))
-			waitPut(t, w)
 			tc.kill(c, holder)
+			// Watched from after the death: a watch begun before a node
+			// stops may stall for 20 s (nats.go's ordered consumer), though
+			// the server expires the key on time.
+			w := watchKey(t, other.leasesKV, sessionKey("s"))
 			took := waitGone(t, w)
 			t.Logf("the lease expired %v after the holder died (TTL %v)", took, testTTL)
 			if h, err := other.Holder(ctx(t), "s"); err != nil || h != "" {
@@ -269,44 +285,47 @@ func TestRenewerKeepsLeasesAlive(t *testing.T) {
 
 // A holder whose NATS node stops, that node leading the leases bucket
 // too, reconnects to another node (its client learned the cluster's other
-// addresses), the bucket elects another leader, and the holder's heartbeat
-// keeps its lease: losing a node is not losing a host.
+// addresses), the bucket elects another leader, and the holder renews its
+// lease: losing a node is not losing a host. A renewal is a compare-and-set
+// on the holder's last revision, so one succeeding after the stop proves
+// the key was neither expired nor taken meanwhile.
 func TestLeaseSurvivesItsNodeStopping(t *testing.T) {
 	c := clustertest.Start(t, 3)
-	const ttl = 2 * time.Second
-	probe := join(t, c, 0, "probe", true, Config{})
-	st, err := probe.js.Stream(ctx(t), "KV_"+probe.leasesKV.Bucket())
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := st.CachedInfo().Cluster.Leader // a node's name: n0, n1 or n2
-	node := int(leader[len(leader)-1] - '0')
-	holder := join(t, c, node, "holder", false, Config{LeaseTTL: ttl, HostTTL: ttl})
-	watcher := join(t, c, (node+1)%3, "watcher", true, Config{})
+	const ttl = 5 * time.Second // the server's; a new leader takes about 0.5 s
+	node := leaderNode(t, join(t, c, 0, "probe", true, Config{}))
+	holder := join(t, c, node, "holder", true, Config{LeaseTTL: ttl, HostTTL: ttl})
+	other := join(t, c, (node+1)%3, "other", true, Config{})
 	l, err := holder.Acquire(ctx(t), "s")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := watchKey(t, watcher.leasesKV, sessionKey("s"))
-	waitPut(t, w)
 	c.Stop(node)
-	stopped := time.Now()
+	// Renew as the heartbeat would, paced by a ticker, until the cluster
+	// answers again (no responders while the bucket elects a leader).
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	giveUp := time.After(20 * time.Second)
 	for {
-		e := next(t, w)
-		if e.Operation() != jetstream.KeyValuePut {
-			t.Fatalf("the lease was removed (%v) after node %s stopped", e.Operation(), leader)
-		}
-		if time.Since(stopped) > ttl+ttl/2 {
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := l.Renew(rctx)
+		cancel()
+		if err == nil {
 			break
 		}
+		if errors.Is(err, ErrLost) {
+			t.Fatalf("the lease was lost when its holder's node stopped: %v", err)
+		}
+		select {
+		case <-tick.C:
+		case <-giveUp:
+			t.Fatalf("no renewal within 20 s of the node stopping: %v", err)
+		}
 	}
-	select {
-	case <-l.Lost():
-		t.Fatal("the holder lost its lease")
-	default:
-	}
-	if h, err := watcher.Holder(ctx(t), "s"); err != nil || h != "holder" {
+	if h, err := other.Holder(ctx(t), "s"); err != nil || h != "holder" {
 		t.Fatalf("Holder = %q, %v", h, err)
+	}
+	if st, err := other.js.Stream(ctx(t), "KV_"+other.leasesKV.Bucket()); err != nil || st.CachedInfo().Cluster.Leader == fmt.Sprintf("n%d", node) {
+		t.Fatalf("the stopped node still leads the bucket (%v)", err)
 	}
 }
 
