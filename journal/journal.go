@@ -181,7 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 
 // connect starts the embedded server when there is no URL, then connects.
 func (j *Journal) connect(ctx context.Context) error {
-	opts := []nats.Option{nats.Name("ahpd journal"), nats.MaxReconnects(-1)}
+	opts := []nats.Option{nats.Name("ahpd journal")}
 	url := j.cfg.URL
 	if url == "" {
 		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways)
@@ -190,9 +190,8 @@ func (j *Journal) connect(ctx context.Context) error {
 		}
 		j.srv = srv
 		opts = append(opts, nats.InProcessServer(srv))
-	} else {
-		opts = append(opts, credentials(j.cfg)...)
 	}
+	opts = append(opts, ConnectOptions(j.cfg)...)
 	if deadline, ok := ctx.Deadline(); ok {
 		opts = append(opts, nats.Timeout(time.Until(deadline)))
 	}
@@ -211,9 +210,13 @@ func (j *Journal) connect(ctx context.Context) error {
 	return nil
 }
 
-// credentials turns the config's credentials into connect options.
-func credentials(cfg Config) []nats.Option {
-	var opts []nats.Option
+// ConnectOptions are the options the journal connects to NATS with, for
+// other packages that reach the same NATS for their own ends (package
+// cluster): reconnecting for ever, and cfg's credentials (a credentials
+// file, a user and password, a token), when it has any. They name no
+// server: the caller passes cfg.URL to nats.Connect.
+func ConnectOptions(cfg Config) []nats.Option {
+	opts := []nats.Option{nats.MaxReconnects(-1)}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 	}
