@@ -118,6 +118,7 @@ type Client struct {
 	events chan Event
 
 	mu         sync.Mutex
+	snapReason string      // why the last reconnect was sent snapshots, as the host said
 	conn       *connection // the current connection
 	closed     bool
 	version    string

@@ -59,7 +59,28 @@ func (c *Client) rejoin(ctx context.Context, lastSeen int64, subs []string) (boo
 		return false, fmt.Errorf("reconnect: %w", err)
 	}
 	_, replayed := r.(*protocol.ReconnectReplayResult)
+	var why struct {
+		Meta struct {
+			Reason string `json:"ahpd.reason"`
+		} `json:"_meta"`
+	}
+	_ = json.Unmarshal(raw, &why) // a result without it says nothing
+	c.mu.Lock()
+	c.snapReason = ""
+	if !replayed {
+		c.snapReason = why.Meta.Reason
+	}
+	c.mu.Unlock()
 	return replayed, nil
+}
+
+// SnapshotReason is why the host sent the last reconnect snapshots rather
+// than what the client missed, as ahpd says it (too_far_behind,
+// not_replayable), or "" when it replayed or did not say.
+func (c *Client) SnapshotReason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snapReason
 }
 
 // Resume speaks AHP over rwc, as Open does, for a client the host already

@@ -115,7 +115,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, channels channelsFu
 				states[ch] = st
 			}
 		}
-		if s.send("snapshot", "", map[string]any{"states": states}) != nil {
+		snap := map[string]any{"states": states}
+		if why := c.SnapshotReason(); why != "" {
+			snap["reason"] = why
+		}
+		if s.send("snapshot", "", snap) != nil {
 			return
 		}
 	}

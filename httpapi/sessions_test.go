@@ -80,6 +80,16 @@ func TestSessionLifecycle(t *testing.T) {
 	if r := e.must(200, "mo", "GET", "/v1/sessions/s1", nil); r["status"] != "suspended" {
 		t.Fatalf("a suspended session reads %v", r["status"])
 	}
+	// Asleep, the session's changes are no longer held for a replay: a
+	// stream from 0 gets its state, and is told why.
+	events = e.events("mo", "/v1/sessions/s1/events?after=0")
+	if ready := events.next(t); ready.event != "ready" || ready.data["replayed"] != false {
+		t.Fatalf("a stream from 0 of a sleeping session: %v", ready)
+	}
+	if snap := events.next(t); snap.event != "snapshot" || snap.data["reason"] != "too_far_behind" {
+		t.Fatalf("then %v %v", snap.event, snap.data["reason"])
+	}
+	events.close()
 	if r := e.must(200, "mo", "POST", "/v1/sessions/s1/resume", nil); r["residency"] != "active" {
 		t.Fatalf("resume %v", r)
 	}
