@@ -64,6 +64,9 @@ type config struct {
 	NATS natsConfig `yaml:"nats"`
 	// Journal is how long the journal keeps what (config file only).
 	Journal journalConfig `yaml:"journal"`
+	// Cluster names this host among others on the same NATS
+	// (config_cluster.go, docs/CLUSTER.md).
+	Cluster clusterConfig `yaml:"cluster"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
 }
@@ -123,6 +126,12 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
+	fs.StringVar(&cfg.Cluster.HostID, "host-id", cfg.Cluster.HostID, "")
+	fs.Func("labels", "", func(v string) error {
+		labels, err := parseLabels(v)
+		cfg.Cluster.Labels = labels
+		return err
+	})
 	// One flag holds the whole list, so that it replaces the file's, and
 	// given twice, the last wins, as every other flag does.
 	fs.Func("allowed-roots", "", func(v string) error {
@@ -185,6 +194,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := cfg.Limits.host().Validate(); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkCluster(&cfg); err != nil {
+		return nil, err
 	}
 	if err := checkJournal(&cfg); err != nil {
 		return nil, err

@@ -67,11 +67,7 @@ func openJournal(ctx context.Context, cfg *config, log *slog.Logger) (*journal.J
 	if cfg.Sessions == "memory" && cfg.NATS.URL == "" {
 		return nil, nil // nothing else of them is kept either
 	}
-	jc := journal.Config{
-		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
-		MaxAge: cfg.Journal.MaxAge, MaxBytesPerSession: cfg.Journal.MaxBytesPerSession,
-		Logger: log.With("part", "journal"),
-	}
+	jc := journalConfigOf(cfg, log)
 	if jc.URL == "" {
 		jc.Dir = filepath.Join(cfg.StateDir, "journal")
 	}
@@ -84,6 +80,16 @@ func openJournal(ctx context.Context, cfg *config, log *slog.Logger) (*journal.J
 		return nil, fmt.Errorf("opening the journal (%s): %w", where, err)
 	}
 	return j, nil
+}
+
+// journalConfigOf is the journal's config from the daemon's: where NATS
+// is and with what credentials, and how long entries are kept.
+func journalConfigOf(cfg *config, log *slog.Logger) journal.Config {
+	return journal.Config{
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		MaxAge: cfg.Journal.MaxAge, MaxBytesPerSession: cfg.Journal.MaxBytesPerSession,
+		Logger: log.With("part", "journal"),
+	}
 }
 
 // limitText cuts a string a person gave for an error message.

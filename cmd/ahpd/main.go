@@ -89,6 +89,9 @@ Flags:
                                  beside AHP, behind the token)
   --nats URL,...                 keep the journal in this NATS cluster (default: NATS embedded,
                                  its store under the state directory, no listener)
+  --host-id ID                   join the cluster at --nats as host ID, announcing it in the
+                                 cluster's host registry while it runs (docs/CLUSTER.md)
+  --labels K=V,...               this host's labels in the registry (repos=/srv/repos,...)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

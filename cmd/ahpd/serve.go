@@ -158,6 +158,14 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants
 		forget = func() {}
 	}
 	defer forget()
+	leave, err := joinCluster(ctx, cfg, journalConfigOf(cfg, log), ln.Addr().String(), log)
+	if err != nil {
+		_ = srv.Close()
+		<-served
+		_ = h.Close(context.Background())
+		return err
+	}
+	defer leave()
 	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
 	if kept != "" {
 		fmt.Fprint(stderr, connectLine(ln.Addr().String(), token, kept, isTerminal(stderr)))
