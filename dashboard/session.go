@@ -164,6 +164,8 @@ func (d *Dashboard) sessionPage(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
+	// Only the page shows them, not its live updates: each costs git.
+	body.Checkpoints = checkpoints(r.Context(), c, sq.URI)
 	d.render(w, r, http.StatusOK, "session", d.pageFor(r, body.Title, "sessions", body))
 }
 
@@ -248,7 +250,6 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 		b.Timeline = tl
 	}
 	b.Actions = d.actionsFor(v, b, ss, chats[chat], residency)
-	b.Checkpoints = checkpoints(ctx, c, sq.URI)
 	if b.Live {
 		b.LiveSrc = "/ui/session/events?" + withURI(sq.values(false), sq.URI).Encode()
 	}
