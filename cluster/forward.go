@@ -53,7 +53,7 @@ func (m *Member) Serve(h Handler) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.closed || len(m.subs) > 0 {
+	if m.closed || m.serveCancel != nil {
 		cancel()
 		_ = sub.Unsubscribe()
 		if m.closed {

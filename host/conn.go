@@ -57,6 +57,9 @@ type conn struct {
 	limits Limits
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
+	// forwardedFrom, set before it serves, is the host whose connection
+	// this one stands for (forwarded.go); "" for a connection of its own.
+	forwardedFrom string
 	cred      grants.Credential // what it presented, rechecked as users change (revoke.go)
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -92,6 +95,10 @@ type conn struct {
 	serveEnd  chan struct{} // closed when its JSON-RPC server has stopped (rpc.go)
 	served    bool          // serve began: done waits for it
 	done      chan struct{} // closed when nothing of the connection runs
+
+	// forwardedTo are the hosts it forwarded requests to (route.go),
+	// told when it ends.
+	forwardedTo map[string]bool
 
 	// Under mu: how long each channel's text may be held, and what is
 	// (delivery.go).

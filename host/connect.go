@@ -16,6 +16,12 @@ import (
 // stream ends the connection and waits until the host is done with it.
 // Automation runs and the HTTP API reach the host this way.
 func (h *Host) Connect(cred grants.Credential) (io.ReadWriteCloser, error) {
+	return h.connect(cred, "")
+}
+
+// connect is Connect for a connection standing for one of another host's
+// (from: that host's id) or, with from "", for one of this host's own.
+func (h *Host) connect(cred grants.Credential, from string) (io.ReadWriteCloser, error) {
 	toHostR, toHostW := io.Pipe()
 	fromHostR, fromHostW := io.Pipe()
 	t := &stdioTransport{mu: lockcheck.Mutex{Class: "transport"}, r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
@@ -23,6 +29,7 @@ func (h *Host) Connect(cred grants.Credential) (io.ReadWriteCloser, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.forwardedFrom = from
 	go h.serve(c)
 	return &selfStream{Reader: fromHostR, w: toHostW, r: fromHostR, done: c.done}, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/clock"
+	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/journal"
@@ -94,6 +95,12 @@ type Options struct {
 	Clock clock.Clock
 	// Automations configure the automations the host runs (automations.go).
 	Automations AutomationOptions
+	// Cluster, when set, is this host's membership of a cluster of hosts
+	// sharing sessions (cluster.go, docs/CLUSTER.md): a session runs on
+	// the host holding its lease, and the others forward to it. The
+	// caller joins it, with the Journal on the same NATS, and closes it
+	// after Close. nil is a host of its own.
+	Cluster *cluster.Member
 
 	// storeTemp makes the temporary files session records are written
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
@@ -176,6 +183,11 @@ type Host struct {
 	unrestoredTrees map[string]bool
 
 	autos *automationHost // automations.go
+
+	// Sharing sessions with other hosts (cluster.go): the leases this
+	// host holds, and the relays of other hosts' connections.
+	leases *leases
+	relays relays
 }
 
 // New returns a Host with the sessions its store holds.
@@ -256,6 +268,8 @@ func New(opts Options) (*Host, error) {
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
+		leases:      newLeases(),
+		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
 	_, memory := st.(memoryStore)
@@ -267,14 +281,24 @@ func New(opts Options) (*Host, error) {
 	// microseconds, which no earlier run of this host can have reached, so
 	// a client's lastSeenServerSeq from before a restart is never mistaken
 	// for one of this run.
-	if err := h.loadSessions(h.stoppedCleanly(newest)); err != nil {
+	// A host sharing sessions brings back none from the journal as it
+	// starts: they may run elsewhere now. The host that next takes one
+	// reads its tail then (claim).
+	if err := h.loadSessions(opts.Cluster != nil || h.stoppedCleanly(newest)); err != nil {
 		stop()
 		h.writer.close()
 		return nil, err
 	}
 	h.openCatalogue()
-	h.sweepTrees()
+	if opts.Cluster == nil {
+		// Another host may have made a tree this one has no record of yet.
+		h.sweepTrees()
+	}
 	if err := h.openAutomations(); err != nil {
+		stop()
+		return nil, err
+	}
+	if err := h.joinCluster(); err != nil {
 		stop()
 		return nil, err
 	}
@@ -427,6 +451,7 @@ func (h *Host) Close(ctx context.Context) error {
 	// The turns' checkpoints follow them; past ctx they are cancelled.
 	awaitCaptures(ctx, sessions)
 	h.writeRestartPoints(sessions)
+	h.letGoAll()
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()
@@ -434,6 +459,7 @@ func (h *Host) Close(ctx context.Context) error {
 			mu.Unlock()
 		}
 	}
+	h.closeRelays()
 	h.endConnections()
 	h.stop()
 	awaitCaptures(context.Background(), sessions)
@@ -479,6 +505,7 @@ func (h *Host) connClosed(c *conn) {
 		}
 	}
 	h.poke()
+	h.relaysGone(c)
 	h.mu.Lock()
 	delete(h.conns, c)
 	h.mu.Unlock()

@@ -293,6 +293,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 	delete(h.sessions, s.id)
 	h.mu.Unlock()
 	h.order.remove(s)
+	h.letGo(s.id)
 	s.forgetOwn()
 	for _, e := range list {
 		h.unsubscribeAll(e.rec.URI)

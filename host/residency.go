@@ -136,6 +136,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 	s.setAwakeLocked(false)
 	s.unlock()
 	s.h.writeResidency(s.uri, "sleep")
+	s.h.letGo(s.id) // asleep, it may wake on any host
 	s.h.bus.Forget(channels)
 	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	return true

@@ -223,6 +223,12 @@ func (a assigner) handler(method string) jrpc2.Handler {
 		if err := a.h.allow(a.c, method, req.ParamString()); err != nil {
 			return nil, rpcError(err)
 		}
+		if done, v, err := a.h.route(ctx, a.c, req); done {
+			if err != nil {
+				return nil, rpcError(err)
+			}
+			return v, nil
+		}
 		v, err := m(a.h, ctx, a.c, req)
 		if err != nil {
 			a.c.release(req.ID())

@@ -28,6 +28,9 @@ type statusResult struct {
 	// root:<host>), when the host holds it and it has one: a dashboard
 	// shows it and works out from it which writes the grants allow.
 	Owner string `json:"owner,omitempty"`
+	// Meta, on a host sharing sessions, names the host that holds the
+	// session (clusterMeta) when one does.
+	Meta protocol.Object `json:"_meta,omitempty"`
 }
 
 func sessionArgs(req *jrpc2.Request) (sessionParams, error) {
@@ -47,11 +50,15 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
-	status, err := h.status(c, p.Channel)
+	var res statusResult
+	if h.clustered() {
+		res, err = h.clusterStatus(ctx, c, p.Channel)
+	} else {
+		res.Status, err = h.status(c, p.Channel)
+	}
 	if err != nil {
 		return nil, err
 	}
-	res := statusResult{Status: status}
 	if owner := h.ownerOf(c, p.Channel); !owner.IsZero() {
 		res.Owner = owner.String()
 	}

@@ -1,0 +1,302 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
+)
+
+// Sharing sessions with other hosts (docs/CLUSTER.md). With
+// Options.Cluster, a session runs on one host at a time: the one holding
+// its lease. A host takes the lease before it does anything that wakes a
+// session (route.go decides when), keeps it while the session is awake
+// here, and lets it go when the session falls asleep or is disposed.
+// Requests for a session another host holds are forwarded to it
+// (route.go, forwarded.go). A lease the host loses (it could not renew in
+// time) stops the session here: its turns are cancelled and it is put to
+// sleep, for the host now holding it has taken over.
+
+// clusterMeta is the _meta key naming the host that holds a session, in
+// ahpd/sessionStatus's answer.
+const clusterMeta = "ahpd.host"
+
+// claimTimeout bounds taking a lease: a cluster that cannot answer in
+// this time fails the request that needed it.
+const claimTimeout = 10 * time.Second
+
+// leases are the sessions this host holds, by session id.
+type leases struct {
+	mu   lockcheck.Mutex
+	held map[string]*cluster.Lease
+}
+
+func newLeases() *leases {
+	return &leases{mu: lockcheck.Mutex{Class: "leases"}, held: map[string]*cluster.Lease{}}
+}
+
+func (l *leases) get(id string) *cluster.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held[id]
+}
+
+// holds reports whether the host holds the session's lease, and it is not
+// past its deadline: a lease that could not be renewed in time is another
+// host's to take, whatever the renewer has noticed yet.
+func (l *leases) holds(id string, now time.Time) bool {
+	ls := l.get(id)
+	return ls != nil && now.Before(ls.Deadline())
+}
+
+func (l *leases) put(id string, ls *cluster.Lease) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held[id] = ls
+}
+
+// take forgets the session's lease and returns it, if this one is still
+// the one held (nil: any).
+func (l *leases) take(id string, want *cluster.Lease) *cluster.Lease {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.held[id]
+	if ls == nil || (want != nil && ls != want) {
+		return nil
+	}
+	delete(l.held, id)
+	return ls
+}
+
+// count is how many sessions the host holds.
+func (l *leases) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.held)
+}
+
+// clustered reports whether the host shares sessions with others.
+func (h *Host) clustered() bool { return h.opts.Cluster != nil }
+
+// hostID is this host's id in the cluster, "" on a host of its own.
+func (h *Host) hostID() string {
+	if h.opts.Cluster == nil {
+		return ""
+	}
+	return h.opts.Cluster.HostID()
+}
+
+// claim takes the lease of session id for this host. It returns "" when
+// the host holds it (already or now), or the id of the host that does.
+// A session whose lease this host did not hold a moment ago may have run
+// elsewhere since: fresh (claimed.go) brings the copy here up to date
+// before anything uses it.
+func (h *Host) claim(ctx context.Context, id string) (string, error) {
+	if h.leases.holds(id, h.now()) {
+		return "", nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	ls, err := h.opts.Cluster.Acquire(ctx, id)
+	var held *cluster.HeldError
+	switch {
+	case errors.As(err, &held):
+		if held.Holder == h.hostID() {
+			// Ours by an earlier lease this host no longer has in hand
+			// (it lost it, and the key has not expired yet): wait for
+			// that, as any host would.
+			return "", protocol.Errorf(protocol.CodeInternalError, "session %s is being handed over; try again in a few seconds", id)
+		}
+		return held.Holder, nil
+	case err != nil:
+		return "", protocol.Errorf(protocol.CodeInternalError, "could not take session %s for this host: %v", id, err)
+	}
+	if old := h.leases.take(id, nil); old != nil {
+		h.releaseLease(old)
+	}
+	h.leases.put(id, ls)
+	h.wg.Add(1)
+	go h.watchLease(id, ls)
+	if err := h.fresh(ctx, id); err != nil {
+		h.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
+	}
+	return "", nil
+}
+
+// watchLease stops the session here when its lease is lost.
+func (h *Host) watchLease(id string, ls *cluster.Lease) {
+	defer h.wg.Done()
+	select {
+	case <-h.ctx.Done():
+		return
+	case <-ls.Lost():
+	}
+	if h.leases.take(id, ls) == nil {
+		return // let go on purpose
+	}
+	h.log.Warn("lost the lease of a session: it stops on this host", "session", id)
+	s := h.byID(id)
+	if s == nil {
+		return
+	}
+	h.stopHere(s)
+}
+
+// stopHere ends what a session does on this host, for a host that lost
+// its lease: its turns are cancelled and it falls asleep.
+func (h *Host) stopHere(s *session) {
+	s.mu.Lock()
+	var running []<-chan struct{}
+	for _, e := range s.chats {
+		if !e.chat.Idle() {
+			running = append(running, e.chat.Cancel())
+		}
+	}
+	s.unlock()
+	for _, d := range running {
+		select {
+		case <-d:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+	if !h.sleep(s, true) {
+		h.sleep(s, false)
+	}
+}
+
+// letGo gives up the lease of a session that fell asleep or was disposed
+// here.
+func (h *Host) letGo(id string) {
+	if !h.clustered() {
+		return
+	}
+	if ls := h.leases.take(id, nil); ls != nil {
+		h.releaseLease(ls)
+	}
+}
+
+func (h *Host) releaseLease(ls *cluster.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	if err := ls.Release(ctx); err != nil && !errors.Is(err, cluster.ErrLost) && !errors.Is(err, cluster.ErrClosed) {
+		h.log.Warn("could not give up a session's lease; it expires on its own", "session", ls.Session(), "err", err)
+	}
+}
+
+// byID returns the session of an id the host has, or nil.
+func (h *Host) byID(id string) *session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
+}
+
+// holderOf answers which host holds a session: "" for none.
+func (h *Host) holderOf(ctx context.Context, id string) (string, error) {
+	if h.leases.holds(id, h.now()) {
+		return h.hostID(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
+	defer cancel()
+	holder, err := h.opts.Cluster.Holder(ctx, id)
+	if err != nil {
+		return "", protocol.Errorf(protocol.CodeInternalError, "could not ask the cluster who holds session %s: %v", id, err)
+	}
+	return holder, nil
+}
+
+// clusterStatus answers ahpd/sessionStatus for the cluster: active, with
+// the host in _meta, when any host holds the session.
+func (h *Host) clusterStatus(ctx context.Context, c *conn, uri string) (statusResult, error) {
+	su, err := protocol.ParseSessionURI(uri)
+	if err != nil {
+		return statusResult{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+	}
+	local, lerr := h.status(c, uri)
+	holder, err := h.holderOf(ctx, su.ID)
+	if err != nil {
+		return statusResult{}, err
+	}
+	switch {
+	case holder != "" && holder != h.hostID():
+		// Known to the cluster; whether this client may know of it is
+		// the holder's to say for a session this host has no record of.
+		if lerr != nil {
+			return statusResult{}, lerr
+		}
+		return statusResult{Status: "active", Meta: hostMeta(holder)}, nil
+	case lerr != nil:
+		return statusResult{}, lerr
+	case holder == h.hostID():
+		return statusResult{Status: local, Meta: hostMeta(holder)}, nil
+	}
+	return statusResult{Status: local}, nil
+}
+
+func hostMeta(id string) protocol.Object {
+	return protocol.Object{clusterMeta: quoteJSON(id)}
+}
+
+// placeFor chooses the host a session with these folders runs on when
+// nobody holds it: this one when it can reach them, else the least
+// loaded that can (cluster.Place).
+func (h *Host) placeFor(ctx context.Context, folders []string) (string, error) {
+	hosts, err := h.opts.Cluster.Hosts(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing the cluster's hosts: %w", err)
+	}
+	if i := slices.IndexFunc(hosts, func(x cluster.Host) bool { return x.ID == h.hostID() }); i >= 0 {
+		if reaches(hosts[i], folders) {
+			return h.hostID(), nil
+		}
+	}
+	chosen, err := cluster.Place(hosts, folders)
+	if err != nil {
+		return "", err
+	}
+	return chosen.ID, nil
+}
+
+func reaches(x cluster.Host, folders []string) bool {
+	for _, f := range folders {
+		if !x.Reaches(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// joinCluster serves the requests and notes other hosts send this one.
+func (h *Host) joinCluster() error {
+	if !h.clustered() {
+		return nil
+	}
+	if err := h.opts.Cluster.Serve(h.serveForwarded); err != nil {
+		return fmt.Errorf("host: serving the cluster: %w", err)
+	}
+	if err := h.opts.Cluster.ServeNotes(h.takeNote); err != nil {
+		return fmt.Errorf("host: serving the cluster: %w", err)
+	}
+	return nil
+}
+
+// letGoAll gives up every lease the host holds, for Close: its sessions
+// are stopped and written down, and another host may take them at once.
+func (h *Host) letGoAll() {
+	if !h.clustered() {
+		return
+	}
+	h.leases.mu.Lock()
+	held := h.leases.held
+	h.leases.held = map[string]*cluster.Lease{}
+	h.leases.mu.Unlock()
+	for _, ls := range held {
+		h.releaseLease(ls)
+	}
+}

@@ -1,0 +1,267 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/creachadair/jrpc2"
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Routing a request on a host that shares sessions (docs/CLUSTER.md).
+// Every command about one session, and every client action on one, runs
+// on the host holding the session. Before such a request's handler runs,
+// route asks who holds it:
+//
+//   - this host: the handler runs here;
+//   - another host: the request is forwarded to it (forwarded.go) and its
+//     answer returned as this host's;
+//   - nobody: this host takes the session when its folders are within
+//     its reach, and the handler runs here; otherwise the request goes to
+//     the host placement chooses, which takes it.
+//
+// A request forwarded here is never forwarded on: it runs here, taking
+// the session if nobody holds it, or fails naming the host that does.
+
+// routed are the methods that run where their channel's session is held.
+// Reads that need no running session (listings, the journal's timeline
+// and replay, the status probe) are answered by any host.
+var routed = map[string]bool{
+	"dispatchAction":          true,
+	"subscribe":               true,
+	"createSession":           true,
+	"createChat":              true,
+	"disposeSession":          true,
+	"disposeChat":             true,
+	"fetchTurns":              true,
+	"moveChat":                true,
+	"ahpd/suspendSession":     true,
+	"ahpd/resumeSession":      true,
+	"ahpd/setSessionMetadata": true,
+	"ahpd/sessionCheckpoints": true,
+	"ahpd/sessionStatus":      true,
+}
+
+// asked are the routed methods that only read: they go to the session's
+// holder when it has one, and are answered here when nobody holds it,
+// taking nothing.
+var asked = map[string]bool{
+	"ahpd/sessionStatus":      true,
+	"ahpd/sessionCheckpoints": true,
+}
+
+// channelParam is the member every routed method names its channel with.
+type channelParam struct {
+	Channel            string   `json:"channel"`
+	WorkingDirectories []string `json:"workingDirectories"`
+}
+
+// route runs before a routed method's handler. It reports whether it
+// answered the request itself (forwarded), with what.
+func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, any, error) {
+	if !h.clustered() || !routed[req.Method()] {
+		return false, nil, nil
+	}
+	var p channelParam
+	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil || p.Channel == "" {
+		return false, nil, nil // the handler says what is wrong with it
+	}
+	id := h.sessionOfChannel(p.Channel)
+	if id == "" {
+		return false, nil, nil
+	}
+	holder, err := h.holderOf(ctx, id)
+	if err != nil {
+		return true, nil, err
+	}
+	if holder == "" && !asked[req.Method()] {
+		if holder, err = h.takeOrPlace(ctx, c, req.Method(), id, p); err != nil {
+			return true, nil, err
+		}
+	}
+	if holder == "" || holder == h.hostID() {
+		return false, nil, nil
+	}
+	if c.forwardedFrom != "" {
+		return true, nil, protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
+	}
+	if req.Method() == "subscribe" {
+		return true, nil, protocol.Errorf(protocol.CodeInternalError, "session %s runs on host %s: connect there to watch it (watching a session across hosts is not built yet)", id, holder)
+	}
+	v, err := h.forward(ctx, c, holder, req)
+	return true, v, err
+}
+
+// takeOrPlace decides where a session nobody holds runs: here (taken),
+// or on the host named. A session this host knows nothing of, and that no
+// host holds, is left to the handler (createSession makes it; anything
+// else answers that there is no such session).
+func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p channelParam) (string, error) {
+	folders, known := h.foldersOf(id)
+	if method == "createSession" {
+		folders, known = dirsOf(p.WorkingDirectories), true
+	}
+	if !known {
+		return "", nil
+	}
+	if c.forwardedFrom == "" {
+		where, err := h.placeFor(ctx, folders)
+		if errors.Is(err, cluster.ErrNoHost) {
+			return "", protocol.Errorf(protocol.CodeInternalError, "no host of the cluster reaches the session's folders (labels repos=)")
+		}
+		if err != nil {
+			return "", protocol.Errorf(protocol.CodeInternalError, "could not place session %s: %v", id, err)
+		}
+		if where != h.hostID() {
+			return where, nil
+		}
+	}
+	return h.claim(ctx, id)
+}
+
+// foldersOf returns the folders of a session this host has a record of.
+func (h *Host) foldersOf(id string) ([]string, bool) {
+	s := h.byID(id)
+	if s == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	return append([]string(nil), s.rec.WorkingDirectories...), true
+}
+
+// dirsOf turns createSession's folder URIs into paths, leaving out what
+// is not one (the handler refuses it).
+func dirsOf(uris []string) []string {
+	var out []string
+	for _, u := range uris {
+		if d, err := dirOf(u); err == nil {
+			out = append(out, filepath.Clean(d))
+		}
+	}
+	return out
+}
+
+// sessionOfChannel returns the id of the session a channel belongs to, or
+// "" for a channel of no session (root, an automation's).
+func (h *Host) sessionOfChannel(channel string) string {
+	if isAutomationChannel(channel) {
+		return ""
+	}
+	kind, err := protocol.ClassifyChannel(channel)
+	if err != nil {
+		return ""
+	}
+	switch kind {
+	case protocol.ChannelSession:
+		if su, err := protocol.ParseSessionURI(channel); err == nil {
+			return su.ID
+		}
+	case protocol.ChannelChat:
+		if s := h.chatHome(channel); s != nil {
+			return s.id
+		}
+		if cu, err := protocol.ParseChatURI(channel); err == nil {
+			if su, err := protocol.ParseSessionURI(cu.Session); err == nil {
+				return su.ID
+			}
+		}
+	}
+	return ""
+}
+
+// forwardedRequest is a request forwarded to the host holding its
+// session: the request, and the connection it came on as that host needs
+// to act for it.
+type forwardedRequest struct {
+	From      string          `json:"from"`
+	Conn      int64           `json:"conn"`
+	Principal string          `json:"principal"`
+	Client    string          `json:"client"`
+	Version   string          `json:"version"`
+	Method    string          `json:"method"`
+	Params    json.RawMessage `json:"params,omitempty"`
+}
+
+// forwardedReply is the holder's answer: the result or the error, and the
+// notifications it sent the connection meanwhile (an action refused).
+type forwardedReply struct {
+	Result json.RawMessage  `json:"result,omitempty"`
+	Error  *forwardedError  `json:"error,omitempty"`
+	Notes  []jsontext.Value `json:"notes,omitempty"`
+}
+
+type forwardedError struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
+
+// forward sends a request to the host holding its session and answers as
+// it does.
+func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.Request) (any, error) {
+	fr := forwardedRequest{
+		From: h.hostID(), Conn: c.id, Principal: c.principal.String(), Client: c.client(),
+		Version: c.negotiated(), Method: req.Method(),
+	}
+	if ps := req.ParamString(); ps != "" {
+		fr.Params = json.RawMessage(ps)
+	}
+	data, err := json.Marshal(fr)
+	if err != nil {
+		return nil, fmt.Errorf("encoding a forwarded request: %w", err)
+	}
+	c.noteForwardedTo(holder)
+	out, err := h.opts.Cluster.Request(ctx, holder, data)
+	switch {
+	case errors.Is(err, cluster.ErrNoResponder), errors.Is(err, cluster.ErrTimeout):
+		return nil, protocol.Errorf(protocol.CodeInternalError, "host %s, which runs the session, does not answer; if it is gone, the session moves to another host once its lease runs out", holder)
+	case errors.Is(err, cluster.ErrTooLarge):
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "the request is too large to forward to host %s", holder)
+	case err != nil:
+		return nil, protocol.Errorf(protocol.CodeInternalError, "forwarding to host %s: %v", holder, err)
+	}
+	var rep forwardedReply
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "host %s answered what is not a reply", holder)
+	}
+	h.takeNotes(c, rep.Notes)
+	if rep.Error != nil {
+		e := &protocol.Error{Code: protocol.ErrorCode(rep.Error.Code), Message: rep.Error.Message}
+		if len(rep.Error.Data) > 0 {
+			e.Data = rep.Error.Data
+		}
+		return nil, e
+	}
+	if len(rep.Result) == 0 {
+		return nil, nil
+	}
+	return json.RawMessage(rep.Result), nil
+}
+
+// takeNotes passes on to c what the holder sent its side of c: actions
+// sent to the sender alone (refused, or accepted and changing nothing),
+// numbered here.
+func (h *Host) takeNotes(c *conn, notes []jsontext.Value) {
+	for _, n := range notes {
+		var msg struct {
+			Method string                  `json:"method"`
+			Params protocol.ActionEnvelope `json:"params"`
+		}
+		if err := json.Unmarshal(n, &msg); err != nil || msg.Method != "action" {
+			continue
+		}
+		env := msg.Params
+		reason := ""
+		if env.RejectionReason != nil {
+			reason = *env.RejectionReason
+		}
+		h.bus.Echo(c, env.Channel, env.Action, env.Origin, reason)
+	}
+}
