@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"cmp"
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -12,10 +14,11 @@ import (
 // directory, or through a URL on a server it starts with a loopback
 // listener and a user and password, so that every test proves both paths.
 type harness struct {
-	t   *testing.T
-	url bool
-	dir string
-	srv *server.Server // the listening server, in URL mode
+	t    *testing.T
+	url  bool
+	dir  string
+	srv  *server.Server // the listening server, in URL mode
+	port int            // the port it listens on (0: a free one)
 }
 
 const (
@@ -46,7 +49,7 @@ func (h *harness) startServer() {
 	h.t.Helper()
 	srv, err := server.NewServer(&server.Options{
 		Host:      "127.0.0.1",
-		Port:      -1,
+		Port:      cmp.Or(h.port, -1),
 		JetStream: true,
 		StoreDir:  h.dir,
 		NoSigs:    true,
@@ -63,6 +66,7 @@ func (h *harness) startServer() {
 		h.t.Fatal("NATS server not ready")
 	}
 	h.srv = srv
+	h.port = srv.Addr().(*net.TCPAddr).Port
 }
 
 func (h *harness) stopServer() {
@@ -70,7 +74,18 @@ func (h *harness) stopServer() {
 		h.srv.Shutdown()
 		h.srv.WaitForShutdown()
 		h.srv = nil
+		h.port = 0
 	}
+}
+
+// restartServer stops the listening server and starts it again on the
+// same port and store, so that connected clients reconnect to it.
+func (h *harness) restartServer() {
+	h.t.Helper()
+	port := h.port
+	h.stopServer()
+	h.port = port
+	h.startServer()
 }
 
 // open opens a journal with cfg's limits, closed when the test ends.
