@@ -123,6 +123,7 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 	h.leases.put(id, ls)
 	h.wg.Add(1)
 	go h.watchLease(id, ls)
+	h.dropMirror(id) // its clients here follow the session itself now
 	if err := h.fresh(ctx, id); err != nil {
 		h.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
 	}

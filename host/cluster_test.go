@@ -109,6 +109,7 @@ func TestClusterForwards(t *testing.T) {
 		}
 		return false
 	})
+	cb.Subscribe(session)
 	cb.Subscribe(chat)
 	st := cb.WaitState(chat, "the turn to end on B", func(s protocol.ChannelState) bool {
 		cs := s.(*protocol.ChatState)
@@ -122,6 +123,25 @@ func TestClusterForwards(t *testing.T) {
 	}
 	if st, on := clusterStatus(t, cb, session); st != "active" || on != "b" {
 		t.Fatalf("status on B = %s on %q, want active on b", st, on)
+	}
+
+	// A client of A watches the session from the journal: the same
+	// state as B's client, and a turn sent through A streams to it, its
+	// own action echoed with its origin.
+	ca.Subscribe(session)
+	ca.Subscribe(chat)
+	sameState(t, ca.State(chat), cb.State(chat))
+	startTaken(t, ca, chat, "t2", "say second")
+	gotA := waitTurnEnd(t, ca, chat, "t2")
+	gotB := waitTurnEnd(t, cb, chat, "t2")
+	if got := strings.TrimSpace(text(gotA.Turns[1].ResponseParts)); got != "second" {
+		t.Fatalf("A's client saw %q", got)
+	}
+	sameState(t, gotA, gotB)
+	// (A session's own state gets no action for its activity, which
+	// follows its chats: each client has it as of its snapshot.)
+	if ta, tb := ca.State(session).(*protocol.SessionState).Title, cb.State(session).(*protocol.SessionState).Title; ta != tb {
+		t.Fatalf("the session's title is %q on A and %q on B", ta, tb)
 	}
 
 	// A refused action comes back to its sender through A.

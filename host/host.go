@@ -186,8 +186,9 @@ type Host struct {
 
 	// Sharing sessions with other hosts (cluster.go): the leases this
 	// host holds, and the relays of other hosts' connections.
-	leases *leases
-	relays relays
+	leases  *leases
+	relays  relays
+	mirrors mirrors // sessions held elsewhere that clients here watch (mirror.go)
 }
 
 // New returns a Host with the sessions its store holds.
@@ -270,6 +271,7 @@ func New(opts Options) (*Host, error) {
 		unavailable: map[string]string{},
 		leases:      newLeases(),
 		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
+		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
 	_, memory := st.(memoryStore)
@@ -462,6 +464,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.closeRelays()
 	h.endConnections()
 	h.stop()
+	h.closeMirrors()
 	awaitCaptures(context.Background(), sessions)
 	// Every change has been handed to the writer: what it still holds is
 	// written before Close returns.

@@ -231,6 +231,7 @@ type resident struct {
 func (h *Host) balance() {
 	now := h.now()
 	h.forgetClients(now)
+	h.dropUnwatchedMirrors()
 	var live []resident
 	for _, s := range h.sessionList() {
 		s.mu.Lock()

@@ -72,7 +72,7 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil || p.Channel == "" {
 		return false, nil, nil // the handler says what is wrong with it
 	}
-	id := h.sessionOfChannel(p.Channel)
+	id, uri := h.sessionOfChannel(p.Channel)
 	if id == "" {
 		return false, nil, nil
 	}
@@ -92,7 +92,12 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 		return true, nil, protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
 	}
 	if req.Method() == "subscribe" {
-		return true, nil, protocol.Errorf(protocol.CodeInternalError, "session %s runs on host %s: connect there to watch it (watching a session across hosts is not built yet)", id, holder)
+		var sp protocol.SubscribeParams
+		if err := params(req, &sp); err != nil {
+			return true, nil, err
+		}
+		v, err := h.subscribeRemote(ctx, c, id, uri, &sp, req.ID())
+		return true, v, err
 	}
 	v, err := h.forward(ctx, c, holder, req)
 	return true, v, err
@@ -148,32 +153,32 @@ func dirsOf(uris []string) []string {
 	return out
 }
 
-// sessionOfChannel returns the id of the session a channel belongs to, or
-// "" for a channel of no session (root, an automation's).
-func (h *Host) sessionOfChannel(channel string) string {
+// sessionOfChannel returns the id and URI of the session a channel
+// belongs to, or "" for a channel of no session (root, an automation's).
+func (h *Host) sessionOfChannel(channel string) (string, string) {
 	if isAutomationChannel(channel) {
-		return ""
+		return "", ""
 	}
 	kind, err := protocol.ClassifyChannel(channel)
 	if err != nil {
-		return ""
+		return "", ""
 	}
 	switch kind {
 	case protocol.ChannelSession:
 		if su, err := protocol.ParseSessionURI(channel); err == nil {
-			return su.ID
+			return su.ID, channel
 		}
 	case protocol.ChannelChat:
 		if s := h.chatHome(channel); s != nil {
-			return s.id
+			return s.id, s.uri
 		}
 		if cu, err := protocol.ParseChatURI(channel); err == nil {
 			if su, err := protocol.ParseSessionURI(cu.Session); err == nil {
-				return su.ID
+				return su.ID, cu.Session
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // forwardedRequest is a request forwarded to the host holding its

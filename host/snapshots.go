@@ -204,6 +204,7 @@ type replayer struct {
 	session string
 	states  map[string]protocol.ChannelState
 	first   uint64 // the journal sequence of the first entry read
+	last    uint64 // and of the last
 }
 
 func newReplayer(session string) *replayer {
@@ -237,21 +238,27 @@ func (r *replayer) result() (*protocol.SessionState, []*protocol.ChatState, bool
 	if !ok {
 		return nil, nil, false
 	}
+	st, chats := withActivity(ss, r.states)
+	return st, chats, true
+}
+
+// withActivity returns a session's state with its activity worked out
+// from its chats' states, and those chats. A session's activity is no
+// action's: it follows its chats, as the live state's does (summary.go).
+func withActivity(ss *protocol.SessionState, states map[string]protocol.ChannelState) (*protocol.SessionState, []*protocol.ChatState) {
 	var chats []*protocol.ChatState
 	for _, entry := range ss.Chats {
-		if cs, ok := r.states[entry.Resource].(*protocol.ChatState); ok {
+		if cs, ok := states[entry.Resource].(*protocol.ChatState); ok {
 			chats = append(chats, cs)
 		}
 	}
-	// A session's activity is no action's: it follows its chats, as the
-	// live state's does (summary.go).
 	deflt := ""
 	if ss.DefaultChat != nil {
 		deflt = *ss.DefaultChat
 	}
 	st := *ss
 	st.Status, _ = protocol.SessionActivity(ss.Status, ss.Activity, deflt, chats)
-	return &st, chats, true
+	return &st, chats
 }
 
 // replay feeds r the session's entries after the journal sequence after,
@@ -264,7 +271,7 @@ func (h *Host) replay(ctx context.Context, r *replayer, after uint64, atSeq int6
 			return false, err
 		}
 		for _, e := range entries {
-			after = e.Seq
+			after, r.last = e.Seq, e.Seq
 			if r.first == 0 {
 				r.first = e.Seq
 			}

@@ -1,0 +1,293 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ahpd/ahpd/journal"
+	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/lockcheck"
+)
+
+// Watching a session another host runs (docs/CLUSTER.md). A client
+// subscribing here to a session held elsewhere is served from a mirror:
+// the session's state rebuilt from its journal (its restart point and the
+// actions after), then kept up to date by following the journal as the
+// holder appends to it. Each action followed is published on this host's
+// bus under its channel, numbered here, so the client's serverSeqs stay
+// this host's and its subscriptions to local and mirrored channels mix
+// freely. Its own actions, forwarded to the holder, come back this way
+// too, with their origin. A mirror lives while a client here watches one
+// of its channels; when this host takes the session, its copy is built
+// from the same journal and the mirror goes.
+
+func init() {
+	// A mirror publishes under its lock, as a session does, so that a
+	// snapshot and the subscription after it see each change exactly once.
+	lockcheck.Allow("mirror", "bus")
+}
+
+// mirror is one session another host runs, as this host shows it.
+type mirror struct {
+	h   *Host
+	id  string // the session's id
+	uri string // the session's URI: its journal's name
+
+	mu     lockcheck.Mutex
+	states map[string]protocol.ChannelState // by channel: the session's and its chats'
+	last   uint64                           // the journal sequence of the last entry applied
+	closed bool
+
+	stop context.CancelFunc
+	done chan struct{} // closed when its follower has ended
+}
+
+// mirrors are the mirrors a host keeps, by session id.
+type mirrors struct {
+	mu lockcheck.Mutex
+	by map[string]*mirror
+}
+
+// mirrorOf returns the mirror of a session held elsewhere, opening it.
+func (h *Host) mirrorOf(ctx context.Context, id, uri string) (*mirror, error) {
+	h.mirrors.mu.Lock()
+	m := h.mirrors.by[id]
+	h.mirrors.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	m, err := h.openMirror(ctx, id, uri)
+	if err != nil {
+		return nil, err
+	}
+	h.mirrors.mu.Lock()
+	defer h.mirrors.mu.Unlock()
+	if old := h.mirrors.by[id]; old != nil {
+		go m.close()
+		return old, nil
+	}
+	h.mirrors.by[id] = m
+	return m, nil
+}
+
+// openMirror rebuilds a session's state from its journal and follows it.
+func (h *Host) openMirror(ctx context.Context, id, uri string) (*mirror, error) {
+	if h.opts.Journal == nil {
+		return nil, errors.New("this host keeps no journal to watch the session from")
+	}
+	var after uint64
+	if mk, ok := h.restartPoint(ctx, uri); ok {
+		after = mk.Seq - 1
+	}
+	r := newReplayer(uri)
+	done, err := h.replay(ctx, r, after, -1, maxRecoverEntries)
+	if err != nil {
+		return nil, fmt.Errorf("reading the session's journal: %w", err)
+	}
+	if !done {
+		return nil, errors.New("the session's journal is too long to read back")
+	}
+	if _, ok := r.states[uri].(*protocol.SessionState); !ok {
+		return nil, errors.New("the session's journal holds no state of it yet")
+	}
+	fctx, stop := context.WithCancel(h.ctx)
+	m := &mirror{
+		h: h, id: id, uri: uri, mu: lockcheck.Mutex{Class: "mirror"},
+		states: r.states, last: r.last, stop: stop, done: make(chan struct{}),
+	}
+	f, err := h.opts.Journal.Follow(fctx, uri, m.last)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("following the session's journal: %w", err)
+	}
+	h.wg.Add(1)
+	go m.follow(fctx, f)
+	return m, nil
+}
+
+// follow applies the journal's entries as the holder appends them, until
+// the mirror closes. A follower that fell behind is started again from the
+// last entry applied.
+func (m *mirror) follow(ctx context.Context, f *journal.Follower) {
+	defer m.h.wg.Done()
+	defer close(m.done)
+	for {
+		for e := range f.Entries() {
+			m.apply(e)
+		}
+		err := f.Err()
+		f.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, journal.ErrFellBehind) {
+			m.h.log.Warn("stopped following a session's journal", "session", m.uri, "err", err)
+		}
+		m.mu.Lock()
+		last := m.last
+		m.mu.Unlock()
+		for {
+			f, err = m.h.opts.Journal.Follow(ctx, m.uri, last)
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			m.h.log.Warn("could not follow a session's journal again; retrying", "session", m.uri, "err", err)
+			t := time.NewTimer(time.Second)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// apply brings the mirror up to date with one journal entry and publishes
+// an action to this host's subscribers of its channel.
+func (m *mirror) apply(e journal.Entry) {
+	je, err := decodeEntry(e.Data)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.Seq <= m.last || m.closed {
+		return
+	}
+	m.last = e.Seq
+	if err != nil {
+		return
+	}
+	switch {
+	case je.snap != nil:
+		// The state as the holder has it: its own, or more of a chat's
+		// turns paged in.
+		(&replayer{session: m.uri, states: m.states}).apply(je)
+	case je.env != nil:
+		st := m.states[je.env.Channel]
+		if st == nil {
+			return // a chat whose snapshot comes with its next action
+		}
+		m.states[je.env.Channel] = protocol.Apply(st, je.env.Action)
+		m.h.bus.Publish(je.env.Channel, je.env.Action, je.env.Origin)
+	}
+}
+
+// attach subscribes c to one of the mirror's channels and returns its
+// snapshot, a chat's with its last turns finished turns when turns > 0.
+func (m *mirror) attach(c *conn, channel, requestID string, turns int) (protocol.Snapshot, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.states[channel]
+	if st == nil || m.closed {
+		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no channel %s", protocol.Quote(channel))
+	}
+	switch x := st.(type) {
+	case *protocol.ChatState:
+		if turns > 0 {
+			st, _ = viewOf(x, turns)
+		}
+	case *protocol.SessionState:
+		st, _ = withActivity(x, m.states)
+	}
+	seq := m.h.bus.Subscribe(c, channel, requestID)
+	return protocol.Snapshot{Resource: channel, State: st, FromSeq: seq}, nil
+}
+
+// watched reports whether a client here watches one of its channels.
+func (m *mirror) watched() bool {
+	m.mu.Lock()
+	channels := make([]string, 0, len(m.states))
+	for ch := range m.states {
+		channels = append(channels, ch)
+	}
+	m.mu.Unlock()
+	for _, ch := range channels {
+		if m.h.bus.Subscribers(ch) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *mirror) close() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.stop()
+	<-m.done
+}
+
+// dropMirror closes a session's mirror, for a host that takes the session
+// or whose clients stopped watching it.
+func (h *Host) dropMirror(id string) {
+	h.mirrors.mu.Lock()
+	m := h.mirrors.by[id]
+	delete(h.mirrors.by, id)
+	h.mirrors.mu.Unlock()
+	if m != nil {
+		m.close()
+	}
+}
+
+// dropUnwatchedMirrors closes the mirrors nobody here watches any more.
+func (h *Host) dropUnwatchedMirrors() {
+	h.mirrors.mu.Lock()
+	list := make([]*mirror, 0, len(h.mirrors.by))
+	for _, m := range h.mirrors.by {
+		list = append(list, m)
+	}
+	h.mirrors.mu.Unlock()
+	for _, m := range list {
+		if !m.watched() {
+			h.mirrors.mu.Lock()
+			if h.mirrors.by[m.id] == m {
+				delete(h.mirrors.by, m.id)
+			}
+			h.mirrors.mu.Unlock()
+			m.close()
+		}
+	}
+}
+
+// closeMirrors closes every mirror, for Close.
+func (h *Host) closeMirrors() {
+	h.mirrors.mu.Lock()
+	list := h.mirrors.by
+	h.mirrors.by = map[string]*mirror{}
+	h.mirrors.mu.Unlock()
+	for _, m := range list {
+		m.close()
+	}
+}
+
+// subscribeRemote answers a subscribe to a channel of a session another
+// host holds, from its mirror here.
+func (h *Host) subscribeRemote(ctx context.Context, c *conn, id, uri string, p *protocol.SubscribeParams, requestID string) (any, error) {
+	delay, err := deliveryDelay(p.Delivery)
+	if err != nil {
+		return nil, err
+	}
+	turns, err := viewTurns(p.View)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.roomToWatch(p.Channel); err != nil {
+		return nil, err
+	}
+	m, err := h.mirrorOf(ctx, id, uri)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "could not watch session %s from this host: %v", uri, err)
+	}
+	snap, err := m.attach(c, p.Channel, requestID, turns)
+	if err != nil {
+		return nil, err
+	}
+	c.setReadOnly(p.Channel, p.Meta)
+	c.setDelay(p.Channel, delay)
+	return &protocol.SubscribeResult{Snapshot: &snap}, nil
+}
