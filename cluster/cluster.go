@@ -3,11 +3,14 @@
 // it stops), session leases (which host holds a session, taken atomically
 // with a compare-and-set on a JetStream key-value revision, kept alive by
 // a renewer, expired by the server when their holder dies), placement
-// (which live host should take a session) and request forwarding between
-// hosts (request-reply on each host's own subject).
+// (which live host should take a session), request forwarding between
+// hosts (request-reply on each host's own subject) and shared session
+// records (each session's record in a bucket every host reads and
+// watches).
 //
 // It knows nothing of sessions' contents or AHP: a session is an opaque
-// name, a host an id with labels, a forwarded request opaque bytes. It must
+// name, a host an id with labels, a forwarded request and a session record
+// opaque bytes. It must
 // not run sessions, decide when to wake or forward one, or own the NATS
 // connection: the caller dials it (see Dial) and closes it.
 //
@@ -131,6 +134,10 @@ type Member struct {
 	// serveCancel ends the context of the requests being handled.
 	serveCancel context.CancelFunc
 	handles     sync.WaitGroup // forwarded requests being handled
+	watches     sync.WaitGroup // WatchRecords' goroutines
+
+	recordsMu sync.Mutex
+	recordsKV jetstream.KeyValue // nil until first used (records.go)
 
 	stop chan struct{} // closed by Close: ends the heartbeat
 	done chan struct{} // closed when the heartbeat has ended
@@ -329,7 +336,8 @@ func (m *Member) nextBeat(failing bool) time.Time {
 	return next
 }
 
-// Close stops the heartbeat and the request handlers, releases the
+// Close stops the heartbeat, the request handlers and the record
+// watches (their channels are closed when it returns), releases the
 // host's leases and removes its record, so that other hosts may take its
 // sessions at once. It does not close the connection. It is safe to call
 // more than once.
@@ -349,6 +357,7 @@ func (m *Member) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	close(m.stop)
 	<-m.done
+	m.watches.Wait()
 	var errs []error
 	for _, s := range subs {
 		if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
