@@ -52,10 +52,10 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 		h.mu.Unlock()
 		return nil // changed meanwhile: left to whoever changed it
 	}
-	h.order.remove(s)
 	h.sessions[id] = ns
-	h.order.add(ns, ns.summary.ModifiedAt)
 	h.mu.Unlock()
+	h.order.remove(s)
+	h.order.add(ns, ns.summary.ModifiedAt)
 	s.mu.Lock()
 	s.disposed = true // whoever still has the old copy does nothing with it
 	s.unlock()

@@ -247,11 +247,12 @@ func hostMeta(id string) protocol.Object {
 // placeFor chooses the host a session with these folders runs on when
 // nobody holds it: this one when it can reach them, else the least
 // loaded that can (cluster.Place).
-func (h *Host) placeFor(ctx context.Context, folders []string) (string, error) {
+func (h *Host) placeFor(ctx context.Context, folders, dead []string) (string, error) {
 	hosts, err := h.opts.Cluster.Hosts(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing the cluster's hosts: %w", err)
 	}
+	hosts = slices.DeleteFunc(hosts, func(x cluster.Host) bool { return slices.Contains(dead, x.ID) })
 	if i := slices.IndexFunc(hosts, func(x cluster.Host) bool { return x.ID == h.hostID() }); i >= 0 {
 		if reaches(hosts[i], folders) {
 			return h.hostID(), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/nats-io/nats.go"
 )
 
 // clusterHost is a host sharing sessions through a NATS cluster.
@@ -20,11 +21,30 @@ type clusterHost struct {
 	*testHost
 	member *cluster.Member
 	j      *journal.Journal
+	conn   *nats.Conn // the member's
+	// crashed says the host was stopped as by a crash: its member cannot
+	// leave cleanly.
+	crashed bool
+}
+
+// crash stops the host as a crash would for the cluster: its connection
+// to the cluster goes first, so its leases are neither released nor
+// renewed and run out, then the host stops.
+func (ch *clusterHost) crash() {
+	ch.crashed = true
+	ch.conn.Close()
+	ch.stop()
 }
 
 // startClusterHost starts host id on node of nc, reaching its own working
 // directory (repos=) only, so that where a session runs follows its folder.
 func startClusterHost(t *testing.T, nc *clustertest.Cluster, node int, id string) *clusterHost {
+	return startClusterHostReaching(t, nc, node, id, "")
+}
+
+// startClusterHostReaching is startClusterHost reaching repos (comma
+// separated folders) besides its own working directory.
+func startClusterHostReaching(t *testing.T, nc *clustertest.Cluster, node int, id, repos string) *clusterHost {
 	t.Helper()
 	ctx := context.Background()
 	j, err := journal.Open(ctx, nc.Config(node))
@@ -42,20 +62,26 @@ func startClusterHost(t *testing.T, nc *clustertest.Cluster, node int, id string
 	}
 	t.Cleanup(conn.Close)
 	state := t.TempDir()
+	reach := state + "/work"
+	if repos != "" {
+		reach += "," + repos
+	}
 	m, err := cluster.Join(ctx, conn, cluster.Config{
-		HostID: id, Labels: map[string]string{cluster.LabelRepos: state + "/work"},
+		HostID: id, Labels: map[string]string{cluster.LabelRepos: reach},
 		HostTTL: time.Second, LeaseTTL: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch := &clusterHost{member: m, j: j, conn: conn}
 	t.Cleanup(func() {
-		if err := m.Close(context.Background()); err != nil {
+		if err := m.Close(context.Background()); err != nil && !ch.crashed {
 			t.Error(err)
 		}
 	})
 	th := startHost(t, state, withJournal(j), func(o *host.Options) { o.Cluster = m })
-	return &clusterHost{testHost: th, member: m, j: j}
+	ch.testHost = th
+	return ch
 }
 
 // clusterStatus asks a host's client for a session's status, and the host its
@@ -156,5 +182,87 @@ func TestClusterForwards(t *testing.T) {
 			}
 		}
 		return false
+	})
+}
+
+// TestClusterFailover: a session runs on B; B dies; its lease runs out and
+// the session shows inactive; the next message, sent through A, wakes it on
+// C, the other host reaching its folder, from its record and journal: every
+// turn is still there, and A's client, watching all along, sees the new one.
+func TestClusterFailover(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	shared := t.TempDir()
+	a := startClusterHost(t, nc, 0, "a")
+	b := startClusterHostReaching(t, nc, 0, "b", shared)
+	c := startClusterHostReaching(t, nc, 0, "c", shared)
+
+	ca := a.client("ca")
+	session := "ahp-session:/moving"
+	chat := protocol.DefaultChatURI(session)
+	ca.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + shared},
+	})
+	startTakenRemote(t, ca, b, session, chat, "t1", "say one")
+	if st, on := clusterStatus(t, ca, session); st != "active" || on != "b" {
+		t.Fatalf("status = %s on %q, want active on b (placed on the least id of equals)", st, on)
+	}
+	ca.Subscribe(session)
+	ca.Subscribe(chat)
+	send(t, ca, chat, "t2", "say two")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	freed, err := c.member.Freed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.crash()
+	for id := range freed {
+		if id == "moving" {
+			break
+		}
+	}
+	if st, on := clusterStatus(t, ca, session); st != "inactive" || on != "" {
+		t.Fatalf("status after B died = %s on %q, want inactive on none", st, on)
+	}
+
+	st := send(t, ca, chat, "t3", "say three")
+	if st, on := clusterStatus(t, ca, session); st != "active" || on != "c" {
+		t.Fatalf("status after the next message = %s on %q, want active on c", st, on)
+	}
+	var said []string
+	for _, turn := range st.Turns {
+		said = append(said, strings.TrimSpace(text(turn.ResponseParts)))
+	}
+	if strings.Join(said, ",") != "one,two,three" {
+		t.Fatalf("the turns said %q, want one, two, three", said)
+	}
+	cc := c.client("cc")
+	cc.Subscribe(chat)
+	sameState(t, ca.State(chat), cc.State(chat))
+}
+
+// startTakenRemote sends a session's first turn through c and waits for
+// the host it runs on (on) to announce the session.
+func startTakenRemote(t *testing.T, c *hosttest.Client, on *clusterHost, session, chat, turnID, text string) {
+	t.Helper()
+	watch := on.client("watch-" + turnID)
+	c.Dispatch(chat, &protocol.ChatTurnStartedAction{
+		TurnID: turnID, StartedAt: protocol.FormatTime(time.Now()),
+		Message: protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}},
+	})
+	watch.Wait("the session to be announced", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
+				return true
+			}
+		}
+		return false
+	})
+	watch.Subscribe(chat)
+	watch.WaitState(chat, "turn "+turnID+" to end", func(s protocol.ChannelState) bool {
+		cs := s.(*protocol.ChatState)
+		return len(cs.Turns) > 0 && cs.Turns[len(cs.Turns)-1].ID == turnID && cs.ActiveTurn == nil
 	})
 }

@@ -237,9 +237,11 @@ func New(opts Options) (*Host, error) {
 		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
 		opts.DefaultDirectory = dir
 	}
-	st, err := openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp)
-	if err != nil {
-		return nil, err
+	var st store = clusterStore{opts.Cluster}
+	if opts.Cluster == nil {
+		if st, err = openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp); err != nil {
+			return nil, err
+		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	newest := newestSeq(opts)
@@ -286,7 +288,11 @@ func New(opts Options) (*Host, error) {
 	// A host sharing sessions brings back none from the journal as it
 	// starts: they may run elsewhere now. The host that next takes one
 	// reads its tail then (claim).
-	if err := h.loadSessions(opts.Cluster != nil || h.stoppedCleanly(newest)); err != nil {
+	records, err := h.followRecords()
+	if err == nil {
+		err = h.loadSessions(opts.Cluster != nil || h.stoppedCleanly(newest))
+	}
+	if err != nil {
 		stop()
 		h.writer.close()
 		return nil, err
@@ -303,6 +309,10 @@ func New(opts Options) (*Host, error) {
 	if err := h.joinCluster(); err != nil {
 		stop()
 		return nil, err
+	}
+	if records != nil {
+		h.wg.Add(1)
+		go h.takeRecords(records)
 	}
 	h.wg.Add(3)
 	go h.watchdog()

@@ -28,6 +28,7 @@ func init() {
 	// A mirror publishes under its lock, as a session does, so that a
 	// snapshot and the subscription after it see each change exactly once.
 	lockcheck.Allow("mirror", "bus")
+	lockcheck.Allow("mirror", "conn") // the bus's subscribe holds the connection's frames
 }
 
 // mirror is one session another host runs, as this host shows it.

@@ -76,38 +76,86 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 	if id == "" {
 		return false, nil, nil
 	}
-	holder, err := h.holderOf(ctx, id)
-	if err != nil {
-		return true, nil, err
-	}
-	if holder == "" && !asked[req.Method()] {
-		if holder, err = h.takeOrPlace(ctx, c, req.Method(), id, p); err != nil {
-			return true, nil, err
+	var dead []string // hosts placement chose that did not answer
+	for {
+		holder, placed, err := h.where(ctx, c, req.Method(), id, p, dead)
+		if err != nil {
+			c.log.Debug("could not route a request", "method", req.Method(), "session", id, "err", err)
+			return true, nil, h.routeFailed(c, req, p.Channel, err)
 		}
-	}
-	if holder == "" || holder == h.hostID() {
-		return false, nil, nil
-	}
-	if c.forwardedFrom != "" {
-		return true, nil, protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
-	}
-	if req.Method() == "subscribe" {
-		var sp protocol.SubscribeParams
-		if err := params(req, &sp); err != nil {
-			return true, nil, err
+		if holder == "" || holder == h.hostID() {
+			return false, nil, nil
 		}
-		v, err := h.subscribeRemote(ctx, c, id, uri, &sp, req.ID())
-		return true, v, err
+		if req.Method() == "subscribe" {
+			var sp protocol.SubscribeParams
+			if err := params(req, &sp); err != nil {
+				return true, nil, err
+			}
+			v, err := h.subscribeRemote(ctx, c, id, uri, &sp, req.ID())
+			return true, v, err
+		}
+		c.log.Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
+		v, err := h.forward(ctx, c, holder, req)
+		if placed && errors.Is(err, errUnreachable) && len(dead) < maxPlacements {
+			dead = append(dead, holder) // gone, and its record not expired yet
+			continue
+		}
+		if err != nil {
+			return true, nil, h.routeFailed(c, req, p.Channel, err)
+		}
+		return true, v, nil
 	}
-	v, err := h.forward(ctx, c, holder, req)
-	return true, v, err
+}
+
+// maxPlacements bounds the hosts a request is placed on in turn when the
+// chosen one does not answer.
+const maxPlacements = 3
+
+// errUnreachable is a host that did not answer a forwarded request.
+var errUnreachable = errors.New("the host does not answer")
+
+// where says which host a request about session id runs on: its holder,
+// or, when nobody holds it, this host (taking it) or the one placement
+// chooses (placed), leaving out the hosts in dead. A request forwarded
+// here runs here or fails.
+func (h *Host) where(ctx context.Context, c *conn, method, id string, p channelParam, dead []string) (holder string, placed bool, err error) {
+	holder, err = h.holderOf(ctx, id)
+	if err == nil && holder == "" && !asked[method] {
+		holder, err = h.takeOrPlace(ctx, c, method, id, p, dead)
+		placed = true
+	}
+	if err == nil && holder != "" && holder != h.hostID() && c.forwardedFrom != "" {
+		err = protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
+	}
+	return holder, placed, err
+}
+
+// routeFailed answers a request that could not reach its session's host.
+// A client's action is refused, as the host would refuse it: a client
+// sends it as a notification, and would not learn of an error.
+func (h *Host) routeFailed(c *conn, req *jrpc2.Request, channel string, err error) error {
+	if req.Method() != "dispatchAction" {
+		return err
+	}
+	var p dispatchParams
+	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil {
+		return nil
+	}
+	origin := &protocol.ActionOrigin{ClientID: c.client(), ClientSeq: p.ClientSeq}
+	reason := err.Error()
+	var pe *protocol.Error
+	if errors.As(err, &pe) {
+		reason = pe.Message
+	}
+	h.refuse(c, channel, echoable(p.Action), origin, reason)
+	return nil
 }
 
 // takeOrPlace decides where a session nobody holds runs: here (taken),
 // or on the host named. A session this host knows nothing of, and that no
 // host holds, is left to the handler (createSession makes it; anything
 // else answers that there is no such session).
-func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p channelParam) (string, error) {
+func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p channelParam, dead []string) (string, error) {
 	folders, known := h.foldersOf(id)
 	if method == "createSession" {
 		folders, known = dirsOf(p.WorkingDirectories), true
@@ -116,7 +164,7 @@ func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p ch
 		return "", nil
 	}
 	if c.forwardedFrom == "" {
-		where, err := h.placeFor(ctx, folders)
+		where, err := h.placeFor(ctx, folders, dead)
 		if errors.Is(err, cluster.ErrNoHost) {
 			return "", protocol.Errorf(protocol.CodeInternalError, "no host of the cluster reaches the session's folders (labels repos=)")
 		}
@@ -226,7 +274,8 @@ func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.R
 	out, err := h.opts.Cluster.Request(ctx, holder, data)
 	switch {
 	case errors.Is(err, cluster.ErrNoResponder), errors.Is(err, cluster.ErrTimeout):
-		return nil, protocol.Errorf(protocol.CodeInternalError, "host %s, which runs the session, does not answer; if it is gone, the session moves to another host once its lease runs out", holder)
+		return nil, fmt.Errorf("%w: %w", &protocol.Error{Code: protocol.CodeInternalError,
+			Message: "host " + holder + ", which runs the session, does not answer; if it is gone, the session moves to another host once its lease runs out"}, errUnreachable)
 	case errors.Is(err, cluster.ErrTooLarge):
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "the request is too large to forward to host %s", holder)
 	case err != nil:

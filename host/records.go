@@ -1,0 +1,194 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Session records in the cluster (docs/CLUSTER.md). A host sharing
+// sessions keeps their records in the cluster's records bucket, not in
+// its state directory, so that every host lists every session and any
+// can wake one. Each host has a copy of every record as a sleeping
+// session (the one it holds is its own), and follows the bucket: a
+// session made, changed or disposed on another host is added, brought up
+// to date or removed here, and this host's clients are told as for its own.
+
+// recordTimeout bounds one read or write of the records bucket.
+const recordTimeout = 10 * time.Second
+
+// clusterStore keeps records in the cluster's records bucket, under the
+// session's id.
+type clusterStore struct{ m *cluster.Member }
+
+func (s clusterStore) load() ([]*record, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	all, err := s.m.Records(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*record, 0, len(all))
+	for id, data := range all {
+		rec, err := decodeRecord(data)
+		if err != nil || idOf(rec.URI) != id {
+			continue // not a record of this version, or not this session's
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (s clusterStore) save(id string, data []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	_, err := s.m.PutRecord(ctx, id, data)
+	return err
+}
+
+func (s clusterStore) remove(id string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
+	defer cancel()
+	return s.m.DeleteRecord(ctx, id)
+}
+
+// decodeRecord reads a record as the store wrote it.
+func decodeRecord(data []byte) (*record, error) {
+	var rec record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("not a session record: %w", err)
+	}
+	if rec.AHPD != recordVersion {
+		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
+	}
+	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
+// followRecords starts following the records other hosts write. It is
+// called before the records are loaded, so that no change between the
+// listing and the watch is missed (one seen twice is applied twice, which
+// changes nothing).
+func (h *Host) followRecords() (<-chan cluster.RecordChange, error) {
+	if !h.clustered() {
+		return nil, nil
+	}
+	ch, err := h.opts.Cluster.WatchRecords(h.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("host: following the cluster's session records: %w", err)
+	}
+	return ch, nil
+}
+
+// takeRecords applies the record changes of other hosts until the host
+// closes.
+func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
+	defer h.wg.Done()
+	for c := range ch {
+		if c.Host == h.hostID() {
+			continue
+		}
+		if c.Deleted {
+			h.recordRemoved(c.Session)
+			continue
+		}
+		rec, err := decodeRecord(c.Data)
+		if err != nil || idOf(rec.URI) != c.Session {
+			h.log.Debug("passing over a record another host wrote that this one cannot read", "session", c.Session, "err", err)
+			continue
+		}
+		h.recordChanged(rec)
+	}
+}
+
+// recordChanged takes a record another host wrote: a session it made is
+// added here, one this host has asleep is made again from it. A session
+// this host holds, or has a client using, is left alone: this host is its
+// writer, or will make it again when it takes it (fresh).
+func (h *Host) recordChanged(rec *record) {
+	id := idOf(rec.URI)
+	if h.leases.get(id) != nil {
+		return
+	}
+	old := h.byID(id)
+	if old != nil {
+		old.mu.Lock()
+		idle := old.asleep && old.pins == 0 && old.falling == nil && !old.provisional && !old.disposed
+		old.unlock()
+		if !idle {
+			return
+		}
+	}
+	s, err := h.restore(rec, nil)
+	if err != nil {
+		h.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
+		return
+	}
+	h.mu.Lock()
+	if h.sessions[id] != old {
+		h.mu.Unlock()
+		return
+	}
+	h.sessions[id] = s
+	h.mu.Unlock()
+	if old != nil {
+		h.order.remove(old)
+	}
+	h.order.add(s, s.summary.ModifiedAt)
+	if old != nil {
+		old.mu.Lock()
+		old.disposed = true
+		old.unlock()
+	}
+	s.mu.Lock()
+	sum := s.summary
+	external := s.rec.External
+	s.unlock()
+	if external {
+		return
+	}
+	if old == nil {
+		h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		return
+	}
+	old.mu.Lock()
+	before := old.summary
+	old.unlock()
+	if changes, changed := summaryChanges(before, sum); changed {
+		h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}, nil)
+	}
+}
+
+// recordRemoved forgets a session another host disposed of.
+func (h *Host) recordRemoved(id string) {
+	if h.leases.get(id) != nil {
+		return
+	}
+	h.mu.Lock()
+	s := h.sessions[id]
+	if s != nil {
+		delete(h.sessions, id)
+	}
+	h.mu.Unlock()
+	if s == nil {
+		return
+	}
+	h.order.remove(s)
+	h.dropMirror(id)
+	s.mu.Lock()
+	s.disposed = true
+	uri := s.uri
+	chats := append([]string(nil), s.order...)
+	s.unlock()
+	for _, ch := range chats {
+		h.unsubscribeAll(ch)
+	}
+	h.unsubscribeAll(uri)
+	h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: uri}, nil)
+}
