@@ -60,10 +60,10 @@ type conn struct {
 	// forwardedFrom, set before it serves, is the host whose connection
 	// this one stands for (forwarded.go); "" for a connection of its own.
 	forwardedFrom string
-	cred      grants.Credential // what it presented, rechecked as users change (revoke.go)
-	ctx       context.Context
-	cancel    context.CancelFunc
-	started   time.Time
+	cred          grants.Credential // what it presented, rechecked as users change (revoke.go)
+	ctx           context.Context
+	cancel        context.CancelFunc
+	started       time.Time
 
 	writing atomic.Int64 // when the write under way began (unix ns), or 0
 	heard   atomic.Int64 // when the client was last heard from (unix ns)
