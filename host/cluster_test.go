@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -265,4 +266,67 @@ func startTakenRemote(t *testing.T, c *hosttest.Client, on *clusterHost, session
 		cs := s.(*protocol.ChatState)
 		return len(cs.Turns) > 0 && cs.Turns[len(cs.Turns)-1].ID == turnID && cs.ActiveTurn == nil
 	})
+}
+
+// TestClusterWakeRace: two hosts reaching a sleeping session's folder are
+// sent a message for it at once; exactly one takes it, the other forwards
+// to it, and both messages reach the one that holds it.
+func TestClusterWakeRace(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	shared := t.TempDir()
+	b := startClusterHostReaching(t, nc, 0, "b", shared)
+	c := startClusterHostReaching(t, nc, 0, "c", shared)
+	cb, cc := b.client("cb"), c.client("cc")
+	session := "ahp-session:/raced"
+	chat := protocol.DefaultChatURI(session)
+	cb.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + shared},
+	})
+	cb.Subscribe(chat)
+	send(t, cb, chat, "t1", "say one")
+	cb.MustCall("unsubscribe", map[string]any{"channel": chat})
+	cb.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	if st, on := clusterStatus(t, cc, session); st != "inactive" || on != "" {
+		t.Fatalf("status after suspending = %s on %q, want inactive on none", st, on)
+	}
+
+	for round := range 5 {
+		// Both at once: each host reaches the folder and tries to take it.
+		turnB, turnC := fmt.Sprintf("b%d", round), fmt.Sprintf("c%d", round)
+		pb := cb.Start("ahpd/resumeSession", map[string]any{"channel": session})
+		pc := cc.Start("ahpd/resumeSession", map[string]any{"channel": session})
+		if _, err := pb.Await(); err != nil {
+			t.Fatalf("round %d: resume through b: %v", round, err)
+		}
+		if _, err := pc.Await(); err != nil {
+			t.Fatalf("round %d: resume through c: %v", round, err)
+		}
+		_, onB := clusterStatus(t, cb, session)
+		_, onC := clusterStatus(t, cc, session)
+		if onB == "" || onB != onC {
+			t.Fatalf("round %d: b says %q holds the session, c says %q", round, onB, onC)
+		}
+		held := 0
+		for _, x := range []*clusterHost{b, c} {
+			if st, _ := x.h.Status(session); st == "active" {
+				held++
+			}
+		}
+		if held != 1 {
+			t.Fatalf("round %d: the session is awake on %d hosts", round, held)
+		}
+		// A turn through each reaches the holder.
+		cb.Subscribe(chat)
+		cc.Subscribe(chat)
+		send(t, cb, chat, turnB, "say "+turnB)
+		send(t, cc, chat, turnC, "say "+turnC)
+		cb.MustCall("unsubscribe", map[string]any{"channel": chat})
+		cc.MustCall("unsubscribe", map[string]any{"channel": chat})
+		holder := cb
+		if onB == "c" {
+			holder = cc
+		}
+		holder.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	}
 }
