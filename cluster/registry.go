@@ -29,10 +29,10 @@ type Host struct {
 // record is this host's record as of now.
 func (m *Member) record() ([]byte, error) {
 	m.mu.Lock()
-	load := len(m.leases)
+	load, addr := len(m.leases), m.cfg.Addr
 	m.mu.Unlock()
 	return json.Marshal(Host{
-		ID: m.cfg.HostID, Labels: maps.Clone(m.cfg.Labels), Load: load, Addr: m.cfg.Addr,
+		ID: m.cfg.HostID, Labels: maps.Clone(m.cfg.Labels), Load: load, Addr: addr,
 		StartedAt: m.started.UTC(), RenewedAt: m.clk.Now().UTC(),
 	})
 }
@@ -64,6 +64,18 @@ func (m *Member) announce(ctx context.Context) error {
 		return fmt.Errorf("cluster: announcing host %s: %w", m.cfg.HostID, err)
 	}
 	return nil
+}
+
+// SetAddr changes the address the host's record gives (a host joins
+// before it listens) and writes the record at once.
+func (m *Member) SetAddr(ctx context.Context, addr string) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.cfg.Addr = addr
+	m.mu.Unlock()
+	return m.putHost(ctx)
 }
 
 // putHost renews the host's record (and its TTL) with the current load.

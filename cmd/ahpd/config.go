@@ -127,6 +127,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
 	fs.StringVar(&cfg.Cluster.HostID, "host-id", cfg.Cluster.HostID, "")
+	fs.DurationVar(&cfg.Cluster.LeaseTTL, "lease-ttl", cfg.Cluster.LeaseTTL, "")
 	fs.Func("labels", "", func(v string) error {
 		labels, err := parseLabels(v)
 		cfg.Cluster.Labels = labels

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -12,14 +13,22 @@ import (
 	"github.com/ahpd/ahpd/journal"
 )
 
-// clusterConfig names this host among others on the same NATS
-// (docs/CLUSTER.md). Only joining the host registry is built: the host
-// announces itself, with its labels, for as long as it runs.
+// clusterConfig names this host among others sharing sessions on the
+// same NATS (docs/CLUSTER.md).
 type clusterConfig struct {
 	// HostID names the host in the cluster; "" joins none.
 	HostID string `yaml:"hostId"`
-	// Labels describe it, for placement (repos=/a,/b) and people.
+	// Labels describe it, for placement (repos=/a,/b) and people. A host
+	// with no repos label reaches every folder (repos=/).
 	Labels map[string]string `yaml:"labels"`
+	// LeaseTTL is how long a session's lease, and the host's record, live
+	// without a renewal: how soon a dead host's sessions move (default
+	// 15s; whole seconds).
+	LeaseTTL time.Duration `yaml:"leaseTTL"`
+	// Replicas is how many copies of the journal and the cluster's
+	// buckets the NATS cluster keeps (default 1; 3 on a cluster of three
+	// or more nodes, to survive losing one).
+	Replicas int `yaml:"replicas"`
 }
 
 // checkCluster refuses cluster settings that cannot work, before anything
@@ -34,6 +43,15 @@ func checkCluster(cfg *config) error {
 	}
 	if cfg.NATS.URL == "" {
 		return errors.New("--host-id needs --nats: the NATS embedded in one daemon has no other hosts")
+	}
+	if c.LeaseTTL != 0 && (c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0) {
+		return errors.New("--lease-ttl: whole seconds, at least 1s")
+	}
+	if c.Replicas < 0 || c.Replicas > 5 {
+		return errors.New("config file: cluster: replicas is 1 to 5")
+	}
+	if cfg.Sessions == "memory" {
+		return errors.New("--host-id: a host sharing sessions keeps them in the cluster; --sessions memory keeps none")
 	}
 	return nil
 }
@@ -57,26 +75,36 @@ func parseLabels(v string) (map[string]string, error) {
 	return out, nil
 }
 
-// joinCluster announces the host in the cluster's registry when the
-// config names it, and returns how to leave; addr is where it listens.
-func joinCluster(ctx context.Context, cfg *config, jc journal.Config, addr string, log *slog.Logger) (leave func(), err error) {
+// joinCluster makes the host a member of the cluster when the config
+// names it: it shares sessions with the other hosts from then on. It
+// returns the membership (nil for none) and how to leave, after the host
+// has closed. The address is fixed once the host listens (SetAddr).
+func joinCluster(ctx context.Context, cfg *config, jc journal.Config, log *slog.Logger) (*cluster.Member, func(), error) {
 	if cfg.Cluster.HostID == "" {
-		return func() {}, nil
+		return nil, func() {}, nil
 	}
 	nc, err := cluster.Dial(ctx, jc, "ahpd "+cfg.Cluster.HostID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	labels := maps.Clone(cfg.Cluster.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if _, ok := labels[cluster.LabelRepos]; !ok {
+		labels[cluster.LabelRepos] = "/"
 	}
 	m, err := cluster.Join(ctx, nc, cluster.Config{
-		HostID: cfg.Cluster.HostID, Labels: cfg.Cluster.Labels, Addr: addr,
+		HostID: cfg.Cluster.HostID, Labels: labels, Addr: cfg.Listen,
+		HostTTL: cfg.Cluster.LeaseTTL, LeaseTTL: cfg.Cluster.LeaseTTL, Replicas: cfg.Cluster.Replicas,
 		Logger: log.With("part", "cluster"),
 	})
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("joining the cluster as %s: %w", cfg.Cluster.HostID, err)
+		return nil, nil, fmt.Errorf("joining the cluster as %s: %w", cfg.Cluster.HostID, err)
 	}
-	log.Info("joined the cluster", "hostId", cfg.Cluster.HostID, "labels", cfg.Cluster.Labels)
-	return func() {
+	log.Info("joined the cluster", "hostId", cfg.Cluster.HostID, "labels", labels)
+	return m, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := m.Close(ctx); err != nil {

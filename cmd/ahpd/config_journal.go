@@ -88,7 +88,8 @@ func journalConfigOf(cfg *config, log *slog.Logger) journal.Config {
 	return journal.Config{
 		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
 		MaxAge: cfg.Journal.MaxAge, MaxBytesPerSession: cfg.Journal.MaxBytesPerSession,
-		Logger: log.With("part", "journal"),
+		Replicas: cfg.Cluster.Replicas,
+		Logger:   log.With("part", "journal"),
 	}
 }
 

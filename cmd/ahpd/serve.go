@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/dashboard"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
@@ -74,10 +75,17 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 			}
 		}()
 	}
+	member, leave, err := joinCluster(ctx, cfg, journalConfigOf(cfg, log), log)
+	if err != nil {
+		return err
+	}
+	// Left after the host closes, before the journal does.
+	defer leave()
 	h, err := host.New(host.Options{
 		StateDir: cfg.StateDir,
 		Sessions: cfg.Sessions,
 		Journal:  jr,
+		Cluster:  member,
 		Backends: backends,
 		Logger:   log,
 		Version:  version,
@@ -102,7 +110,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	return serveWebSocket(ctx, cfg, h, auth, kept, stdout, stderr, log)
+	return serveWebSocket(ctx, cfg, h, member, auth, kept, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -122,7 +130,7 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 // serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/ and
 // the dashboard under /ui/ behind the same token and Host checks; auth holds the connection token
 // ("" for none) and kept is the file it is kept in, when ahpd made it.
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -158,14 +166,12 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, auth *grants
 		forget = func() {}
 	}
 	defer forget()
-	leave, err := joinCluster(ctx, cfg, journalConfigOf(cfg, log), ln.Addr().String(), log)
-	if err != nil {
-		_ = srv.Close()
-		<-served
-		_ = h.Close(context.Background())
-		return err
+	if member != nil {
+		// The other hosts learn where this one listens.
+		if err := member.SetAddr(ctx, ln.Addr().String()); err != nil {
+			log.Warn("could not tell the cluster where this host listens", "err", err)
+		}
 	}
-	defer leave()
 	fmt.Fprintf(stdout, "ahpd listening on ws://%s\n", ln.Addr())
 	if kept != "" {
 		fmt.Fprint(stderr, connectLine(ln.Addr().String(), token, kept, isTerminal(stderr)))
