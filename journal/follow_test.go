@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // waitLimit bounds how long a test waits for an event before it fails
@@ -558,4 +559,85 @@ func openURL(b *testing.B, url string) *Journal {
 		b.Fatal(err)
 	}
 	return j
+}
+
+// TestFollowReconnect drops the follower's connection (the server keeps
+// running and keeps the consumer): it takes up where it was.
+func TestFollowReconnect(t *testing.T) {
+	modes(t, func(t *testing.T, h *harness) {
+		ctx := context.Background()
+		j := h.open(Config{})
+		f := followOK(t, j, s1, 0)
+		first, err := appendNumbered(ctx, j, s1, 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := receiveThrough(t, f, first[len(first)-1])
+		back := j.nc.StatusChanged(nats.CONNECTED)
+		if err := j.nc.ForceReconnect(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-back:
+		case <-time.After(waitLimit):
+			t.Fatalf("no reconnect in %v", waitLimit)
+		}
+		more, err := appendNumbered(ctx, j, s1, 50, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, receiveThrough(t, f, more[len(more)-1])...)
+		sameEntries(t, got, readOK(t, j, []string{s1}, 0, MaxReadLimit))
+		if extra := rest(t, f); len(extra) != 0 {
+			t.Fatalf("%d entries after the last appended", len(extra))
+		}
+	})
+}
+
+// fakeMsg is a delivery whose consumer and stream sequences a test sets.
+type fakeMsg struct {
+	jetstream.Msg
+	consumer, stream uint64
+}
+
+func (m fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
+	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: m.consumer, Stream: m.stream}}, nil
+}
+
+func (m fakeMsg) Data() []byte { return []byte("fake") }
+
+// TestFollowDistrustsItsConsumer hands the follower deliveries its
+// consumer should never make: one that skips a delivery, and one of an
+// entry already delivered. Neither reaches the reader, and the follower
+// goes on from the last entry it delivered.
+func TestFollowDistrustsItsConsumer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		skip      uint64 // added to the next delivery count
+		streamSeq func(last uint64) uint64
+	}{
+		{"skipped delivery", 2, func(last uint64) uint64 { return last + 100 }},
+		{"entry delivered before", 1, func(last uint64) uint64 { return last }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := (&harness{t: t, dir: t.TempDir()}).open(Config{})
+			f := followOK(t, j, s1, 0)
+			appendOK(t, j, s1, "a", "b")
+			got := receive(t, f, 2)
+
+			f.mu.Lock()
+			gen, dseq := f.gen, f.dseq
+			f.mu.Unlock()
+			f.deliver(gen, fakeMsg{consumer: dseq + tc.skip, stream: tc.streamSeq(got[1].Seq)})
+
+			seqs := appendOK(t, j, s1, "c", "d")
+			got = append(got, receiveThrough(t, f, seqs[1])...)
+			if !equal(datas(got), []string{"a", "b", "c", "d"}) {
+				t.Fatalf("followed %v", datas(got))
+			}
+			if extra := rest(t, f); len(extra) != 0 {
+				t.Fatalf("%d entries after the last appended", len(extra))
+			}
+		})
+	}
 }
