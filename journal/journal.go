@@ -4,8 +4,9 @@
 // It owns the connection to NATS (an embedded server with its store in a
 // directory and no network listener, or an existing server or cluster
 // named by URL, through the same code path), the stream, the mapping of a
-// session to a subject, and retention (an age for the whole stream and a
-// byte budget per session). Every entry gets the stream's sequence number:
+// session to a subject, retention (an age for the whole stream and a
+// byte budget per session), and following a session's entries live as
+// any host appends them (Follow). Every entry gets the stream's sequence number:
 // one sequence for the whole stream that only grows, also across
 // restarts, by which entries are read and paged. (The host numbers its
 // actions itself, serverSeq, and carries that number in the entries.)
