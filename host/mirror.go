@@ -104,6 +104,7 @@ func (h *Host) openMirror(ctx context.Context, id, uri string) (*mirror, error) 
 		stop()
 		return nil, fmt.Errorf("following the session's journal: %w", err)
 	}
+	h.log.Debug("watching a session another host runs, from its journal", "session", uri, "from", m.last)
 	h.wg.Add(1)
 	go m.follow(fctx, f)
 	return m, nil

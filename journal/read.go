@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -110,7 +111,7 @@ func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, lim
 	} else {
 		cfg.FilterSubjects = subjects
 	}
-	cons, err := j.stream.CreateConsumer(ctx, cfg)
+	cons, err := j.createConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("journal: reading: %w", err)
 	}
@@ -145,6 +146,28 @@ func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, lim
 		pending -= uint64(n)
 	}
 	return nil
+}
+
+// createConsumer makes a read's consumer. On a cluster the stream may have
+// no leader for a moment (just made, or electing one after a node left),
+// and the request finds no responder: it is asked again, waiting 50 ms
+// and then twice as long each time, for about three seconds.
+func (j *Journal) createConsumer(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	wait := 50 * time.Millisecond
+	for {
+		cons, err := j.stream.CreateConsumer(ctx, cfg)
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || wait > 2*time.Second {
+			return cons, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 // dropConsumer deletes a read's consumer; the server drops one left

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/cluster/clustertest"
+	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/protocol"
 )
 
 // TestDaemonsJoinTheCluster: two daemons on one NATS, each with --host-id
@@ -90,4 +96,142 @@ func TestParseLabels(t *testing.T) {
 			t.Errorf("parseLabels(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// TestThreeHostsShareSessions: three daemons on a three-node NATS cluster,
+// each on its own node. A client of A makes a session in a folder only B
+// and C reach: it is placed on B. Turns sent through A run on B, and A's
+// client sees the same stream as B's. B is killed with SIGKILL mid-turn:
+// its lease runs out and the session shows inactive; the next message,
+// through A, wakes it on C, where the cut turn ends as the host's stop
+// and every turn is still there.
+func TestThreeHostsShareSessions(t *testing.T) {
+	nc := clustertest.Start(t, 3)
+	shared := t.TempDir()
+	envs := map[string]*env{}
+	procs := map[string]*proc{}
+	for i, id := range []string{"a", "b", "c"} {
+		e := newEnv(t)
+		repos := e.work
+		if id != "a" {
+			repos += "," + shared
+		}
+		cfg := writeConfig(t, e, "nats: {user: "+clustertest.User+", password: "+clustertest.Password+"}\ncluster: {replicas: 3}\n")
+		envs[id] = e
+		procs[id] = serveDaemon(t, e, "--config", cfg, "--nats", nc.URL(i), "--host-id", id,
+			"--labels", "repos="+repos, "--lease-ttl", "1s", "--log-level", "debug")
+	}
+	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
+	session := "ahp-session:/shared"
+	chat := protocol.DefaultChatURI(session)
+	ca.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + shared},
+		"config": map[string]any{"autoApprove": "allow"},
+	})
+	cb := connect(t, procs["b"], envs["b"].token(t), "cb")
+	startTurn(ca, chat, "t1", "say one")
+	cb.Wait("B to run the session", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range []*hosttest.Client{ca, cb} {
+		c.Subscribe(session)
+		c.Subscribe(chat)
+		waitTurns(c, chat, 1)
+	}
+	if st, on := statusOf(t, ca, session); st != "active" || on != "b" {
+		t.Fatalf("status through A = %s on %q, want active on b", st, on)
+	}
+	from := len(ca.Messages())
+	fromB := len(cb.Messages())
+	send(t, ca, chat, "t2", "say two\nwrite two.txt 2")
+	waitTurns(cb, chat, 2)
+	if a, b := chatActions(ca.Messages()[from:], chat), chatActions(cb.Messages()[fromB:], chat); !slices.Equal(a, b) {
+		t.Fatalf("A's client saw\n%v\nB's saw\n%v", a, b)
+	}
+
+	// B dies mid-turn.
+	obs, err := cluster.Join(clustertest.WaitContext(t), nc.Connect(0), cluster.Config{HostID: "observer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Close(clustertest.WaitContext(t))
+	freed, err := obs.Freed(clustertest.WaitContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var long strings.Builder
+	for i := range 200 {
+		fmt.Fprintf(&long, "say part %d\nwait 20ms\n", i)
+	}
+	before := len(chatActions(ca.Messages(), chat))
+	startTurn(ca, chat, "t3", long.String())
+	ca.Wait("t3 to stream", func(msgs []hosttest.Message) bool {
+		return len(chatActions(msgs, chat)) > before+20
+	})
+	killed := time.Now()
+	procs["b"].signal(syscall.SIGKILL)
+	procs["b"].wait(exitTimeout)
+	for id := range freed {
+		if id == "shared" {
+			break
+		}
+	}
+	if st, on := statusOf(t, ca, session); st != "inactive" || on != "" {
+		t.Fatalf("status after B died = %s on %q, want inactive", st, on)
+	}
+	send(t, ca, chat, "t4", "say four")
+	t.Logf("from B's death to the next turn's end on C: %v", time.Since(killed))
+	if st, on := statusOf(t, ca, session); st != "active" || on != "c" {
+		t.Fatalf("status after the next message = %s on %q, want active on c", st, on)
+	}
+	cs := ca.State(chat).(*protocol.ChatState)
+	var ids []string
+	for _, turn := range cs.Turns {
+		ids = append(ids, turn.ID+":"+string(turn.State))
+	}
+	if want := []string{"t1:complete", "t2:complete", "t3:error", "t4:complete"}; !slices.Equal(ids, want) {
+		t.Fatalf("turns %v, want %v", ids, want)
+	}
+	if msg := cs.Turns[2].ErrorPart(); msg == nil || !strings.Contains(string(msg.Error.ErrorType), "hostStopped") {
+		t.Fatalf("the cut turn ended with %+v, want hostStopped", msg)
+	}
+	cc := connect(t, procs["c"], envs["c"].token(t), "cc")
+	cc.Subscribe(chat)
+	got, want := cc.State(chat).(*protocol.ChatState), cs
+	if len(got.Turns) != len(want.Turns) || text(got.Turns[1].ResponseParts) != text(want.Turns[1].ResponseParts) || text(got.Turns[2].ResponseParts) != text(want.Turns[2].ResponseParts) {
+		t.Fatalf("C's client and A's differ:\nC %+v\nA %+v", got.Turns, want.Turns)
+	}
+}
+
+// statusOf asks for a session's status and the host its _meta names.
+func statusOf(t *testing.T, c *hosttest.Client, session string) (string, string) {
+	t.Helper()
+	var res struct {
+		Status string `json:"status"`
+		Meta   struct {
+			Host string `json:"ahpd.host"`
+		} `json:"_meta"`
+	}
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionStatus", map[string]any{"channel": session}), &res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Status, res.Meta.Host
+}
+
+// chatActions lists a chat's actions among msgs, as their JSON without
+// serverSeq, which each host numbers its own way.
+func chatActions(msgs []hosttest.Message, chat string) []string {
+	var out []string
+	for _, m := range msgs {
+		if e := m.Envelope; e != nil && e.Channel == chat && e.RejectionReason == nil {
+			data, _ := json.Marshal(e.Action)
+			out = append(out, string(data))
+		}
+	}
+	return out
 }
