@@ -171,6 +171,32 @@ func TestClusterForwards(t *testing.T) {
 		t.Fatalf("the session's title is %q on A and %q on B", ta, tb)
 	}
 
+	// A's client comes back after its connection dropped: what it missed
+	// is replayed, numbered as A numbered it, and the session streams on.
+	// (Another client of A watches meanwhile, so A keeps following the
+	// session; one nobody here watched is sent snapshots, below.)
+	watcher := a.client("watcher")
+	watcher.Subscribe(chat)
+	ca.Close()
+	ca2 := hosttest.Dial(t, a.url)
+	if r := ca2.Resume(ca, "ca"); r == nil {
+		t.Fatal("no reconnect result")
+	} else if _, ok := r.(*protocol.ReconnectReplayResult); !ok {
+		t.Fatalf("reconnect through A answered %T, want a replay", r)
+	}
+	send(t, ca2, chat, "t3", "say third")
+	waitTurnEnd(t, cb, chat, "t3")
+	sameState(t, ca2.State(chat), cb.State(chat))
+	// One that is too far behind is sent the mirror's snapshots.
+	ca3 := hosttest.Dial(t, a.url)
+	r := ca3.Reconnect("ca", 1, []string{chat})
+	snaps, ok := r.(*protocol.ReconnectSnapshotResult)
+	if !ok || len(snaps.Snapshots) != 1 {
+		t.Fatalf("reconnect from serverSeq 1 answered %+v, want a snapshot", r)
+	}
+	sameState(t, snaps.Snapshots[0].State, cb.State(chat))
+	ca = ca2
+
 	// A refused action comes back to its sender through A.
 	seq := ca.Dispatch(chat, &protocol.ChatTurnStartedAction{
 		TurnID: "t1", StartedAt: protocol.FormatTime(time.Now()),

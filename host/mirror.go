@@ -41,6 +41,7 @@ type mirror struct {
 	states map[string]protocol.ChannelState // by channel: the session's and its chats'
 	last   uint64                           // the journal sequence of the last entry applied
 	closed bool
+	pins   int // reconnects resuming its channels: it stays while they do
 
 	stop context.CancelFunc
 	done chan struct{} // closed when its follower has ended
@@ -203,6 +204,10 @@ func (m *mirror) attach(c *conn, channel, requestID string, turns int) (protocol
 // watched reports whether a client here watches one of its channels.
 func (m *mirror) watched() bool {
 	m.mu.Lock()
+	if m.pins > 0 {
+		m.mu.Unlock()
+		return true
+	}
 	channels := make([]string, 0, len(m.states))
 	for ch := range m.states {
 		channels = append(channels, ch)
@@ -292,4 +297,73 @@ func (h *Host) subscribeRemote(ctx context.Context, c *conn, id, uri string, p *
 	c.setReadOnly(p.Channel, p.Meta)
 	c.setDelay(p.Channel, delay)
 	return &protocol.SubscribeResult{Snapshot: &snap}, nil
+}
+
+// attachRouted is attach for a channel named outside subscribe (a
+// connection's initial subscriptions, a reconnect's snapshots): on a host
+// sharing sessions, a channel of a session another host holds is served
+// from its mirror, and one nobody holds is taken here first, as subscribe
+// does (route.go).
+func (h *Host) attachRouted(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
+	if h.clustered() {
+		if id, uri := h.sessionOfChannel(channel); id != "" {
+			holder, _, err := h.where(ctx, c, "subscribe", id, channelParam{Channel: channel}, nil)
+			if err != nil {
+				return protocol.Snapshot{}, err
+			}
+			if holder != "" && holder != h.hostID() {
+				if err := c.roomToWatch(channel); err != nil {
+					return protocol.Snapshot{}, err
+				}
+				m, err := h.mirrorOf(ctx, id, uri)
+				if err != nil {
+					return protocol.Snapshot{}, err
+				}
+				return m.attach(c, channel, requestID, 0)
+			}
+		}
+	}
+	return h.attach(ctx, c, channel, requestID, 0)
+}
+
+// holdMirrors keeps the mirrors of the channels a reconnect resumes open
+// while it replays them from this host's buffer, and reports whether it
+// may: a channel of a session held elsewhere whose mirror closed since
+// (nobody here watched it) missed what happened meanwhile, and is sent a
+// snapshot instead. release ends the hold.
+func (h *Host) holdMirrors(channels []string) (release func(), ok bool) {
+	var held []*mirror
+	release = func() {
+		for _, m := range held {
+			m.mu.Lock()
+			m.pins--
+			m.mu.Unlock()
+		}
+	}
+	if !h.clustered() {
+		return release, true
+	}
+	for _, ch := range channels {
+		id, _ := h.sessionOfChannel(ch)
+		if id == "" || h.numbersHere(id) {
+			continue
+		}
+		h.mirrors.mu.Lock()
+		m := h.mirrors.by[id]
+		h.mirrors.mu.Unlock()
+		if m == nil {
+			return release, false
+		}
+		m.mu.Lock()
+		closed := m.closed
+		if !closed {
+			m.pins++
+			held = append(held, m)
+		}
+		m.mu.Unlock()
+		if closed {
+			return release, false
+		}
+	}
+	return release, true
 }

@@ -136,11 +136,19 @@ func (h *Host) journalOf(c *conn, channel string) (string, bool) {
 	case rootChannel:
 		return protocol.RootURI, true
 	case sessionChannel:
-		return ch.s.uri, true
+		return ch.s.uri, h.numbersHere(ch.s.id)
 	case chatChannel:
-		return ch.s.uri, true
+		return ch.s.uri, h.numbersHere(ch.s.id)
 	}
 	return "", false
+}
+
+// numbersHere reports whether this host numbers the session's actions:
+// on a host sharing sessions, only those it holds. Another host's
+// serverSeqs in the shared journal are not this host's, and a client of
+// this one watching such a session is sent snapshots instead.
+func (h *Host) numbersHere(id string) bool {
+	return !h.clustered() || h.leases.holds(id, h.now())
 }
 
 // readGap reads key's entries with a serverSeq in (seen, upTo], failing,

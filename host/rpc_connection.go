@@ -92,7 +92,7 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		Automations:      h.automationCapabilities(),
 	}
 	for _, ch := range slices.Compact(slices.Clone(p.InitialSubscriptions)) {
-		snap, err := h.attach(ctx, c, ch, req.ID(), 0)
+		snap, err := h.attachRouted(ctx, c, ch, req.ID())
 		if err != nil {
 			// A channel that is gone is left out, as reconnect leaves it out.
 			c.log.Debug("initial subscription refused", "channel", ch, "err", err)
@@ -173,17 +173,22 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	// subscribe of them would be refused (too_many_attached).
 	live, over := c.roomFor(live)
 	missing = append(missing, over...)
-	if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
-		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
-	}
-	actions, why := h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID())
-	if why == "" {
-		return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
+	release, replayable := h.holdMirrors(live)
+	defer release()
+	why := notReplayable
+	if replayable {
+		if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
+			return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
+		}
+		var actions []protocol.ActionEnvelope
+		if actions, why = h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID()); why == "" {
+			return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
+		}
 	}
 	// Snapshots, and the answer says why (attach.go).
 	res := &protocol.ReconnectSnapshotResult{Snapshots: []protocol.Snapshot{}, Extra: reasonMeta(why)}
 	for _, ch := range live {
-		snap, err := h.attach(ctx, c, ch, req.ID(), 0)
+		snap, err := h.attachRouted(ctx, c, ch, req.ID())
 		if err != nil {
 			continue
 		}
