@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterHost is a host sharing sessions through a NATS cluster.
@@ -150,6 +152,22 @@ func TestClusterForwards(t *testing.T) {
 	}
 	if st, on := clusterStatus(t, cb, session); st != "active" || on != "b" {
 		t.Fatalf("status on B = %s on %q, want active on b", st, on)
+	}
+	// A lists it, as B wrote its record, and told its clients of it.
+	ca.Wait("A to announce the session B made", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
+				return true
+			}
+		}
+		return false
+	})
+	var listed protocol.ListSessionsResult
+	if err := json.Unmarshal(ca.MustCall("listSessions", map[string]any{"channel": protocol.RootURI}), &listed); err != nil {
+		t.Fatal(err)
+	}
+	if len(listed.Items) != 1 || listed.Items[0].Resource != session || listed.Items[0].Title != "say hello from b" {
+		t.Fatalf("A lists %+v", listed.Items)
 	}
 
 	// A client of A watches the session from the journal: the same
@@ -354,5 +372,37 @@ func TestClusterWakeRace(t *testing.T) {
 			holder = cc
 		}
 		holder.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	}
+}
+
+// TestClusterLostLease: a host whose lease of a session is taken from it
+// (here, removed behind its back, as an expiry during a partition would)
+// stops the session: its running turn is cancelled and its agent let go,
+// for another host may run it now, and it no longer answers as holder.
+func TestClusterLostLease(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	b := startClusterHost(t, nc, 0, "b")
+	cb := b.client("cb")
+	session, chat := b.newSession(cb, "lost", nil)
+	send(t, cb, chat, "t1", "say one")
+	startTaken(t, cb, chat, "t2", "say two\nwait 30s\nsay never")
+
+	js, err := jetstream.New(nc.Connect(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "ahpd_leases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(context.Background(), base64.RawURLEncoding.EncodeToString([]byte("lost"))); err != nil {
+		t.Fatal(err)
+	}
+	st := waitTurnEnd(t, cb, chat, "t2")
+	if got := st.Turns[1].State; got != protocol.TurnStateCancelled {
+		t.Fatalf("the turn ended %s, want cancelled", got)
+	}
+	if st, on := clusterStatus(t, cb, session); on == "b" {
+		t.Fatalf("b still holds the session after losing its lease: %s", st)
 	}
 }
