@@ -34,6 +34,11 @@ const (
 	// recordWatchBuffer is how many changes a watch holds for a reader
 	// that is behind before it stops reading the stream.
 	recordWatchBuffer = 256
+	// recordWatchHeartbeat is how often the server tells an idle watch
+	// that its consumer is alive; two missed, the watch recreates its
+	// consumer (on another node when its node is gone). The client's
+	// default, 5 s, left a watch blind for 10 to 20 s after a node's loss.
+	recordWatchHeartbeat = time.Second
 	// deleteConsumerTimeout bounds removing a finished watch's consumer
 	// from the server (it would otherwise linger until its inactivity
 	// threshold, 5 minutes).
@@ -186,10 +191,16 @@ func (m *Member) Records(ctx context.Context) (map[string][]byte, error) {
 	}
 }
 
-// WatchRecords tells every change to the records made after it is called,
+// WatchRecords tells the changes to the records made after it is called,
 // by any host (this one included), in the order the bucket took them. The
 // channel is closed when ctx ends or the member closes. It is buffered; a
 // reader that does not keep up holds back its own watch, not other hosts.
+//
+// The bucket keeps one revision a record, so a value overwritten before
+// the watch read it is skipped: a watch tells every record's newest
+// change (a removal while its marker lasts, 30 s), and the ones before it
+// only if it read them in time. A host that needs the exact state lists
+// with Records, then watches.
 //
 // It reads the bucket's stream itself, not through the client's KV watch,
 // because only the stream's messages carry the writer's id.
@@ -214,7 +225,7 @@ func (m *Member) WatchRecords(ctx context.Context) (<-chan RecordChange, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cluster: watching session records: %w", err)
 	}
-	it, err := cons.Messages()
+	it, err := cons.Messages(jetstream.PullHeartbeat(recordWatchHeartbeat))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: watching session records: %w", err)
 	}

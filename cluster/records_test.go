@@ -6,11 +6,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/cluster/clustertest"
@@ -155,9 +157,13 @@ func putAll(t testing.TB, hosts []*Member, records map[string][]byte) {
 	}
 }
 
-// A watch on host b tells, in order, the writes and removals made after it
-// began, by a and by b itself, each with its writer's id and revision.
-func TestWatchRecordsTellsChangesInOrder(t *testing.T) {
+// A watch on host b tells the writes and removals made after it began, by
+// a and by b itself, each with its writer's id and revision: every one, in
+// order, when each is told before the next is made; and, from a burst, a
+// subset in order that ends with every record's newest change (the bucket
+// keeps one revision a key, so a value overwritten before the watch read
+// it is gone).
+func TestWatchRecordsTellsChanges(t *testing.T) {
 	c := clustertest.Start(t, 3)
 	a := join(t, c, 0, "a", true, Config{})
 	b := join(t, c, 2, "b", true, Config{})
@@ -168,35 +174,80 @@ func TestWatchRecordsTellsChangesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []RecordChange
-	put := func(h *joined, s, data string) {
+	// write makes one change and returns what the watch should tell.
+	write := func(h *joined, s, data string, del bool) RecordChange {
+		t.Helper()
+		if del {
+			if err := h.DeleteRecord(ctx(t), s); err != nil {
+				t.Fatal(err)
+			}
+			return RecordChange{Session: s, Deleted: true, Host: h.HostID()}
+		}
 		rev, err := h.PutRecord(ctx(t), s, []byte(data))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, RecordChange{Session: s, Data: []byte(data), Rev: rev, Host: h.HostID()})
+		return RecordChange{Session: s, Data: []byte(data), Rev: rev, Host: h.HostID()}
 	}
-	del := func(h *joined, s string) {
-		if err := h.DeleteRecord(ctx(t), s); err != nil {
-			t.Fatal(err)
-		}
-		want = append(want, RecordChange{Session: s, Deleted: true, Host: h.HostID()})
+	// is reports whether got is the change w (any revision after last,
+	// for a removal, whose revision the writer is not told).
+	is := func(got, w RecordChange, last uint64) bool {
+		return got.Session == w.Session && bytes.Equal(got.Data, w.Data) && got.Deleted == w.Deleted &&
+			got.Host == w.Host && got.Rev > last && (w.Rev == 0 || got.Rev == w.Rev)
 	}
-	put(a, "s1", `{"n":1}`)
-	put(a, "s2", `{"n":2}`)
-	put(a, "s1", `{"n":3}`)
-	del(a, "s2")
-	put(b, "s3", `{"n":4}`)
-	del(a, "before")
+
 	var last uint64
-	for i, w := range want {
+	for i, step := range []struct {
+		h       *joined
+		session string
+		data    string
+		del     bool
+	}{
+		{a, "s1", `{"n":1}`, false},
+		{a, "s2", `{"n":2}`, false},
+		{a, "s1", `{"n":3}`, false},
+		{a, "s2", "", true},
+		{b, "s3", `{"n":4}`, false},
+		{a, "before", "", true},
+		{b, "never-written", "", true},
+	} {
+		w := write(step.h, step.session, step.data, step.del)
 		got := nextChange(t, changes)
-		if got.Session != w.Session || !bytes.Equal(got.Data, w.Data) || got.Deleted != w.Deleted || got.Host != w.Host ||
-			(w.Rev != 0 && got.Rev != w.Rev) || got.Rev <= last {
+		if !is(got, w, last) {
 			t.Fatalf("change %d = %+v, want %+v (after rev %d)", i, got, w, last)
 		}
 		last = got.Rev
 	}
+
+	// A burst: 5 records rewritten 10 times each, one then removed, from
+	// both hosts, without waiting for the watch.
+	var made []RecordChange
+	newest := map[string]int{} // session → index in made of its newest change
+	for i := range 50 {
+		h := []*joined{a, b}[i%2]
+		s := fmt.Sprintf("burst-%d", i%5)
+		made = append(made, write(h, s, fmt.Sprintf(`{"n":%d}`, i), false))
+		newest[s] = len(made) - 1
+	}
+	made = append(made, write(b, "burst-0", "", true))
+	newest["burst-0"] = len(made) - 1
+	next, told := 0, 0 // the changes before made[next] can no longer be told
+	for len(newest) > 0 {
+		got := nextChange(t, changes)
+		k := next
+		for k < len(made) && !is(got, made[k], last) {
+			k++
+		}
+		if k == len(made) {
+			t.Fatalf("change %+v is none of those made since the last told (rev %d)", got, last)
+		}
+		if newest[got.Session] == k {
+			delete(newest, got.Session)
+		}
+		last, next = got.Rev, k+1
+		told++
+	}
+	t.Logf("the watch told %d of the burst's %d changes", told, len(made))
 	select {
 	case ch := <-changes:
 		t.Fatalf("a change nobody made: %+v", ch)
@@ -248,13 +299,7 @@ func TestWatchRecordsEnds(t *testing.T) {
 	if _, err := a.PutRecord(ctx(t), "s", []byte("x")); err != nil { // makes the bucket
 		t.Fatal(err)
 	}
-	consumers := func() int {
-		st, err := a.js.Stream(ctx(t), "KV_"+a.recordsKV.Bucket())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.CachedInfo().State.Consumers
-	}
+	consumers := watchConsumers(t, a.nc, "KV_"+a.recordsKV.Bucket())
 	base := goleak.IgnoreCurrent()
 
 	wctx, cancel := context.WithCancel(ctx(t))
@@ -262,9 +307,7 @@ func TestWatchRecordsEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := consumers(); n != 1 {
-		t.Fatalf("%d consumers on the records' stream while watching, want 1", n)
-	}
+	consumers.waitCreated(t)
 	if _, err := b.PutRecord(ctx(t), "s", []byte("y")); err != nil {
 		t.Fatal(err)
 	}
@@ -273,9 +316,7 @@ func TestWatchRecordsEnds(t *testing.T) {
 	}
 	cancel()
 	waitClosed(t, changes)
-	if n := consumers(); n != 0 {
-		t.Errorf("%d consumers on the records' stream after the watch ended", n)
-	}
+	consumers.waitNone(t)
 	goleak.VerifyNone(t, base)
 
 	// A watch nobody reads, on a member that closes: Close ends it.
@@ -283,6 +324,7 @@ func TestWatchRecordsEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	consumers.waitCreated(t)
 	for i := range recordWatchBuffer + 10 {
 		if _, err := a.PutRecord(ctx(t), fmt.Sprintf("s%d", i), nil); err != nil {
 			t.Fatal(err)
@@ -292,11 +334,66 @@ func TestWatchRecordsEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitClosed(t, changes)
-	if n := consumers(); n != 0 {
-		t.Errorf("%d consumers on the records' stream after the member closed", n)
-	}
+	consumers.waitNone(t)
 	if _, err := b.WatchRecords(ctx(t)); !errors.Is(err, ErrClosed) {
 		t.Errorf("WatchRecords after Close = %v, want ErrClosed", err)
+	}
+}
+
+// consumerAdvisories follows the consumers of a stream by the server's
+// advisories of their creation and deletion: the server's own events, as
+// its listings of consumers may answer a moment behind either.
+type consumerAdvisories struct {
+	events chan *nats.Msg
+	live   map[string]bool
+}
+
+func watchConsumers(t *testing.T, nc *nats.Conn, stream string) *consumerAdvisories {
+	t.Helper()
+	c := &consumerAdvisories{events: make(chan *nats.Msg, 64), live: map[string]bool{}}
+	sub, err := nc.ChanSubscribe("$JS.EVENT.ADVISORY.CONSUMER.*."+stream+".*", c.events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// next applies the next advisory, failing the test after 20 s.
+func (c *consumerAdvisories) next(t *testing.T) {
+	t.Helper()
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
+	select {
+	case m := <-c.events:
+		tok := strings.Split(m.Subject, ".")
+		switch tok[4] {
+		case "CREATED":
+			c.live[tok[6]] = true
+		case "DELETED":
+			delete(c.live, tok[6])
+		}
+	case <-timeout.C:
+		t.Fatalf("consumers %v still on the stream after 20 s", c.live)
+	}
+}
+
+// waitCreated waits until a consumer exists.
+func (c *consumerAdvisories) waitCreated(t *testing.T) {
+	t.Helper()
+	for len(c.live) == 0 {
+		c.next(t)
+	}
+}
+
+// waitNone waits until every consumer created has been deleted.
+func (c *consumerAdvisories) waitNone(t *testing.T) {
+	t.Helper()
+	for len(c.live) > 0 {
+		c.next(t)
 	}
 }
 
@@ -408,4 +505,79 @@ func BenchmarkRecordsList(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(st.CachedInfo().State.Bytes)/1e6, "MB/10k-records")
+}
+
+// A watch whose consumer's NATS node stops recreates its consumer on
+// another node and goes on from where it was: the next change is told,
+// within about two heartbeats.
+func TestWatchRecordsSurvivesItsConsumersNodeStopping(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	b := join(t, c, 0, "b", true, Config{})
+	if _, err := b.PutRecord(ctx(t), "s0", []byte("0")); err != nil { // makes the bucket
+		t.Fatal(err)
+	}
+	// A watch whose consumer is not on JetStream's meta leader: stopping
+	// that would also stop consumers being made until a new leader is
+	// elected (13 s once), which is the meta group's matter, not the
+	// watch's.
+	meta := metaNode(t, c)
+	var changes <-chan RecordChange
+	node := meta
+	for node == meta {
+		wctx, cancel := context.WithCancel(ctx(t))
+		t.Cleanup(cancel)
+		var err error
+		if changes, err = b.WatchRecords(wctx); err != nil {
+			t.Fatal(err)
+		}
+		node = consumerNode(t, b.Member)
+		if node == meta {
+			cancel()
+			waitClosed(t, changes)
+		}
+	}
+	a := join(t, c, (node+1)%3, "a", true, Config{})
+	if _, err := a.PutRecord(ctx(t), "s1", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	if ch := nextChange(t, changes); ch.Session != "s1" {
+		t.Fatalf("change = %+v, want s1's", ch)
+	}
+	c.Stop(node)
+	start := time.Now()
+	rev, err := a.PutRecord(ctx(t), "s2", []byte("2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := nextChange(t, changes); ch.Session != "s2" || ch.Rev != rev || ch.Host != "a" {
+		t.Fatalf("change = %+v, want s2's at rev %d", ch, rev)
+	}
+	t.Logf("the watch told the change %v after its consumer's node n%d stopped (the watcher on n0, meta leader n%d)", time.Since(start), node, meta)
+}
+
+// consumerNode is the node of the one consumer on m's records' stream.
+func consumerNode(t *testing.T, m *Member) int {
+	t.Helper()
+	st, err := m.js.Stream(ctx(t), "KV_"+m.recordsKV.Bucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister := st.ListConsumers(ctx(t))
+	var leaders []string
+	for ci := range lister.Info() {
+		if ci.Cluster != nil {
+			leaders = append(leaders, ci.Cluster.Leader)
+		}
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(leaders) != 1 || len(leaders[0]) < 2 {
+		t.Fatalf("the records' stream has consumers on %v, want one", leaders)
+	}
+	n, err := strconv.Atoi(leaders[0][1:])
+	if err != nil {
+		t.Fatalf("consumer on %q, not a clustertest node", leaders[0])
+	}
+	return n
 }
