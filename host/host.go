@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
@@ -94,6 +95,11 @@ type Options struct {
 	Clock clock.Clock
 	// Automations configure the automations the host runs (automations.go).
 	Automations AutomationOptions
+	// PushCheckpoints, when set, is the remote (a remote's name, looked up
+	// in each session's repository, or a URL) every session's checkpoints
+	// are pushed to as they are recorded, and fetched from when a session
+	// this host wakes lacks them (pushes.go). "" pushes nothing.
+	PushCheckpoints string
 
 	// storeTemp makes the temporary files session records are written
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
@@ -106,6 +112,9 @@ type Options struct {
 	// memoryReleased, when set, is told each time the host gives memory
 	// back (memory.go), for tests to wait on.
 	memoryReleased func()
+	// checkpointsPushed, when set, is told after each push of a session's
+	// checkpoints (pushes.go), with its error, for tests to wait on.
+	checkpointsPushed func(session string, err error)
 }
 
 // Host serves sessions to clients.
@@ -176,6 +185,8 @@ type Host struct {
 	unrestoredTrees map[string]bool
 
 	autos *automationHost // automations.go
+
+	pushes *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds.
@@ -220,6 +231,11 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if opts.PushCheckpoints != "" {
+		if err := checkpoints.CheckRemote(opts.PushCheckpoints); err != nil {
+			return nil, fmt.Errorf("host: pushing checkpoints: %w", err)
+		}
+	}
 	if dir := defaultInRoots(roots, opts.DefaultDirectory); dir != opts.DefaultDirectory {
 		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
 		opts.DefaultDirectory = dir
@@ -258,6 +274,7 @@ func New(opts Options) (*Host, error) {
 		unavailable: map[string]string{},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
+	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
 	_, memory := st.(memoryStore)
 	h.keepsRecords = !memory
 	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
@@ -269,6 +286,7 @@ func New(opts Options) (*Host, error) {
 	// for one of this run.
 	if err := h.loadSessions(h.stoppedCleanly(newest)); err != nil {
 		stop()
+		h.pushes.close()
 		h.writer.close()
 		return nil, err
 	}
@@ -276,6 +294,7 @@ func New(opts Options) (*Host, error) {
 	h.sweepTrees()
 	if err := h.openAutomations(); err != nil {
 		stop()
+		h.pushes.close()
 		return nil, err
 	}
 	h.wg.Add(3)
@@ -427,6 +446,8 @@ func (h *Host) Close(ctx context.Context) error {
 	// The turns' checkpoints follow them; past ctx they are cancelled.
 	awaitCaptures(ctx, sessions)
 	h.writeRestartPoints(sessions)
+	// The checkpoints just recorded are pushed, within a bound.
+	h.pushes.drain(pushDrainWindow)
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()
@@ -437,6 +458,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.endConnections()
 	h.stop()
 	awaitCaptures(context.Background(), sessions)
+	h.pushes.close()
 	// Every change has been handed to the writer: what it still holds is
 	// written before Close returns.
 	h.writer.close()

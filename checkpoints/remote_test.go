@@ -1,0 +1,110 @@
+package checkpoints
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckRemote(t *testing.T) {
+	for _, tc := range []struct {
+		remote string
+		ok     bool
+		name   bool
+	}{
+		{"origin", true, true},
+		{"backup_2.x", true, true},
+		{"https://git.example.com/team/app.git", true, false},
+		{"git@example.com:team/app.git", true, false},
+		{"/srv/mirrors/app.git", true, false},
+		{"../app.git", true, false},
+		{"", false, false},
+		{"-v", false, false},
+		{"--upload-pack=touch /tmp/x", false, false},
+		{"origin\n--force", false, false},
+		{"tab\there", false, false},
+		{strings.Repeat("a", maxRemoteLen+1), false, true},
+	} {
+		err := CheckRemote(tc.remote)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckRemote(%q) = %v, want ok %v", clip(tc.remote), err, tc.ok)
+		}
+		if tc.ok && IsRemoteName(tc.remote) != tc.name {
+			t.Errorf("IsRemoteName(%q) = %v", tc.remote, !tc.name)
+		}
+	}
+}
+
+// TestPushAndFetch: a session's checkpoints and its branch reach a bare
+// remote under the same names; a clone without them fetches them back;
+// a remote that is no repository is an error naming git's reason.
+func TestPushAndFetch(t *testing.T) {
+	ctx := context.Background()
+	dir := newRepo(t, map[string]string{"a.txt": "a\n"})
+	bare := filepath.Join(t.TempDir(), "remote.git")
+	run(t, filepath.Dir(bare), "init", "-q", "--bare", bare)
+	run(t, dir, "remote", "add", "origin", bare)
+	run(t, dir, "branch", "agents/s1")
+	r := open(t, dir)
+	if ok, err := r.HasRemote(ctx, "origin"); err != nil || !ok {
+		t.Fatalf("HasRemote(origin) = %v, %v", ok, err)
+	}
+	if ok, err := r.HasRemote(ctx, "orig"); err != nil || ok {
+		t.Fatalf("HasRemote(orig) = %v, %v", ok, err)
+	}
+	c0, err := r.Capture(ctx, "s1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "b.txt", "b\n")
+	c1, err := r.Capture(ctx, "s1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Capture(ctx, "other", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Push(ctx, "origin", "s1", "agents/s1"); err != nil {
+		t.Fatal(err)
+	}
+	remote := run(t, dir, "ls-remote", "--", bare)
+	for _, want := range []string{c0 + "\trefs/agents/s1/checkpoints/turn/0", c1 + "\trefs/agents/s1/checkpoints/turn/1", "\trefs/heads/agents/s1"} {
+		if !strings.Contains(remote, want) {
+			t.Errorf("the remote lacks %q:\n%s", want, remote)
+		}
+	}
+	if strings.Contains(remote, "refs/agents/other/") {
+		t.Errorf("another session's checkpoints were pushed:\n%s", remote)
+	}
+
+	clone := filepath.Join(t.TempDir(), "clone")
+	run(t, filepath.Dir(clone), "clone", "-q", bare, clone)
+	rc := open(t, clone)
+	if ok, err := rc.HasCheckpoint(ctx, "s1", 1); err != nil || ok {
+		t.Fatalf("the clone has turn/1 already: %v, %v", ok, err)
+	}
+	if err := rc.Fetch(ctx, "origin", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := rc.HasCheckpoint(ctx, "s1", 1); err != nil || !ok {
+		t.Fatalf("the clone lacks turn/1 after the fetch: %v, %v", ok, err)
+	}
+	cps, err := rc.Checkpoints(ctx, "s1")
+	if err != nil || len(cps) != 2 || cps[1].Commit != c1 {
+		t.Fatalf("the clone's checkpoints: %+v, %v", cps, err)
+	}
+	if _, err := os.Stat(filepath.Join(clone, ".git", "FETCH_HEAD")); err == nil {
+		t.Error("the fetch wrote FETCH_HEAD")
+	}
+
+	nowhere := t.TempDir()
+	err = r.Push(ctx, nowhere, "s1", "")
+	if err == nil || !strings.Contains(err.Error(), "does not appear to be a git repository") {
+		t.Errorf("a push to a folder that is no repository: %v", err)
+	}
+	if err := r.Push(ctx, "--receive-pack=touch x", "s1", ""); err == nil {
+		t.Error("a push to an option was run")
+	}
+}
