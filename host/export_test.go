@@ -249,3 +249,6 @@ func (p *Pushes) Ends() ([]PushEnd, <-chan struct{}) {
 	defer p.mu.Unlock()
 	return slices.Clone(p.ends), p.ended
 }
+
+// WithPushDrain sets how long Close lets pushes of checkpoints finish.
+func WithPushDrain(o *Options, d time.Duration) { o.pushDrain = d }

@@ -9,6 +9,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -115,6 +116,9 @@ type Options struct {
 	// checkpointsPushed, when set, is told after each push of a session's
 	// checkpoints (pushes.go), with its error, for tests to wait on.
 	checkpointsPushed func(session string, err error)
+	// pushDrain, when set, replaces pushDrainWindow, for tests of a push
+	// that never ends.
+	pushDrain time.Duration
 }
 
 // Host serves sessions to clients.
@@ -447,7 +451,7 @@ func (h *Host) Close(ctx context.Context) error {
 	awaitCaptures(ctx, sessions)
 	h.writeRestartPoints(sessions)
 	// The checkpoints just recorded are pushed, within a bound.
-	h.pushes.drain(pushDrainWindow)
+	h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow))
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -255,5 +256,70 @@ func TestPushCheckpointsRefusesOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "remote") {
 			t.Errorf("%q: %v", remote, err)
 		}
+	}
+}
+
+// TestPushCheckpointsStopAtClose: a push the remote never answers (its
+// pre-receive hook waits) gets its window at Close, then is cancelled:
+// Close returns, the push has ended with its git, and the cut is neither
+// counted nor warned of as a failure.
+func TestPushCheckpointsStopAtClose(t *testing.T) {
+	repo := newRepo(t)
+	bare := bareRemote(t, repo)
+	dir := t.TempDir()
+	ready, gate := filepath.Join(dir, "ready"), filepath.Join(dir, "gate")
+	for _, f := range []string{ready, gate} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := "#!/bin/sh\ncat >/dev/null\necho started > " + ready + "\nread _ < " + gate + "\nexit 1\n"
+	if err := os.WriteFile(filepath.Join(bare, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The hook, which outlives the push it was started for (it is the
+	// remote's), is let go when the test ends.
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.WriteString("go\n")
+			f.Close()
+		}
+	})
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		if b, err := os.ReadFile(ready); err != nil || len(b) == 0 {
+			t.Errorf("reading the hook's start: %q, %v", b, err)
+		}
+	}()
+
+	var (
+		pushes host.Pushes
+		mu     sync.Mutex
+		warned int
+	)
+	th := startHost(t, "", func(o *host.Options) {
+		host.WithPushes(o, "origin", &pushes)
+		host.WithPushDrain(o, 50*time.Millisecond)
+		o.Logger = slog.New(countingHandler{Handler: o.Logger.Handler(), prefix: "could not push", mu: &mu, n: &warned})
+	})
+	c := th.client("c1")
+	_, chat := folderSession(t, c, "cp", repo)
+	send(t, c, chat, "t1", "write a.txt one")
+	select {
+	case <-started:
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the push never reached the remote's hook")
+	}
+	c.Close()
+	th.stop()
+	ends, _ := pushes.Ends()
+	if len(ends) != 1 || !errors.Is(ends[0].Err, context.Canceled) {
+		t.Fatalf("pushes %+v, want one cancelled", ends)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if warned != 0 {
+		t.Errorf("%d warnings of a failed push, for a push cut by the shutdown", warned)
 	}
 }
