@@ -15,6 +15,7 @@ import (
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/protocol"
 )
 
 // bareRemote makes a bare repository and adds it to repo as the remote
@@ -266,33 +267,7 @@ func TestPushCheckpointsRefusesOptions(t *testing.T) {
 func TestPushCheckpointsStopAtClose(t *testing.T) {
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
-	dir := t.TempDir()
-	ready, gate := filepath.Join(dir, "ready"), filepath.Join(dir, "gate")
-	for _, f := range []string{ready, gate} {
-		if err := syscall.Mkfifo(f, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hook := "#!/bin/sh\ncat >/dev/null\necho started > " + ready + "\nread _ < " + gate + "\nexit 1\n"
-	if err := os.WriteFile(filepath.Join(bare, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// The hook, which outlives the push it was started for (it is the
-	// remote's), is let go when the test ends.
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.WriteString("go\n")
-			f.Close()
-		}
-	})
-	started := make(chan struct{})
-	go func() {
-		defer close(started)
-		if b, err := os.ReadFile(ready); err != nil || len(b) == 0 {
-			t.Errorf("reading the hook's start: %q, %v", b, err)
-		}
-	}()
-
+	started, _ := gateRemote(t, bare, "exit 1")
 	var (
 		pushes host.Pushes
 		mu     sync.Mutex
@@ -306,11 +281,7 @@ func TestPushCheckpointsStopAtClose(t *testing.T) {
 	c := th.client("c1")
 	_, chat := folderSession(t, c, "cp", repo)
 	send(t, c, chat, "t1", "write a.txt one")
-	select {
-	case <-started:
-	case <-time.After(hosttest.Timeout):
-		t.Fatal("the push never reached the remote's hook")
-	}
+	waitClosed(t, started, "the push to reach the remote's hook")
 	c.Close()
 	th.stop()
 	ends, _ := pushes.Ends()
@@ -321,5 +292,100 @@ func TestPushCheckpointsStopAtClose(t *testing.T) {
 	defer mu.Unlock()
 	if warned != 0 {
 		t.Errorf("%d warnings of a failed push, for a push cut by the shutdown", warned)
+	}
+}
+
+// gateRemote gives the bare repository a pre-receive hook that holds the
+// first push until open is closed, then ends with last (a shell command);
+// later pushes pass. started is closed once the first push reaches the
+// hook. Whatever holds it is let go when the test ends.
+func gateRemote(t *testing.T, bare, last string) (started <-chan struct{}, open func()) {
+	t.Helper()
+	dir := t.TempDir()
+	ready, gate, first := filepath.Join(dir, "ready"), filepath.Join(dir, "gate"), filepath.Join(dir, "first")
+	for _, f := range []string{ready, gate} {
+		if err := syscall.Mkfifo(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hook := "#!/bin/sh\ncat >/dev/null\n[ -e " + first + " ] && exit 0\ntouch " + first +
+		"\necho started > " + ready + "\nread _ < " + gate + "\n" + last + "\n"
+	if err := os.WriteFile(filepath.Join(bare, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	open = func() {
+		once.Do(func() {
+			// Nobody waiting on the gate (the hook is gone, or never
+			// came) is no error: the open fails and nothing is held.
+			if f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.WriteString("go\n")
+				f.Close()
+			}
+		})
+	}
+	// The hook, which outlives a push cut short (it is the remote's), is
+	// let go when the test ends.
+	t.Cleanup(open)
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		os.ReadFile(ready)
+	}()
+	t.Cleanup(func() {
+		// The reader of ready ends even if the hook never came.
+		if f, err := os.OpenFile(ready, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+		<-ch
+	})
+	return ch, open
+}
+
+// waitClosed waits for ch to close, failing the test after hosttest.Timeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(hosttest.Timeout):
+		t.Fatalf("waiting for %s", what)
+	}
+}
+
+// TestPushCheckpointsCoalesce: the checkpoints recorded while a session's
+// push is held go in one push after it, which sends the newest refs.
+func TestPushCheckpointsCoalesce(t *testing.T) {
+	repo := newRepo(t)
+	bare := bareRemote(t, repo)
+	started, open := gateRemote(t, bare, "exit 0")
+	var pushes host.Pushes
+	th := startHost(t, "", func(o *host.Options) { host.WithPushes(o, "origin", &pushes) })
+	c := th.client("c1")
+	session, chat := folderSession(t, c, "cp", repo)
+	send(t, c, chat, "t1", "write a.txt one")
+	waitClosed(t, started, "the first push to reach the remote's hook")
+	send(t, c, chat, "t2", "write b.txt two")
+	send(t, c, chat, "t3", "write c.txt three")
+	c.WaitState(session, "turn 3 counted", func(s protocol.ChannelState) bool {
+		f, _, _ := changes(t, s.(*protocol.SessionState))
+		return f == 3
+	})
+	open()
+	waitPushes(t, &pushes, "turn/3 on the remote", func([]host.PushEnd) bool {
+		return remoteRefs(t, repo, bare)[cpPrefix+"3"] != ""
+	})
+	c.Close()
+	th.stop() // what was asked for is pushed by now
+	ends, _ := pushes.Ends()
+	if len(ends) != 2 {
+		t.Errorf("%d pushes, want the held one and one after: %+v", len(ends), ends)
+	}
+	for _, e := range ends {
+		if e.Err != nil {
+			t.Errorf("push: %v", e.Err)
+		}
+	}
+	if local, remote := localRefs(t, repo), remoteRefs(t, repo, bare); !maps.Equal(local, remote) {
+		t.Errorf("the remote has %v, the repository %v", remote, local)
 	}
 }
