@@ -108,3 +108,31 @@ func TestPushAndFetch(t *testing.T) {
 		t.Error("a push to an option was run")
 	}
 }
+
+// BenchmarkPush records a checkpoint and pushes the session's refs to a
+// bare repository on the same disk, as a host does after each turn: the
+// cost of git push itself, the network left out.
+func BenchmarkPush(b *testing.B) {
+	ctx := context.Background()
+	dir := newRepo(b, map[string]string{"a.txt": "a\n"})
+	bare := filepath.Join(b.TempDir(), "remote.git")
+	run(b, filepath.Dir(bare), "init", "-q", "--bare", bare)
+	run(b, dir, "remote", "add", "origin", bare)
+	r := open(b, dir)
+	if _, err := r.Capture(ctx, "s1", 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		b.StopTimer()
+		write(b, dir, "a.txt", strings.Repeat("x", i+1))
+		if _, err := r.Capture(ctx, "s1", i+1); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if err := r.Push(ctx, "origin", "s1", ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/push")
+}
