@@ -122,6 +122,26 @@ func (r *Repo) Push(ctx context.Context, remote, sessionID, branch string) error
 	return nil
 }
 
+// PushRemoval makes the session's checkpoint refs on remote what the
+// repository has: it pushes those it has, as Push does, and removes those
+// it no longer has (after Delete, all of them). Nothing outside the
+// session's checkpoints is touched there.
+func (r *Repo) PushRemoval(ctx context.Context, remote, sessionID string) error {
+	if err := CheckRemote(remote); err != nil {
+		return fmt.Errorf("checkpoints: push: %w", err)
+	}
+	spec, err := checkpointsRefspec(sessionID)
+	if err != nil {
+		return fmt.Errorf("checkpoints: push: %w", err)
+	}
+	// --prune with the session's pattern deletes, on the remote, the refs
+	// under it that have no local counterpart.
+	if _, err := r.git(ctx, "push", "--quiet", "--no-verify", "--prune", "--", remote, spec); err != nil {
+		return fmt.Errorf("checkpoints: removing from %s: %w", clip(remote), err)
+	}
+	return nil
+}
+
 // Fetch copies a session's checkpoint refs from remote, under the same
 // names, replacing those the repository has: a machine that takes over a
 // session reads the checkpoints the one before it pushed.

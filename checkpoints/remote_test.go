@@ -99,6 +99,22 @@ func TestPushAndFetch(t *testing.T) {
 		t.Error("the fetch wrote FETCH_HEAD")
 	}
 
+	// Removal: the session's refs go from the remote, another's stay.
+	if err := r.Push(ctx, "origin", "other", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Delete(ctx, "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.PushRemoval(ctx, "origin", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	remote = run(t, dir, "ls-remote", "--", bare)
+	if strings.Contains(remote, "refs/agents/s1/") || !strings.Contains(remote, "refs/agents/other/checkpoints/turn/0") ||
+		!strings.Contains(remote, "refs/heads/agents/s1") {
+		t.Errorf("after the removal the remote has\n%s", remote)
+	}
+
 	nowhere := t.TempDir()
 	err = r.Push(ctx, nowhere, "s1", "")
 	if err == nil || !strings.Contains(err.Error(), "does not appear to be a git repository") {

@@ -65,6 +65,7 @@ type pushState struct {
 	queued  bool              // in the queue
 	running bool              // a worker is pushing it
 	again   bool              // asked for while running: push once more after
+	removal bool              // the session was disposed of: remove its refs there
 	failing bool              // the last push failed (and was logged)
 }
 
@@ -82,7 +83,13 @@ func newPusher(remote string, log *slog.Logger, failed func(), told func(string,
 }
 
 // ask has s's checkpoints pushed from repo, soon. It never waits.
-func (p *pusher) ask(s *session, repo *checkpoints.Repo) {
+func (p *pusher) ask(s *session, repo *checkpoints.Repo) { p.enqueue(s, repo, false) }
+
+// askRemoval has the refs of s, disposed of and its checkpoints deleted
+// from repo, removed from the remote too, soon. It never waits.
+func (p *pusher) askRemoval(s *session, repo *checkpoints.Repo) { p.enqueue(s, repo, true) }
+
+func (p *pusher) enqueue(s *session, repo *checkpoints.Repo, removal bool) {
 	if p == nil || repo == nil {
 		return
 	}
@@ -97,6 +104,7 @@ func (p *pusher) ask(s *session, repo *checkpoints.Repo) {
 		p.state[s.uri] = st
 	}
 	st.sess, st.repo = s, repo
+	st.removal = st.removal || removal
 	switch {
 	case st.running:
 		st.again = true
@@ -129,10 +137,11 @@ func (p *pusher) work() {
 		p.queue = p.queue[1:]
 		st := p.state[uri]
 		st.queued, st.running = false, true
-		s, repo := st.sess, st.repo
+		s, repo, removal := st.sess, st.repo, st.removal
+		st.removal = false
 		p.mu.Unlock()
 
-		err := p.push(s, repo)
+		err := p.push(s, repo, removal)
 
 		p.mu.Lock()
 		st.running = false
@@ -182,19 +191,23 @@ func (p *pusher) noteLocked(s *session, st *pushState, err error) {
 }
 
 // push sends s's checkpoint refs, and its worktree's branch if it has
-// one, to the remote.
-func (p *pusher) push(s *session, repo *checkpoints.Repo) error {
+// one, to the remote; or, for a removal, takes its checkpoint refs away
+// there (not its branch: that may hold work of a person's).
+func (p *pusher) push(s *session, repo *checkpoints.Repo, removal bool) error {
 	s.mu.Lock()
 	disposed, wt := s.disposed, s.rec.Tree
 	s.unlock()
-	if disposed {
-		return nil // its refs are gone, or going
+	if disposed && !removal {
+		return nil // its refs are going; the removal follows
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, pushTimeout)
 	defer cancel()
 	repo = repo.Yielding()
 	if err := p.haveRemote(ctx, repo); err != nil {
 		return err
+	}
+	if removal {
+		return repo.PushRemoval(ctx, p.remote, s.id)
 	}
 	branch := ""
 	if wt != nil {

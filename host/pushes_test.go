@@ -389,3 +389,34 @@ func TestPushCheckpointsCoalesce(t *testing.T) {
 		t.Errorf("the remote has %v, the repository %v", remote, local)
 	}
 }
+
+// TestPushCheckpointsRemovedOnDispose: disposing of a session takes its
+// checkpoint refs off the remote too, and only its.
+func TestPushCheckpointsRemovedOnDispose(t *testing.T) {
+	repo := newRepo(t)
+	bare := bareRemote(t, repo)
+	var pushes host.Pushes
+	th := startHost(t, "", func(o *host.Options) { host.WithPushes(o, "origin", &pushes) })
+	c := th.client("c1")
+	session, chat := folderSession(t, c, "cp", repo)
+	_, other := folderSession(t, c, "kept", repo)
+	send(t, c, chat, "t1", "write a.txt one")
+	send(t, c, other, "t1", "write b.txt two")
+	waitPushes(t, &pushes, "both sessions on the remote", func([]host.PushEnd) bool {
+		remote := remoteRefs(t, repo, bare)
+		return remote[cpPrefix+"1"] != "" && remote["refs/agents/kept/checkpoints/turn/1"] != ""
+	})
+	c.MustCall("disposeSession", map[string]any{"channel": session})
+	waitPushes(t, &pushes, "the disposed session's refs to go", func([]host.PushEnd) bool {
+		return remoteRefs(t, repo, bare)[cpPrefix+"0"] == ""
+	})
+	remote := remoteRefs(t, repo, bare)
+	for ref := range remote {
+		if !strings.HasPrefix(ref, "refs/agents/kept/") {
+			t.Errorf("%s is left on the remote", ref)
+		}
+	}
+	if remote["refs/agents/kept/checkpoints/turn/1"] == "" {
+		t.Errorf("the other session's checkpoints went too: %v", remote)
+	}
+}
