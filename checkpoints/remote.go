@@ -37,12 +37,31 @@ func CheckRemote(remote string) error {
 	return nil
 }
 
-// clip shortens s for an error message.
+// clip shortens a remote for a message, its credentials left out.
 func clip(s string) string {
+	s = Redacted(s)
 	if len(s) > 64 {
 		return s[:64] + "..."
 	}
 	return s
+}
+
+// Redacted returns remote as a log may show it: a URL's user and password
+// (https://user:token@host/...) replaced by "***".
+func Redacted(remote string) string {
+	scheme, rest, ok := strings.Cut(remote, "://")
+	if !ok {
+		return remote
+	}
+	host := rest
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		host = rest[:i]
+	}
+	at := strings.LastIndexByte(host, '@')
+	if at < 0 {
+		return remote
+	}
+	return scheme + "://***@" + rest[at+1:]
 }
 
 // IsRemoteName reports whether remote (checked by CheckRemote) is the name

@@ -37,6 +37,21 @@ func TestCheckRemote(t *testing.T) {
 	}
 }
 
+func TestRedacted(t *testing.T) {
+	for in, want := range map[string]string{
+		"origin":                                  "origin",
+		"git@example.com:team/app.git":            "git@example.com:team/app.git",
+		"https://example.com/app.git":             "https://example.com/app.git",
+		"https://bot:s3cret@example.com/app.git":  "https://***@example.com/app.git",
+		"ssh://git@example.com/app@v2.git":        "ssh://***@example.com/app@v2.git",
+		"https://tok@en:x@example.com:8443/a.git": "https://***@example.com:8443/a.git",
+	} {
+		if got := Redacted(in); got != want {
+			t.Errorf("Redacted(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestPushAndFetch: a session's checkpoints and its branch reach a bare
 // remote under the same names; a clone without them fetches them back;
 // a remote that is no repository is an error naming git's reason.

@@ -76,7 +76,7 @@ func newPusher(remote string, log *slog.Logger, failed func(), told func(string,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &pusher{
-		remote: remote, log: log.With("remote", remote), failed: failed, told: told,
+		remote: remote, log: log.With("remote", checkpoints.Redacted(remote)), failed: failed, told: told,
 		ctx: ctx, cancel: cancel,
 		state: map[string]*pushState{}, missing: map[string]bool{},
 	}
