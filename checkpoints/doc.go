@@ -28,6 +28,11 @@
 // the next turn waiting can call the two apart: the next turn waits for
 // the snapshot only.
 //
+// Push, PushRemoval and Fetch share a session's checkpoint refs through a
+// remote of the repository, under the same names, so that another machine
+// working in a clone can read them (remote.go). The remote is checked
+// (CheckRemote) and always follows "--".
+//
 // A Repo is safe for concurrent use: two sessions may capture in the same
 // repository at once. Captures of one session must be made one at a time
 // by the caller, which knows the order its turns end in.

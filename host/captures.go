@@ -194,14 +194,19 @@ func (s *session) record(repo *checkpoints.Repo, n int, tree string, self chan s
 func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
 	q := &s.captures
 	s.mu.Lock()
-	disposed, wt, parent := s.disposed, s.rec.Tree, q.last
+	disposed, wt, parent, had := s.disposed, s.rec.Tree, q.last, s.rec.Checkpoints
 	s.unlock()
 	if disposed || repo == nil {
 		return
 	}
+	repo = repo.Yielding()
+	if tree != "" && n > 0 && parent == "" {
+		// After a restart, or on another host than the one before: the
+		// checkpoints it looks for may be on the remote only.
+		s.h.pushes.fetchMissing(s.h.ctx, s, repo, had-1)
+	}
 	ctx, cancel := context.WithTimeout(s.h.ctx, gitTimeout)
 	defer cancel()
-	repo = repo.Yielding()
 	var commit string
 	if tree != "" {
 		var err error
@@ -213,6 +218,9 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 		if err != nil {
 			s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
 		}
+	}
+	if commit != "" {
+		s.h.pushes.ask(s, repo)
 	}
 	s.mu.Lock()
 	if commit != "" {

@@ -210,3 +210,45 @@ func (h *Host) Residency(uri string) string {
 
 // CleanKey is the journal mark a clean stop leaves (restart.go).
 const CleanKey = cleanKey
+
+// ErrNoRemote is the error a push skipped for want of the remote ends with.
+var ErrNoRemote = errNoRemote
+
+// PushEnd is the end of one push of a session's checkpoints.
+type PushEnd struct {
+	Session string
+	Err     error
+}
+
+// Pushes hears the host's pushes of checkpoints, for tests to wait on one
+// instead of sleeping.
+type Pushes struct {
+	mu    sync.Mutex
+	ends  []PushEnd
+	ended chan struct{} // closed when the next push ends
+}
+
+// WithPushes has the host push checkpoints to remote and tell p of each
+// push's end.
+func WithPushes(o *Options, remote string, p *Pushes) {
+	o.PushCheckpoints = remote
+	p.ended = make(chan struct{})
+	o.checkpointsPushed = func(session string, err error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.ends = append(p.ends, PushEnd{session, err})
+		close(p.ended)
+		p.ended = make(chan struct{})
+	}
+}
+
+// Ends returns the pushes ended so far, and a channel closed when the
+// next one ends.
+func (p *Pushes) Ends() ([]PushEnd, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.ends), p.ended
+}
+
+// WithPushDrain sets how long Close lets pushes of checkpoints finish.
+func WithPushDrain(o *Options, d time.Duration) { o.pushDrain = d }

@@ -9,6 +9,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/grants"
@@ -101,6 +103,11 @@ type Options struct {
 	// caller joins it, with the Journal on the same NATS, and closes it
 	// after Close. nil is a host of its own.
 	Cluster *cluster.Member
+	// PushCheckpoints, when set, is the remote (a remote's name, looked up
+	// in each session's repository, or a URL) every session's checkpoints
+	// are pushed to as they are recorded, and fetched from when a session
+	// this host wakes lacks them (pushes.go). "" pushes nothing.
+	PushCheckpoints string
 
 	// storeTemp makes the temporary files session records are written
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to
@@ -113,6 +120,12 @@ type Options struct {
 	// memoryReleased, when set, is told each time the host gives memory
 	// back (memory.go), for tests to wait on.
 	memoryReleased func()
+	// checkpointsPushed, when set, is told after each push of a session's
+	// checkpoints (pushes.go), with its error, for tests to wait on.
+	checkpointsPushed func(session string, err error)
+	// pushDrain, when set, replaces pushDrainWindow, for tests of a push
+	// that never ends.
+	pushDrain time.Duration
 }
 
 // Host serves sessions to clients.
@@ -189,6 +202,7 @@ type Host struct {
 	leases  *leases
 	relays  relays
 	mirrors mirrors // sessions held elsewhere that clients here watch (mirror.go)
+	pushes *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds.
@@ -233,6 +247,11 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
+	if opts.PushCheckpoints != "" {
+		if err := checkpoints.CheckRemote(opts.PushCheckpoints); err != nil {
+			return nil, fmt.Errorf("host: pushing checkpoints: %w", err)
+		}
+	}
 	if dir := defaultInRoots(roots, opts.DefaultDirectory); dir != opts.DefaultDirectory {
 		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
 		opts.DefaultDirectory = dir
@@ -276,6 +295,7 @@ func New(opts Options) (*Host, error) {
 		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
+	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
 	_, memory := st.(memoryStore)
 	h.keepsRecords = !memory
 	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
@@ -294,6 +314,7 @@ func New(opts Options) (*Host, error) {
 	}
 	if err != nil {
 		stop()
+		h.pushes.close()
 		h.writer.close()
 		return nil, err
 	}
@@ -304,6 +325,7 @@ func New(opts Options) (*Host, error) {
 	}
 	if err := h.openAutomations(); err != nil {
 		stop()
+		h.pushes.close()
 		return nil, err
 	}
 	if err := h.joinCluster(); err != nil {
@@ -464,6 +486,8 @@ func (h *Host) Close(ctx context.Context) error {
 	awaitCaptures(ctx, sessions)
 	h.writeRestartPoints(sessions)
 	h.letGoAll()
+	// The checkpoints just recorded are pushed, within a bound.
+	h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow))
 	if h.cat != nil {
 		if err := h.cat.Close(); err != nil {
 			mu.Lock()
@@ -476,6 +500,7 @@ func (h *Host) Close(ctx context.Context) error {
 	h.stop()
 	h.closeMirrors()
 	awaitCaptures(context.Background(), sessions)
+	h.pushes.close()
 	// Every change has been handed to the writer: what it still holds is
 	// written before Close returns.
 	h.writer.close()

@@ -33,6 +33,7 @@ type metrics struct {
 	closed        atomic.Int64             // connections done
 	unloaded      atomic.Int64             // sessions that fell asleep and let their turns go
 	journalErrors atomic.Int64             // appends to the journal that failed (journal.go)
+	pushErrors    atomic.Int64             // pushes of checkpoints that failed (pushes.go)
 	released      atomic.Int64             // times memory was given back to the system (memory.go)
 	returnedAfter atomic.Int64             // how many connections were done when it last was
 	liveHeap      atomic.Int64             // the live heap then, in bytes
@@ -127,6 +128,7 @@ var (
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
 	descStoreErrors   = prometheus.NewDesc("ahpd_store_write_errors_total", "Session records and settings the store failed to write or remove.", nil, nil)
 	descJournalErrors = prometheus.NewDesc("ahpd_journal_write_errors_total", "Runs of actions the journal failed to take; they went out unrecorded.", nil, nil)
+	descPushErrors    = prometheus.NewDesc("ahpd_checkpoint_push_errors_total", "Pushes of sessions' checkpoints to --push-checkpoints that failed; the turns went on.", nil, nil)
 	descMemory        = prometheus.NewDesc("ahpd_memory_released_total", "Times the host, quiet after work, gave the memory it left back to the system.", nil, nil)
 	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
 	descReturnedAfter = prometheus.NewDesc("ahpd_memory_released_after_connections", "How many connections had ended when memory was last given back.", nil, nil)
@@ -139,7 +141,7 @@ var (
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descPushErrors, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
 		ch <- d
 	}
 }
@@ -162,6 +164,7 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(hc.h.StoreWriteErrors()))
 	ch <- prometheus.MustNewConstMetric(descJournalErrors, prometheus.CounterValue, float64(hc.h.metrics.journalErrors.Load()))
 	m := hc.h.metrics
+	ch <- prometheus.MustNewConstMetric(descPushErrors, prometheus.CounterValue, float64(m.pushErrors.Load()))
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.released.Load()))
 	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))
 	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))

@@ -188,6 +188,9 @@ func (s *session) removeGit(ctx context.Context) error {
 		if err == nil {
 			err = repo.Delete(ctx, s.id)
 		}
+		if err == nil {
+			s.h.pushes.askRemoval(s, repo) // off the dispose's path
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("removing the session's checkpoints: %w", err))
 		}

@@ -67,6 +67,9 @@ type config struct {
 	// Cluster names this host among others on the same NATS
 	// (config_cluster.go, docs/CLUSTER.md).
 	Cluster clusterConfig `yaml:"cluster"`
+	// Checkpoints says where sessions' checkpoints are pushed
+	// (config_checkpoints.go).
+	Checkpoints checkpointsConfig `yaml:"checkpoints"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
 }
@@ -128,6 +131,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
 	fs.StringVar(&cfg.Cluster.HostID, "host-id", cfg.Cluster.HostID, "")
 	fs.DurationVar(&cfg.Cluster.LeaseTTL, "lease-ttl", cfg.Cluster.LeaseTTL, "")
+	fs.StringVar(&cfg.Checkpoints.Push, "push-checkpoints", cfg.Checkpoints.Push, "")
 	fs.Func("labels", "", func(v string) error {
 		labels, err := parseLabels(v)
 		cfg.Cluster.Labels = labels
@@ -197,6 +201,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	if err := checkCluster(&cfg); err != nil {
+		return nil, err
+	}
+	if err := checkCheckpoints(&cfg); err != nil {
 		return nil, err
 	}
 	if err := checkJournal(&cfg); err != nil {

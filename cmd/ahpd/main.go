@@ -92,6 +92,10 @@ Flags:
   --host-id ID                   join the cluster at --nats as host ID, announcing it in the
                                  cluster's host registry while it runs (docs/CLUSTER.md)
   --labels K=V,...               this host's labels in the registry (repos=/srv/repos,...)
+  --push-checkpoints REMOTE      push each session's checkpoints (and its worktree's branch) to
+                                 REMOTE of its repository as they are recorded, and fetch them
+                                 from it when waking a session that lacks them (a remote's
+                                 name, such as origin, or a URL)
 
 A client presents the token as ?tkn=T or as "Authorization: Bearer T".
 `

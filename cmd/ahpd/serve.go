@@ -98,7 +98,9 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		AgentProcesses: agentproc.Running,
 		ClientWindow:   cfg.ClientWindow,
 		AllowedRoots:   cfg.AllowedRoots,
-		Automations:    host.AutomationOptions{Declared: declaredAutomations(cfg, auth)},
+		// Pushed off the turns' path; see docs/CLUSTER.md.
+		PushCheckpoints: cfg.Checkpoints.Push,
+		Automations:     host.AutomationOptions{Declared: declaredAutomations(cfg, auth)},
 		Transcripts: host.Transcripts{
 			Listers: backends.TranscriptListers(),
 			Index:   filepath.Join(cfg.StateDir, "catalogue-index.json"),
