@@ -66,6 +66,12 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn, req *jrpc2.Reque
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's repository: %w", err)
 	}
+	s.mu.Lock()
+	last := s.rec.Checkpoints - 1
+	s.unlock()
+	// On a host that has not run the session, its checkpoints may be on
+	// the --push-checkpoints remote alone.
+	h.pushes.fetchMissing(ctx, s, repo, last)
 	cps, err := repo.Checkpoints(ctx, s.id)
 	if err != nil {
 		return nil, fmt.Errorf("listing the session's checkpoints: %w", err)
