@@ -43,6 +43,8 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	if rc == nil {
 		return nil
 	}
+	// Its changes here are numbered after the other host's.
+	h.bus.AtLeast(rc.newest)
 	ns, err := h.restore(&rec, rc)
 	if err != nil {
 		return err

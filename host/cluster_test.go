@@ -237,9 +237,11 @@ func TestClusterForwards(t *testing.T) {
 func TestClusterFailover(t *testing.T) {
 	nc := clustertest.Start(t, 1)
 	shared := t.TempDir()
+	// C starts first: its serverSeqs start lower than B's, and still the
+	// session's rise when C takes it over.
+	c := startClusterHostReaching(t, nc, 0, "c", shared)
 	a := startClusterHost(t, nc, 0, "a")
 	b := startClusterHostReaching(t, nc, 0, "b", shared)
-	c := startClusterHostReaching(t, nc, 0, "c", shared)
 
 	ca := a.client("ca")
 	session := "ahp-session:/moving"
@@ -286,6 +288,12 @@ func TestClusterFailover(t *testing.T) {
 	cc := c.client("cc")
 	cc.Subscribe(chat)
 	sameState(t, ca.State(chat), cc.State(chat))
+	list, _ := journaled(t, c.j, session)
+	for i := 1; i < len(list); i++ {
+		if list[i].ServerSeq <= list[i-1].ServerSeq {
+			t.Fatalf("the session's journal goes from serverSeq %d to %d (entry %d of %d)", list[i-1].ServerSeq, list[i].ServerSeq, i, len(list))
+		}
+	}
 }
 
 // startTakenRemote sends a session's first turn through c and waits for

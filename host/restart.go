@@ -149,7 +149,8 @@ type recovered struct {
 	session *protocol.SessionState
 	chats   map[string]*protocol.ChatState
 	mark    restartMark
-	stale   bool // the record was behind the journal (into)
+	stale   bool  // the record was behind the journal (into)
+	newest  int64 // the highest serverSeq in the tail
 }
 
 // recoverSession rebuilds a stored session's state from its journal: from
@@ -172,7 +173,7 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, erro
 	if !ok || r.first != m.Seq {
 		return nil, nil // no snapshot, or retention took the restart point's
 	}
-	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m}
+	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m, newest: r.newest}
 	for _, cs := range chats {
 		rc.chats[cs.Resource] = cs
 	}

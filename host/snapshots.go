@@ -205,6 +205,7 @@ type replayer struct {
 	states  map[string]protocol.ChannelState
 	first   uint64 // the journal sequence of the first entry read
 	last    uint64 // and of the last
+	newest  int64  // the highest serverSeq read
 }
 
 func newReplayer(session string) *replayer {
@@ -282,6 +283,7 @@ func (h *Host) replay(ctx context.Context, r *replayer, after uint64, atSeq int6
 			if atSeq >= 0 && je.seq > atSeq {
 				return true, nil
 			}
+			r.newest = max(r.newest, je.seq)
 			r.apply(je)
 		}
 		scanned += len(entries)

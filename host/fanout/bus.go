@@ -291,6 +291,21 @@ func (b *Bus) Forget(channels map[string]bool) {
 	}
 }
 
+// AtLeast numbers the next change after seq, when it would not be
+// already: a host taking a session another host ran numbers its changes
+// after the other host's, so the session's serverSeqs keep rising. The
+// numbers jump, so no replay from the ring spans the jump: a client that
+// saw a change before it is replayed from elsewhere (the journal) or sent
+// snapshots.
+func (b *Bus) AtLeast(seq int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if seq > b.seq {
+		b.seq = seq
+		b.cut = max(b.cut, seq)
+	}
+}
+
 // Current returns the serverSeq of the last change numbered.
 func (b *Bus) Current() int64 {
 	b.mu.Lock()

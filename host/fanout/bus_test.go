@@ -192,3 +192,27 @@ func TestReservedBatchesGoInOrder(t *testing.T) {
 		t.Errorf("the late subscriber got %v, want 4", got)
 	}
 }
+
+// TestAtLeast: the numbers jump past a floor, and a replay never spans the
+// jump; one after it replays as usual.
+func TestAtLeast(t *testing.T) {
+	b := fanout.New(8, 0)
+	b.Publish(chat, delta("a"), nil)
+	b.Publish(chat, delta("b"), nil)
+	b.AtLeast(1) // below: nothing changes
+	if b.Current() != 2 {
+		t.Fatalf("current %d after a floor below it", b.Current())
+	}
+	b.AtLeast(100)
+	if seq := b.Publish(chat, delta("c"), nil); seq != 101 {
+		t.Fatalf("numbered %d after the floor 100, want 101", seq)
+	}
+	if _, ok := b.Replay(&sub{}, 1, []string{chat}, "r"); ok {
+		t.Error("a replay spans the jump")
+	}
+	b.Publish(chat, delta("d"), nil)
+	got, ok := b.Replay(&sub{}, 101, []string{chat}, "r")
+	if !ok || len(got) != 1 || got[0].ServerSeq != 102 {
+		t.Errorf("replay after the jump: %v %+v", ok, got)
+	}
+}
