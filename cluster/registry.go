@@ -66,6 +66,13 @@ func (m *Member) announce(ctx context.Context) error {
 	return nil
 }
 
+// Self is this host as its record describes it (its load left out).
+func (m *Member) Self() Host {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return Host{ID: m.cfg.HostID, Labels: maps.Clone(m.cfg.Labels), Addr: m.cfg.Addr, StartedAt: m.started.UTC()}
+}
+
 // SetAddr changes the address the host's record gives (a host joins
 // before it listens) and writes the record at once.
 func (m *Member) SetAddr(ctx context.Context, addr string) error {

@@ -248,21 +248,33 @@ func hostMeta(id string) protocol.Object {
 // nobody holds it: this one when it can reach them, else the least
 // loaded that can (cluster.Place).
 func (h *Host) placeFor(ctx context.Context, folders, dead []string) (string, error) {
-	hosts, err := h.opts.Cluster.Hosts(ctx)
+	if reaches(h.opts.Cluster.Self(), folders) {
+		return h.hostID(), nil // no need to ask the cluster
+	}
+	hosts, err := h.hostsOf(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing the cluster's hosts: %w", err)
 	}
 	hosts = slices.DeleteFunc(hosts, func(x cluster.Host) bool { return slices.Contains(dead, x.ID) })
-	if i := slices.IndexFunc(hosts, func(x cluster.Host) bool { return x.ID == h.hostID() }); i >= 0 {
-		if reaches(hosts[i], folders) {
-			return h.hostID(), nil
-		}
-	}
 	chosen, err := cluster.Place(hosts, folders)
 	if err != nil {
 		return "", err
 	}
 	return chosen.ID, nil
+}
+
+// hostsOf lists the cluster's hosts, asking again while the cluster does
+// not answer in time (a NATS node gone, its leaders being elected
+// elsewhere), until ctx ends.
+func (h *Host) hostsOf(ctx context.Context) ([]cluster.Host, error) {
+	for {
+		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
+		hosts, err := h.opts.Cluster.Hosts(ask)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return hosts, err
+		}
+	}
 }
 
 func reaches(x cluster.Host, folders []string) bool {

@@ -168,7 +168,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		j.shutdown()
 		return nil, err
 	}
-	if err := j.ensureStream(ctx); err != nil {
+	if err := j.ensureStreamPatiently(ctx); err != nil {
 		j.shutdown()
 		return nil, err
 	}
@@ -252,6 +252,56 @@ func startEmbedded(dir string, syncAlways bool) (*server.Server, error) {
 		return nil, errors.New("journal: embedded NATS server did not become ready in 30s")
 	}
 	return srv, nil
+}
+
+// streamPatience bounds how long Open keeps asking for the stream while
+// a NATS cluster cannot answer yet: nodes starting together, a leader
+// being elected.
+const streamPatience = time.Minute
+
+// ensureStreamPatiently is ensureStream asked again, every second, while
+// the cluster does not answer in time or has too few nodes up for the
+// stream's replicas, for up to streamPatience.
+func (j *Journal) ensureStreamPatiently(ctx context.Context) error {
+	deadline := time.Now().Add(streamPatience)
+	for told := false; ; {
+		// Nodes asking at once for the stream on a new cluster: one is
+		// answered, and the others' requests lapse; a short wait each
+		// time keeps that lapse short.
+		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := j.ensureStream(ask)
+		cancel()
+		if err == nil || !clusterNotReady(err) || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		if !told {
+			j.log.Info("journal: NATS cannot make the stream yet; asking again", "err", err)
+			told = true
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// clusterNotReady reports whether err is a NATS cluster not ready to
+// answer a stream request yet (rather than a request it refuses).
+func clusterNotReady(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10005, // no suitable peers (yet) for the replicas
+			10008, // JetStream system temporarily unavailable
+			10023: // insufficient resources: too few nodes up
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
 // ensureStream creates the stream, or updates its limits to the config's.

@@ -148,15 +148,22 @@ func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, lim
 	return nil
 }
 
+// consumerTimeout bounds one request to make a read's consumer.
+const consumerTimeout = 3 * time.Second
+
 // createConsumer makes a read's consumer. On a cluster the stream may have
-// no leader for a moment (just made, or electing one after a node left),
-// and the request finds no responder: it is asked again, waiting 50 ms
-// and then twice as long each time, for about three seconds.
+// no leader for a moment (just made, or electing one after a node left):
+// the request finds no responder, or no answer in time. It is asked again,
+// waiting 50 ms and then twice as long each time, for about half a minute
+// at most, or until ctx ends.
 func (j *Journal) createConsumer(ctx context.Context, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	wait := 50 * time.Millisecond
 	for {
-		cons, err := j.stream.CreateConsumer(ctx, cfg)
-		if err == nil || !errors.Is(err, nats.ErrNoResponders) || wait > 2*time.Second {
+		ask, cancel := context.WithTimeout(ctx, consumerTimeout)
+		cons, err := j.stream.CreateConsumer(ask, cfg)
+		cancel()
+		notYet := errors.Is(err, nats.ErrNoResponders) || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil)
+		if err == nil || !notYet || wait > 8*time.Second {
 			return cons, err
 		}
 		t := time.NewTimer(wait)

@@ -129,6 +129,17 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
+	fs.StringVar(&cfg.NATS.Node.Listen, "nats-listen", cfg.NATS.Node.Listen, "")
+	fs.StringVar(&cfg.NATS.Node.Cluster, "nats-cluster", cfg.NATS.Node.Cluster, "")
+	fs.Func("nats-routes", "", func(v string) error {
+		cfg.NATS.Node.Routes = nil
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				cfg.NATS.Node.Routes = append(cfg.NATS.Node.Routes, r)
+			}
+		}
+		return nil
+	})
 	fs.StringVar(&cfg.Cluster.HostID, "host-id", cfg.Cluster.HostID, "")
 	fs.DurationVar(&cfg.Cluster.LeaseTTL, "lease-ttl", cfg.Cluster.LeaseTTL, "")
 	fs.StringVar(&cfg.Checkpoints.Push, "push-checkpoints", cfg.Checkpoints.Push, "")
@@ -199,6 +210,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := cfg.Limits.host().Validate(); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkNATSNode(&cfg); err != nil {
+		return nil, err
 	}
 	if err := checkCluster(&cfg); err != nil {
 		return nil, err

@@ -41,8 +41,8 @@ func checkCluster(cfg *config) error {
 		}
 		return nil
 	}
-	if cfg.NATS.URL == "" {
-		return errors.New("--host-id needs --nats: the NATS embedded in one daemon has no other hosts")
+	if cfg.NATS.URL == "" && cfg.NATS.Node.Listen == "" {
+		return errors.New("--host-id needs --nats (or --nats-listen): the NATS embedded in one daemon has no other hosts")
 	}
 	if c.LeaseTTL != 0 && (c.LeaseTTL < time.Second || c.LeaseTTL%time.Second != 0) {
 		return errors.New("--lease-ttl: whole seconds, at least 1s")
@@ -105,7 +105,9 @@ func joinCluster(ctx context.Context, cfg *config, jc journal.Config, log *slog.
 	}
 	log.Info("joined the cluster", "hostId", cfg.Cluster.HostID, "labels", labels)
 	return m, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// A cluster that cannot answer (the last node going) is not
+		// waited for long: the records and leases expire on their own.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := m.Close(ctx); err != nil {
 			log.Warn("left the cluster uncleanly", "err", err)

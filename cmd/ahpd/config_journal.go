@@ -21,6 +21,9 @@ type natsConfig struct {
 	User      string `yaml:"user"`
 	Password  string `yaml:"password"`
 	Token     string `yaml:"token"`
+	// Node runs a NATS node in the daemon that other daemons join
+	// (natsnode.go).
+	Node natsNodeConfig `yaml:"node"`
 }
 
 // journalConfig is how long the journal keeps what.
@@ -45,11 +48,14 @@ func checkJournal(cfg *config) error {
 	if cfg.Journal.MaxAge < 0 || cfg.Journal.MaxBytesPerSession < 0 {
 		return errors.New("config file: journal: maxAge and maxBytesPerSession must not be negative (0 turns each off)")
 	}
-	if cfg.NATS.URL == "" {
+	if cfg.NATS.URL == "" && cfg.NATS.Node.Listen == "" {
 		if cfg.NATS.CredsFile != "" || cfg.NATS.User != "" || cfg.NATS.Password != "" || cfg.NATS.Token != "" {
 			return errors.New("config file: nats: credentials without a url: the embedded NATS needs none")
 		}
 		return nil
+	}
+	if cfg.NATS.URL == "" {
+		return nil // the daemon's own node
 	}
 	for _, u := range strings.Split(cfg.NATS.URL, ",") {
 		p, err := url.Parse(strings.TrimSpace(u))

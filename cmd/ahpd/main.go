@@ -89,9 +89,15 @@ Flags:
                                  beside AHP, behind the token)
   --nats URL,...                 keep the journal in this NATS cluster (default: NATS embedded,
                                  its store under the state directory, no listener)
-  --host-id ID                   join the cluster at --nats as host ID, announcing it in the
-                                 cluster's host registry while it runs (docs/CLUSTER.md)
-  --labels K=V,...               this host's labels in the registry (repos=/srv/repos,...)
+  --nats-listen ADDR             run a NATS node in the daemon, taking clients on ADDR (with
+                                 the config's nats user and password, or token), instead of --nats
+  --nats-cluster ADDR            take the other nodes' routes on ADDR
+  --nats-routes URL,...          the other nodes' --nats-cluster addresses (nats://host:port)
+  --host-id ID                   share sessions with the other hosts on the same NATS as host ID
+                                 (docs/CLUSTER.md)
+  --labels K=V,...               this host's labels in the registry (repos=/srv/repos,... : the
+                                 folders it reaches; default every folder)
+  --lease-ttl DURATION           how long a dead host's sessions stay its own (default 15s)
   --push-checkpoints REMOTE      push each session's checkpoints (and its worktree's branch) to
                                  REMOTE of its repository as they are recorded, and fetch them
                                  from it when waking a session that lacks them (a remote's

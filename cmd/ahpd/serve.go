@@ -61,6 +61,12 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	stopNATS, err := startNATSNode(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Stopped last, once the journal and the cluster have let it go.
+	defer stopNATS()
 	jr, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
