@@ -202,7 +202,7 @@ type Host struct {
 	leases  *leases
 	relays  relays
 	mirrors mirrors // sessions held elsewhere that clients here watch (mirror.go)
-	pushes *pusher // nil without Options.PushCheckpoints (pushes.go)
+	pushes  *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds.
