@@ -74,13 +74,6 @@ func (l *leases) take(id string, want *cluster.Lease) *cluster.Lease {
 	return ls
 }
 
-// count is how many sessions the host holds.
-func (l *leases) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.held)
-}
-
 // clustered reports whether the host shares sessions with others.
 func (h *Host) clustered() bool { return h.opts.Cluster != nil }
 
