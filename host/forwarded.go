@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"sync/atomic"
+	"time"
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/protocol"
@@ -55,7 +57,12 @@ type relay struct {
 	gone      chan struct{} // closed when the stream ends
 	turn      chan struct{} // one request at a time: held while one is out
 	next      int64         // the id of the last request sent (under turn)
+	used      atomic.Int64  // when it last took a request (unix ns)
 }
+
+// relayIdle is how long a relay nobody sends requests through is kept:
+// the host whose connection it stands for may have died without saying.
+const relayIdle = 10 * time.Minute
 
 // serveForwarded answers a request another host forwarded here.
 func (h *Host) serveForwarded(ctx context.Context, data []byte) ([]byte, error) {
@@ -74,6 +81,7 @@ func (h *Host) serveForwarded(ctx context.Context, data []byte) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	r.used.Store(h.now().UnixNano())
 	rep, err := r.call(ctx, fr.Method, fr.Params)
 	if err != nil {
 		return nil, err
@@ -129,6 +137,7 @@ func (h *Host) openRelay(fr forwardedRequest, who grants.Principal) (*relay, err
 		key: relayKey{fr.From, fr.Conn}, principal: fr.Principal, client: fr.Client, version: fr.Version,
 		stream: stream, lines: make(chan []byte, 256), gone: make(chan struct{}), turn: make(chan struct{}, 1),
 	}
+	r.used.Store(h.now().UnixNano())
 	h.wg.Add(1)
 	go r.read(h)
 	params, err := json.Marshal(protocol.InitializeParams{ProtocolVersions: []string{fr.Version}, ClientID: fr.Client})
@@ -247,6 +256,22 @@ func (h *Host) takeNote(data []byte) {
 	delete(h.relays.by, key)
 	h.relays.mu.Unlock()
 	if r != nil {
+		go r.close()
+	}
+}
+
+// dropIdleRelays ends the relays idle for relayIdle.
+func (h *Host) dropIdleRelays(now time.Time) {
+	h.relays.mu.Lock()
+	var idle []*relay
+	for key, r := range h.relays.by {
+		if now.Sub(time.Unix(0, r.used.Load())) >= relayIdle {
+			idle = append(idle, r)
+			delete(h.relays.by, key)
+		}
+	}
+	h.relays.mu.Unlock()
+	for _, r := range idle {
 		go r.close()
 	}
 }

@@ -232,6 +232,7 @@ func (h *Host) balance() {
 	now := h.now()
 	h.forgetClients(now)
 	h.dropUnwatchedMirrors()
+	h.dropIdleRelays(now)
 	var live []resident
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
