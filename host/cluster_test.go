@@ -41,13 +41,14 @@ func (ch *clusterHost) crash() {
 
 // startClusterHost starts host id on node of nc, reaching its own working
 // directory (repos=) only, so that where a session runs follows its folder.
-func startClusterHost(t *testing.T, nc *clustertest.Cluster, node int, id string) *clusterHost {
-	return startClusterHostReaching(t, nc, node, id, "")
+func startClusterHost(t testing.TB, nc *clustertest.Cluster, node int, id string, opts ...hostOption) *clusterHost {
+	return startClusterHostReaching(t, nc, node, id, "", opts...)
 }
 
 // startClusterHostReaching is startClusterHost reaching repos (comma
-// separated folders) besides its own working directory.
-func startClusterHostReaching(t *testing.T, nc *clustertest.Cluster, node int, id, repos string) *clusterHost {
+// separated folders) besides its own working directory. opts apply to
+// the host's options after the harness's.
+func startClusterHostReaching(t testing.TB, nc *clustertest.Cluster, node int, id, repos string, opts ...hostOption) *clusterHost {
 	t.Helper()
 	ctx := context.Background()
 	j, err := journal.Open(ctx, nc.Config(node))
@@ -82,14 +83,14 @@ func startClusterHostReaching(t *testing.T, nc *clustertest.Cluster, node int, i
 			t.Error(err)
 		}
 	})
-	th := startHost(t, state, withJournal(j), func(o *host.Options) { o.Cluster = m })
+	th := startHost(t, state, append([]hostOption{withJournal(j), func(o *host.Options) { o.Cluster = m }}, opts...)...)
 	ch.testHost = th
 	return ch
 }
 
 // clusterStatus asks a host's client for a session's status, and the host its
 // _meta names.
-func clusterStatus(t *testing.T, c *hosttest.Client, session string) (string, string) {
+func clusterStatus(t testing.TB, c *hosttest.Client, session string) (string, string) {
 	t.Helper()
 	raw := c.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
 	var res struct {
@@ -298,7 +299,7 @@ func TestClusterFailover(t *testing.T) {
 
 // startTakenRemote sends a session's first turn through c and waits for
 // the host it runs on (on) to announce the session.
-func startTakenRemote(t *testing.T, c *hosttest.Client, on *clusterHost, session, chat, turnID, text string) {
+func startTakenRemote(t testing.TB, c *hosttest.Client, on *clusterHost, session, chat, turnID, text string) {
 	t.Helper()
 	watch := on.client("watch-" + turnID)
 	c.Dispatch(chat, &protocol.ChatTurnStartedAction{

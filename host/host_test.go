@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 
 // testHost is a host serving on a real WebSocket on 127.0.0.1.
 type testHost struct {
-	t     *testing.T
+	t     testing.TB
 	h     *host.Host
 	srv   *httptest.Server
 	url   string
@@ -43,7 +43,7 @@ type hostOption func(*host.Options)
 
 // startHost starts a host with the script backend. It stops when the test
 // ends.
-func startHost(t *testing.T, state string, opts ...hostOption) *testHost {
+func startHost(t testing.TB, state string, opts ...hostOption) *testHost {
 	t.Helper()
 	if state == "" {
 		state = t.TempDir()
@@ -91,7 +91,7 @@ func (th *testHost) stop() {
 }
 
 // testWriter sends logs to the test's log, so they show with a failure.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
@@ -129,7 +129,7 @@ func (th *testHost) newSession(c *hosttest.Client, id string, config map[string]
 
 // send starts a turn and waits for it to end. A turn the host refuses
 // fails the test with the host's reason.
-func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
+func send(t testing.TB, c *hosttest.Client, chat, turnID, text string) *protocol.ChatState {
 	t.Helper()
 	startTaken(t, c, chat, turnID, text)
 	return waitTurnEnd(t, c, chat, turnID)
@@ -137,13 +137,13 @@ func send(t *testing.T, c *hosttest.Client, chat, turnID, text string) *protocol
 
 // startTaken starts a turn and waits for the host to take it. A turn the
 // host refuses fails the test with the host's reason.
-func startTaken(t *testing.T, c *hosttest.Client, chat, turnID, text string) {
+func startTaken(t testing.TB, c *hosttest.Client, chat, turnID, text string) {
 	t.Helper()
 	startTakenAt(t, c, chat, turnID, text, time.Now())
 }
 
 // startTakenAt is startTaken for a turn started at, by the client's clock.
-func startTakenAt(t *testing.T, c *hosttest.Client, chat, turnID, text string, at time.Time) {
+func startTakenAt(t testing.TB, c *hosttest.Client, chat, turnID, text string, at time.Time) {
 	t.Helper()
 	seq := c.Dispatch(chat, &protocol.ChatTurnStartedAction{
 		TurnID: turnID, StartedAt: protocol.FormatTime(at),
@@ -166,7 +166,7 @@ func startTakenAt(t *testing.T, c *hosttest.Client, chat, turnID, text string, a
 	}
 }
 
-func waitTurnEnd(t *testing.T, c *hosttest.Client, chat, turnID string) *protocol.ChatState {
+func waitTurnEnd(t testing.TB, c *hosttest.Client, chat, turnID string) *protocol.ChatState {
 	t.Helper()
 	st := c.WaitState(chat, "turn "+turnID+" to end", func(s protocol.ChannelState) bool {
 		cs := s.(*protocol.ChatState)

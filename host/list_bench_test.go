@@ -26,23 +26,32 @@ func storeSessionsAt(tb testing.TB, state, work string, n int, base time.Time, s
 	}
 	for i := range n {
 		id := fmt.Sprintf("s%05d", i)
-		uri := "ahp-session:/" + id
-		at := protocol.FormatTime(base.Add(time.Duration(i) * step))
-		rec := map[string]any{
-			"ahpd": 1, "uri": uri, "provider": "script", "title": "Session " + id,
-			"createdAt": at, "modifiedAt": at, "workingDirectories": []string{work},
-			"lifecycle": "ready", "defaultChat": protocol.DefaultChatURI(uri),
-			"chats": []map[string]any{{"uri": protocol.DefaultChatURI(uri), "title": "Session " + id,
-				"modifiedAt": at, "conversation": id, "started": true}},
-		}
-		data, err := json.Marshal(rec)
-		if err != nil {
-			tb.Fatal(err)
-		}
+		data := sessionRecord(tb, id, work, base.Add(time.Duration(i)*step))
 		if err := os.WriteFile(filepath.Join(dir, id+".json"), data, 0o600); err != nil {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// sessionRecord is the record, as the host keeps it, of a script session
+// id working in work, made and modified at, whose default chat has had
+// a turn.
+func sessionRecord(tb testing.TB, id, work string, at time.Time) []byte {
+	tb.Helper()
+	uri := "ahp-session:/" + id
+	when := protocol.FormatTime(at)
+	rec := map[string]any{
+		"ahpd": 1, "uri": uri, "provider": "script", "title": "Session " + id,
+		"createdAt": when, "modifiedAt": when, "workingDirectories": []string{work},
+		"lifecycle": "ready", "defaultChat": protocol.DefaultChatURI(uri),
+		"chats": []map[string]any{{"uri": protocol.DefaultChatURI(uri), "title": "Session " + id,
+			"modifiedAt": when, "conversation": id, "started": true}},
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
 }
 
 // BenchmarkListSessions answers the first page of a catalogue of 10,000
