@@ -197,6 +197,10 @@ type Host struct {
 
 	autos *automationHost // automations.go
 
+	// loadingOwn gathers the conversations of the sessions loadSessions
+	// makes, to note as the host's own in one go; nil after.
+	loadingOwn *[]catalogue.Key
+
 	// Sharing sessions with other hosts (cluster.go): the leases this
 	// host holds, and the relays of other hosts' connections.
 	leases  *leases
@@ -378,6 +382,12 @@ func (h *Host) loadSessions(clean bool) error {
 	if !clean {
 		tails = h.recoverAll(recs)
 	}
+	var own []catalogue.Key
+	h.loadingOwn = &own
+	defer func() {
+		h.loadingOwn = nil
+		h.noteOwn(own)
+	}()
 	var (
 		cut   []*session
 		stale = map[*session]bool{}

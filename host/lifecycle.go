@@ -84,7 +84,13 @@ func (h *Host) restore(rec *record, rc *recovered) (*session, error) {
 		s.state.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
 		s.summary = s.computeSummaryLocked()
 	}
-	h.noteOwn(s.ownKeysLocked())
+	if h.loadingOwn != nil {
+		// Loading: noted all at once after (loadSessions), for each
+		// noting copies the whole set.
+		*h.loadingOwn = append(*h.loadingOwn, s.ownKeysLocked()...)
+	} else {
+		h.noteOwn(s.ownKeysLocked())
+	}
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
 	}
