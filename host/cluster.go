@@ -31,14 +31,29 @@ const clusterMeta = "ahpd.host"
 // this time fails the request that needed it.
 const claimTimeout = 10 * time.Second
 
-// leases are the sessions this host holds, by session id.
+// leases are the sessions this host holds, by session id, with when each
+// was taken.
 type leases struct {
-	mu   lockcheck.Mutex
-	held map[string]*cluster.Lease
+	mu    lockcheck.Mutex
+	held  map[string]*cluster.Lease
+	taken map[string]time.Time
 }
 
 func newLeases() *leases {
-	return &leases{mu: lockcheck.Mutex{Class: "leases"}, held: map[string]*cluster.Lease{}}
+	return &leases{mu: lockcheck.Mutex{Class: "leases"}, held: map[string]*cluster.Lease{}, taken: map[string]time.Time{}}
+}
+
+// takenBefore lists the sessions whose leases were taken before t.
+func (l *leases) takenBefore(t time.Time) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for id, at := range l.taken {
+		if at.Before(t) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func (l *leases) get(id string) *cluster.Lease {
@@ -55,10 +70,11 @@ func (l *leases) holds(id string, now time.Time) bool {
 	return ls != nil && now.Before(ls.Deadline())
 }
 
-func (l *leases) put(id string, ls *cluster.Lease) {
+func (l *leases) put(id string, ls *cluster.Lease, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.held[id] = ls
+	l.taken[id] = now
 }
 
 // take forgets the session's lease and returns it, if this one is still
@@ -71,6 +87,7 @@ func (l *leases) take(id string, want *cluster.Lease) *cluster.Lease {
 		return nil
 	}
 	delete(l.held, id)
+	delete(l.taken, id)
 	return ls
 }
 
@@ -113,7 +130,7 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 	if old := h.leases.take(id, nil); old != nil {
 		h.releaseLease(old)
 	}
-	h.leases.put(id, ls)
+	h.leases.put(id, ls, h.now())
 	h.wg.Add(1)
 	go h.watchLease(id, ls)
 	h.dropMirror(id) // its clients here follow the session itself now
@@ -162,6 +179,31 @@ func (h *Host) stopHere(s *session) {
 	}
 	if !h.sleep(s, true) {
 		h.sleep(s, false)
+	}
+}
+
+// unusedLease is how long a lease the host took may go unused: a request
+// that took one and then woke nothing (it failed, or only read) leaves it
+// held for a session asleep here, which the residency check gives up.
+const unusedLease = 30 * time.Second
+
+// releaseUnused gives up the leases of sessions asleep here (or gone),
+// taken at least unusedLease ago: a request about to wake one has just
+// taken its lease, and keeps it.
+func (h *Host) releaseUnused(now time.Time) {
+	if !h.clustered() {
+		return
+	}
+	for _, id := range h.leases.takenBefore(now.Add(-unusedLease)) {
+		if s := h.byID(id); s != nil {
+			s.mu.Lock()
+			inUse := !s.asleep || s.pins > 0 || s.falling != nil || s.provisional
+			s.unlock()
+			if inUse {
+				continue
+			}
+		}
+		h.letGo(id)
 	}
 }
 
@@ -301,7 +343,7 @@ func (h *Host) letGoAll() {
 	}
 	h.leases.mu.Lock()
 	held := h.leases.held
-	h.leases.held = map[string]*cluster.Lease{}
+	h.leases.held, h.leases.taken = map[string]*cluster.Lease{}, map[string]time.Time{}
 	h.leases.mu.Unlock()
 	for _, ls := range held {
 		h.releaseLease(ls)

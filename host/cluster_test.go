@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/cluster/clustertest"
 	"github.com/ahpd/ahpd/host"
@@ -413,5 +414,37 @@ func TestClusterLostLease(t *testing.T) {
 	}
 	if st, on := clusterStatus(t, cb, session); on == "b" {
 		t.Fatalf("b still holds the session after losing its lease: %s", st)
+	}
+}
+
+// TestClusterReleasesUnusedLease: a request that takes a sleeping
+// session's lease and wakes nothing (here, labelling it) leaves the lease
+// held; the residency check gives it up once it has gone unused a while,
+// and not before.
+func TestClusterReleasesUnusedLease(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	clk := clock.NewFake(time.Now())
+	b := startClusterHost(t, nc, 0, "b", func(o *host.Options) { o.Clock = clk })
+	cb := b.client("cb")
+	session, chat := b.newSession(cb, "unused", nil)
+	send(t, cb, chat, "t1", "say one")
+	cb.MustCall("unsubscribe", map[string]any{"channel": chat})
+	cb.MustCall("unsubscribe", map[string]any{"channel": session})
+	cb.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+	if _, on := clusterStatus(t, cb, session); on != "" {
+		t.Fatalf("a sleeping session is held by %q", on)
+	}
+	cb.MustCall("ahpd/setSessionMetadata", map[string]any{"channel": session, "metadata": map[string]any{"k": "v"}})
+	if st, on := clusterStatus(t, cb, session); st != "inactive" || on != "b" {
+		t.Fatalf("after labelling it: %s on %q, want inactive on b (taken, not woken)", st, on)
+	}
+	b.h.Balance()
+	if _, on := clusterStatus(t, cb, session); on != "b" {
+		t.Fatal("a lease just taken was given up")
+	}
+	clk.Advance(time.Minute)
+	b.h.Balance()
+	if st, on := clusterStatus(t, cb, session); st != "inactive" || on != "" {
+		t.Fatalf("after a minute unused: %s on %q, want inactive on none", st, on)
 	}
 }

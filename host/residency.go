@@ -233,6 +233,7 @@ func (h *Host) balance() {
 	h.forgetClients(now)
 	h.dropUnwatchedMirrors()
 	h.dropIdleRelays(now)
+	h.releaseUnused(now)
 	var live []resident
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
