@@ -37,10 +37,32 @@ type leases struct {
 	mu    lockcheck.Mutex
 	held  map[string]*cluster.Lease
 	taken map[string]time.Time
+	// claiming are the sessions being taken now, each closed when done:
+	// a second request for one waits for the first.
+	claiming map[string]chan struct{}
 }
 
 func newLeases() *leases {
-	return &leases{mu: lockcheck.Mutex{Class: "leases"}, held: map[string]*cluster.Lease{}, taken: map[string]time.Time{}}
+	return &leases{mu: lockcheck.Mutex{Class: "leases"}, held: map[string]*cluster.Lease{},
+		taken: map[string]time.Time{}, claiming: map[string]chan struct{}{}}
+}
+
+// startClaim makes this caller the one taking session id, or returns the
+// channel closed when the one taking it now is done.
+func (l *leases) startClaim(id string) (done func(), busy <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ch, ok := l.claiming[id]; ok {
+		return nil, ch
+	}
+	ch := make(chan struct{})
+	l.claiming[id] = ch
+	return func() {
+		l.mu.Lock()
+		delete(l.claiming, id)
+		l.mu.Unlock()
+		close(ch)
+	}, nil
 }
 
 // takenBefore lists the sessions whose leases were taken before t.
@@ -108,11 +130,23 @@ func (h *Host) hostID() string {
 // elsewhere since: fresh (claimed.go) brings the copy here up to date
 // before anything uses it.
 func (h *Host) claim(ctx context.Context, id string) (string, error) {
-	if h.leases.holds(id, h.now()) {
-		return "", nil
-	}
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
+	for {
+		if h.leases.holds(id, h.now()) {
+			return "", nil
+		}
+		done, busy := h.leases.startClaim(id)
+		if done != nil {
+			defer done()
+			break
+		}
+		select {
+		case <-busy: // taken, or not: look again
+		case <-ctx.Done():
+			return "", protocol.Errorf(protocol.CodeInternalError, "could not take session %s for this host in time", id)
+		}
+	}
 	ls, err := h.opts.Cluster.Acquire(ctx, id)
 	var held *cluster.HeldError
 	switch {
@@ -130,13 +164,15 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 	if old := h.leases.take(id, nil); old != nil {
 		h.releaseLease(old)
 	}
-	h.leases.put(id, ls, h.now())
-	h.wg.Add(1)
-	go h.watchLease(id, ls)
 	h.dropMirror(id) // its clients here follow the session itself now
 	if err := h.fresh(ctx, id); err != nil {
 		h.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
 	}
+	// Held here only now, with its copy up to date: a request that finds
+	// it held uses that copy.
+	h.leases.put(id, ls, h.now())
+	h.wg.Add(1)
+	go h.watchLease(id, ls)
 	return "", nil
 }
 

@@ -323,14 +323,14 @@ func startTakenRemote(t testing.TB, c *hosttest.Client, on *clusterHost, session
 }
 
 // TestClusterWakeRace: two hosts reaching a sleeping session's folder are
-// sent a message for it at once; exactly one takes it, the other forwards
-// to it, and both messages reach the one that holds it.
+// asked to wake it at once (one of them twice); exactly one takes it, the
+// other forwards to it, and messages through both reach the one holding it.
 func TestClusterWakeRace(t *testing.T) {
 	nc := clustertest.Start(t, 1)
 	shared := t.TempDir()
 	b := startClusterHostReaching(t, nc, 0, "b", shared)
 	c := startClusterHostReaching(t, nc, 0, "c", shared)
-	cb, cc := b.client("cb"), c.client("cc")
+	cb, cc, cc2 := b.client("cb"), c.client("cc"), c.client("cc2")
 	session := "ahp-session:/raced"
 	chat := protocol.DefaultChatURI(session)
 	cb.MustCall("createSession", map[string]any{
@@ -348,13 +348,15 @@ func TestClusterWakeRace(t *testing.T) {
 	for round := range 5 {
 		// Both at once: each host reaches the folder and tries to take it.
 		turnB, turnC := fmt.Sprintf("b%d", round), fmt.Sprintf("c%d", round)
+		// (And two clients of one host at once: the second waits for the
+		// first's taking, and does not fail.)
 		pb := cb.Start("ahpd/resumeSession", map[string]any{"channel": session})
 		pc := cc.Start("ahpd/resumeSession", map[string]any{"channel": session})
-		if _, err := pb.Await(); err != nil {
-			t.Fatalf("round %d: resume through b: %v", round, err)
-		}
-		if _, err := pc.Await(); err != nil {
-			t.Fatalf("round %d: resume through c: %v", round, err)
+		pc2 := cc2.Start("ahpd/resumeSession", map[string]any{"channel": session})
+		for name, p := range map[string]*hosttest.Pending{"b": pb, "c": pc, "c again": pc2} {
+			if _, err := p.Await(); err != nil {
+				t.Fatalf("round %d: resume through %s: %v", round, name, err)
+			}
 		}
 		_, onB := clusterStatus(t, cb, session)
 		_, onC := clusterStatus(t, cc, session)
