@@ -420,13 +420,13 @@ func TestClusterLostLease(t *testing.T) {
 }
 
 // TestClusterReleasesUnusedLease: a request that takes a sleeping
-// session's lease and wakes nothing (here, labelling it) leaves the lease
-// held; the residency check gives it up once it has gone unused a while,
-// and not before.
+// session's lease and runs nothing (here, labelling it) leaves the lease
+// held; the residency checks give it up once the session has been quiet a
+// while (it falls asleep, or was asleep), and not before.
 func TestClusterReleasesUnusedLease(t *testing.T) {
 	nc := clustertest.Start(t, 1)
 	clk := clock.NewFake(time.Now())
-	b := startClusterHost(t, nc, 0, "b", func(o *host.Options) { o.Clock = clk })
+	b := startClusterHost(t, nc, 0, "b", func(o *host.Options) { o.Clock, o.SleepAfter = clk, 10*time.Second })
 	cb := b.client("cb")
 	session, chat := b.newSession(cb, "unused", nil)
 	send(t, cb, chat, "t1", "say one")
@@ -437,8 +437,10 @@ func TestClusterReleasesUnusedLease(t *testing.T) {
 		t.Fatalf("a sleeping session is held by %q", on)
 	}
 	cb.MustCall("ahpd/setSessionMetadata", map[string]any{"channel": session, "metadata": map[string]any{"k": "v"}})
-	if st, on := clusterStatus(t, cb, session); st != "inactive" || on != "b" {
-		t.Fatalf("after labelling it: %s on %q, want inactive on b (taken, not woken)", st, on)
+	// (Taken, it may hold its turns again, read back from the journal:
+	// awake, and falling asleep as any quiet session does.)
+	if _, on := clusterStatus(t, cb, session); on != "b" {
+		t.Fatalf("after labelling it: held by %q, want b", on)
 	}
 	b.h.Balance()
 	if _, on := clusterStatus(t, cb, session); on != "b" {
