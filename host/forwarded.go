@@ -24,8 +24,8 @@ import (
 // forwarded request meets every check a local one does (the grants, the
 // roots, the order of the connection's requests). Its requests go in as
 // JSON-RPC lines and the answers come back; what the host sends it besides
-// (an action refused, which goes to its sender alone) goes back with the
-// answer. The hosts of a cluster trust each other to say who a request is
+// (an action refused, which goes to its sender alone) goes back to the
+// other host as a note. The hosts of a cluster trust each other to say who a request is
 // from: whoever may publish on the cluster's NATS may act as anyone.
 
 // maxRelays bounds the relays a host keeps for other hosts' connections.
@@ -163,19 +163,47 @@ func (r *relay) read(h *Host) {
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			select {
-			case r.lines <- line:
-			default:
-				// Nobody waits on the relay, and it is far behind: a
-				// notification between requests is dropped rather than
-				// hold up the host's writer.
-				h.log.Debug("dropped a message to a relay nobody reads", "from", r.key.from)
-			}
+			r.take(h, line)
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// take hands an answer to the request waiting for it, and passes a
+// notification on to the host the connection is on, as a note: it may
+// come after the answer (an echo waits its turn behind the changes
+// numbered before it), so it cannot ride with it.
+func (r *relay) take(h *Host, line []byte) {
+	var head struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(line, &head) != nil {
+		return
+	}
+	if head.Method == "" {
+		select {
+		case r.lines <- line:
+		default:
+			h.log.Debug("dropped an answer nobody waits for", "from", r.key.from)
+		}
+		return
+	}
+	data, err := json.Marshal(relayNotes{Conn: r.key.conn, Notes: []json.RawMessage{line}})
+	if err == nil {
+		err = h.opts.Cluster.Note(r.key.from, data)
+	}
+	if err != nil {
+		h.log.Debug("could not pass a notification on to its host", "host", r.key.from, "err", err)
+	}
+}
+
+// relayNotes are notifications a relay's connection was sent, for the
+// connection it stands for.
+type relayNotes struct {
+	Conn  int64             `json:"conn"`
+	Notes []json.RawMessage `json:"notes"`
 }
 
 // call sends one request through the relay and waits for its answer,
@@ -219,10 +247,7 @@ func (r *relay) call(ctx context.Context, method string, params json.RawMessage)
 				continue
 			}
 			if m.Method != "" {
-				if len(rep.Notes) < 1024 {
-					rep.Notes = append(rep.Notes, line)
-				}
-				continue
+				continue // read passes them on
 			}
 			if m.ID == nil || *m.ID != id {
 				continue
@@ -244,10 +269,23 @@ type relayClosed struct {
 	} `json:"closed"`
 }
 
-// takeNote handles a note another host sent this one.
+// takeNote handles a note another host sent this one: a connection of
+// its that ended, or notifications for one of this host's.
 func (h *Host) takeNote(data []byte) {
-	var n relayClosed
-	if json.Unmarshal(data, &n) != nil || n.Closed.From == "" {
+	var n struct {
+		relayClosed
+		relayNotes
+	}
+	if json.Unmarshal(data, &n) != nil {
+		return
+	}
+	if len(n.Notes) > 0 {
+		if c := h.connByID(n.Conn); c != nil {
+			h.takeNotes(c, n.Notes)
+		}
+		return
+	}
+	if n.Closed.From == "" {
 		return
 	}
 	h.relays.mu.Lock()
@@ -327,4 +365,16 @@ func (c *conn) forwardedHosts() []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// connByID returns the connection of an id, or nil when it is gone.
+func (h *Host) connByID(id int64) *conn {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for c := range h.conns {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 
 	"github.com/creachadair/jrpc2"
-	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/protocol"
@@ -242,12 +241,12 @@ type forwardedRequest struct {
 	Params    json.RawMessage `json:"params,omitempty"`
 }
 
-// forwardedReply is the holder's answer: the result or the error, and the
-// notifications it sent the connection meanwhile (an action refused).
+// forwardedReply is the holder's answer: the result or the error. What
+// else the holder sends the connection (an action refused) comes as a
+// note (forwarded.go).
 type forwardedReply struct {
-	Result json.RawMessage  `json:"result,omitempty"`
-	Error  *forwardedError  `json:"error,omitempty"`
-	Notes  []jsontext.Value `json:"notes,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *forwardedError `json:"error,omitempty"`
 }
 
 type forwardedError struct {
@@ -285,7 +284,6 @@ func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.R
 	if err := json.Unmarshal(out, &rep); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "host %s answered what is not a reply", holder)
 	}
-	h.takeNotes(c, rep.Notes)
 	if rep.Error != nil {
 		e := &protocol.Error{Code: protocol.ErrorCode(rep.Error.Code), Message: rep.Error.Message}
 		if len(rep.Error.Data) > 0 {
@@ -302,7 +300,7 @@ func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.R
 // takeNotes passes on to c what the holder sent its side of c: actions
 // sent to the sender alone (refused, or accepted and changing nothing),
 // numbered here.
-func (h *Host) takeNotes(c *conn, notes []jsontext.Value) {
+func (h *Host) takeNotes(c *conn, notes []json.RawMessage) {
 	for _, n := range notes {
 		var msg struct {
 			Method string                  `json:"method"`
