@@ -452,3 +452,56 @@ func TestClusterReleasesUnusedLease(t *testing.T) {
 		t.Fatalf("after a minute unused: %s on %q, want inactive on none", st, on)
 	}
 }
+
+// TestClusterRelays: the holder keeps a relay for each connection that
+// forwards to it; the relay goes when that connection ends (a note from
+// its host) or when it has been idle ten minutes (its host may have died
+// without a word), and a later request opens another.
+func TestClusterRelays(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	clk := clock.NewFake(time.Now())
+	a := startClusterHost(t, nc, 0, "a")
+	closed := make(chan struct{}, 1)
+	b := startClusterHost(t, nc, 0, "b", func(o *host.Options) {
+		o.Clock = clk
+		host.WithRelayClosed(o, closed)
+	})
+	ca := a.client("ca")
+	session := "ahp-session:/relayed"
+	ca.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + b.work},
+	})
+	if n := b.h.Relays(); n != 1 {
+		t.Fatalf("b keeps %d relays after a forwarded request, want 1", n)
+	}
+	ca.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
+	if n := b.h.Relays(); n != 1 {
+		t.Fatalf("b keeps %d relays after a second request of the same connection, want 1", n)
+	}
+	clk.Advance(11 * time.Minute)
+	b.h.Balance()
+	select {
+	case <-closed:
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the idle relay did not close")
+	}
+	if n := b.h.Relays(); n != 0 {
+		t.Fatalf("b keeps %d relays idle for eleven minutes, want 0", n)
+	}
+	if st, on := clusterStatus(t, ca, session); st != "active" || on != "b" {
+		t.Fatalf("after the relay went: %s on %q", st, on)
+	}
+	if n := b.h.Relays(); n != 1 {
+		t.Fatalf("b keeps %d relays after a new request, want 1", n)
+	}
+	// The connection ending closes its relay.
+	ca.Close()
+	select {
+	case <-closed:
+	case <-time.After(hosttest.Timeout):
+		t.Fatal("the relay did not close after its connection ended")
+	}
+	if n := b.h.Relays(); n != 0 {
+		t.Fatalf("b keeps %d relays after the connection ended, want 0", n)
+	}
+}

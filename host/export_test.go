@@ -252,3 +252,21 @@ func (p *Pushes) Ends() ([]PushEnd, <-chan struct{}) {
 
 // WithPushDrain sets how long Close lets pushes of checkpoints finish.
 func WithPushDrain(o *Options, d time.Duration) { o.pushDrain = d }
+
+// Relays is how many relays of other hosts' connections the host keeps.
+func (h *Host) Relays() int {
+	h.relays.mu.Lock()
+	defer h.relays.mu.Unlock()
+	return len(h.relays.by)
+}
+
+// WithRelayClosed has the host tell closed, without waiting, each time a
+// relay of another host's connection has closed.
+func WithRelayClosed(o *Options, closed chan<- struct{}) {
+	o.relayClosed = func() {
+		select {
+		case closed <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -58,6 +58,7 @@ type relay struct {
 	turn      chan struct{} // one request at a time: held while one is out
 	next      int64         // the id of the last request sent (under turn)
 	used      atomic.Int64  // when it last took a request (unix ns)
+	closed    func()        // Options.relayClosed, for tests
 }
 
 // relayIdle is how long a relay nobody sends requests through is kept:
@@ -136,6 +137,7 @@ func (h *Host) openRelay(fr forwardedRequest, who grants.Principal) (*relay, err
 	r := &relay{
 		key: relayKey{fr.From, fr.Conn}, principal: fr.Principal, client: fr.Client, version: fr.Version,
 		stream: stream, lines: make(chan []byte, 256), gone: make(chan struct{}), turn: make(chan struct{}, 1),
+		closed: h.opts.relayClosed,
 	}
 	r.used.Store(h.now().UnixNano())
 	h.wg.Add(1)
@@ -258,7 +260,12 @@ func (r *relay) call(ctx context.Context, method string, params json.RawMessage)
 	}
 }
 
-func (r *relay) close() { _ = r.stream.Close() }
+func (r *relay) close() {
+	_ = r.stream.Close()
+	if r.closed != nil {
+		r.closed()
+	}
+}
 
 // relayClosed is the note a host sends when one of its connections that
 // forwarded requests ends: its relays go too.

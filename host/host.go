@@ -120,6 +120,9 @@ type Options struct {
 	// memoryReleased, when set, is told each time the host gives memory
 	// back (memory.go), for tests to wait on.
 	memoryReleased func()
+	// relayClosed, when set, is told each time a relay of another host's
+	// connection has closed (forwarded.go), for tests to wait on.
+	relayClosed func()
 	// checkpointsPushed, when set, is told after each push of a session's
 	// checkpoints (pushes.go), with its error, for tests to wait on.
 	checkpointsPushed func(session string, err error)
