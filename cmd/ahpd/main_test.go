@@ -270,9 +270,15 @@ var listeningLine = regexp.MustCompile(`^ahpd listening on ws://(127\.0\.0\.1:([
 // awaitListening reads the line the daemon prints once it listens.
 func (p *proc) awaitListening() {
 	p.t.Helper()
-	line, ok := p.line(0, startTimeout)
+	p.awaitListeningIn(startTimeout)
+}
+
+// awaitListeningIn is awaitListening waiting up to d.
+func (p *proc) awaitListeningIn(d time.Duration) {
+	p.t.Helper()
+	line, ok := p.line(0, d)
 	if !ok {
-		p.t.Fatalf("ahpd printed no listening line in %v; stdout %q, stderr:\n%s", startTimeout, p.stdoutLines(), p.stderr.String())
+		p.t.Fatalf("ahpd printed no listening line in %v; stdout %q, stderr:\n%s", d, p.stdoutLines(), p.stderr.String())
 	}
 	m := listeningLine.FindStringSubmatch(line)
 	if m == nil || m[2] == "0" {

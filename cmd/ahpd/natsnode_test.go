@@ -17,15 +17,20 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// freeAddr asks the kernel for a free loopback port.
-func freeAddr(t *testing.T) string {
+// freeAddrs asks the kernel for n distinct free loopback ports, holding
+// each until all are chosen so that none comes twice.
+func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	var out []string
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		out = append(out, l.Addr().String())
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return out
 }
 
 // TestDaemonsRunTheirOwnNATS: three daemons, each running a NATS node of
@@ -36,8 +41,9 @@ func freeAddr(t *testing.T) string {
 func TestDaemonsRunTheirOwnNATS(t *testing.T) {
 	ids := []string{"a", "b", "c"}
 	clients, routes := map[string]string{}, map[string]string{}
-	for _, id := range ids {
-		clients[id], routes[id] = freeAddr(t), freeAddr(t)
+	addrs := freeAddrs(t, 2*len(ids))
+	for i, id := range ids {
+		clients[id], routes[id] = addrs[2*i], addrs[2*i+1]
 	}
 	shared := t.TempDir()
 	envs, procs := map[string]*env{}, map[string]*proc{}
@@ -56,7 +62,9 @@ func TestDaemonsRunTheirOwnNATS(t *testing.T) {
 			"--host-id", id, "--lease-ttl", "1s")
 	}
 	for _, id := range ids {
-		procs[id].awaitListening()
+		// The nodes wait for each other, then agree on the journal's
+		// stream: longer than a daemon of its own takes to start.
+		procs[id].awaitListeningIn(time.Minute)
 	}
 	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
 	session := "ahp-session:/own-nats"
@@ -105,9 +113,10 @@ func TestDaemonsRunTheirOwnNATS(t *testing.T) {
 	}
 }
 
-// awaitStreams waits until the NATS node at addr makes a consumer of the
-// journal's stream again: after a node of the cluster went, its streams
-// elect new leaders.
+// awaitStreams waits until the NATS node at addr makes a consumer of each
+// of the cluster's streams again (the journal's, and the leases', hosts'
+// and records' buckets): after a node of the cluster went, each elects a
+// new leader.
 func awaitStreams(t *testing.T, addr string) {
 	t.Helper()
 	nc, err := nats.Connect("nats://"+addr, nats.UserInfo("ahpd", "node-test-pass"))
@@ -120,25 +129,26 @@ func awaitStreams(t *testing.T, addr string) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := js.Stream(ctx, "AHPD_JOURNAL")
-		if err == nil {
-			var cons jetstream.Consumer
-			if cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{MemoryStorage: true, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Second}); err == nil {
-				_ = st.DeleteConsumer(ctx, cons.CachedInfo().Name)
+	for _, name := range []string{"AHPD_JOURNAL", "KV_ahpd_leases", "KV_ahpd_hosts", "KV_ahpd_sessions"} {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := js.Stream(ctx, name)
+			if err == nil {
+				var cons jetstream.Consumer
+				if cons, err = st.CreateConsumer(ctx, jetstream.ConsumerConfig{MemoryStorage: true, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Second}); err == nil {
+					_ = st.DeleteConsumer(ctx, cons.CachedInfo().Name)
+				}
 			}
-		}
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the NATS cluster did not answer again in a minute: %v", err)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("stream %s did not answer again in a minute: %v", name, err)
+			}
 		}
 	}
 }
-
 // TestNATSNodeSettings refuses a node that cannot work.
 func TestNATSNodeSettings(t *testing.T) {
 	e := newEnv(t)
