@@ -149,6 +149,7 @@ func awaitStreams(t *testing.T, addr string) {
 		}
 	}
 }
+
 // TestNATSNodeSettings refuses a node that cannot work.
 func TestNATSNodeSettings(t *testing.T) {
 	e := newEnv(t)
