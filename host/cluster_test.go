@@ -125,6 +125,15 @@ func TestClusterForwards(t *testing.T) {
 	if st, on := clusterStatus(t, ca, session); st != "active" || on != "b" {
 		t.Fatalf("status through A = %s on %q, want active on b", st, on)
 	}
+	// Its creator watches it at once, before its first turn, as VS Code
+	// does; another client may not, as on one host.
+	if snap := ca.Subscribe(session); snap == nil || snap.State.(*protocol.SessionState).Provider != "script" {
+		t.Fatalf("the creator's snapshot through A: %+v", snap)
+	}
+	ca.Subscribe(chat)
+	if _, err := a.client("other").Call("subscribe", map[string]any{"channel": session}); err == nil || err.Code != int64(protocol.CodeSessionNotFound) {
+		t.Fatalf("another client subscribing to a session not yet made through A: %v, want -32001 (no such session)", err)
+	}
 
 	// A turn sent through A runs on B.
 	cb := b.client("cb")
@@ -190,6 +199,14 @@ func TestClusterForwards(t *testing.T) {
 	if ta, tb := ca.State(session).(*protocol.SessionState).Title, cb.State(session).(*protocol.SessionState).Title; ta != tb {
 		t.Fatalf("the session's title is %q on A and %q on B", ta, tb)
 	}
+
+	// A chat made through A is there to watch through A at once.
+	second := protocol.ChatURIFor(session, "second")
+	ca.MustCall("createChat", map[string]any{"channel": session, "chat": second})
+	if snap := ca.Subscribe(second); snap == nil || snap.State.(*protocol.ChatState).Resource != second {
+		t.Fatalf("the new chat's snapshot through A: %+v", snap)
+	}
+	send(t, ca, second, "s1", "say in the second chat")
 
 	// A's client comes back after its connection dropped: what it missed
 	// is replayed, numbered as A numbered it, and the session streams on.

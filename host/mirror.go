@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -31,6 +32,10 @@ func init() {
 	lockcheck.Allow("mirror", "conn") // the bus's subscribe holds the connection's frames
 }
 
+// chatArrival bounds the wait for a channel of a mirrored session that the
+// journal has not brought yet.
+const chatArrival = 2 * time.Second
+
 // mirror is one session another host runs, as this host shows it.
 type mirror struct {
 	h   *Host
@@ -41,7 +46,8 @@ type mirror struct {
 	states map[string]protocol.ChannelState // by channel: the session's and its chats'
 	last   uint64                           // the journal sequence of the last entry applied
 	closed bool
-	pins   int // reconnects resuming its channels: it stays while they do
+	pins   int           // reconnects resuming its channels: it stays while they do
+	moved  chan struct{} // closed and made again at each entry applied
 
 	stop context.CancelFunc
 	done chan struct{} // closed when its follower has ended
@@ -98,7 +104,7 @@ func (h *Host) openMirror(ctx context.Context, id, uri string) (*mirror, error) 
 	fctx, stop := context.WithCancel(h.ctx)
 	m := &mirror{
 		h: h, id: id, uri: uri, mu: lockcheck.Mutex{Class: "mirror"},
-		states: r.states, last: r.last, stop: stop, done: make(chan struct{}),
+		states: r.states, last: r.last, stop: stop, done: make(chan struct{}), moved: make(chan struct{}),
 	}
 	f, err := h.opts.Journal.Follow(fctx, uri, m.last)
 	if err != nil {
@@ -162,6 +168,8 @@ func (m *mirror) apply(e journal.Entry) {
 		return
 	}
 	m.last = e.Seq
+	close(m.moved)
+	m.moved = make(chan struct{})
 	if err != nil {
 		return
 	}
@@ -186,7 +194,20 @@ func (m *mirror) attach(c *conn, channel, requestID string, turns int) (protocol
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.states[channel]
-	if st == nil || m.closed {
+	// A chat made a moment ago on the holder (a forwarded createChat
+	// answered) may not have reached this host's follower yet.
+	for wait := time.After(chatArrival); st == nil && !m.closed; st = m.states[channel] {
+		moved := m.moved
+		m.mu.Unlock()
+		select {
+		case <-moved:
+		case <-wait:
+			m.mu.Lock()
+			return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no channel %s", protocol.Quote(channel))
+		}
+		m.mu.Lock()
+	}
+	if st == nil {
 		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no channel %s", protocol.Quote(channel))
 	}
 	switch x := st.(type) {
@@ -274,7 +295,10 @@ func (h *Host) closeMirrors() {
 
 // subscribeRemote answers a subscribe to a channel of a session another
 // host holds, from its mirror here.
-func (h *Host) subscribeRemote(ctx context.Context, c *conn, id, uri string, p *protocol.SubscribeParams, requestID string) (any, error) {
+func (h *Host) subscribeRemote(ctx context.Context, c *conn, holder, id, uri string, p *protocol.SubscribeParams, requestID string) (any, error) {
+	if err := h.mayWatch(ctx, c, holder, id, uri); err != nil {
+		return nil, err
+	}
 	delay, err := deliveryDelay(p.Delivery)
 	if err != nil {
 		return nil, err
@@ -313,6 +337,9 @@ func (h *Host) attachRouted(ctx context.Context, c *conn, channel, requestID str
 			}
 			if holder != "" && holder != h.hostID() {
 				if err := c.roomToWatch(channel); err != nil {
+					return protocol.Snapshot{}, err
+				}
+				if err := h.mayWatch(ctx, c, holder, id, uri); err != nil {
 					return protocol.Snapshot{}, err
 				}
 				m, err := h.mirrorOf(ctx, id, uri)
@@ -366,4 +393,26 @@ func (h *Host) holdMirrors(channels []string) (release func(), ok bool) {
 		}
 	}
 	return release, true
+}
+
+// mayWatch checks that c may see a session another host holds. For one
+// this host has a record of, the grants checked before routing have said
+// so; one it has none of (just made elsewhere, not yet stored, and seen by
+// its creator alone) is the holder's to say: it is asked the session's
+// status as c.
+func (h *Host) mayWatch(ctx context.Context, c *conn, holder, id, uri string) error {
+	if h.byID(id) != nil {
+		return nil
+	}
+	params, err := json.Marshal(map[string]string{"channel": uri})
+	if err != nil {
+		return err
+	}
+	_, err = h.forwardCall(ctx, c, holder, "ahpd/sessionStatus", params)
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Code == protocol.CodeProviderNotFound {
+		// The probe's "unknown"; a subscribe says it as it does here.
+		return protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
+	}
+	return err
 }

@@ -90,7 +90,7 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 			if err := params(req, &sp); err != nil {
 				return true, nil, err
 			}
-			v, err := h.subscribeRemote(ctx, c, id, uri, &sp, req.ID())
+			v, err := h.subscribeRemote(ctx, c, holder, id, uri, &sp, req.ID())
 			return true, v, err
 		}
 		c.log.Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
@@ -258,12 +258,19 @@ type forwardedError struct {
 // forward sends a request to the host holding its session and answers as
 // it does.
 func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.Request) (any, error) {
+	var params json.RawMessage
+	if ps := req.ParamString(); ps != "" {
+		params = json.RawMessage(ps)
+	}
+	return h.forwardCall(ctx, c, holder, req.Method(), params)
+}
+
+// forwardCall sends one request of c's to the host holding its session
+// and answers as that host does.
+func (h *Host) forwardCall(ctx context.Context, c *conn, holder, method string, params json.RawMessage) (any, error) {
 	fr := forwardedRequest{
 		From: h.hostID(), Conn: c.id, Principal: c.principal.String(), Client: c.client(),
-		Version: c.negotiated(), Method: req.Method(),
-	}
-	if ps := req.ParamString(); ps != "" {
-		fr.Params = json.RawMessage(ps)
+		Version: c.negotiated(), Method: method, Params: params,
 	}
 	data, err := json.Marshal(fr)
 	if err != nil {

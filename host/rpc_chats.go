@@ -65,6 +65,12 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 			e.chat.React(start)
 		}
 	}
+	if h.clustered() && e.snapDue {
+		// Its state in the journal at once, as a session's made
+		// (createSession): another host's client watches it from there.
+		s.snapshotLocked(e.rec.URI, e.chat.State())
+		e.snapDue = false
+	}
 	return nil, nil
 }
 

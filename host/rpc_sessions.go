@@ -29,11 +29,16 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
 	if p.ActiveClient != nil {
-		s.mu.Lock()
 		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
-		s.unlock()
 	}
+	if h.clustered() && s.snapDue {
+		// Its state in the journal at once: a client of another host
+		// watches it from there, and may subscribe before its first turn.
+		s.restartPointLocked("", nil)
+	}
+	s.unlock()
 	h.log.Info("session created", "session", s.uri, "provider", spec.provider, "dir", s.workDir())
 	h.poke()
 	return nil, nil
