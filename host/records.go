@@ -136,6 +136,11 @@ func (h *Host) recordChanged(rec *record) {
 		return
 	}
 	h.sessions[id] = s
+	for _, cr := range rec.Chats {
+		if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
+			h.homes[cr.URI] = id // a chat moved into it
+		}
+	}
 	h.mu.Unlock()
 	if old != nil {
 		h.order.remove(old)
