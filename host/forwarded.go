@@ -102,7 +102,11 @@ func (h *Host) relayFor(fr forwardedRequest, who grants.Principal) (*relay, erro
 		go r.close()
 		r = nil
 	}
-	if r == nil && (h.relays.ended || len(h.relays.by) >= maxRelays) {
+	switch {
+	case r == nil && h.relays.ended:
+		h.relays.mu.Unlock()
+		return nil, errors.New("this host is shutting down")
+	case r == nil && len(h.relays.by) >= maxRelays:
 		h.relays.mu.Unlock()
 		return nil, fmt.Errorf("this host serves %d connections of other hosts, the most it may", maxRelays)
 	}
