@@ -52,17 +52,24 @@ func (m *Member) Serve(h Handler) error {
 		return fmt.Errorf("cluster: serving requests: %w", err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed || m.serveCancel != nil {
+		closed := m.closed
+		m.mu.Unlock()
 		cancel()
 		_ = sub.Unsubscribe()
-		if m.closed {
+		if closed {
 			return ErrClosed
 		}
 		return fmt.Errorf("%w: Serve called twice", ErrBadConfig)
 	}
 	m.subs = append(m.subs, sub)
 	m.serveCancel = cancel
+	m.mu.Unlock()
+	// The server has the subscription before Serve returns: a request
+	// sent right after finds this host answering.
+	if err := m.nc.Flush(); err != nil {
+		return fmt.Errorf("cluster: serving requests: %w", err)
+	}
 	return nil
 }
 

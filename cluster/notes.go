@@ -46,11 +46,15 @@ func (m *Member) ServeNotes(fn func(data []byte)) error {
 		return fmt.Errorf("cluster: taking notes: %w", err)
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed {
+		m.mu.Unlock()
 		_ = sub.Unsubscribe()
 		return ErrClosed
 	}
 	m.subs = append(m.subs, sub)
+	m.mu.Unlock()
+	if err := m.nc.Flush(); err != nil {
+		return fmt.Errorf("cluster: taking notes: %w", err)
+	}
 	return nil
 }

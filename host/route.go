@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 
@@ -75,7 +77,7 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 	if id == "" {
 		return false, nil, nil
 	}
-	var dead []string // hosts placement chose that did not answer
+	var dead, tried []string // hosts placement chose that did not answer (twice, once)
 	for {
 		holder, placed, err := h.where(ctx, c, req.Method(), id, p, dead)
 		if err != nil {
@@ -96,7 +98,14 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 		c.log.Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
 		v, err := h.forward(ctx, c, holder, req)
 		if placed && errors.Is(err, errUnreachable) && len(dead) < maxPlacements {
-			dead = append(dead, holder) // gone, and its record not expired yet
+			// Gone, its record not expired yet; or just started, its
+			// answering not known across the cluster yet: asked once more
+			// after a moment, then passed over.
+			if !slices.Contains(tried, holder) && pause(ctx, placementRetry) {
+				tried = append(tried, holder)
+				continue
+			}
+			dead = append(dead, holder)
 			continue
 		}
 		if err != nil {
@@ -107,8 +116,24 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 }
 
 // maxPlacements bounds the hosts a request is placed on in turn when the
-// chosen one does not answer.
-const maxPlacements = 3
+// chosen one does not answer; placementRetry is how long it waits before
+// asking a host that did not answer once more.
+const (
+	maxPlacements  = 3
+	placementRetry = 200 * time.Millisecond
+)
+
+// pause waits d, and reports false when ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 // errUnreachable is a host that did not answer a forwarded request.
 var errUnreachable = errors.New("the host does not answer")
