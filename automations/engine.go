@@ -72,6 +72,12 @@ type Options struct {
 	OnChange     func(Change) // called in order, holding none of the engine's locks, from one goroutine at a time; it must not call the engine
 	HistoryLimit int          // ended runs kept per automation
 	MaxActive    int          // runs in progress per automation
+	// Scheduling, when set, says whether this engine runs its schedules'
+	// occurrences now: of several hosts declaring the same automations,
+	// one does (the host decides which). An occurrence due while it says
+	// no passes without a run. nil runs them all. It is called holding the
+	// engine's lock, so it must answer at once.
+	Scheduling func() bool
 	// Watch makes the file and ref watcher; nil uses NewFSWatcher. The
 	// engine calls its Set when what the triggers watch changes.
 	Watch  func(emit func(Event)) (Watcher, error)

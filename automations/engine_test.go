@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,6 +140,44 @@ func TestScheduleEverySecondRunsThreeTimes(t *testing.T) {
 		if req.Owner != "user:ann" || req.Definition.Message.Text != "say tick" || req.Definition.Message.Origin.Kind != protocol.MessageKindAutomation {
 			t.Fatalf("run request = %+v", req)
 		}
+	}
+}
+
+// TestSchedulingElsewhere: two engines declaring one automation, as two
+// hosts of a cluster do; only the one whose Scheduling says yes runs an
+// occurrence, and when it hands over, the other runs the next.
+func TestSchedulingElsewhere(t *testing.T) {
+	clock := NewFakeClock(t0)
+	var first atomic.Bool
+	first.Store(true)
+	a := newHarness(t, t.TempDir(), clock, Options{Scheduling: first.Load})
+	b := newHarness(t, t.TempDir(), clock, Options{Scheduling: func() bool { return !first.Load() }})
+	for _, h := range []*harness{a, b} {
+		if _, err := h.e.Create("user:ann", "ahp-automation:/tick", everySecond(protocol.AutomationMisfirePolicyRunOnce, "* * * * * *")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ran := func() (int, int) {
+		a.runner.mu.Lock()
+		defer a.runner.mu.Unlock()
+		b.runner.mu.Lock()
+		defer b.runner.mu.Unlock()
+		return a.runner.n, b.runner.n
+	}
+	clock.Advance(time.Second)
+	a.e.settle()
+	b.e.settle()
+	a.waitEnded(1)
+	if na, nb := ran(); na != 1 || nb != 0 {
+		t.Fatalf("runs %d and %d, want the scheduling engine's alone", na, nb)
+	}
+	first.Store(false)
+	clock.Advance(time.Second)
+	a.e.settle()
+	b.e.settle()
+	b.waitEnded(1)
+	if na, nb := ran(); na != 1 || nb != 1 {
+		t.Fatalf("after handing over: runs %d and %d, want 1 and 1", na, nb)
 	}
 }
 

@@ -51,10 +51,14 @@ func (h *Host) openAutomations() error {
 	}
 	ah := &automationHost{mu: lockcheck.Mutex{Class: "automations"}, runOf: map[string]protocol.URI{}}
 	h.autos = ah
+	var scheduling func() bool
+	if h.clustered() {
+		scheduling = h.scheduling // one host of the cluster runs the schedules
+	}
 	e, err := automations.Open(automations.Options{
 		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: automationRunner{h},
 		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit,
-		Logger: h.log.With("part", "automations"),
+		Logger: h.log.With("part", "automations"), Scheduling: scheduling,
 	})
 	if err != nil {
 		return fmt.Errorf("host: automations: %w", err)

@@ -384,4 +384,46 @@ func (h *Host) letGoAll() {
 	for _, ls := range held {
 		h.releaseLease(ls)
 	}
+	if ls := h.scheduler.Swap(nil); ls != nil {
+		h.releaseLease(ls) // another host takes the schedules on at once
+	}
+}
+
+// schedulerLease is the lease of the host that runs the schedules of the
+// automations the hosts declare: declared alike on every host of a
+// cluster, they run once, on one host at a time.
+const schedulerLease = "ahpd:automations:scheduler"
+
+// scheduling reports whether this host runs its automations' schedules
+// now: always on a host of its own; on one sharing sessions, while it
+// holds the scheduler's lease.
+func (h *Host) scheduling() bool { return !h.clustered() || h.scheduler.Load() != nil }
+
+// keepScheduling takes the scheduler's lease when nobody holds it, and
+// notices it lost. It runs at start and at every residency check, so the
+// schedules move to another host within a check of the lease's expiry.
+func (h *Host) keepScheduling() {
+	if !h.clustered() {
+		return
+	}
+	if ls := h.scheduler.Load(); ls != nil {
+		select {
+		case <-ls.Lost():
+			h.scheduler.CompareAndSwap(ls, nil)
+			h.log.Warn("this host no longer runs the cluster's automation schedules: it lost their lease")
+		default:
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+	defer cancel()
+	ls, err := h.opts.Cluster.Acquire(ctx, schedulerLease)
+	if err != nil {
+		if !errors.Is(err, cluster.ErrHeld) {
+			h.log.Debug("could not ask for the automation schedules' lease", "err", err)
+		}
+		return
+	}
+	h.scheduler.Store(ls)
+	h.log.Info("this host runs the automation schedules of the cluster")
 }

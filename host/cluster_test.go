@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/cluster/clustertest"
@@ -521,4 +522,51 @@ func TestClusterRelays(t *testing.T) {
 	if n := b.h.Relays(); n != 0 {
 		t.Fatalf("b keeps %d relays after the connection ended, want 0", n)
 	}
+}
+
+// TestClusterSchedulesRunOnce: hosts declaring the same scheduled
+// automation, as a cluster's hosts sharing one config do, run each of its
+// occurrences once, on the host holding the schedules' lease; when that
+// host stops, another takes the schedules on.
+func TestClusterSchedulesRunOnce(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	shared := t.TempDir()
+	const uri = "ahp-automation:/tick"
+	provider := "script"
+	declared := []automations.Declared{{Resource: uri, Definition: protocol.AutomationDefinition{
+		Title:   "tick every second",
+		Message: protocol.Message{Text: "say tick", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + shared}},
+		Enabled: true,
+		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
+			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
+	}}}
+	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
+	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
+	b := startClusterHostReaching(t, nc, 0, "b", shared, declare)
+	ca, cb := a.client("ca"), b.client("cb")
+	ca.Subscribe(automations.CatalogueURI)
+	cb.Subscribe(automations.CatalogueURI)
+	runs := func() (int, int) {
+		return completedRuns(ca.State(automations.CatalogueURI), uri), completedRuns(cb.State(automations.CatalogueURI), uri)
+	}
+	for i := 1; i <= 2; i++ {
+		clk.Advance(time.Second)
+		ca.WaitState(automations.CatalogueURI, fmt.Sprintf("run %d on a", i), func(st protocol.ChannelState) bool {
+			return completedRuns(st, uri) == i
+		})
+	}
+	if na, nb := runs(); na != 2 || nb != 0 {
+		t.Fatalf("runs on a and b: %d and %d, want 2 and 0 (a took the schedules first)", na, nb)
+	}
+	// a stops, giving the schedules' lease up; b takes them at its next
+	// residency check.
+	ca.Close()
+	a.stop()
+	b.h.Balance()
+	clk.Advance(time.Second)
+	cb.WaitState(automations.CatalogueURI, "a run on b", func(st protocol.ChannelState) bool {
+		return completedRuns(st, uri) == 1
+	})
 }

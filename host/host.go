@@ -206,10 +206,11 @@ type Host struct {
 
 	// Sharing sessions with other hosts (cluster.go): the leases this
 	// host holds, and the relays of other hosts' connections.
-	leases  *leases
-	relays  relays
-	mirrors mirrors // sessions held elsewhere that clients here watch (mirror.go)
-	pushes  *pusher // nil without Options.PushCheckpoints (pushes.go)
+	leases    *leases
+	scheduler atomic.Pointer[cluster.Lease] // held while this host runs the automations' schedules (cluster.go)
+	relays    relays
+	mirrors   mirrors // sessions held elsewhere that clients here watch (mirror.go)
+	pushes    *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds.
@@ -330,6 +331,7 @@ func New(opts Options) (*Host, error) {
 		// Another host may have made a tree this one has no record of yet.
 		h.sweepTrees()
 	}
+	h.keepScheduling() // before the automations' first pass
 	if err := h.openAutomations(); err != nil {
 		stop()
 		h.pushes.close()

@@ -234,6 +234,7 @@ func (h *Host) balance() {
 	h.dropUnwatchedMirrors()
 	h.dropIdleRelays(now)
 	h.releaseUnused(now)
+	h.keepScheduling()
 	var live []resident
 	for _, s := range h.sessionList() {
 		s.mu.Lock()
