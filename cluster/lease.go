@@ -196,6 +196,17 @@ func (l *Lease) Session() string { return l.session }
 // starts later (when it stores the write), so the holder stops first.
 func (l *Lease) Deadline() time.Time { return time.Unix(0, l.deadline.Load()) }
 
+// Live reports whether the lease holds now: not lost, and before its
+// deadline by the member's clock.
+func (l *Lease) Live() bool {
+	select {
+	case <-l.lost:
+		return false
+	default:
+	}
+	return l.m.clk.Now().Before(l.Deadline())
+}
+
 // Lost is closed when the lease is found lost (not when it is released).
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 

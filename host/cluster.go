@@ -86,10 +86,11 @@ func (l *leases) get(id string) *cluster.Lease {
 
 // holds reports whether the host holds the session's lease, and it is not
 // past its deadline: a lease that could not be renewed in time is another
-// host's to take, whatever the renewer has noticed yet.
-func (l *leases) holds(id string, now time.Time) bool {
+// host's to take, whatever the renewer has noticed yet. (The deadline is
+// on the cluster member's clock, not the host's.)
+func (l *leases) holds(id string) bool {
 	ls := l.get(id)
-	return ls != nil && now.Before(ls.Deadline())
+	return ls != nil && ls.Live()
 }
 
 func (l *leases) put(id string, ls *cluster.Lease, now time.Time) {
@@ -133,7 +134,7 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	for {
-		if h.leases.holds(id, h.now()) {
+		if h.leases.holds(id) {
 			return "", nil
 		}
 		done, busy := h.leases.startClaim(id)
@@ -271,7 +272,7 @@ func (h *Host) byID(id string) *session {
 
 // holderOf answers which host holds a session: "" for none.
 func (h *Host) holderOf(ctx context.Context, id string) (string, error) {
-	if h.leases.holds(id, h.now()) {
+	if h.leases.holds(id) {
 		return h.hostID(), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
@@ -394,6 +395,10 @@ func (h *Host) letGoAll() {
 // cluster, they run once, on one host at a time.
 const schedulerLease = "ahpd:automations:scheduler"
 
+// schedulerAsk is how often a host not running the schedules asks for
+// their lease.
+const schedulerAsk = 5 * time.Second
+
 // scheduling reports whether this host runs its automations' schedules
 // now: always on a host of its own; on one sharing sessions, while it
 // holds the scheduler's lease.
@@ -415,6 +420,13 @@ func (h *Host) keepScheduling() {
 			return
 		}
 	}
+	// Residency checks run at every poke: the cluster is asked at most
+	// every schedulerAsk.
+	now := h.now().UnixNano()
+	if last := h.schedulerAsked.Load(); last != 0 && now-last < int64(schedulerAsk) {
+		return
+	}
+	h.schedulerAsked.Store(now)
 	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
 	defer cancel()
 	ls, err := h.opts.Cluster.Acquire(ctx, schedulerLease)

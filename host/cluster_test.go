@@ -544,7 +544,8 @@ func TestClusterSchedulesRunOnce(t *testing.T) {
 	}}}
 	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
 	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
-	b := startClusterHostReaching(t, nc, 0, "b", shared, declare)
+	hostClock := clock.NewFake(time.Now()) // b's, for when it asks for the schedules again
+	b := startClusterHostReaching(t, nc, 0, "b", shared, declare, func(o *host.Options) { o.Clock = hostClock })
 	ca, cb := a.client("ca"), b.client("cb")
 	ca.Subscribe(automations.CatalogueURI)
 	cb.Subscribe(automations.CatalogueURI)
@@ -564,6 +565,7 @@ func TestClusterSchedulesRunOnce(t *testing.T) {
 	// residency check.
 	ca.Close()
 	a.stop()
+	hostClock.Advance(time.Minute)
 	b.h.Balance()
 	clk.Advance(time.Second)
 	cb.WaitState(automations.CatalogueURI, "a run on b", func(st protocol.ChannelState) bool {

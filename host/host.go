@@ -208,9 +208,12 @@ type Host struct {
 	// host holds, and the relays of other hosts' connections.
 	leases    *leases
 	scheduler atomic.Pointer[cluster.Lease] // held while this host runs the automations' schedules (cluster.go)
-	relays    relays
-	mirrors   mirrors // sessions held elsewhere that clients here watch (mirror.go)
-	pushes    *pusher // nil without Options.PushCheckpoints (pushes.go)
+	// schedulerAsked is when this host last asked for the schedules'
+	// lease (unix ns, by its clock).
+	schedulerAsked atomic.Int64
+	relays         relays
+	mirrors        mirrors // sessions held elsewhere that clients here watch (mirror.go)
+	pushes         *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds.
