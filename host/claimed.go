@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/ahpd/ahpd/protocol"
 )
 
 // fresh brings the copy of a session this host has up to date, for a
@@ -22,7 +24,10 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 		return nil
 	}
 	s.mu.Lock()
-	idle := s.asleep && s.pins == 0 && s.falling == nil && !s.provisional && !s.disposed
+	if !s.unusedLocked() {
+		s.unlock()
+		return nil
+	}
 	// A copy of its own: the old copy's chat records stay the old copy's.
 	data, err := json.Marshal(&s.rec)
 	s.unlock()
@@ -32,9 +37,6 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	var rec record
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return err
-	}
-	if !idle {
-		return nil
 	}
 	rc, err := h.recoverSession(ctx, rec.URI)
 	if err != nil {
@@ -49,19 +51,44 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	h.mu.Lock()
-	if h.sessions[id] != s {
-		h.mu.Unlock()
+	if !h.replaceSession(s, ns) {
 		return nil // changed meanwhile: left to whoever changed it
 	}
-	h.sessions[id] = ns
-	h.mu.Unlock()
-	h.order.remove(s)
-	h.order.add(ns, ns.summary.ModifiedAt)
-	s.mu.Lock()
-	s.disposed = true // whoever still has the old copy does nothing with it
-	s.unlock()
 	h.marks.note(ns.uri, rc.mark.ServerSeq, rc.mark.Seq)
 	h.endCutTurns([]*session{ns}, map[*session]bool{ns: rc.stale})
 	return nil
+}
+
+// unusedLocked reports whether nothing here uses the session: asleep, no
+// client pinning it, not falling asleep, made and not disposed of. Such a
+// copy may be made again from elsewhere (fresh, recordChanged), and its
+// lease given up (releaseUnused).
+func (s *session) unusedLocked() bool {
+	return s.asleep && s.pins == 0 && s.falling == nil && !s.provisional && !s.disposed
+}
+
+// replaceSession puts ns in the place of old (nil: a session new here),
+// unless the host's copy changed meanwhile; old is marked disposed, so
+// whoever still has it does nothing with it.
+func (h *Host) replaceSession(old, ns *session) bool {
+	h.mu.Lock()
+	if h.sessions[ns.id] != old {
+		h.mu.Unlock()
+		return false
+	}
+	h.sessions[ns.id] = ns
+	for _, cr := range ns.rec.Chats {
+		if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != ns.uri {
+			h.homes[cr.URI] = ns.id // a chat moved into it
+		}
+	}
+	h.mu.Unlock()
+	if old != nil {
+		h.order.remove(old)
+		old.mu.Lock()
+		old.disposed = true
+		old.unlock()
+	}
+	h.order.add(ns, ns.summary.ModifiedAt)
+	return true
 }

@@ -234,9 +234,9 @@ func (h *Host) releaseUnused(now time.Time) {
 	for _, id := range h.leases.takenBefore(now.Add(-unusedLease)) {
 		if s := h.byID(id); s != nil {
 			s.mu.Lock()
-			inUse := !s.asleep || s.pins > 0 || s.falling != nil || s.provisional
+			unused := s.unusedLocked()
 			s.unlock()
-			if inUse {
+			if !unused {
 				continue
 			}
 		}

@@ -649,9 +649,7 @@ func (h *Host) held(uri string) *session {
 	if err != nil {
 		return nil
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sessions[su.ID]
+	return h.byID(su.ID)
 }
 
 // chat returns the session and chat a chat URI names, when c may see them.

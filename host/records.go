@@ -119,9 +119,9 @@ func (h *Host) recordChanged(rec *record) {
 	old := h.byID(id)
 	if old != nil {
 		old.mu.Lock()
-		idle := old.asleep && old.pins == 0 && old.falling == nil && !old.provisional && !old.disposed
+		unused := old.unusedLocked()
 		old.unlock()
-		if !idle {
+		if !unused {
 			return
 		}
 	}
@@ -130,26 +130,8 @@ func (h *Host) recordChanged(rec *record) {
 		h.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
 		return
 	}
-	h.mu.Lock()
-	if h.sessions[id] != old {
-		h.mu.Unlock()
+	if !h.replaceSession(old, s) {
 		return
-	}
-	h.sessions[id] = s
-	for _, cr := range rec.Chats {
-		if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
-			h.homes[cr.URI] = id // a chat moved into it
-		}
-	}
-	h.mu.Unlock()
-	if old != nil {
-		h.order.remove(old)
-	}
-	h.order.add(s, s.summary.ModifiedAt)
-	if old != nil {
-		old.mu.Lock()
-		old.disposed = true
-		old.unlock()
 	}
 	s.mu.Lock()
 	sum := s.summary
