@@ -185,8 +185,11 @@ func TestClusterForwards(t *testing.T) {
 	// A client of A watches the session from the journal: the same
 	// state as B's client, and a turn sent through A streams to it, its
 	// own action echoed with its origin.
+	// (It follows the journal, a moment behind B: once it has the turn's
+	// end too, the two agree.)
 	ca.Subscribe(session)
 	ca.Subscribe(chat)
+	waitTurnEnd(t, ca, chat, "t1")
 	sameState(t, ca.State(chat), cb.State(chat))
 	startTaken(t, ca, chat, "t2", "say second")
 	gotA := waitTurnEnd(t, ca, chat, "t2")
