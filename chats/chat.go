@@ -146,6 +146,16 @@ func (c *Chat) ForgetTurns() {
 	c.state = &next
 }
 
+// RestoreTurns gives a chat whose turns were forgotten (ForgetTurns) the
+// finished turns it held, as they were: like ForgetTurns, a change no
+// action makes, for nobody watches a chat whose turns are forgotten.
+// Called with the owner's lock held.
+func (c *Chat) RestoreTurns(turns []protocol.Turn, cursor *string) {
+	next := *c.state
+	next.Turns, next.TurnsNextCursor = turns, cursor
+	c.state = &next
+}
+
 // Apply applies an action to the state and reports whether it changed.
 // Called with the owner's lock held.
 func (c *Chat) Apply(a protocol.Action) bool {
@@ -333,6 +343,11 @@ func (c *Chat) answerOf(a *protocol.ChatInputCompletedAction) plugins.Answer {
 	}
 	return ans
 }
+
+// TakeQueued starts the first queued message when the chat is idle, as a
+// chat does once a turn ends: a host that starts again with messages left
+// queued sends them. Called with the owner's lock held.
+func (c *Chat) TakeQueued() { c.consumeQueued() }
 
 // consumeQueued starts the first queued message when the chat is idle.
 // Called with the owner's lock held.

@@ -214,7 +214,9 @@ func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnStat
 		end = &protocol.ChatErrorAction{TurnID: r.turnID, Duration: duration, Part: part}
 	}
 	c.owner.Do(func() {
-		if c.owner.Emit(c, end) && state != protocol.TurnStateComplete {
+		// A steering message was meant for the turn that ended, unless the
+		// host stopping ended it (Hold): then it waits for the next.
+		if c.owner.Emit(c, end) && state != protocol.TurnStateComplete && !c.held {
 			c.dropSteeringLocked()
 		}
 		if release {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,6 +19,26 @@ func Methods() []string { return assigner{}.Names() }
 // Held reports whether the host holds the session uri names, for tests
 // that check a read opened nothing.
 func (h *Host) Held(uri string) bool { return h.held(uri) != nil }
+
+// AwaitJournal waits until the host counts its journal as failing, or
+// as taking its appends again, or ctx ends.
+func (h *Host) AwaitJournal(ctx context.Context, failing bool) error {
+	for {
+		changed := h.health.changed.Load()
+		if (h.health.trouble.Load() != nil) == failing {
+			return nil
+		}
+		if changed == nil {
+			h.health.moved()
+			continue
+		}
+		select {
+		case <-*changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.

@@ -186,12 +186,10 @@ type Host struct {
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
-	// journalFailing says the last write to the journal failed, and
-	// journalGap is the newest serverSeq of a write that did (journal.go);
-	// marks find a serverSeq in the journal (replay.go).
-	journalFailing atomic.Bool
-	journalGap     atomic.Int64
-	marks          journalMarks
+	// health is whether the journal takes the host's appends
+	// (journal.go); marks find a serverSeq in the journal (replay.go).
+	health journalHealth
+	marks  journalMarks
 
 	// unrestoredTrees are the trees of stored records that could not be
 	// made sessions again, which no sweep may take (orphans.go); guarded
@@ -298,6 +296,7 @@ func New(opts Options) (*Host, error) {
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
+		health:   journalHealth{giveUp: make(chan struct{})},
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
@@ -352,6 +351,9 @@ func New(opts Options) (*Host, error) {
 	go h.watchdog()
 	go h.keepResidency(h.now())
 	go h.watchUsers()
+	if opts.Cluster == nil {
+		h.sendLeftQueued()
+	}
 	return h, nil
 }
 
@@ -455,6 +457,8 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.closing = true
 	h.mu.Unlock()
+	// Past the grace, a journal that fails is not waited for.
+	defer context.AfterFunc(ctx, h.health.stopTrying)()
 	h.closeAutomations() // its runs end now, recorded as stopped by the shutdown
 	h.mu.Lock()
 	sessions := make([]*session, 0, len(h.sessions))
@@ -515,6 +519,7 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	h.closeRelays()
 	h.endConnections()
+	h.health.stopTrying()
 	h.stop()
 	h.closeMirrors()
 	awaitCaptures(context.Background(), sessions)

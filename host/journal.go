@@ -3,6 +3,10 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/journal"
@@ -15,12 +19,56 @@ import (
 // of actions (its serverSeqs), the journal takes them, and the bus then
 // sends them, holding back whatever was numbered after them meanwhile;
 // the entries are the envelopes as clients get them, serverSeq included.
-// Root's actions are written to a journal of root's own. A write that
-// fails is logged and counted, and the actions go out all the same: a
-// client is not kept waiting on a journal it cannot have.
+// Root's actions are written to a journal of root's own.
+//
+// Nothing goes out that the journal does not hold. An append that fails
+// is tried again, for as long as it takes, and the run waits for it: a
+// slow journal slows its sessions (their agents and clients wait once
+// their outboxes are full, outbox.go), and a journal that fails makes the
+// host refuse new work with the reason until an append succeeds again
+// (journalRefusal). Only a stopping host gives a run up, unsent.
 
-// appendTimeout bounds the wait for the journal to take a run of actions.
-const appendTimeout = 5 * time.Second
+// Retrying a failed append: the first wait, and the longest.
+const (
+	retryFirst = 20 * time.Millisecond
+	retryMost  = time.Second
+)
+
+// journalTrouble is why the journal does not take what the host writes,
+// and since when.
+type journalTrouble struct {
+	since  time.Time
+	reason string
+}
+
+// journalHealth is whether the host's appends succeed. Its fields are
+// atomics: every outbox reads and writes them holding nothing.
+type journalHealth struct {
+	trouble atomic.Pointer[journalTrouble] // nil while appends succeed
+	lost    atomic.Bool                    // a run was given up unsent as the host stopped
+	waiting atomic.Int64                   // agents and clients waiting for their session's journal now
+
+	// changed is closed, and made again, when trouble comes or goes: what
+	// a test waits on.
+	changed atomic.Pointer[chan struct{}]
+
+	// giveUp is closed once the host's shutdown is past its grace (Close's
+	// ctx): an append failing then is not tried again, so a host whose
+	// journal is down still stops.
+	giveUp     chan struct{}
+	giveUpOnce sync.Once
+}
+
+// moved tells whoever waits on changed.
+func (jh *journalHealth) moved() {
+	next := make(chan struct{})
+	if old := jh.changed.Swap(&next); old != nil {
+		close(*old)
+	}
+}
+
+// stopTrying closes giveUp.
+func (jh *journalHealth) stopTrying() { jh.giveUpOnce.Do(func() { close(jh.giveUp) }) }
 
 // publish sends a run of actions to the bus, written down first when the
 // outbox has a journal (a session's, root's) and the host keeps one. It
@@ -31,13 +79,21 @@ func (h *Host) publish(key string, run []effect) int64 {
 		return 0
 	}
 	bt := h.bus.Reserve(items(run))
-	defer h.bus.Release(bt)
-	return h.writeDown(key, bt.Envelopes())
+	size, err := h.writeDown(key, bt.Envelopes())
+	if err != nil {
+		// The host is stopping and the journal never took the run: it is
+		// not sent, as nothing is that the journal does not hold.
+		h.health.lost.Store(true)
+		h.bus.Discard(bt)
+		return size
+	}
+	h.bus.Release(bt)
+	return size
 }
 
 // writeDown appends envelopes to a session's journal, in order, and
-// returns their bytes.
-func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) int64 {
+// returns their bytes. It fails only when the host stops first.
+func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) (int64, error) {
 	entries := make([][]byte, len(envs))
 	var size int64
 	for i := range envs {
@@ -46,40 +102,128 @@ func (h *Host) writeDown(session string, envs []protocol.ActionEnvelope) int64 {
 		entries[i], _ = protocol.Append(nil, &envs[i])
 		size += int64(len(entries[i]))
 	}
-	// Everything numbered after these waits for them: a journal that does
-	// not answer holds the host's clients up this long at most.
-	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
-	defer cancel()
-	for i := 0; i < len(entries); {
-		n := min(len(entries)-i, journal.MaxBatch)
-		seqs, err := h.opts.Journal.Append(ctx, session, entries[i:i+n]...)
-		if err != nil {
-			h.journalFailed(session, err, envs[len(envs)-1].ServerSeq)
-			return size
-		}
-		h.marks.note(session, envs[i].ServerSeq, seqs[0])
-		i += n
+	seqs, err := h.appendDurably(session, entries)
+	for i := 0; i < len(seqs); i += journal.MaxBatch {
+		h.marks.note(session, envs[i].ServerSeq, seqs[i])
 	}
-	if h.journalFailing.CompareAndSwap(true, false) {
-		h.log.Info("the journal takes actions again")
-	}
-	return size
+	return size, err
 }
 
-// journalFailed counts a write to the journal that failed, and logs the
-// first of a run of them. A client that missed actions up to last cannot
-// be replayed them from the journal.
-func (h *Host) journalFailed(session string, err error, last int64) {
-	h.metrics.journalErrors.Add(1)
-	for {
-		gap := h.journalGap.Load()
-		if gap >= last || h.journalGap.CompareAndSwap(gap, last) {
-			break
+// errStopping is appendDurably's error when the host stops before the
+// journal took everything.
+var errStopping = errors.New("the host stopped before the journal took the entries")
+
+// appendDurably appends entries to a session's journal, in batches the
+// journal takes, trying each again until it is taken, and returns their
+// sequences. It fails only when the host stops (or the journal closes)
+// first, with the sequences of those taken.
+//
+// An entry of a batch that failed may have been kept all the same (its
+// ack lost), so a retry can write it twice: readers pass over an action
+// whose serverSeq they have had (replayer, readGap).
+func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error) {
+	seqs := make([]uint64, 0, len(entries))
+	wait := retryFirst
+	for len(seqs) < len(entries) {
+		batch := entries[len(seqs):min(len(entries), len(seqs)+journal.MaxBatch)]
+		start := time.Now()
+		// An append that waits long for its ack goes on waiting, but the
+		// journal counts as failing meanwhile: new work is refused.
+		fired := make(chan struct{})
+		slow := time.AfterFunc(journalSlow, func() {
+			defer close(fired)
+			h.journalTroubled(session, errSlowJournal)
+		})
+		got, err := h.opts.Journal.Append(h.ctx, session, batch...)
+		if !slow.Stop() {
+			<-fired // its note comes before the one this append's end makes
 		}
+		h.metrics.appendSeconds.Observe(time.Since(start).Seconds())
+		seqs = append(seqs, got...)
+		if err == nil {
+			wait = retryFirst
+			continue
+		}
+		if h.ctx.Err() != nil || errors.Is(err, journal.ErrClosed) {
+			return seqs, errStopping
+		}
+		h.journalFailed(session, err)
+		t := time.NewTimer(wait)
+		select {
+		case <-h.ctx.Done():
+			t.Stop()
+			return seqs, errStopping
+		case <-h.health.giveUp:
+			t.Stop()
+			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
+			return seqs, errStopping
+		case <-t.C:
+		}
+		wait = min(2*wait, retryMost)
 	}
-	if !h.journalFailing.Swap(true) {
-		h.log.Error("could not write to the journal; actions go out unrecorded until it takes them again", "session", session, "err", err)
+	h.journalWell()
+	return seqs, nil
+}
+
+// journalSlow is how long an append may wait for its ack before the
+// journal counts as failing.
+const journalSlow = 5 * time.Second
+
+// errSlowJournal is why the journal counts as failing while an append
+// waits longer than journalSlow.
+var errSlowJournal = fmt.Errorf("it has not acknowledged a write for %s", journalSlow)
+
+// journalFailed counts an append that failed and notes the journal in
+// trouble.
+func (h *Host) journalFailed(session string, err error) {
+	h.metrics.journalErrors.Add(1)
+	h.journalTroubled(session, err)
+}
+
+// journalTroubled notes the journal in trouble, logging the first trouble
+// of a run of them.
+func (h *Host) journalTroubled(session string, err error) {
+	if h.health.trouble.Load() != nil {
+		return
 	}
+	t := &journalTrouble{since: time.Now(), reason: journalReason(err)}
+	if h.health.trouble.CompareAndSwap(nil, t) {
+		h.health.moved()
+		h.log.Error("the journal does not take the host's actions; sessions wait for it, and new work is refused until it does",
+			"session", session, "err", err)
+	}
+}
+
+// journalWell notes that an append succeeded.
+func (h *Host) journalWell() {
+	if t := h.health.trouble.Load(); t != nil && h.health.trouble.CompareAndSwap(t, nil) {
+		h.health.moved()
+		h.log.Info("the journal takes actions again", "after", time.Since(t.since).Round(time.Millisecond))
+	}
+}
+
+// journalReason says in a few words why an append failed.
+func journalReason(err error) string {
+	switch {
+	case errors.Is(err, errSlowJournal):
+		return err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "it did not acknowledge a write in time"
+	default:
+		return err.Error()
+	}
+}
+
+// journalRefusal says why the host takes no new work now (a turn, a
+// session, a chat), or "" when it does: the journal does not take what
+// the host writes, and work it cannot record would be work a crash loses.
+func (h *Host) journalRefusal() string {
+	t := h.health.trouble.Load()
+	if t == nil {
+		return ""
+	}
+	return fmt.Sprintf("ahpd cannot record new work now: its journal has failed to store actions since %s (%s); try again once it does",
+		t.since.UTC().Format(time.TimeOnly), t.reason)
 }
 
 // forgetJournal deletes a disposed session's journal.

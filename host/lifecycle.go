@@ -66,14 +66,12 @@ func (h *Host) restore(rec *record, rc *recovered) (*session, error) {
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),
 	}
 	s.setWorkDir(rec.WorkingDirectories[0])
-	var recChats map[string]*protocol.ChatState
 	if rc != nil {
 		rc.into(&s.rec)
-		recChats = rc.chats
 	}
 	owner, _ := grants.Parse(rec.Owner)
 	config, _ := h.resolveConfig(backend, s.rec.Config, owner, s.rec.folder())
-	s.build(config, recChats)
+	s.build(config, rc)
 	for _, e := range s.chats {
 		if e.loaded {
 			s.setAwakeLocked(true) // it holds turns: it falls asleep as any session does
@@ -98,8 +96,8 @@ func (h *Host) restore(rec *record, rc *recovered) (*session, error) {
 }
 
 // build makes the session's state and chats from its record, each chat's
-// from its state in recovered when it is there.
-func (s *session) build(config protocol.SessionConfigState, recovered map[string]*protocol.ChatState) {
+// from its state in rc, the journal's tail, when it is there.
+func (s *session) build(config protocol.SessionConfigState, rc *recovered) {
 	rec := &s.rec
 	if rec.Lifecycle == "creationFailed" {
 		rec.Lifecycle = string(protocol.SessionLifecycleFailed) // its name before 0.9
@@ -137,14 +135,25 @@ func (s *session) build(config protocol.SessionConfigState, recovered map[string
 			ModifiedAt: cr.ModifiedAt,
 			Origin:     &protocol.ChatOriginUser{},
 			Turns:      []protocol.Turn{},
+			// What waited to be sent when the host stopped.
+			SteeringMessage: cr.Steering,
+			QueuedMessages:  cr.Queued,
+			Draft:           cr.Draft,
 		}
-		if rcs := recovered[cr.URI]; rcs != nil {
-			cs = rcs
+		loaded := false
+		if rcs := rc.chat(cr.URI); rcs != nil {
+			// The state clients saw, turns and all: the journal's, not the
+			// backend's (turntrack.go). Turns a snapshot holds as they are
+			// stay there until the chat needs them, unless a turn runs.
+			cs, loaded = rcs, !rc.bare[cr.URI] // cr.TurnsAt is rc's (recovered.into)
+			if loaded && cr.TurnsAt != 0 && cs.ActiveTurn == nil {
+				bare := *cs
+				bare.Turns, bare.TurnsNextCursor = []protocol.Turn{}, nil
+				cs, loaded = &bare, false
+			}
 		}
 		e := s.newChat(cr, cs)
-		// Turns come back with the state clients saw: they are not read
-		// from the backend again, which may not have kept them all.
-		e.loaded = len(cs.Turns) > 0 || cs.ActiveTurn != nil
+		e.loaded = loaded
 		entry := chatSummary(cs)
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
@@ -160,9 +169,10 @@ func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {
 	}
 }
 
-// loadTurns reads a chat's finished turns from its backend once, keeping
-// the last TurnWindow of them in its state.
-// A second caller waits for the first's read.
+// loadTurns gives a chat whose turns are not in memory its finished turns
+// once: from the journal when a snapshot there holds them (turntrack.go),
+// else from its backend, keeping the last TurnWindow of them in its
+// state. A second caller waits for the first's read.
 func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	s.mu.Lock()
 	for e.loading != nil {
@@ -183,7 +193,7 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 	loading := make(chan struct{})
 	e.loading = loading
 	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
-	started := e.rec.Started
+	started, at := e.rec.Started, e.rec.TurnsAt
 	s.unlock()
 	defer func() {
 		s.mu.Lock()
@@ -191,6 +201,9 @@ func (s *session) loadTurns(ctx context.Context, e *chatEntry) {
 		s.unlock()
 		close(loading)
 	}()
+	if at != 0 && s.h.opts.Journal != nil && s.restoreTurns(ctx, e, at) {
+		return
+	}
 	var turns []protocol.Turn
 	read := false
 	if started && s.backend != nil {

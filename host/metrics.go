@@ -32,7 +32,9 @@ var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRev
 type metrics struct {
 	closed        atomic.Int64             // connections done
 	unloaded      atomic.Int64             // sessions that fell asleep and let their turns go
-	journalErrors atomic.Int64             // appends to the journal that failed (journal.go)
+	journalErrors atomic.Int64             // appends to the journal that failed, each tried again (journal.go)
+	journalWaits  atomic.Int64             // times an agent or a client waited for its session's journal writes (outbox.go)
+	appendSeconds prometheus.Histogram     // how long each append to the journal took
 	pushErrors    atomic.Int64             // pushes of checkpoints that failed (pushes.go)
 	released      atomic.Int64             // times memory was given back to the system (memory.go)
 	returnedAfter atomic.Int64             // how many connections were done when it last was
@@ -46,6 +48,11 @@ type metrics struct {
 
 func newMetrics() *metrics {
 	m := &metrics{cut: map[string]*atomic.Int64{}, turns: map[protocol.TurnState]*atomic.Int64{}}
+	m.appendSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "ahpd_journal_append_seconds",
+		Help:    "How long an append of a run of actions to the journal took, failed ones included.",
+		Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50 µs to 13 s
+	})
 	for _, r := range cutReasons {
 		m.cut[r] = new(atomic.Int64)
 	}
@@ -83,7 +90,7 @@ func (m *metrics) turnEnded(a protocol.Action) {
 func (h *Host) MetricsHandler() http.Handler {
 	h.metrics.once.Do(func() {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h})
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds)
 		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	})
 	return h.metrics.http
@@ -127,7 +134,10 @@ var (
 	descCut           = prometheus.NewDesc("ahpd_connections_cut_total", "Connections ahpd ended, by why.", []string{"reason"}, nil)
 	descTurns         = prometheus.NewDesc("ahpd_turns_total", "Turns ended, by outcome.", []string{"outcome"}, nil)
 	descStoreErrors   = prometheus.NewDesc("ahpd_store_write_errors_total", "Session records and settings the store failed to write or remove.", nil, nil)
-	descJournalErrors = prometheus.NewDesc("ahpd_journal_write_errors_total", "Runs of actions the journal failed to take; they went out unrecorded.", nil, nil)
+	descJournalErrors = prometheus.NewDesc("ahpd_journal_write_errors_total", "Appends to the journal that failed; each is tried again, and what it held is sent only once the journal has it.", nil, nil)
+	descJournalDown   = prometheus.NewDesc("ahpd_journal_down", "1 while appends to the journal fail: sessions wait and new work is refused.", nil, nil)
+	descJournalWaits  = prometheus.NewDesc("ahpd_journal_waits_total", "Times an agent or a client waited for its session's actions to be written to the journal (backpressure).", nil, nil)
+	descJournalWait   = prometheus.NewDesc("ahpd_journal_waiting", "Agents and clients waiting now for their session's actions to be written to the journal.", nil, nil)
 	descPushErrors    = prometheus.NewDesc("ahpd_checkpoint_push_errors_total", "Pushes of sessions' checkpoints to --push-checkpoints that failed; the turns went on.", nil, nil)
 	descMemory        = prometheus.NewDesc("ahpd_memory_released_total", "Times the host, quiet after work, gave the memory it left back to the system.", nil, nil)
 	descClosed        = prometheus.NewDesc("ahpd_connections_closed_total", "Connections ended and done.", nil, nil)
@@ -141,7 +151,7 @@ var (
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descPushErrors, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descJournalDown, descJournalWaits, descJournalWait, descPushErrors, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
 		ch <- d
 	}
 }
@@ -164,6 +174,13 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descStoreErrors, prometheus.CounterValue, float64(hc.h.StoreWriteErrors()))
 	ch <- prometheus.MustNewConstMetric(descJournalErrors, prometheus.CounterValue, float64(hc.h.metrics.journalErrors.Load()))
 	m := hc.h.metrics
+	down := 0
+	if hc.h.health.trouble.Load() != nil {
+		down = 1
+	}
+	gauge(descJournalDown, down)
+	gauge(descJournalWait, int(hc.h.health.waiting.Load()))
+	ch <- prometheus.MustNewConstMetric(descJournalWaits, prometheus.CounterValue, float64(m.journalWaits.Load()))
 	ch <- prometheus.MustNewConstMetric(descPushErrors, prometheus.CounterValue, float64(m.pushErrors.Load()))
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.released.Load()))
 	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))

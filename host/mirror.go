@@ -45,6 +45,7 @@ type mirror struct {
 	mu     lockcheck.Mutex
 	states map[string]protocol.ChannelState // by channel: the session's and its chats'
 	last   uint64                           // the journal sequence of the last entry applied
+	dupes  dupes                            // what a retried append wrote twice, passed over
 	closed bool
 	pins   int           // reconnects resuming its channels: it stays while they do
 	moved  chan struct{} // closed and made again at each entry applied
@@ -91,6 +92,7 @@ func (h *Host) openMirror(ctx context.Context, id, uri string) (*mirror, error) 
 		after = mk.Seq - 1
 	}
 	r := newReplayer(uri)
+	r.resolve = h.turnsResolver(ctx, uri)
 	done, err := h.replay(ctx, r, after, -1, maxRecoverEntries)
 	if err != nil {
 		return nil, fmt.Errorf("reading the session's journal: %w", err)
@@ -101,10 +103,11 @@ func (h *Host) openMirror(ctx context.Context, id, uri string) (*mirror, error) 
 	if _, ok := r.states[uri].(*protocol.SessionState); !ok {
 		return nil, errors.New("the session's journal holds no state of it yet")
 	}
+	r.fillAll() // its clients are shown every turn
 	fctx, stop := context.WithCancel(h.ctx)
 	m := &mirror{
 		h: h, id: id, uri: uri, mu: lockcheck.Mutex{Class: "mirror"},
-		states: r.states, last: r.last, stop: stop, done: make(chan struct{}), moved: make(chan struct{}),
+		states: r.states, last: r.last, dupes: r.dupes, stop: stop, done: make(chan struct{}), moved: make(chan struct{}),
 	}
 	f, err := h.opts.Journal.Follow(fctx, uri, m.last)
 	if err != nil {
@@ -162,6 +165,17 @@ func (m *mirror) follow(ctx context.Context, f *journal.Follower) {
 // an action to this host's subscribers of its channel.
 func (m *mirror) apply(e journal.Entry) {
 	je, err := decodeEntry(e.Data)
+	je.at = e.Seq
+	// A chat's snapshot that points to its turns elsewhere in the journal
+	// is shown with them, read before the mirror is locked.
+	var turns []protocol.Turn
+	var cursor *string
+	filled := false
+	if err == nil && je.snap != nil && je.snap.Bare && je.snap.TurnsAt != 0 {
+		var ferr error
+		turns, cursor, ferr = m.h.readTurnsAt(m.h.ctx, m.uri, je.snap.TurnsAt)
+		filled = ferr == nil
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if e.Seq <= m.last || m.closed {
@@ -170,14 +184,20 @@ func (m *mirror) apply(e journal.Entry) {
 	m.last = e.Seq
 	close(m.moved)
 	m.moved = make(chan struct{})
-	if err != nil {
+	if err != nil || m.dupes.seen(e.Data) {
 		return
 	}
 	switch {
 	case je.snap != nil:
 		// The state as the holder has it: its own, or more of a chat's
 		// turns paged in.
-		(&replayer{session: m.uri, states: m.states}).apply(je)
+		r := &replayer{session: m.uri, states: m.states, turnsAt: map[string]uint64{}, bare: map[string]bool{}}
+		r.apply(je)
+		if cs, ok := m.states[je.snap.Channel].(*protocol.ChatState); ok && filled {
+			full := *cs
+			full.Turns, full.TurnsNextCursor = turns, cursor
+			m.states[je.snap.Channel] = &full
+		}
 	case je.env != nil:
 		st := m.states[je.env.Channel]
 		if st == nil {

@@ -31,6 +31,11 @@ func (h *Host) moveChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
+	// The chat takes its turns along: what the source's journal holds of
+	// them is the source's.
+	src.pin(true)
+	src.loadTurns(ctx, e)
+	src.unpin()
 	switch d := p.Destination.(type) {
 	case *protocol.ChatMoveToSessionDestination:
 		dst, err := h.session(c, d.Session)
@@ -209,6 +214,7 @@ func (s *session) release(e *chatEntry) (*chatRecord, *protocol.ChatState, error
 // adopt takes in a chat another session released, at its place in order.
 // Called with s.mu held.
 func (s *session) adopt(rec *chatRecord, state *protocol.ChatState, order []string) {
+	rec.TurnsAt = 0 // a place in the session it left
 	e := s.newChat(rec, state)
 	e.loaded = true // its turns came with it
 	s.rec.Chats = append(s.rec.Chats, rec)
@@ -304,6 +310,9 @@ func (s *session) homeLocked(rec *chatRecord, state *protocol.ChatState) *chatEn
 		Lifecycle: protocol.SessionLifecycleReady, WorkingDirectories: s.state.WorkingDirectories,
 		ActiveClients: []protocol.SessionActiveClient{}, DefaultChat: new(rec.URI), Config: s.state.Config,
 	}
+	moved := *rec     // the chat is still its old session's: its record is not changed under it
+	moved.TurnsAt = 0 // a place in the session it left
+	rec = &moved
 	ne := s.newChat(rec, state)
 	ne.loaded = true
 	s.state.Chats = []protocol.ChatSummary{chatSummary(state)}

@@ -47,6 +47,9 @@ type outbox struct {
 	queue    []effect
 	spare    []effect // the last batch handed on, reused
 	handling bool     // a goroutine is handing the queue on
+	// room, when set, is closed once the queue is taken to be handed on:
+	// what waits for a full queue to have room again (awaitRoom).
+	room chan struct{}
 	// written counts the bytes of its actions written to its journal,
 	// by whichever goroutine hands it on (restart.go).
 	written atomic.Int64
@@ -82,7 +85,28 @@ func (o *outbox) take(done []effect) []effect {
 	batch := o.queue
 	o.queue = o.spare
 	o.spare = nil
+	if o.room != nil {
+		close(o.room)
+		o.room = nil
+	}
 	return batch
+}
+
+// maxBacklog is how many effects a session's outbox queues, behind the
+// batch being handed on, before the agents and clients adding to it wait:
+// a journal that is slow holds a session's stream back, not its memory.
+const maxBacklog = 4096
+
+// fullLocked returns, when the queue is full, a channel closed once it
+// has room again; nil when it has room now.
+func (o *outbox) fullLocked() chan struct{} {
+	if len(o.queue) < maxBacklog {
+		return nil
+	}
+	if o.room == nil {
+		o.room = make(chan struct{})
+	}
+	return o.room
 }
 
 // handOn hands a batch of effects on: the actions to the bus in one go,
@@ -101,6 +125,24 @@ func (h *Host) handOn(o *outbox, batch []effect) {
 		}
 		batch[0].do()
 		batch = batch[1:]
+	}
+}
+
+// awaitRoom waits, holding no lock, until the session's outbox has room
+// for more of its agent's or a client's changes: their backpressure when
+// the journal falls behind (journal.go).
+func (s *session) awaitRoom() {
+	for {
+		s.mu.Lock()
+		room := s.out.fullLocked()
+		s.mu.Unlock() // nothing queued: nothing to hand on
+		if room == nil {
+			return
+		}
+		s.h.metrics.journalWaits.Add(1)
+		s.h.health.waiting.Add(1)
+		<-room
+		s.h.health.waiting.Add(-1)
 	}
 }
 

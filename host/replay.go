@@ -85,14 +85,14 @@ func (m *journalMarks) forget(key string) {
 // theirs it missed after seen, read from the journal. It fails, leaving
 // c unsubscribed, when the journal does not hold them all, and says why:
 // tooFarBehind when the gap is past what is kept (no journal, retention,
-// a write that failed, more than maxJournalReplay), notReplayable when
+// more than maxJournalReplay), notReplayable when
 // it cannot be read (a channel not journaled, the journal unreadable).
 func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
 	j := h.opts.Journal
 	switch {
 	case seen < 0:
 		return nil, notReplayable // not a serverSeq
-	case j == nil || h.journalGap.Load() > seen:
+	case j == nil:
 		return nil, tooFarBehind
 	}
 	keys := map[string]bool{}
@@ -164,6 +164,7 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		return nil, tooFarBehind // the gap may begin before what is kept
 	}
 	var out []protocol.ActionEnvelope
+	var copies dupes
 	for read := 0; read < maxJournalReplay; {
 		entries, err := j.Read(ctx, key, after, journal.MaxReadLimit)
 		if err != nil {
@@ -172,6 +173,9 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		}
 		for _, e := range entries {
 			after = e.Seq
+			if copies.seen(e.Data) {
+				continue
+			}
 			je, err := decodeEntry(e.Data)
 			if err != nil {
 				return nil, notReplayable

@@ -120,6 +120,11 @@ func (h *Host) sleep(s *session, unload bool) bool {
 // unload drops the turns of a session whose agents have gone, and the
 // replay of its channels. It reports false when a change came in while the
 // agents were closing (a background task), and keeps the turns.
+//
+// With a journal, the turns go once a restart point holds them (or says
+// where they are), so that they come back from the journal as clients saw
+// them (turntrack.go); a session woken meanwhile keeps them. Without one
+// they go at once, and come back from the backend's transcript.
 func (s *session) unload(entries []*chatEntry) bool {
 	s.mu.Lock()
 	if !s.idleLocked() {
@@ -128,18 +133,40 @@ func (s *session) unload(entries []*chatEntry) bool {
 	}
 	channels := map[string]bool{s.uri: true}
 	for _, e := range entries {
-		e.chat.ForgetTurns()
-		e.loaded = false
 		channels[e.rec.URI] = true
 	}
-	s.restartPointLocked("", nil) // a short tail for a sleeping session
 	s.setAwakeLocked(false)
+	s.sleeps++
+	if s.h.opts.Journal == nil {
+		for _, e := range entries {
+			e.chat.ForgetTurns()
+			e.loaded = false
+		}
+	} else {
+		sleeps := s.sleeps
+		s.queueRestartPointLocked("", nil, func(turnsAt map[*chatEntry]uint64) {
+			if s.sleeps == sleeps && s.asleep {
+				s.forgetTurnsLocked(turnsAt)
+			}
+		})
+		s.out.later(func() { s.h.writeResidency(s.uri, "sleep") })
+	}
 	s.unlock()
-	s.h.writeResidency(s.uri, "sleep")
 	s.h.letGo(s.id) // asleep, it may wake on any host
 	s.h.bus.Forget(channels)
 	s.h.metrics.unloaded.Add(1) // its heap is garbage now (memory.go)
 	return true
+}
+
+// forgetTurnsLocked drops the finished turns of the session's chats whose
+// turns the journal holds where turnsAt says. Called with s.mu held.
+func (s *session) forgetTurnsLocked(turnsAt map[*chatEntry]uint64) {
+	for e, at := range turnsAt {
+		if at != 0 && e.loaded && e.rec.TurnsAt == at && e.chat.Idle() {
+			e.chat.ForgetTurns()
+			e.loaded = false
+		}
+	}
 }
 
 // pin keeps the session from falling asleep until unpin, waiting for one

@@ -63,71 +63,126 @@ func (s *session) restartDueLocked() bool {
 // with before as the state of channel acting (the state an action about
 // to be published was applied to), behind the changes made so far.
 func (s *session) restartPointLocked(acting string, before protocol.ChannelState) {
+	s.queueRestartPointLocked(acting, before, nil)
+}
+
+// restartSnap is a channel's state as a restart point writes it. A chat's
+// finished turns are written only when no snapshot holds them as they are
+// (turntrack.go): then bare says so, and turnsAt where they are.
+type restartSnap struct {
+	channel string
+	state   protocol.ChannelState
+	e       *chatEntry // nil for the session's own
+	gen     uint64     // e.turnsGen when the state was taken
+	bare    bool
+	turnsAt uint64
+}
+
+// queueRestartPointLocked is restartPointLocked, calling then, if set,
+// with s.mu held, once the restart point is written: with where each
+// chat's turns are in the journal now.
+func (s *session) queueRestartPointLocked(acting string, before protocol.ChannelState, then func(turnsAt map[*chatEntry]uint64)) {
 	if s.h.opts.Journal == nil || s.disposed {
 		return
 	}
-	type snap struct {
-		channel string
-		state   protocol.ChannelState
-	}
-	var snaps []snap
 	var ss protocol.ChannelState = s.state
 	if acting == s.uri && before != nil {
 		ss = before
 	}
-	snaps = append(snaps, snap{s.uri, ss})
+	snaps := []restartSnap{{channel: s.uri, state: ss}}
 	for _, uri := range s.order {
 		e := s.chats[uri]
 		if e == nil {
 			continue
 		}
-		var cs protocol.ChannelState = e.chat.State()
+		sn := restartSnap{channel: uri, state: e.chat.State(), e: e, gen: e.turnsGen, turnsAt: e.rec.TurnsAt}
 		if acting == uri && before != nil {
-			cs = before
+			sn.state = before
 		}
-		snaps = append(snaps, snap{uri, cs})
+		// Forgotten turns are where the record says, or the backend's; a
+		// chat's turns as some snapshot holds them need not be copied.
+		sn.bare = !e.loaded || sn.turnsAt != 0
+		snaps = append(snaps, sn)
 		e.snapDue = false
 	}
 	s.snapDue = false
 	s.restarts.at = s.out.written.Load()
-	s.out.later(func() {
-		seq := s.h.bus.Current() // every action of the session before it is numbered, none after
-		var entries [][]byte
-		for _, sn := range snaps {
-			more, err := snapshotEntries(seq, sn.channel, sn.state)
-			if err != nil {
-				s.h.log.Warn("could not write a restart point", "session", s.uri, "err", err)
-				return
-			}
-			entries = append(entries, more...)
-		}
-		s.h.writeRestartPoint(s, seq, entries)
-	})
+	s.out.later(func() { s.h.writeRestartPoint(s, snaps, then) })
 }
 
-// writeRestartPoint appends a restart point's entries and marks them.
-func (h *Host) writeRestartPoint(s *session, seq int64, entries [][]byte) {
-	first, err := h.appendEntries(s.uri, entries)
-	if err == nil {
-		var mark []byte
-		mark, err = json.Marshal(restartMark{Seq: first, ServerSeq: seq})
-		if err == nil {
-			ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
-			err = h.opts.Journal.SetMark(ctx, s.uri, mark)
-			cancel()
+// writeRestartPoint encodes and appends a restart point's entries, marks
+// them, and notes where each chat's turns are now. A mark that cannot be
+// set leaves the last one, which is still a place a restart can rebuild
+// the session from, with a longer tail.
+func (h *Host) writeRestartPoint(s *session, snaps []restartSnap, then func(map[*chatEntry]uint64)) {
+	seq := h.bus.Current() // every action of the session before it is numbered, none after
+	var entries [][]byte
+	index := make([]int, len(snaps)) // where each snap's state entry is
+	for i, sn := range snaps {
+		index[i] = len(entries)
+		var err error
+		if cs, ok := sn.state.(*protocol.ChatState); ok && sn.bare {
+			var entry []byte
+			entry, err = bareEntry(seq, sn.channel, cs, sn.turnsAt)
+			entries = append(entries, entry)
+		} else {
+			var more [][]byte
+			more, err = snapshotEntries(seq, sn.channel, sn.state)
+			entries = append(entries, more...)
+		}
+		if err != nil {
+			h.log.Error("could not encode a restart point", "session", s.uri, "channel", sn.channel, "err", err)
+			return
 		}
 	}
+	seqs, err := h.appendDurably(s.uri, entries)
 	if err != nil {
-		h.journalFailed(s.uri, err, seq)
-		return
+		return // the host stops
 	}
-	size := 0
-	for _, e := range entries {
-		size += len(e)
+	first := seqs[0]
+	mark, err := json.Marshal(restartMark{Seq: first, ServerSeq: seq})
+	if err == nil {
+		ctx, cancel := context.WithTimeout(h.ctx, markTimeout)
+		err = h.opts.Journal.SetMark(ctx, s.uri, mark)
+		cancel()
 	}
-	s.restarts.size.Store(int64(size))
-	h.marks.note(s.uri, seq, first)
+	if err != nil {
+		h.log.Warn("could not mark a session's restart point; a restart reads its journal from the one before", "session", s.uri, "err", err)
+	} else {
+		size := 0
+		for _, e := range entries {
+			size += len(e)
+		}
+		s.restarts.size.Store(int64(size))
+		h.marks.note(s.uri, seq, first)
+	}
+	s.mu.Lock()
+	defer s.unlock()
+	turnsAt := map[*chatEntry]uint64{}
+	news := false
+	for i, sn := range snaps {
+		if sn.e == nil {
+			continue
+		}
+		at := sn.turnsAt
+		if !sn.bare {
+			at = seqs[index[i]]
+			news = sn.e.turnsWrittenLocked(sn.gen, at) || news
+		}
+		turnsAt[sn.e] = at
+	}
+	if then != nil {
+		then(turnsAt)
+	}
+	if news {
+		// A start after a clean stop reads no journal: the record says
+		// where the turns are.
+		s.persistLocked()
+	}
 }
+
+// markTimeout bounds setting a mark in the journal.
+const markTimeout = 5 * time.Second
 
 // restartPoint reads the session's journal mark.
 func (h *Host) restartPoint(ctx context.Context, session string) (restartMark, bool) {
@@ -151,6 +206,18 @@ type recovered struct {
 	mark    restartMark
 	stale   bool  // the record was behind the journal (into)
 	newest  int64 // the highest serverSeq in the tail
+	// Where each chat's turns are in the journal, and which chats' states
+	// lack them (replayer).
+	turnsAt map[string]uint64
+	bare    map[string]bool
+}
+
+// chat returns a chat's state as recovered, nil when rc is nil or has none.
+func (rc *recovered) chat(uri string) *protocol.ChatState {
+	if rc == nil {
+		return nil
+	}
+	return rc.chats[uri]
 }
 
 // recoverSession rebuilds a stored session's state from its journal: from
@@ -162,6 +229,7 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, erro
 		return nil, nil
 	}
 	r := newReplayer(uri)
+	r.resolve = h.turnsResolver(ctx, uri)
 	done, err := h.replay(ctx, r, m.Seq-1, -1, maxRecoverEntries)
 	if err != nil {
 		return nil, err
@@ -169,11 +237,21 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*recovered, erro
 	if !done {
 		return nil, errors.New("the journal's tail is too long to read back")
 	}
+	for ch, bare := range r.bare {
+		// A turn the stop cut ends as it comes back, among its chat's
+		// turns: those are read now.
+		if cs, ok := r.states[ch].(*protocol.ChatState); ok && bare && cs.ActiveTurn != nil {
+			r.fill(ch)
+		}
+	}
+	if r.unresolved > 0 {
+		h.log.Warn("the journal no longer holds some of a session's turns; they are read from its backend", "session", uri, "chats", r.unresolved)
+	}
 	ss, chats, ok := r.result()
 	if !ok || r.first != m.Seq {
 		return nil, nil // no snapshot, or retention took the restart point's
 	}
-	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m, newest: r.newest}
+	rc := &recovered{session: ss, chats: map[string]*protocol.ChatState{}, mark: m, newest: r.newest, turnsAt: r.turnsAt, bare: r.bare}
 	for _, cs := range chats {
 		rc.chats[cs.Resource] = cs
 	}
@@ -223,6 +301,8 @@ func (rc *recovered) into(rec *record) {
 			continue
 		}
 		cr.Title = cs.Title
+		cr.TurnsAt = rc.turnsAt[cr.URI]
+		cr.Steering, cr.Queued, cr.Draft = cs.SteeringMessage, cs.QueuedMessages, cs.Draft
 		cr.Read = cs.Status&protocol.StatusIsRead != 0
 		cr.Archived = cs.Status&protocol.StatusIsArchived != 0
 		cr.ModifiedAt = max(cr.ModifiedAt, cs.ModifiedAt)
@@ -375,7 +455,7 @@ func (h *Host) stoppedCleanly(newest int64) bool {
 	if j == nil {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
+	ctx, cancel := context.WithTimeout(h.ctx, markTimeout)
 	defer cancel()
 	data, ok, err := j.Mark(ctx, cleanKey)
 	var m cleanMark
@@ -394,16 +474,46 @@ func (h *Host) stoppedCleanly(newest int64) bool {
 // start must read the journal to catch it up.
 func (h *Host) markStoppedCleanly() {
 	j := h.opts.Journal
-	if j == nil || h.storeErrors.Load() > 0 {
+	if j == nil || h.storeErrors.Load() > 0 || h.health.lost.Load() {
 		return
 	}
 	data, err := json.Marshal(cleanMark{ServerSeq: h.bus.Current()})
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), appendTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	if err := j.SetMark(ctx, cleanKey, data); err != nil {
 		h.log.Warn("could not mark the journal as left by a clean stop; the next start reads every session's tail", "err", err)
+	}
+}
+
+// sendLeftQueued starts, in each chat that came back from a stop with
+// messages queued and no turn running, its first queued message, as the
+// chat would have once its turn ended: a message queued before the stop
+// is not left waiting for a turn nobody starts.
+func (h *Host) sendLeftQueued() {
+	for _, s := range h.sessionList() {
+		s.mu.Lock()
+		var waiting []*chatEntry
+		for _, uri := range s.order {
+			e := s.chats[uri]
+			if cs := e.chat.State(); len(cs.QueuedMessages) > 0 && cs.ActiveTurn == nil {
+				waiting = append(waiting, e)
+			}
+		}
+		s.unlock()
+		for _, e := range waiting {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				s.pin(true)
+				defer s.unpin()
+				s.loadTurns(h.ctx, e) // the turn builds on them
+				s.mu.Lock()
+				e.chat.TakeQueued()
+				s.unlock()
+			}()
+		}
 	}
 }

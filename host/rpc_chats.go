@@ -43,6 +43,9 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		}
 	}
 
+	if why := h.journalRefusal(); why != "" {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "createChat: %s", why)
+	}
 	s.pin(true)
 	defer s.unpin()
 	rec, cs, err := s.addChatRecord(p.Chat)
@@ -68,7 +71,7 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if h.clustered() && e.snapDue {
 		// Its state in the journal at once, as a session's made
 		// (createSession): another host's client watches it from there.
-		s.snapshotLocked(e.rec.URI, e.chat.State())
+		s.snapshotLocked(e, e.chat.State())
 		e.snapDue = false
 	}
 	return nil, nil

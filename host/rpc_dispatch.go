@@ -166,6 +166,7 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 
 // dispatch takes a client's session action.
 func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+	s.awaitRoom()
 	s.pin(false)
 	defer s.unpin()
 	if _, ok := a.(*protocol.SessionConfigChangedAction); !ok {
@@ -273,20 +274,27 @@ func (s *session) afterSessionActionLocked(a protocol.Action) []*chatEntry {
 func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
 	switch a.(type) {
 	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction, *protocol.ChatPendingMessageSetAction:
-		// Each sets the agent to work, in the session's folder.
-		if reason := s.h.workRefusal(c, s); reason != "" {
+		// Each sets the agent to work, in the session's folder, and the
+		// work must be recorded.
+		reason := s.h.journalRefusal()
+		if reason == "" {
+			reason = s.h.workRefusal(c, s)
+		}
+		if reason != "" {
 			s.h.bus.Echo(c, e.chat.URI(), a, origin, reason)
 			return
 		}
 	}
+	s.awaitRoom()
 	s.pin(false)
 	defer s.unpin()
 	if _, ok := a.(*protocol.ChatDraftChangedAction); !ok {
 		s.wake() // a draft is kept without waking the session
 	}
 	switch a.(type) {
-	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
-		// The turn builds on what came before it: have the turns in hand.
+	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction, *protocol.ChatPendingMessageSetAction, *protocol.ChatTruncatedAction:
+		// Each changes the chat's turns, or may start one that builds on
+		// them: have them in hand (turntrack.go).
 		s.loadTurns(context.Background(), e)
 	}
 	s.mu.Lock()

@@ -25,6 +25,9 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
+	if why := h.journalRefusal(); why != "" {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "createSession: %s", why)
+	}
 	s, err := h.addSession(c, spec)
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ type session struct {
 	used       time.Time // last started, subscribed to, or given a turn
 	lastAction time.Time // when an action last moved the session
 	asleep     bool      // agents closed and turns dropped
+	sleeps     uint64    // times it fell asleep: what a sleep's later work checks it is still in
 	awake      atomic.Bool
 }
 
@@ -83,6 +84,9 @@ type chatEntry struct {
 
 	// snapDue, as the session's, for the chat's state (guarded by s.mu).
 	snapDue bool
+	// turnsGen counts the actions that changed its finished turns
+	// (turntrack.go; guarded by s.mu).
+	turnsGen uint64
 
 	// Loading the chat's turns (guarded by s.mu): loaded once they have
 	// been read from the backend, loading while a read is under way.
@@ -165,8 +169,10 @@ func (s *session) configValuesLocked() protocol.Object {
 	return s.state.Config.Values
 }
 
-// Do runs fn with the session's lock held (chats.Owner).
+// Do runs fn with the session's lock held (chats.Owner). What the agent
+// reports waits first for room in the session's outbox (awaitRoom).
 func (s *session) Do(fn func()) {
+	s.awaitRoom()
 	s.mu.Lock()
 	defer s.unlock()
 	fn()
@@ -187,13 +193,17 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		return false
 	}
 	s.lastAction = s.h.now()
+	e := s.chats[c.URI()]
 	if s.h.opts.Journal != nil {
 		if s.snapDue {
 			s.restartPointLocked(c.URI(), before)
-		} else if e := s.chats[c.URI()]; e != nil && e.snapDue {
+		} else if e != nil && e.snapDue {
 			e.snapDue = false
-			s.snapshotLocked(c.URI(), before)
+			s.snapshotLocked(e, before)
 		}
+	}
+	if e != nil && !sameTurns(before, c.State()) {
+		e.turnsChangedLocked() // after the snapshot of before was queued
 	}
 	s.out.publish(c.URI(), a, origin)
 	switch a := a.(type) {
@@ -216,12 +226,26 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		}
 	case *protocol.ChatTruncatedAction:
 		s.updateActiveLocked()
+	case *protocol.ChatPendingMessageSetAction, *protocol.ChatPendingMessageRemovedAction, *protocol.ChatDraftChangedAction:
+		if e != nil {
+			// A message waiting to be sent outlives a stop of the host,
+			// also a clean one, after which the record is all a start reads.
+			e.keepPendingLocked()
+			defer s.persistLocked()
+		}
 	}
-	if e := s.chats[c.URI()]; e != nil {
+	if e != nil {
 		e.keepMarks()
 	}
 	s.mirrorChatLocked(c)
 	return true
+}
+
+// keepPendingLocked writes the chat's pending messages and draft to its
+// record. Called with s.mu held.
+func (e *chatEntry) keepPendingLocked() {
+	cs := e.chat.State()
+	e.rec.Steering, e.rec.Queued, e.rec.Draft = cs.SteeringMessage, cs.QueuedMessages, cs.Draft
 }
 
 // startsTurn reports whether a chat action starts a turn running.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"hash/maphash"
 
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
@@ -29,6 +30,7 @@ type journalEntry struct {
 	snap      *snapshotEntry
 	residency string // "wake" or "sleep"
 	seq       int64
+	at        uint64 // its journal sequence, when the reader sets it
 }
 
 func decodeEntry(data []byte) (journalEntry, error) {
@@ -66,22 +68,51 @@ var (
 	residencyKey = []byte(`"residency":`)
 )
 
-// writeResidency records in a session's journal that it woke or fell
-// asleep, for its timeline.
-func (h *Host) writeResidency(session, what string) {
-	if h.opts.Journal == nil {
-		return
+// dupes passes over the entries a retried append wrote twice
+// (appendDurably): an entry whose ack was lost is written again, so a copy
+// of it may follow it, within a batch or two. Copies are the same bytes,
+// and no two entries the host writes are (an action's serverSeq is its
+// own; two equal snapshots say the same), so an entry equal to one of the
+// last few read is a copy.
+type dupes struct {
+	seed maphash.Seed
+	ring [2 * journal.MaxBatch]uint64
+	n    int // entries noted, the next slot of ring at n % len(ring)
+	set  map[uint64]int
+}
+
+// seen reports whether data is a copy of an entry noted recently, and
+// notes it.
+func (d *dupes) seen(data []byte) bool {
+	if d.set == nil {
+		d.seed = maphash.MakeSeed()
+		d.set = make(map[uint64]int, len(d.ring))
 	}
-	seq := h.bus.Current()
-	entry, err := json.Marshal(map[string]any{"serverSeq": seq, "residency": what})
+	h := maphash.Bytes(d.seed, data)
+	if d.set[h] > 0 {
+		return true
+	}
+	slot := d.n % len(d.ring)
+	if d.n >= len(d.ring) {
+		old := d.ring[slot]
+		if d.set[old]--; d.set[old] <= 0 {
+			delete(d.set, old)
+		}
+	}
+	d.ring[slot] = h
+	d.set[h]++
+	d.n++
+	return false
+}
+
+// writeResidency records in a session's journal that it woke or fell
+// asleep, for its timeline. It runs as its session's outbox hands on.
+func (h *Host) writeResidency(session, what string) {
+	entry, err := json.Marshal(map[string]any{"serverSeq": h.bus.Current(), "residency": what})
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
-	defer cancel()
-	if _, err := h.opts.Journal.Append(ctx, session, entry); err != nil {
-		h.journalFailed(session, err, seq)
-	}
+	_, _ = h.appendDurably(session, [][]byte{entry})
 }
 
 // snapshotEntry is a channel's state, or, with Older, turns of a chat
@@ -92,15 +123,33 @@ type snapshotEntry struct {
 	Channel string          `json:"channel"`
 	State   json.RawMessage `json:"state,omitempty"`
 	Older   json.RawMessage `json:"older,omitempty"`
+	// Bare, on a chat's snapshot, says its state is written without its
+	// finished turns, which are as in the snapshot at journal sequence
+	// TurnsAt, or, with none, the backend's alone (turntrack.go).
+	Bare    bool   `json:"bare,omitempty"`
+	TurnsAt uint64 `json:"turnsAt,omitempty"`
 }
 
 // snapshotPage is the most turn bytes one snapshot entry carries: well
 // under the journal's entry bound (a MiB unless the server says less).
 const snapshotPage = 256 << 10
 
+// bareEntry encodes a chat's state as a snapshot at serverSeq seq without
+// its finished turns, which are as in the snapshot at journal sequence at
+// (0: the backend's alone).
+func bareEntry(seq int64, channel string, cs *protocol.ChatState, at uint64) ([]byte, error) {
+	bare := *cs
+	bare.Turns, bare.TurnsNextCursor = []protocol.Turn{}, nil
+	data, err := json.Marshal(&bare)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"serverSeq": seq, "snapshot": snapshotEntry{Channel: channel, State: data, Bare: true, TurnsAt: at}})
+}
+
 // snapshotEntries encodes a channel's state as the journal entries of a
-// snapshot at serverSeq seq. It fails for a state with one turn too large
-// for an entry.
+// snapshot at serverSeq seq: its state, and a chat's older turns in pages
+// after it.
 func snapshotEntries(seq int64, channel string, state protocol.ChannelState) ([][]byte, error) {
 	var older [][]protocol.Turn
 	if cs, ok := state.(*protocol.ChatState); ok && len(cs.Turns) > 0 {
@@ -160,41 +209,25 @@ func turnSize(t *protocol.Turn) int {
 	return len(data)
 }
 
-// snapshotLocked queues writing a channel's state to the session's
-// journal, before the action that follows it in the outbox.
-func (s *session) snapshotLocked(channel string, state protocol.ChannelState) {
-	s.out.later(func() { s.h.writeSnapshot(s.uri, channel, state) })
-}
-
-func (h *Host) writeSnapshot(session, channel string, state protocol.ChannelState) {
-	seq := h.bus.Current() // every action of the session before it is numbered, none after
-	entries, err := snapshotEntries(seq, channel, state)
-	if err == nil {
-		_, err = h.appendEntries(session, entries)
-	}
-	if err != nil {
-		h.journalFailed(session, err, seq)
-	}
-}
-
-// appendEntries appends entries to a session's journal in batches the
-// journal takes, and returns the sequence of the first.
-func (h *Host) appendEntries(session string, entries [][]byte) (uint64, error) {
-	ctx, cancel := context.WithTimeout(h.ctx, appendTimeout)
-	defer cancel()
-	var first uint64
-	for i := 0; i < len(entries); {
-		n := min(len(entries)-i, journal.MaxBatch)
-		seqs, err := h.opts.Journal.Append(ctx, session, entries[i:i+n]...)
+// snapshotLocked queues writing a chat's state to the session's journal,
+// before the action that follows it in the outbox.
+func (s *session) snapshotLocked(e *chatEntry, state protocol.ChannelState) {
+	gen := e.turnsGen
+	s.out.later(func() {
+		seq := s.h.bus.Current() // every action of the session before it is numbered, none after
+		entries, err := snapshotEntries(seq, e.rec.URI, state)
 		if err != nil {
-			return 0, err
+			s.h.log.Error("could not encode a snapshot for the journal", "session", s.uri, "channel", e.rec.URI, "err", err)
+			return
 		}
-		if first == 0 && len(seqs) > 0 {
-			first = seqs[0]
+		seqs, err := s.h.appendDurably(s.uri, entries)
+		if err != nil {
+			return // the host stops
 		}
-		i += n
-	}
-	return first, nil
+		s.mu.Lock()
+		_ = e.turnsWrittenLocked(gen, seqs[0]) // the chat's next action follows, and is kept with it
+		s.unlock()
+	})
 }
 
 // replayer rebuilds a session's channels from its journal's entries
@@ -206,10 +239,23 @@ type replayer struct {
 	first   uint64 // the journal sequence of the first entry read
 	last    uint64 // and of the last
 	newest  int64  // the highest serverSeq read
+	dupes   dupes
+
+	// Where each chat's finished turns are in the journal as replayed:
+	// the snapshot holding them, 0 once an action changed them
+	// (turntrack.go). A chat bare has a state without them, as its
+	// snapshot pointed to them.
+	turnsAt map[string]uint64
+	bare    map[string]bool
+	// resolve, when set, reads the turns a bare chat's snapshot points to,
+	// before an action changes them; without it a bare chat stays bare.
+	resolve func(at uint64) ([]protocol.Turn, *string, error)
+	// unresolved counts bare chats whose turns could not be read.
+	unresolved int
 }
 
 func newReplayer(session string) *replayer {
-	return &replayer{session: session, states: map[string]protocol.ChannelState{}}
+	return &replayer{session: session, states: map[string]protocol.ChannelState{}, turnsAt: map[string]uint64{}, bare: map[string]bool{}}
 }
 
 func (r *replayer) apply(je journalEntry) {
@@ -222,12 +268,57 @@ func (r *replayer) apply(je journalEntry) {
 		}
 		r.states[je.snap.Channel] = protocol.Apply(cs, &protocol.ChatTurnsLoadedAction{Turns: older, TurnsNextCursor: cs.TurnsNextCursor})
 	case je.snap != nil:
-		if st, err := decodeState(r.session, je.snap); err == nil {
-			r.states[je.snap.Channel] = st
+		st, err := decodeState(r.session, je.snap)
+		if err != nil {
+			return
+		}
+		r.states[je.snap.Channel] = st
+		if _, ok := st.(*protocol.ChatState); ok {
+			r.turnsAt[je.snap.Channel], r.bare[je.snap.Channel] = je.at, je.snap.Bare
+			if je.snap.Bare {
+				r.turnsAt[je.snap.Channel] = je.snap.TurnsAt
+			}
 		}
 	case je.env != nil:
-		if st := r.states[je.env.Channel]; st != nil {
-			r.states[je.env.Channel] = protocol.Apply(st, je.env.Action)
+		ch := je.env.Channel
+		st := r.states[ch]
+		if st == nil {
+			return
+		}
+		next := protocol.Apply(st, je.env.Action)
+		if cs, ok := st.(*protocol.ChatState); ok && !sameTurns(cs, next.(*protocol.ChatState)) {
+			if r.bare[ch] && r.fill(ch) {
+				next = protocol.Apply(r.states[ch], je.env.Action)
+			}
+			r.turnsAt[ch] = 0
+		}
+		r.states[ch] = next
+	}
+}
+
+// fill gives a bare chat the turns its snapshot points to, reporting
+// whether it could.
+func (r *replayer) fill(channel string) bool {
+	if r.resolve == nil || r.turnsAt[channel] == 0 {
+		return false
+	}
+	turns, cursor, err := r.resolve(r.turnsAt[channel])
+	if err != nil {
+		r.unresolved++
+		return false
+	}
+	cs := *r.states[channel].(*protocol.ChatState)
+	cs.Turns, cs.TurnsNextCursor = turns, cursor
+	r.states[channel] = &cs
+	r.bare[channel] = false
+	return true
+}
+
+// fillAll gives every bare chat its turns, for a state to be shown whole.
+func (r *replayer) fillAll() {
+	for ch, bare := range r.bare {
+		if bare {
+			r.fill(ch)
 		}
 	}
 }
@@ -276,10 +367,14 @@ func (h *Host) replay(ctx context.Context, r *replayer, after uint64, atSeq int6
 			if r.first == 0 {
 				r.first = e.Seq
 			}
+			if r.dupes.seen(e.Data) {
+				continue
+			}
 			je, err := decodeEntry(e.Data)
 			if err != nil {
 				continue // an entry this version cannot read
 			}
+			je.at = e.Seq
 			if atSeq >= 0 && je.seq > atSeq {
 				return true, nil
 			}
@@ -306,9 +401,11 @@ func (h *Host) replayState(ctx context.Context, session string, atSeq int64) (*p
 		after = m.Seq - 1
 	}
 	r := newReplayer(session)
+	r.resolve = h.turnsResolver(ctx, session)
 	if _, err := h.replay(ctx, r, after, atSeq, maxTimelineScan); err != nil {
 		return nil, nil, false, protocol.Errorf(protocol.CodeInternalError, "reading the session's journal: %v", err)
 	}
+	r.fillAll()
 	ss, chats, ok := r.result()
 	return ss, chats, ok, nil
 }

@@ -113,6 +113,17 @@ type chatRecord struct {
 	// as clients saw them end: the backend may not have kept them, and
 	// they are put back among the turns read from it.
 	Cut []protocol.Turn `json:"cut,omitempty"`
+	// TurnsAt is where in the session's journal a snapshot holds the
+	// chat's finished turns as they are now, 0 when none is known to
+	// (turntrack.go): a chat whose turns were forgotten gets them back
+	// from there.
+	TurnsAt uint64 `json:"turnsAt,omitempty"`
+	// Steering, Queued and Draft are the chat's messages waiting to be
+	// sent, and its draft: a start of the host that reads no journal
+	// (after a clean stop) gets them from here.
+	Steering *protocol.PendingMessage  `json:"steering,omitempty"`
+	Queued   []protocol.PendingMessage `json:"queued,omitempty"`
+	Draft    *protocol.Message         `json:"draft,omitempty"`
 }
 
 // turnTiming is when a turn started and how long it took, as sent.

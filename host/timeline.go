@@ -25,6 +25,7 @@ func (h *Host) timeline(ctx context.Context, session string, p eventsParams) ([]
 	var page []timeline.Event // oldest first; newest first keeps the last limit+1
 	more := false
 	scanned := 0
+	var copies dupes
 	for scanned < maxTimelineScan {
 		entries, err := h.opts.Journal.Read(ctx, session, start, journal.MaxReadLimit)
 		if err != nil {
@@ -32,6 +33,9 @@ func (h *Host) timeline(ctx context.Context, session string, p eventsParams) ([]
 		}
 		for _, e := range entries {
 			start = e.Seq
+			if copies.seen(e.Data) {
+				continue
+			}
 			je, err := decodeEntry(e.Data)
 			if err != nil || je.snap != nil {
 				continue // a snapshot, or an entry this version cannot read, is no event

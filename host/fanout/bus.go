@@ -152,6 +152,19 @@ func (b *Bus) Release(bt *Batch) {
 	b.releaseLocked(bt)
 }
 
+// Discard lets a reserved batch go unsent, as a host that stops before
+// its journal took the batch does: what follows it goes on, and no replay
+// from the ring spans it.
+func (b *Bus) Discard(bt *Batch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n := len(bt.envs); n > 0 {
+		b.cut = max(b.cut, bt.envs[n-1].ServerSeq)
+	}
+	bt.envs = nil
+	b.releaseLocked(bt)
+}
+
 func (b *Bus) reserveLocked(items iter.Seq[Item]) *Batch {
 	bt := &Batch{}
 	for it := range items {
