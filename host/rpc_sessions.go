@@ -32,6 +32,11 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
+	if keepNow(p.Meta) {
+		if err := h.keep(ctx, s); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	if p.ActiveClient != nil {
 		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
@@ -113,4 +118,35 @@ func scopeString(s grants.Scope) string {
 		return ""
 	}
 	return s.String()
+}
+
+// keepMeta is the createSession _meta key that has a session kept and
+// listed as it is made, before any turn: what a client that asked for the
+// session on purpose (the HTTP API, the command line) reads its write by.
+// Without it a session is its creator client's until its first turn
+// reaches the agent, as VS Code makes one for every empty chat it shows.
+const keepMeta = "ahpd.keep"
+
+// keepNow reports whether createSession's _meta asks for the session to
+// be kept at once.
+func keepNow(meta protocol.Object) bool {
+	return string(meta[keepMeta]) == "true"
+}
+
+// keep stores a session just made and announces it. A session that cannot
+// be stored is not kept at all.
+func (h *Host) keep(ctx context.Context, s *session) error {
+	err := s.storeNow()
+	if err == nil {
+		s.mu.Lock()
+		err = s.commitLocked()
+		s.unlock()
+	}
+	if err != nil {
+		if derr := h.dispose(ctx, s); derr != nil {
+			h.log.Warn("could not dispose of a session that could not be kept", "session", s.uri, "err", derr)
+		}
+		return storeFailed(err)
+	}
+	return nil
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -270,7 +272,9 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	if b.ID != nil {
 		id = *b.ID
 	}
-	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: b.Config}
+	// Kept as it is made: the caller's next listing shows it.
+	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: b.Config,
+		Meta: protocol.Object{"ahpd.keep": jsontext.Value("true")}}
 	if params.Provider == nil {
 		root, _ := c.State(protocol.RootURI).(*protocol.RootState)
 		if root == nil || len(root.Agents) == 0 {

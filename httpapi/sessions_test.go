@@ -281,3 +281,21 @@ func TestOpenHostChecksHostName(t *testing.T) {
 		}
 	}
 }
+
+// TestListedOnceCreated: a session is in its creator's listing as soon as
+// its creation is answered, with a first message or without one, every
+// time: the caller reads its own write.
+func TestListedOnceCreated(t *testing.T) {
+	e := newEnv(t)
+	for i := range 5 {
+		body := map[string]any{"id": fmt.Sprintf("rw%d", i)}
+		if i%2 == 0 {
+			body["input"] = "say hello"
+		}
+		e.must(201, "mo", "POST", "/v1/sessions", body)
+		list := e.must(200, "mo", "GET", "/v1/sessions", nil)["sessions"].([]any)
+		if !slices.ContainsFunc(list, func(s any) bool { return s.(map[string]any)["id"] == body["id"] }) {
+			t.Fatalf("session %s, just created, is not listed: %v", body["id"], list)
+		}
+	}
+}
