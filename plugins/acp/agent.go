@@ -191,32 +191,23 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		done <- promptResult{resp, err}
 	}()
 
+	// An agent that dies ends its connection (instance.watch), and the
+	// request with it.
 	var r promptResult
 	select {
 	case r = <-done:
 	case <-ctx.Done():
 		a.cancelTurn(run, done)
 		return ctx.Err()
-	case <-a.in.proc.Exited():
-		// The agent died. What it wrote before it did is still read;
-		// only something else holding its stdout could keep the answer
-		// from coming, and it must not keep the turn waiting.
-		timer := time.NewTimer(time.Second)
-		select {
-		case r = <-done:
-		case <-timer.C:
-			a.in.proc.CloseStdout()
-			r = <-done
-		}
-		timer.Stop()
 	}
+	// What the agent said before it answered (or went) belongs to the
+	// turn, before anything the answer adds.
+	a.in.client.box.flush()
 	if r.err != nil {
 		if a.isClosed() {
 			return errClosed
 		}
 		if !a.in.alive() {
-			// What the agent said before it went belongs to the turn.
-			a.in.client.drain()
 			return a.interrupted(a.in.failure(ctx, "running the turn", r.err))
 		}
 		return a.in.failure(ctx, "running the turn", r.err)

@@ -413,15 +413,21 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 		return t.send(ctx, acp.UpdateAgentThoughtText(rest))
 	case "flood":
 		// flood N RATE TEXT: N chunks of TEXT, RATE a second, as a fast
-		// model streams.
+		// model streams; a # in TEXT is the chunk's number, so a client
+		// can tell a chunk lost or out of place.
 		var count, rate int
 		var text string
 		if _, err := fmt.Sscanf(rest, "%d %d %s", &count, &rate, &text); err != nil || rate <= 0 {
 			return fmt.Errorf("flood N RATE TEXT: %q", rest)
 		}
+		numbered := strings.Contains(text, "#")
 		start := time.Now()
 		for i := range count {
-			if err := t.say(ctx, "%s", text); err != nil {
+			chunk := text
+			if numbered {
+				chunk = strings.ReplaceAll(text, "#", strconv.Itoa(i))
+			}
+			if err := t.say(ctx, "%s", chunk); err != nil {
 				return err
 			}
 			// Ahead of the rate, wait for it.
