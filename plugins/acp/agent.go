@@ -47,6 +47,7 @@ var (
 	_ plugins.Reconfigurer = (*Agent)(nil)
 	_ plugins.Resumable    = (*Agent)(nil)
 	_ plugins.Killer       = (*Agent)(nil)
+	_ plugins.Mortal       = (*Agent)(nil)
 )
 
 // newAgent opens the session of opts on a launched instance.
@@ -331,6 +332,12 @@ func (a *Agent) Close() error {
 	a.wg.Wait()
 	return nil
 }
+
+// Dead is closed once the agent can take no more turns
+// (plugins.Mortal): its connection ended, because its process exited or
+// was killed, or because it broke the connection, which stops the
+// process. The chat then starts a new agent for the conversation.
+func (a *Agent) Dead() <-chan struct{} { return a.in.conn.Done() }
 
 // Kill kills the agent's process and everything it started, at once
 // (plugins.Killer): a turn in progress ends, cancelled if it was, and a

@@ -1,8 +1,9 @@
 // Command testagent is a scripted ACP agent for the acp backend's tests,
 // built on the agent side of the ACP Go SDK. Each line of a prompt is a
 // step ("say hi", "tool t1 Read a file", "permit t2 Edit", "wait",
-// "crash", "hang", "run echo hi", "spawn sleep 9", ...), so a test
-// chooses what the agent does by what it asks.
+// "crash", "exit 1", "pid", "bigline 12000000", "hang", "run echo hi",
+// "spawn sleep 9", ...), so a test chooses what the agent does by what it
+// asks.
 //
 // The environment sets what the agent is:
 //
@@ -523,6 +524,27 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 	case "crash":
 		fmt.Fprintln(os.Stderr, "testagent: fatal: boom")
 		os.Exit(2)
+	case "exit":
+		// exit N: ends the process with status N, saying nothing.
+		code, err := strconv.Atoi(rest)
+		if err != nil {
+			return fmt.Errorf("exit N: %q", rest)
+		}
+		os.Exit(code)
+	case "pid":
+		return t.say(ctx, "pid %d", os.Getpid())
+	case "bigline":
+		// bigline N: a session update of N bytes on one line, more than
+		// a client may read; the agent dies of SIGPIPE when the client
+		// stops reading it.
+		n, err := strconv.Atoi(rest)
+		if err != nil {
+			return fmt.Errorf("bigline N: %q", rest)
+		}
+		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`, t.id)
+		line := head + strings.Repeat("x", max(0, n-len(head)-6)) + `"}}}}` + "\n"
+		_, err = io.WriteString(t.agent.out, line)
+		return err
 	case "garbage":
 		writeGarbage(t.agent.out)
 		return nil
