@@ -134,7 +134,9 @@ type Killer interface {
 
 // Resumable is an Agent that says whether its conversation survives Close,
 // so the host may let it go while idle and resume it when it is needed. An
-// agent that is not one is never let go while it lives.
+// agent that is not one is let go only when a client suspends its session
+// (or when it died): the chat's next agent starts the conversation anew,
+// and the chat says so in the next turn.
 type Resumable interface {
 	CanResume() bool
 }
