@@ -26,7 +26,8 @@ var errLineTooLong = fmt.Errorf("it wrote a line of more than %d MiB on its stdo
 // The SDK hands notifications to their handler one at a time from a
 // queue of 1,024 that it closes the connection over when it fills, and
 // its handler goroutine decodes each update, which is slower than its
-// reader: an agent streaming 10,000 chunks a second overran it. Read
+// reader: on a busy machine, an agent streaming 5,000 chunks a second
+// overran it. Read
 // here, an update costs the SDK nothing, and a mailbox that is full
 // makes Read wait, so a fast agent is slowed by its full pipe rather
 // than cut off.
