@@ -92,6 +92,16 @@ type Chat struct {
 	agentMu lockcheck.Mutex
 	agent   plugins.Agent // guarded by agentMu
 	stopped bool          // Stop was called: no agent starts again (guarded by agentMu)
+	// forgot says the agent let go last took the conversation with it:
+	// it could not resume it. noteDue says the agent running started
+	// without the conversation, and the next turn tells the user
+	// (RestartNote). Both guarded by agentMu.
+	forgot, noteDue bool
+	// onlyHere says the chat's earlier turns are kept by no backend: an
+	// agent of the chat took its conversation with it. The chat then
+	// keeps them when it falls asleep (ForgetTurns), as nothing could
+	// read them back. Read under the owner's lock, so not under agentMu.
+	onlyHere atomic.Bool
 
 	// live mirrors agent, from its start until its Close has returned,
 	// for what must not wait on agentMu: Kill, which reaches an agent a
@@ -102,6 +112,12 @@ type Chat struct {
 
 // liveAgent holds the chat's running agent.
 type liveAgent struct{ a plugins.Agent }
+
+// RestartNote is the Markdown part a turn starts with when the chat's
+// agent was started anew without the conversation its earlier turns had:
+// the agent before could not resume it, and died or was let go when a
+// client suspended the session.
+const RestartNote = "_The agent was restarted and does not remember the earlier turns of this chat: tell it again what it needs to know._"
 
 // ErrStopped is the error of a turn that would start the agent of a chat
 // that was stopped.
@@ -140,7 +156,13 @@ func (c *Chat) State() *protocol.ChatState { return c.state }
 // the one change not made by an action: nobody watches a chat as it
 // falls asleep, so there is nobody to tell. Called with the owner's lock
 // held, with no turn running.
+//
+// A chat whose agent took the conversation with it (it could not resume
+// it, and died or was let go) keeps its turns: no backend has them.
 func (c *Chat) ForgetTurns() {
+	if c.onlyHere.Load() {
+		return
+	}
 	next := *c.state
 	next.Turns, next.TurnsNextCursor = []protocol.Turn{}, nil
 	c.state = &next
@@ -393,6 +415,10 @@ func (c *Chat) closeLocked() error {
 	if c.agent == nil {
 		return nil
 	}
+	if !canResume(c.agent) {
+		c.forgot = true
+		c.onlyHere.Store(true)
+	}
 	err := c.agent.Close()
 	c.agent = nil
 	c.setLive(nil)
@@ -472,15 +498,34 @@ func (c *Chat) ConversationID() string {
 }
 
 // CanLetGo reports whether the chat's agent may be closed without losing
-// its conversation: there is none, or it can be resumed.
+// its conversation: there is none, it died (there is nothing left to
+// lose), or it can be resumed. The host lets a session fall asleep of
+// itself only then; a client suspending it lets the agent go all the
+// same, and the chat's next turn then starts with RestartNote.
 func (c *Chat) CanLetGo() bool {
 	c.agentMu.Lock()
 	defer c.agentMu.Unlock()
-	if c.agent == nil {
-		return true
-	}
-	r, ok := c.agent.(plugins.Resumable)
+	return c.agent == nil || dead(c.agent) || canResume(c.agent)
+}
+
+// canResume reports whether a's conversation survives its Close.
+func canResume(a plugins.Agent) bool {
+	r, ok := a.(plugins.Resumable)
 	return ok && r.CanResume()
+}
+
+// dead reports whether a ended of itself (plugins.Mortal).
+func dead(a plugins.Agent) bool {
+	m, ok := a.(plugins.Mortal)
+	if !ok {
+		return false
+	}
+	select {
+	case <-m.Dead():
+		return true
+	default:
+		return false
+	}
 }
 
 // Warm starts the chat's agent now rather than at its next turn. The

@@ -120,6 +120,9 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 	}
 	c.owner.Started(c)
 	t := &turn{c: c, r: r}
+	if c.takeNote() {
+		c.owner.Do(t.restartNoteLocked)
+	}
 	cont, canContinue := agent.(plugins.Continuer)
 	switch {
 	case !resume:
@@ -139,10 +142,13 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 		err = agent.Prompt(ctx, m, t)
 	}
 	interrupted := plugins.IsInterrupted(err)
-	if interrupted {
+	if died := dead(agent); interrupted || died {
 		// Its process may be gone: the next turn, or the resume of this
 		// one, starts the conversation's agent anew.
 		c.dropAgent(agent)
+		if died && err != nil && !interrupted && !errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("%w (the agent has stopped: the next message starts it again)", err)
+		}
 	}
 	c.settle(r, c.end(r, err, true, interrupted && canContinue))
 }
@@ -154,7 +160,17 @@ func (c *Chat) dropAgent(agent plugins.Agent) {
 	if c.agent != agent {
 		return
 	}
-	_ = c.closeLocked() // it was interrupted: how it closes says nothing new
+	_ = c.closeLocked() // it was interrupted or died: how it closes says nothing new
+}
+
+// takeNote reports whether the turn about to reach the agent is to start
+// with RestartNote, once.
+func (c *Chat) takeNote() bool {
+	c.agentMu.Lock()
+	defer c.agentMu.Unlock()
+	due := c.noteDue
+	c.noteDue = false
+	return due
 }
 
 // ready runs the owner's preparation for a turn, if it has one.
@@ -165,10 +181,15 @@ func (c *Chat) ready(ctx context.Context) error {
 	return c.prepare(ctx)
 }
 
-// agentFor returns the chat's agent, starting it on first use.
+// agentFor returns the chat's agent, starting it on first use and after
+// the one before died.
 func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	c.agentMu.Lock()
 	defer c.agentMu.Unlock()
+	if c.agent != nil && dead(c.agent) {
+		// It died between turns: it is of no more use.
+		_ = c.closeLocked()
+	}
 	if c.agent != nil {
 		return c.agent, nil
 	}
@@ -178,12 +199,22 @@ func (c *Chat) agentFor(ctx context.Context) (plugins.Agent, error) {
 	if c.start == nil {
 		return nil, errors.New("the chat has no backend")
 	}
+	before := c.ConversationID()
 	a, err := c.start(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.agent = a
 	id := a.ID()
+	// A conversation under another id is a new one: the backend could
+	// not bring the old one back.
+	if moved := before != "" && id != before; c.forgot || moved {
+		c.noteDue = true
+		if moved {
+			c.onlyHere.Store(true)
+		}
+	}
+	c.forgot = false
 	c.convID.Store(&id)
 	c.setLive(a)
 	return a, nil
@@ -285,6 +316,18 @@ func (t *turn) lastPart() string {
 }
 
 func (t *turn) ID() string { return t.r.turnID }
+
+// restartNoteLocked starts the response with RestartNote when the chat
+// has earlier turns the agent no longer knows. It is a part of its own:
+// what the agent says next starts another. Called with the owner's lock
+// held.
+func (t *turn) restartNoteLocked() {
+	if len(t.c.state.Turns) == 0 {
+		return
+	}
+	t.c.owner.Emit(t.c, &protocol.ChatResponsePartAction{TurnID: t.r.turnID,
+		Part: &protocol.MarkdownResponsePart{ID: t.newPartID("note"), Content: RestartNote}})
+}
 
 func (t *turn) newPartID(kind string) string {
 	t.r.parts++

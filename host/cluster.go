@@ -214,8 +214,8 @@ func (h *Host) stopHere(s *session) {
 			return
 		}
 	}
-	if !h.sleep(s, true) {
-		h.sleep(s, false)
+	if !h.sleep(s, true, false) {
+		h.sleep(s, false, false)
 	}
 }
 

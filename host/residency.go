@@ -23,7 +23,7 @@ import (
 // Quiet means nothing in hand: no turn running or waiting on somebody, no
 // pending message, no background work, no client subscribed to the session
 // or a chat of it, and no action for SleepAfter. A session whose agents
-// cannot be resumed never sleeps.
+// cannot be resumed never falls asleep of itself; suspend lets them go.
 
 // markUsedLocked records a use of the session, for the LRU order.
 func (s *session) markUsedLocked() {
@@ -69,9 +69,9 @@ func (s *session) watched(chats []string) bool {
 
 // sleep lets the session's agents go and, with unload, drops its turns.
 // It does nothing, and reports false, when the session is not idle, is
-// pinned by a client, or (with unload) is watched, or when an agent could
-// not be resumed later.
-func (h *Host) sleep(s *session, unload bool) bool {
+// pinned by a client, or (with unload) is watched, or, unless force (a
+// client suspends it), when an agent could not be resumed later.
+func (h *Host) sleep(s *session, unload, force bool) bool {
 	s.mu.Lock()
 	chats := slices.Clone(s.order)
 	s.unlock()
@@ -101,7 +101,7 @@ func (h *Host) sleep(s *session, unload bool) bool {
 		close(falling)
 	}()
 	for _, e := range entries {
-		if !e.chat.CanLetGo() {
+		if !force && !e.chat.CanLetGo() {
 			return false
 		}
 	}
@@ -279,7 +279,7 @@ func (h *Host) balance() {
 	kept := live[:0]
 	for _, r := range live {
 		quiet := h.opts.SleepAfter > 0 && now.Sub(r.quiet) >= h.opts.SleepAfter
-		if (quiet || r.archived) && h.sleep(r.s, true) {
+		if (quiet || r.archived) && h.sleep(r.s, true, false) {
 			continue
 		}
 		kept = append(kept, r)
@@ -294,7 +294,7 @@ func (h *Host) balance() {
 		if over == 0 {
 			break
 		}
-		if h.sleep(r.s, true) {
+		if h.sleep(r.s, true, false) {
 			over--
 		}
 	}
@@ -369,7 +369,9 @@ func (h *Host) suspend(ctx context.Context, s *session, ifIdle bool) error {
 		}
 	}
 	// A watched session keeps its turns: its clients hold them too.
-	if !h.sleep(s, true) && !h.sleep(s, false) && !ifIdle {
+	// Asked for, it lets go even an agent that cannot resume: the chat's
+	// next turn says the agent does not remember (chats.RestartNote).
+	if !h.sleep(s, true, true) && !h.sleep(s, false, true) && !ifIdle {
 		return protocol.Errorf(protocol.CodeTurnInProgress, "session %s has work in hand and cannot be suspended now", s.uri)
 	}
 	return nil

@@ -134,9 +134,21 @@ type Killer interface {
 
 // Resumable is an Agent that says whether its conversation survives Close,
 // so the host may let it go while idle and resume it when it is needed. An
-// agent that is not one is never let go.
+// agent that is not one is let go only when a client suspends its session
+// (or when it died): the chat's next agent starts the conversation anew,
+// and the chat says so in the next turn.
 type Resumable interface {
 	CanResume() bool
+}
+
+// Mortal is an Agent that can end of itself, without Close: its process
+// exits, is killed, or breaks its connection. Dead is closed once it can
+// take no more turns. A chat never keeps such an agent: it is closed, and
+// the next turn starts a new one for the conversation (resumed when the
+// dead one was Resumable). An agent that is not Mortal lives until Close,
+// starting its process again itself when that is gone, as claude's does.
+type Mortal interface {
+	Dead() <-chan struct{}
 }
 
 // Turn receives what an agent does during a turn. Its methods are safe to

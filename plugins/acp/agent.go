@@ -47,6 +47,7 @@ var (
 	_ plugins.Reconfigurer = (*Agent)(nil)
 	_ plugins.Resumable    = (*Agent)(nil)
 	_ plugins.Killer       = (*Agent)(nil)
+	_ plugins.Mortal       = (*Agent)(nil)
 )
 
 // newAgent opens the session of opts on a launched instance.
@@ -191,32 +192,23 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		done <- promptResult{resp, err}
 	}()
 
+	// An agent that dies ends its connection (instance.watch), and the
+	// request with it.
 	var r promptResult
 	select {
 	case r = <-done:
 	case <-ctx.Done():
 		a.cancelTurn(run, done)
 		return ctx.Err()
-	case <-a.in.proc.Exited():
-		// The agent died. What it wrote before it did is still read;
-		// only something else holding its stdout could keep the answer
-		// from coming, and it must not keep the turn waiting.
-		timer := time.NewTimer(time.Second)
-		select {
-		case r = <-done:
-		case <-timer.C:
-			a.in.proc.CloseStdout()
-			r = <-done
-		}
-		timer.Stop()
 	}
+	// What the agent said before it answered (or went) belongs to the
+	// turn, before anything the answer adds.
+	a.in.client.box.flush()
 	if r.err != nil {
 		if a.isClosed() {
 			return errClosed
 		}
 		if !a.in.alive() {
-			// What the agent said before it went belongs to the turn.
-			a.in.client.drain()
 			return a.interrupted(a.in.failure(ctx, "running the turn", r.err))
 		}
 		return a.in.failure(ctx, "running the turn", r.err)
@@ -340,6 +332,12 @@ func (a *Agent) Close() error {
 	a.wg.Wait()
 	return nil
 }
+
+// Dead is closed once the agent can take no more turns
+// (plugins.Mortal): its connection ended, because its process exited or
+// was killed, or because it broke the connection, which stops the
+// process. The chat then starts a new agent for the conversation.
+func (a *Agent) Dead() <-chan struct{} { return a.in.conn.Done() }
 
 // Kill kills the agent's process and everything it started, at once
 // (plugins.Killer): a turn in progress ends, cancelled if it was, and a

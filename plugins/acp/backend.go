@@ -59,6 +59,10 @@ type Config struct {
 	// handshake and opening the session. Zero means a minute, which
 	// leaves room for agents that download themselves on first use.
 	StartTimeout time.Duration
+	// CancelGrace is how long a cancelled turn waits for the agent to
+	// answer the prompt before its process is killed (and the next turn
+	// starts a new one). Zero means a second.
+	CancelGrace time.Duration
 }
 
 // Timeouts the Config does not set.
@@ -68,8 +72,10 @@ const (
 	// agent and its replay of the session.
 	defaultTurnsTimeout = time.Minute
 	// defaultCancelGrace is how long a cancelled turn waits for the agent
-	// to answer the prompt before the process is killed.
-	defaultCancelGrace = 5 * time.Second
+	// to answer the prompt before the process is killed. ACP asks an agent
+	// to stop at once; one that does not within a second ignores the
+	// cancel, and the next message must not wait on it.
+	defaultCancelGrace = time.Second
 	// closeGrace is how long Close waits for the agent to exit on its own
 	// once its stdin is closed.
 	closeGrace = 2 * time.Second
@@ -107,7 +113,7 @@ func New(cfg Config, logger *slog.Logger) *Backend {
 	return &Backend{
 		cfg:          cfg,
 		log:          logger.With("agent", cfg.Name),
-		cancelGrace:  defaultCancelGrace,
+		cancelGrace:  cmp.Or(cfg.CancelGrace, defaultCancelGrace),
 		turnsTimeout: defaultTurnsTimeout,
 	}
 }

@@ -2,12 +2,12 @@ package acp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 )
@@ -16,10 +16,9 @@ import (
 // session updates and serves its requests for permissions, files and
 // terminals.
 //
-// The SDK calls SessionUpdate for one notification at a time, from a
-// bounded queue it closes the connection over when it fills, so updates
-// are handed on without waiting. Requests each run on their own
-// goroutine and may wait (for the user, for a command).
+// Session updates reach it through the connection's stdoutReader, which
+// posts them to the mailbox without waiting on ahpd; requests each run
+// on their own goroutine and may wait (for the user, for a command).
 type client struct {
 	log *slog.Logger
 
@@ -29,14 +28,10 @@ type client struct {
 	root  *os.Root // the resolved working directory
 	terms *terminals
 
-	box mailbox // updates on their way to the sinks they came for
+	box *mailbox // updates on their way to the sinks they came for
 
 	mu   sync.Mutex
 	sink sink // where session updates go; nil between turns
-	// inbound is the context the SDK hands to notification handlers,
-	// once one ran. The SDK cancels it when the connection has ended and
-	// every notification read before the end was handled.
-	inbound context.Context
 }
 
 var _ sdk.Client = (*client)(nil)
@@ -73,6 +68,7 @@ func newClient(dir string, log *slog.Logger) (*client, error) {
 		dirs:  []string{filepath.Clean(dir), real},
 		root:  root,
 		terms: newTerminals(log),
+		box:   newMailbox(log),
 	}, nil
 }
 
@@ -91,48 +87,35 @@ func (c *client) close() {
 	c.root.Close()
 }
 
-// drain waits, after the connection ended, until the session updates
-// read before the end have been handled: the SDK reports the end to a
-// waiting request before it has handed them all on. It gives up after a
-// while, as the SDK itself does.
-func (c *client) drain() {
-	deadline := time.Now().Add(2 * time.Second)
-	// Before the first update is handled there is nothing to wait on;
-	// one may be on its way.
-	settle := time.Now().Add(100 * time.Millisecond)
-	for {
-		c.mu.Lock()
-		ctx := c.inbound
-		c.mu.Unlock()
-		if ctx != nil {
-			timer := time.NewTimer(time.Until(deadline))
-			defer timer.Stop()
-			select {
-			case <-ctx.Done():
-			case <-timer.C:
-			}
-			c.box.flush()
-			return
-		}
-		if time.Now().After(settle) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+// sinkNow returns where session updates go now.
+func (c *client) sinkNow() sink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sink
 }
 
-// SessionUpdate hands a session/update notification to the current sink.
-func (c *client) SessionUpdate(ctx context.Context, n sdk.SessionNotification) error {
-	kind := updateKind(n.Update)
-	c.mu.Lock()
-	s := c.sink
-	c.inbound = ctx
-	c.mu.Unlock()
+// notified takes the params of a session/update notification the
+// stdoutReader read, for the sink of the moment.
+func (c *client) notified(params json.RawMessage) {
+	s := c.sinkNow()
 	if s == nil {
-		c.log.Debug("session update outside a turn", "kind", kind)
+		c.log.Debug("session update outside a turn")
+		return
+	}
+	c.box.postRaw(s, params)
+}
+
+// SessionUpdate takes a session/update notification the SDK decoded. The
+// stdoutReader takes every one out of the stream before the SDK sees it,
+// so this is there for the sdk.Client interface; it would hand the update
+// on as notified does.
+func (c *client) SessionUpdate(ctx context.Context, n sdk.SessionNotification) error {
+	s := c.sinkNow()
+	if s == nil {
+		c.log.Debug("session update outside a turn", "kind", updateKind(n.Update))
 		return nil
 	}
-	c.box.post(s, kind, n.Update)
+	c.box.postDecoded(s, n)
 	return nil
 }
 

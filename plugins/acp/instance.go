@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
 
@@ -18,11 +19,13 @@ const clientVersion = "0.1.0"
 // instance is one agent process with its ACP connection, past the
 // initialize handshake. Agent and Turns both run on one.
 type instance struct {
-	name   string
-	proc   *process
-	conn   *sdk.ClientSideConnection
-	client *client
-	init   sdk.InitializeResponse
+	name    string
+	proc    *process
+	out     *stdoutReader // the agent's stdout, as the connection reads it
+	conn    *sdk.ClientSideConnection
+	client  *client
+	init    sdk.InitializeResponse
+	watched chan struct{} // closed when watch has returned
 }
 
 // launch spawns the agent for a session in dir and initializes it.
@@ -42,11 +45,13 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 	// The SDK starts reading in NewClientSideConnection, and its reader
 	// reads the logger SetLogger writes without synchronization: the
 	// agent's output is held back until the logger is set.
-	gate := &gatedReader{r: proc.Stdout(), open: make(chan struct{})}
+	out := newStdoutReader(proc.Stdout(), c.notified)
+	gate := &gatedReader{r: out, open: make(chan struct{})}
 	conn := sdk.NewClientSideConnection(c, proc.input, gate)
 	conn.SetLogger(slog.New(quietHandler{b.log.Handler()}).With("component", "acp-sdk"))
 	close(gate.open)
-	in := &instance{name: b.cfg.Name, proc: proc, conn: conn, client: c}
+	in := &instance{name: b.cfg.Name, proc: proc, out: out, conn: conn, client: c, watched: make(chan struct{})}
+	go in.watch()
 
 	in.init, err = conn.Initialize(ctx, sdk.InitializeRequest{
 		ProtocolVersion: sdk.ProtocolVersionNumber,
@@ -77,6 +82,31 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 	return in, nil
 }
 
+// watch ends the process once the connection to it has ended, and the
+// connection once the process has: one without the other is no agent.
+//
+// A connection ends with the process running when the agent broke it (a
+// line too long) or closed its stdout: nothing it writes is read any
+// more, so it is stopped as Close stops it. A process ends with the
+// connection open when something outside its group holds its stdout:
+// what the agent wrote before it went is read for a second more.
+func (in *instance) watch() {
+	defer close(in.watched)
+	select {
+	case <-in.conn.Done():
+		in.proc.abandon(closeGrace)
+	case <-in.proc.Exited():
+		timer := time.NewTimer(time.Second)
+		defer timer.Stop()
+		select {
+		case <-in.conn.Done():
+		case <-timer.C:
+			in.proc.CloseStdout()
+			<-in.conn.Done()
+		}
+	}
+}
+
 // broken reports whether the agent is gone or going: the connection
 // ended, or a request could not be written, which happens to an agent
 // that exited before the connection saw the end of its output.
@@ -102,6 +132,9 @@ func (in *instance) alive() bool {
 // reported with its exit status and the tail of its stderr, a request
 // that ran out of ctx with ctx's error.
 func (in *instance) failure(ctx context.Context, doing string, err error) error {
+	if rerr := in.out.failure(); errors.Is(rerr, errLineTooLong) {
+		return fmt.Errorf("acp: %s: the agent was stopped while %s: %w", in.name, doing, rerr)
+	}
 	if in.broken() {
 		if exit := in.proc.exitError(); exit != nil {
 			return fmt.Errorf("acp: %s: the agent ended while %s: %w", in.name, doing, exit)
@@ -131,6 +164,7 @@ func (in *instance) stderrNote() string {
 func (in *instance) close() {
 	in.proc.stop(closeGrace)
 	<-in.conn.Done()
+	<-in.watched
 	in.client.close()
 }
 

@@ -81,7 +81,7 @@ type fixture struct {
 	b     *acp.Backend
 }
 
-func newFixture(t *testing.T, env map[string]string) *fixture {
+func newFixture(t testing.TB, env map[string]string) *fixture {
 	t.Helper()
 	f := &fixture{
 		dir:   t.TempDir(),
@@ -122,7 +122,7 @@ func (f *fixture) conv(id string) plugins.Conversation {
 func (f *fixture) path(name string) string { return filepath.Join(f.dir, name) }
 
 // start starts an agent; it is closed when the test ends.
-func (f *fixture) start(t *testing.T, b *acp.Backend, id string, resume bool) plugins.Agent {
+func (f *fixture) start(t testing.TB, b *acp.Backend, id string, resume bool) plugins.Agent {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -74,6 +74,16 @@ func (p *process) stop(grace time.Duration) {
 	<-p.StderrDone()
 }
 
+// abandon ends an agent nobody reads any more, its connection gone:
+// stdout is closed, which fails a write the agent is blocked in, and
+// stdin, which asks it to exit; after grace the group is killed. Its
+// stderr is read on to the end, for the error that says how it ended.
+func (p *process) abandon(grace time.Duration) {
+	p.CloseStdout()
+	p.CloseStdin()
+	p.WaitExit(grace)
+}
+
 // exitError describes how the agent ended, with the tail of its stderr,
 // once it has (waiting up to a second for that). It is nil while the
 // agent still runs.

@@ -1,8 +1,9 @@
 // Command testagent is a scripted ACP agent for the acp backend's tests,
 // built on the agent side of the ACP Go SDK. Each line of a prompt is a
 // step ("say hi", "tool t1 Read a file", "permit t2 Edit", "wait",
-// "crash", "hang", "run echo hi", "spawn sleep 9", ...), so a test
-// chooses what the agent does by what it asks.
+// "crash", "exit 1", "pid", "bigline 12000000", "hang", "run echo hi",
+// "spawn sleep 9", ...), so a test chooses what the agent does by what it
+// asks.
 //
 // The environment sets what the agent is:
 //
@@ -413,15 +414,21 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 		return t.send(ctx, acp.UpdateAgentThoughtText(rest))
 	case "flood":
 		// flood N RATE TEXT: N chunks of TEXT, RATE a second, as a fast
-		// model streams.
+		// model streams; a # in TEXT is the chunk's number, so a client
+		// can tell a chunk lost or out of place.
 		var count, rate int
 		var text string
 		if _, err := fmt.Sscanf(rest, "%d %d %s", &count, &rate, &text); err != nil || rate <= 0 {
 			return fmt.Errorf("flood N RATE TEXT: %q", rest)
 		}
+		numbered := strings.Contains(text, "#")
 		start := time.Now()
 		for i := range count {
-			if err := t.say(ctx, "%s", text); err != nil {
+			chunk := text
+			if numbered {
+				chunk = strings.ReplaceAll(text, "#", strconv.Itoa(i))
+			}
+			if err := t.say(ctx, "%s", chunk); err != nil {
 				return err
 			}
 			// Ahead of the rate, wait for it.
@@ -517,6 +524,27 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 	case "crash":
 		fmt.Fprintln(os.Stderr, "testagent: fatal: boom")
 		os.Exit(2)
+	case "exit":
+		// exit N: ends the process with status N, saying nothing.
+		code, err := strconv.Atoi(rest)
+		if err != nil {
+			return fmt.Errorf("exit N: %q", rest)
+		}
+		os.Exit(code)
+	case "pid":
+		return t.say(ctx, "pid %d", os.Getpid())
+	case "bigline":
+		// bigline N: a session update of N bytes on one line, more than
+		// a client may read; the agent dies of SIGPIPE when the client
+		// stops reading it.
+		n, err := strconv.Atoi(rest)
+		if err != nil {
+			return fmt.Errorf("bigline N: %q", rest)
+		}
+		head := fmt.Sprintf(`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%q,"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"`, t.id)
+		line := head + strings.Repeat("x", max(0, n-len(head)-6)) + `"}}}}` + "\n"
+		_, err = io.WriteString(t.agent.out, line)
+		return err
 	case "garbage":
 		writeGarbage(t.agent.out)
 		return nil
