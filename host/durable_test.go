@@ -114,9 +114,10 @@ func TestJournalDownRefusesWork(t *testing.T) {
 		t.Errorf("nothing was sent once the journal was back")
 	}
 
+	msgs := c.Messages() // before the journal is read: each was in it before it was sent
 	_, kept := journaled(t, j, session)
 	missing := 0
-	for _, m := range c.Messages() {
+	for _, m := range msgs {
 		env := m.Envelope
 		if env == nil || env.RejectionReason != nil || (env.Channel != session && env.Channel != chat) {
 			continue
