@@ -46,6 +46,7 @@ type journalTrouble struct {
 type journalHealth struct {
 	trouble atomic.Pointer[journalTrouble] // nil while appends succeed
 	lost    atomic.Bool                    // a run was given up unsent as the host stopped
+	gap     atomic.Int64                   // the newest serverSeq of a run sent that the journal could not take (unwritable)
 	waiting atomic.Int64                   // agents and clients waiting for their session's journal now
 
 	// changed is closed, and made again, when trouble comes or goes: what
@@ -80,12 +81,18 @@ func (h *Host) publish(key string, run []effect) int64 {
 	}
 	bt := h.bus.Reserve(items(run))
 	size, err := h.writeDown(key, bt.Envelopes())
-	if err != nil {
+	switch {
+	case errors.Is(err, errStopping):
 		// The host is stopping and the journal never took the run: it is
 		// not sent, as nothing is that the journal does not hold.
 		h.health.lost.Store(true)
 		h.bus.Discard(bt)
 		return size
+	case err != nil:
+		// An entry no journal can take: the run goes out, for its
+		// clients' states to follow the session's, and no replay spans it.
+		envs := bt.Envelopes()
+		h.health.noteGap(envs[len(envs)-1].ServerSeq)
 	}
 	h.bus.Release(bt)
 	return size
@@ -147,6 +154,11 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		if h.ctx.Err() != nil || errors.Is(err, journal.ErrClosed) {
 			return seqs, errStopping
 		}
+		if unwritable(err) {
+			h.metrics.journalErrors.Add(1)
+			h.log.Error("an entry the journal cannot take is not written; a client that missed it is sent snapshots", "session", session, "err", err)
+			return seqs, err
+		}
 		h.journalFailed(session, err)
 		t := time.NewTimer(wait)
 		select {
@@ -172,6 +184,25 @@ const journalSlow = 5 * time.Second
 // errSlowJournal is why the journal counts as failing while an append
 // waits longer than journalSlow.
 var errSlowJournal = fmt.Errorf("it has not acknowledged a write for %s", journalSlow)
+
+// unwritable reports whether an append's error is about what was appended
+// (an entry over the journal's bound, which the host's own bounds leave
+// only to a turn of a size no client could take), not about the journal:
+// trying again cannot help.
+func unwritable(err error) bool {
+	return errors.Is(err, journal.ErrEntryTooLarge) || errors.Is(err, journal.ErrBatchTooLarge) || errors.Is(err, journal.ErrBadSession)
+}
+
+// noteGap records that the actions up to serverSeq last are not all in the
+// journal: no replay from the journal spans them.
+func (jh *journalHealth) noteGap(last int64) {
+	for {
+		gap := jh.gap.Load()
+		if gap >= last || jh.gap.CompareAndSwap(gap, last) {
+			return
+		}
+	}
+}
 
 // journalFailed counts an append that failed and notes the journal in
 // trouble.

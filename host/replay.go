@@ -85,14 +85,14 @@ func (m *journalMarks) forget(key string) {
 // theirs it missed after seen, read from the journal. It fails, leaving
 // c unsubscribed, when the journal does not hold them all, and says why:
 // tooFarBehind when the gap is past what is kept (no journal, retention,
-// more than maxJournalReplay), notReplayable when
+// an entry the journal could not take, more than maxJournalReplay), notReplayable when
 // it cannot be read (a channel not journaled, the journal unreadable).
 func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
 	j := h.opts.Journal
 	switch {
 	case seen < 0:
 		return nil, notReplayable // not a serverSeq
-	case j == nil:
+	case j == nil || h.health.gap.Load() > seen:
 		return nil, tooFarBehind
 	}
 	keys := map[string]bool{}
