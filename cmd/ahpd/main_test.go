@@ -33,6 +33,9 @@ var ahpdBin string
 var raceEnabled bool
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(natsServerEnv); dir != "" {
+		serveNATSForTest(dir) // a NATS server for a test, not the tests
+	}
 	dir, err := os.MkdirTemp("", "ahpd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
