@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -105,36 +106,42 @@ func TestRestartsKeepWhatClientsSaw(t *testing.T) {
 		// A stop cuts the turns still running at once.
 		p := serveDaemon(t, e, "--shutdown-grace", "1ms")
 		starts = append(starts, time.Since(began))
-		c := connect(t, p, e.token(t), fmt.Sprintf("r%d", round))
+		// A client per session: a connection may watch 20 at most.
+		cs := make([]*hosttest.Client, n)
 		for i := range n {
+			cs[i] = connect(t, p, e.token(t), fmt.Sprintf("r%d-%d", round, i))
+		}
+		for i := range n {
+			c := cs[i]
 			if round == 0 {
 				sessions[i], chats[i] = newSession(t, c, e, fmt.Sprintf("r%d", i))
 				continue
 			}
 			c.Subscribe(sessions[i])
-			cs := c.Subscribe(chats[i]).State.(*protocol.ChatState)
-			checkSeen(t, fmt.Sprintf("round %d, session %d", round, i), cs, seen[i])
+			st := c.Subscribe(chats[i]).State.(*protocol.ChatState)
+			checkSeen(t, fmt.Sprintf("round %d, session %d", round, i), st, seen[i])
 		}
 		if round == rounds {
 			// Asleep and awake again, the turns come back from the journal
 			// as they were, not from the backend's transcript.
 			for i := range n {
+				c := cs[i]
 				c.MustCall("unsubscribe", map[string]any{"channel": chats[i]})
 				c.MustCall("unsubscribe", map[string]any{"channel": sessions[i]})
 				c.MustCall("ahpd/suspendSession", map[string]any{"channel": sessions[i]})
-				cs := c.Subscribe(chats[i]).State.(*protocol.ChatState)
-				checkSeen(t, fmt.Sprintf("after sleeping, session %d", i), cs, seen[i])
+				st := c.Subscribe(chats[i]).State.(*protocol.ChatState)
+				checkSeen(t, fmt.Sprintf("after sleeping, session %d", i), st, seen[i])
+				c.Close()
 			}
-			c.Close()
 			p.terminate()
 			break
 		}
 		turn := func(int) string { return fmt.Sprintf("t%d", round) }
 		for i := range n {
-			startTurn(c, chats[i], turn(i), script(i, round))
+			startTurn(cs[i], chats[i], turn(i), script(i, round))
 		}
 		for i := range n {
-			if cancelled(i, round) {
+			if c := cs[i]; cancelled(i, round) {
 				c.WaitState(chats[i], "a reply to cancel", func(st protocol.ChannelState) bool {
 					at := st.(*protocol.ChatState).ActiveTurn
 					return at != nil && strings.Contains(text(at.ResponseParts), "line 1 ")
@@ -145,7 +152,7 @@ func TestRestartsKeepWhatClientsSaw(t *testing.T) {
 		// Every turn that ends on its own has ended, and every long one
 		// has streamed some: then the daemon stops.
 		for i := range n {
-			c.WaitState(chats[i], "the round's turns to end or stream", func(st protocol.ChannelState) bool {
+			cs[i].WaitState(chats[i], "the round's turns to end or stream", func(st protocol.ChannelState) bool {
 				cs := st.(*protocol.ChatState)
 				if at := cs.ActiveTurn; at != nil {
 					return at.ID == turn(i) && strings.Contains(text(at.ResponseParts), "line 20 ")
@@ -161,16 +168,16 @@ func TestRestartsKeepWhatClientsSaw(t *testing.T) {
 		}
 		p.wait(exitTimeout)
 		for i := range n {
-			cs := c.State(chats[i]).(*protocol.ChatState)
-			for _, tr := range cs.Turns {
+			st := cs[i].State(chats[i]).(*protocol.ChatState)
+			for _, tr := range st.Turns {
 				seen[i][tr.ID] = seenOf(tr)
 			}
-			if at := cs.ActiveTurn; at != nil {
+			if at := st.ActiveTurn; at != nil {
 				// Cut: it comes back ended, with at least this text.
 				seen[i][at.ID] = seenTurn{state: "cut", text: text(at.ResponseParts)}
 			}
+			cs[i].Close()
 		}
-		c.Close()
 	}
 	var slowest time.Duration
 	for _, d := range starts {
