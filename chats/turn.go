@@ -16,6 +16,7 @@ type run struct {
 	turnID  string
 	started time.Time
 	cancel  context.CancelFunc
+	stop    context.CancelCauseFunc // cancels it with a reason the turn ends with (End)
 	done    chan struct{}
 	after   <-chan struct{} // the run before, cancelled and still ending
 	steered chan struct{}   // signalled when a steering message is left for the turn
@@ -51,8 +52,9 @@ func (c *Chat) newRun(turnID string, started time.Time) *run {
 }
 
 func (c *Chat) launch(r *run, msg protocol.Message, resume bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	ctx, stop := context.WithCancelCause(context.Background())
+	r.stop = stop
+	r.cancel = func() { stop(nil) }
 	if prev := c.run; prev != nil {
 		// Its turn has ended for the clients; the agent takes one prompt
 		// at a time, so this one waits for it to let go.
@@ -68,6 +70,17 @@ func (c *Chat) cancel(turnID string) {
 	if c.run != nil && c.run.turnID == turnID {
 		c.run.cancel()
 	}
+}
+
+// End ends the running turn, if any, as an error saying why (the host
+// cannot go on with it: its journal's disk is full), and returns a
+// channel closed once it has ended. Called with the owner's lock held.
+func (c *Chat) End(why error) <-chan struct{} {
+	if c.run == nil {
+		return c.Done()
+	}
+	c.run.stop(why)
+	return c.run.done
 }
 
 // Cancel stops the running turn, if any, and returns a channel closed once
@@ -149,6 +162,9 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 		if died && err != nil && !interrupted && !errors.Is(err, context.Canceled) {
 			err = fmt.Errorf("%w (the agent has stopped: the next message starts it again)", err)
 		}
+	}
+	if why := context.Cause(ctx); why != nil && !errors.Is(why, context.Canceled) {
+		err = why // ended for a reason (End), not cancelled by a client
 	}
 	c.settle(r, c.end(r, err, true, interrupted && canContinue))
 }
@@ -238,6 +254,10 @@ func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnStat
 	default:
 		state = protocol.TurnStateError
 		part := protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()}}
+		var typed interface{ ErrorType() string }
+		if errors.As(err, &typed) {
+			part.Error.ErrorType = typed.ErrorType() // the host's reason (End), not the agent's
+		}
 		if resumable {
 			part.Error.ErrorType = "agentInterrupted"
 			part.Resumable = new(true)
