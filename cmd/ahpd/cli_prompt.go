@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -96,28 +95,24 @@ func (a *answerer) approve(ctx context.Context, c *client.Client, chat, turnID s
 func (a *answerer) reply(ctx context.Context, c *client.Client, chat string, r *protocol.ChatInputRequest) string {
 	if !a.interactive {
 		sendAnswer(ctx, c, chat, &protocol.ChatInputCompletedAction{RequestID: r.ID, Response: protocol.ChatInputResponseKindDecline})
-		return fmt.Sprintf("the agent asked %q and stdin is no terminal to answer on: run it from a terminal, or give the agent what it needs in the message", requestText(r))
+		return fmt.Sprintf("the agent asked %q and stdin is no terminal to answer on: run it from a terminal, or give the agent what it needs in the message", client.RequestText(r))
 	}
 	a.v.done()
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
-	for _, q := range r.Questions {
-		id, message := question(q)
+	for _, pq := range r.Questions {
+		q := client.QuestionOf(pq)
 		for {
-			fmt.Fprintf(a.io.stderr, "%s%s ", message, questionHint(q))
+			fmt.Fprintf(a.io.stderr, "%s%s ", q.Message, questionHint(q))
 			line, got := a.readLine(ctx)
 			if !got {
 				return ""
 			}
-			v, err := answerValue(q, strings.TrimSpace(line))
+			v, err := client.Answer(pq, []string{line})
 			if err != nil {
 				fmt.Fprintf(a.io.stderr, "  %v\n", err)
 				continue
 			}
-			if v != nil {
-				answers.Set(id, &protocol.ChatInputAnswered{State: "submitted", Value: v})
-			} else {
-				answers.Set(id, &protocol.ChatInputSkipped{})
-			}
+			answers.Set(q.ID, v)
 			break
 		}
 	}
@@ -156,93 +151,15 @@ func (a *answerer) readLine(ctx context.Context) (string, bool) {
 	}
 }
 
-// question returns a question's id and what it asks.
-func question(q protocol.ChatInputQuestion) (id, message string) {
-	switch q := q.(type) {
-	case *protocol.ChatInputTextQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputNumberQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputBooleanQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputSingleSelectQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputMultiSelectQuestion:
-		return q.ID, q.Message
-	}
-	return "", ""
-}
-
 // questionHint says how to answer a question on one line.
-func questionHint(q protocol.ChatInputQuestion) string {
-	switch q := q.(type) {
-	case *protocol.ChatInputBooleanQuestion:
+func questionHint(q client.Question) string {
+	switch q.Kind {
+	case "boolean":
 		return " [y/n]"
-	case *protocol.ChatInputSingleSelectQuestion:
-		return " [" + optionList(q.Options) + "]"
-	case *protocol.ChatInputMultiSelectQuestion:
-		return " [" + optionList(q.Options) + "; several with commas]"
+	case "single-select":
+		return " [" + client.OptionList(q.Options) + "]"
+	case "multi-select":
+		return " [" + client.OptionList(q.Options) + "; several with commas]"
 	}
 	return ""
-}
-
-func optionList(opts []protocol.ChatInputOption) string {
-	labels := make([]string, len(opts))
-	for i, o := range opts {
-		labels[i] = fmt.Sprintf("%d %s", i+1, o.Label)
-	}
-	return strings.Join(labels, ", ")
-}
-
-// answerValue reads a typed answer; nil skips a question left empty.
-func answerValue(q protocol.ChatInputQuestion, s string) (protocol.ChatInputAnswerValue, error) {
-	if s == "" {
-		return nil, nil
-	}
-	switch q := q.(type) {
-	case *protocol.ChatInputNumberQuestion:
-		n, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, fmt.Errorf("a number, please")
-		}
-		return &protocol.ChatInputNumberAnswerValue{Value: n}, nil
-	case *protocol.ChatInputBooleanQuestion:
-		switch strings.ToLower(s) {
-		case "y", "yes":
-			return &protocol.ChatInputBooleanAnswerValue{Value: true}, nil
-		case "n", "no":
-			return &protocol.ChatInputBooleanAnswerValue{Value: false}, nil
-		}
-		return nil, fmt.Errorf("y or n, please")
-	case *protocol.ChatInputSingleSelectQuestion:
-		id, err := option(q.Options, s)
-		if err != nil {
-			return nil, err
-		}
-		return &protocol.ChatInputSelectedAnswerValue{Value: id}, nil
-	case *protocol.ChatInputMultiSelectQuestion:
-		var ids []string
-		for _, part := range strings.Split(s, ",") {
-			id, err := option(q.Options, strings.TrimSpace(part))
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, id)
-		}
-		return &protocol.ChatInputSelectedManyAnswerValue{Value: ids}, nil
-	}
-	return &protocol.ChatInputTextAnswerValue{Value: s}, nil
-}
-
-// option finds an option by its number or its label.
-func option(opts []protocol.ChatInputOption, s string) (string, error) {
-	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(opts) {
-		return opts[n-1].ID, nil
-	}
-	for _, o := range opts {
-		if strings.EqualFold(o.Label, s) || o.ID == s {
-			return o.ID, nil
-		}
-	}
-	return "", fmt.Errorf("one of %s, please", optionList(opts))
 }

@@ -83,7 +83,7 @@ func (d *differ) diff(parts []protocol.ResponsePart) []turnEvent {
 		case *protocol.InputRequestResponsePart:
 			if !d.asked[p.Request.ID] {
 				d.asked[p.Request.ID] = true
-				out = append(out, turnEvent{Event: "input", ID: p.Request.ID, Message: requestText(&p.Request)})
+				out = append(out, turnEvent{Event: "input", ID: p.Request.ID, Message: client.RequestText(&p.Request)})
 			}
 		}
 	}
@@ -121,23 +121,6 @@ func invocation(tc protocol.ToolCallState) string {
 		return tc.InvocationMessage.Text
 	}
 	return ""
-}
-
-// requestText is an input request's questions on one line.
-func requestText(r *protocol.ChatInputRequest) string {
-	if r.Message != nil && *r.Message != "" {
-		return *r.Message
-	}
-	text := ""
-	for _, q := range r.Questions {
-		if _, m := question(q); m != "" {
-			if text != "" {
-				text += " / "
-			}
-			text += m
-		}
-	}
-	return text
 }
 
 // follow shows a turn until it ends, answering what it asks through a,
