@@ -3,6 +3,7 @@ package client
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -98,21 +99,18 @@ func Sole(req *protocol.ChatInputRequest, values ...string) (Answers, error) {
 // question given no answer is skipped, unless it is required; an answer
 // to no question of req is refused.
 func Accept(req *protocol.ChatInputRequest, given Answers) (*protocol.ChatInputCompletedAction, error) {
-	known := map[string]bool{}
+	for id := range given {
+		if !slices.ContainsFunc(req.Questions, func(q protocol.ChatInputQuestion) bool { return QuestionOf(q).ID == id }) {
+			return nil, &AnswerError{Question: id, Message: fmt.Sprintf("the request has no question %s", protocol.Quote(id))}
+		}
+	}
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
 	for _, pq := range req.Questions {
-		q := QuestionOf(pq)
-		known[q.ID] = true
-		a, err := Answer(pq, given[q.ID])
+		a, err := Answer(pq, given[QuestionOf(pq).ID])
 		if err != nil {
 			return nil, err
 		}
-		answers.Set(q.ID, a)
-	}
-	for id := range given {
-		if !known[id] {
-			return nil, &AnswerError{Question: id, Message: fmt.Sprintf("the request has no question %s", protocol.Quote(id))}
-		}
+		answers.Set(QuestionOf(pq).ID, a)
 	}
 	act := &protocol.ChatInputCompletedAction{RequestID: req.ID, Response: protocol.ChatInputResponseKindAccept}
 	if answers.Len() > 0 {

@@ -270,15 +270,8 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	if b.ID != nil {
 		id = *b.ID
 	}
+	// No provider: the host's default agent, or a refusal saying why.
 	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: b.Config}
-	if params.Provider == nil {
-		root, _ := c.State(protocol.RootURI).(*protocol.RootState)
-		if root == nil || len(root.Agents) == 0 {
-			a.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "no_agents", Message: "the host offers no agents"})
-			return
-		}
-		params.Provider = &root.Agents[0].Provider
-	}
 	if b.Folder != nil {
 		params.WorkingDirectories = []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(*b.Folder))}).String()}
 	}
@@ -289,6 +282,9 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		params.Config["isolation"] = []byte(`"worktree"`)
 	}
 	if err := c.Call(ctx, "createSession", params, nil); err != nil {
+		if b.Provider == nil && client.ErrorCode(err) == protocol.CodeProviderNotFound {
+			err = noAgent(err)
+		}
 		a.fail(w, r, err)
 		return
 	}
