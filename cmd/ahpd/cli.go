@@ -58,10 +58,12 @@ func commandUsage() string {
 
 // Exit statuses of the commands.
 const (
-	exitOK        = 0
-	exitFailed    = 1 // the turn or the request failed
-	exitUsage     = 2
-	exitInterrupt = 130 // SIGINT: 128 + 2
+	exitOK         = 0
+	exitFailed     = 1   // the turn or the request failed
+	exitUsage      = 2   // a usage mistake, or a daemon with no agent for it
+	exitNeedsInput = 3   // the turn waits on a person, and none is here to ask
+	exitToolFailed = 4   // the turn completed, but its last tool call failed
+	exitInterrupt  = 130 // SIGINT: 128 + 2
 )
 
 // connFlags are the flags every command takes to find the daemon.
