@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
@@ -196,5 +199,60 @@ func TestCLIRunWaits(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "waiting for somebody to answer \"Which file?\": `ahpd answer "+id+" "+q.ID+" TEXT`") {
 		t.Errorf("stderr %q", stderr.String())
+	}
+}
+
+// TestCLIAutomationRunWaits: `ahpd automations run` says when its run
+// waits on a person and how to answer; `ahpd automations show` says it
+// too; answered, the run completes.
+func TestCLIAutomationRunWaits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	serveDaemon(t, e)
+	if r := cli(t, e, "automations", "add", "--id", "asks", "--message", "ask Which branch?", "--provider", "script"); r.code != 0 {
+		t.Fatalf("automations add: %d %q", r.code, r.stderr)
+	}
+	cmd := cliCmd(e, "automations", "run", "asks")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	hint := regexp.MustCompile("the run waits for somebody to answer \"Which branch\\?\": `ahpd answer ([0-9a-f]+) (\\S+) TEXT`")
+	var m []string
+	for m == nil {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("ahpd automations run ended without saying the run waits")
+			}
+			m = hint.FindStringSubmatch(line)
+		case <-time.After(startTimeout):
+			t.Fatal("ahpd automations run never said the run waits")
+		}
+	}
+	if r := cli(t, e, "automations", "show", "asks"); r.code != 0 || !strings.Contains(r.stdout, "running") || !strings.Contains(r.stdout, "waits for somebody to answer \"Which branch?\": `ahpd answer "+m[1]+" "+m[2]) {
+		t.Fatalf("automations show: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := cli(t, e, "answer", m[1], m[2], "main"); r.code != 0 {
+		t.Fatalf("answer: %d %q", r.code, r.stderr)
+	}
+	for range lines {
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("ahpd automations run: %v", err)
+	}
+	if r := cli(t, e, "automations", "show", "asks"); !strings.Contains(r.stdout, "completed") || strings.Contains(r.stdout, "waits for") {
+		t.Errorf("automations show after: %q", r.stdout)
 	}
 }

@@ -69,11 +69,17 @@ func needsInput(session string, w *client.Waiting) string {
 
 // howToAnswer is the command that answers w.
 func howToAnswer(session string, w client.Waiting) string {
-	id := sessionID(session)
-	if w.Tool != nil {
-		return fmt.Sprintf("approve %s: `ahpd approve %s %s` (or `ahpd deny %s %s`)", protocol.Quote(w.Text()), id, w.ID, id, w.ID)
+	return answerHint(session, w.Kind(), w.ID, w.Text())
+}
+
+// answerHint is the command that answers what a session waits on: a
+// question, or a tool call ("approval") of id.
+func answerHint(session, kind, id, text string) string {
+	sid := sessionID(session)
+	if kind == "approval" {
+		return fmt.Sprintf("approve %s: `ahpd approve %s %s` (or `ahpd deny %s %s`)", protocol.Quote(text), sid, id, sid, id)
 	}
-	return fmt.Sprintf("answer %s: `ahpd answer %s %s TEXT`", protocol.Quote(w.Text()), id, w.ID)
+	return fmt.Sprintf("answer %s: `ahpd answer %s %s TEXT`", protocol.Quote(text), sid, id)
 }
 
 // approve answers a tool call waiting for approval: itself with
