@@ -169,6 +169,9 @@ func (b *answerBody) action(req *protocol.ChatInputRequest) (protocol.Action, er
 		}
 	}
 	for qid, raw := range b.Answers {
+		if len(qid) > maxIDBytes {
+			return nil, badRequest("answers", "a question id of %d bytes: at most %d", len(qid), maxIDBytes)
+		}
 		values, err := jsonValues("answers."+qid, raw)
 		if err != nil {
 			return nil, err

@@ -69,6 +69,7 @@ func TestAnswerAndApprove(t *testing.T) {
 		{"mo", ask, map[string]any{"answer": "x", "decline": true}, 400, "invalid_request", "decline"},
 		{"mo", ask, map[string]any{"answer": ""}, 400, "invalid_request", "answers.answer"},
 		{"mo", ask, map[string]any{"colour": "red"}, 400, "invalid_request", "colour"},
+		{"mo", ask, map[string]any{"answers": map[string]any{strings.Repeat("x", 5000): "red"}}, 400, "invalid_request", "answers"},
 	} {
 		status, out := e.call(tt.who, "POST", tt.path, tt.body)
 		if code, field := errCode(out); status != tt.status || code != tt.code || field != tt.field {

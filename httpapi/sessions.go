@@ -44,7 +44,11 @@ func decode(r *http.Request, v any) error {
 			return badRequest(te.Field, "%s: expected %s", te.Field, te.Type)
 		}
 		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
-			return badRequest(m[1], "%s is not a member of this request", protocol.Quote(m[1]))
+			field := m[1]
+			if len(field) > 64 {
+				field = "" // a client's string is not handed back whole
+			}
+			return badRequest(field, "%s is not a member of this request", protocol.Quote(m[1]))
 		}
 		return badRequest("", "the body is not valid JSON: %v", err)
 	}
