@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +25,12 @@ const (
 type Endpoint struct {
 	URL   string
 	Token string
+	// Withheld, when set, is the state directory's token file, whose
+	// token was not sent: it is the local daemon's, and goes only to the
+	// address that daemon records (Home, "" when it records none), which
+	// URL is not.
+	Withheld string
+	Home     string
 }
 
 // LocateOptions override what Locate finds. Each is optional; a field
@@ -47,8 +54,11 @@ var ErrNoDaemon = errors.New("no ahpd running")
 // Locate finds the host to talk to: the URL from o.URL, else $AHPD_URL,
 // else the address file of the daemon's state directory; the token from
 // o.Token, o.TokenFile, $AHPD_TOKEN, else the state directory's token
-// file. A missing token is no error (a daemon may ask none); a missing
-// address is ErrNoDaemon, with what to do in the message.
+// file, which is sent only to the address the state directory records:
+// that token is the local daemon's, and another host given by URL gets
+// none (Endpoint.Withheld says so). A missing token is no error (a daemon
+// may ask none); a missing address is ErrNoDaemon, with what to do in
+// the message.
 func Locate(o LocateOptions) (Endpoint, error) {
 	getenv := o.Getenv
 	if getenv == nil {
@@ -62,24 +72,30 @@ func Locate(o LocateOptions) (Endpoint, error) {
 		return DefaultStateDir(getenv)
 	}
 	var ep Endpoint
+	home := func() (string, error) {
+		d, err := stateDir()
+		if err != nil {
+			return "", err
+		}
+		data, err := os.ReadFile(filepath.Join(d, AddressFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("%w (no %s in %s): start one with `ahpd`, or pass --url or set AHPD_URL", ErrNoDaemon, AddressFile, d)
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the daemon's address: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
 	switch {
 	case o.URL != "":
 		ep.URL = o.URL
 	case getenv("AHPD_URL") != "":
 		ep.URL = getenv("AHPD_URL")
 	default:
-		d, err := stateDir()
-		if err != nil {
+		var err error
+		if ep.URL, err = home(); err != nil {
 			return ep, err
 		}
-		data, err := os.ReadFile(filepath.Join(d, AddressFile))
-		if errors.Is(err, fs.ErrNotExist) {
-			return ep, fmt.Errorf("%w (no %s in %s): start one with `ahpd`, or pass --url or set AHPD_URL", ErrNoDaemon, AddressFile, d)
-		}
-		if err != nil {
-			return ep, fmt.Errorf("reading the daemon's address: %w", err)
-		}
-		ep.URL = strings.TrimSpace(string(data))
 	}
 	switch {
 	case o.Token != "":
@@ -100,13 +116,55 @@ func Locate(o LocateOptions) (Endpoint, error) {
 		if err != nil {
 			return ep, err
 		}
-		data, err := os.ReadFile(filepath.Join(d, TokenFile))
+		path := filepath.Join(d, TokenFile)
+		data, err := os.ReadFile(path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return ep, fmt.Errorf("reading the connection token: %w", err)
 		}
-		ep.Token = strings.TrimSpace(string(data))
+		token := strings.TrimSpace(string(data))
+		if token == "" {
+			return ep, nil
+		}
+		at, _ := home()
+		if at == "" || !SameAddress(ep.URL, at) {
+			ep.Withheld, ep.Home = path, at
+			return ep, nil
+		}
+		ep.Token = token
 	}
 	return ep, nil
+}
+
+// SameAddress reports whether two host addresses name the same listener:
+// the same host and port, ws and http alike (wss and https), whatever
+// the path or query.
+func SameAddress(a, b string) bool {
+	ua, err1 := url.Parse(a)
+	ub, err2 := url.Parse(b)
+	if err1 != nil || err2 != nil || ua.Host == "" || ub.Host == "" {
+		return false
+	}
+	secure := func(u *url.URL) (bool, bool) {
+		switch strings.ToLower(u.Scheme) {
+		case "ws", "http":
+			return false, true
+		case "wss", "https":
+			return true, true
+		}
+		return false, false
+	}
+	sa, oka := secure(ua)
+	sb, okb := secure(ub)
+	port := func(u *url.URL, tls bool) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		if tls {
+			return "443"
+		}
+		return "80"
+	}
+	return oka && okb && sa == sb && strings.EqualFold(ua.Hostname(), ub.Hostname()) && port(ua, sa) == port(ub, sb)
 }
 
 // DefaultStateDir is ahpd's state directory: $XDG_STATE_HOME/ahpd, else

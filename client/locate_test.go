@@ -37,6 +37,13 @@ func TestLocate(t *testing.T) {
 			map[string]string{"AHPD_URL": "ws://127.0.0.1:1", "AHPD_TOKEN": "from-env"}, "ws://127.0.0.1:2", "from-flag"},
 		{"a token file", client.LocateOptions{TokenFile: tokenFile},
 			map[string]string{"AHPD_TOKEN": "from-env"}, "ws://127.0.0.1:4242", "from-file"},
+		// The state directory's token is the local daemon's: another
+		// address gets none unless given one.
+		{"another host gets no local token", client.LocateOptions{URL: "ws://203.0.113.9:4242"}, nil, "ws://203.0.113.9:4242", ""},
+		{"another port neither", client.LocateOptions{URL: "ws://127.0.0.1:4243"}, nil, "ws://127.0.0.1:4243", ""},
+		{"nor another host from the environment", client.LocateOptions{}, map[string]string{"AHPD_URL": "ws://example.invalid:4242"}, "ws://example.invalid:4242", ""},
+		{"the local address spelled otherwise does", client.LocateOptions{URL: "http://127.0.0.1:4242/"}, nil, "http://127.0.0.1:4242/", "from-state"},
+		{"another host given a token", client.LocateOptions{URL: "ws://203.0.113.9:4242", Token: "mine"}, nil, "ws://203.0.113.9:4242", "mine"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -48,6 +55,9 @@ func TestLocate(t *testing.T) {
 			}
 			if ep.URL != tt.wantURL || ep.Token != tt.wantToken {
 				t.Errorf("Locate = %+v, want %s %s", ep, tt.wantURL, tt.wantToken)
+			}
+			if withheld := ep.Withheld != ""; withheld != (tt.wantToken == "") || (withheld && ep.Home != "ws://127.0.0.1:4242") {
+				t.Errorf("Locate = %+v: Withheld, Home", ep)
 			}
 		})
 	}

@@ -87,6 +87,10 @@ func opOperation(op string) (grants.Operation, bool) {
 		return grants.ForAction("chat/turnCancelled")
 	case "archive", "unarchive":
 		return grants.ForAction("session/isArchivedChanged")
+	case "answer":
+		return grants.ForAction("chat/inputCompleted")
+	case "approve":
+		return grants.ForAction("chat/toolCallConfirmed")
 	}
 	return "", false
 }

@@ -120,8 +120,9 @@ func signInBrowser(t *testing.T, ctx context.Context, e *env, who string) {
 // TestBrowser follows a person through the dashboard in a real browser:
 // sign in, watch a session appear while its turn runs, open it, see the
 // reply and the timeline grow live, scrub back to the first turn, cancel
-// a running turn; a guest sees no button that writes; a reply of 10,000
-// deltas ends with the whole text on the page.
+// a running turn, answer a question and approve a write from their
+// sessions' pages; a guest sees no button that writes or answers; a
+// reply of 10,000 deltas ends with the whole text on the page.
 func TestBrowser(t *testing.T) {
 	e := newEnv(t, envOptions{throttle: 50 * time.Millisecond})
 	ctx := startBrowser(t)
@@ -195,6 +196,36 @@ func TestBrowser(t *testing.T) {
 	}
 	shoot(t, ctx, "dashboard-replay.png")
 
+	// The question a session asks is answered from its page, and a write
+	// another waits for is approved from its.
+	tab(t, ctx, "the asking session's page",
+		chromedp.Navigate(e.srv.URL+"/ui/session?uri=ahp-session:/asks"),
+		chromedp.WaitVisible(chromedp.CSS(`form.answer input[name="q.answer"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.answer input[name="q.answer"]`), "notes.txt"),
+	)
+	follow(t, ctx, "pressing Answer", `form.answer button[value="accept"]`)
+	tab(t, ctx, "the answered turn",
+		poll(`!!document.querySelector("#turn-t-asks.t-complete")`),
+		poll(`document.querySelector("#turn-t-asks").innerText.includes("notes.txt")`),
+		poll(`!document.querySelector("form.answer")`),
+	)
+	waitChat(t, root, asks, idle)
+	_, writes := e.startSession(t, root, "writes", "a write to approve", "write approved.txt hi")
+	waitChat(t, root, writes, waiting)
+	tab(t, ctx, "the writing session's page",
+		chromedp.Navigate(e.srv.URL+"/ui/session?uri=ahp-session:/writes"),
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[value="approve"]`)),
+		poll(`!!document.querySelector('form.confirm button[value="deny"]')`),
+	)
+	follow(t, ctx, "pressing Approve", `form.confirm button[value="approve"]`)
+	tab(t, ctx, "the approved write",
+		poll(`!!document.querySelector("#turn-t-writes.t-complete")`),
+		poll(`document.querySelector("#turn-t-writes details.tool summary").innerText.includes("completed")`),
+	)
+	waitChat(t, root, writes, idle)
+	_, guestAsks := e.startSession(t, root, "guestasks", "a question a guest cannot answer", "ask Anything?")
+	waitChat(t, root, guestAsks, waiting)
+
 	// A guest sees the session but no button that writes.
 	tab(t, ctx, "the sessions page", chromedp.Navigate(e.srv.URL+"/ui/"))
 	follow(t, ctx, "signing out", `form[action="/ui/logout"] button`)
@@ -206,6 +237,14 @@ func TestBrowser(t *testing.T) {
 	)
 	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form[action="/ui/session/action"]').length`)); err != nil || n != 0 {
 		t.Fatalf("the guest is shown %d forms that write (%v)", n, err)
+	}
+	tab(t, ctx, "the guest's page of a session that asks",
+		chromedp.Navigate(e.srv.URL+"/ui/session?uri=ahp-session:/guestasks"),
+		chromedp.WaitVisible(chromedp.CSS("#conversation .question")),
+		poll(`document.querySelector("#conversation").innerText.includes("Waiting for an answer.")`),
+	)
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('form[method="post"][action^="/ui/session/"]').length`)); err != nil || n != 0 {
+		t.Fatalf("the guest is shown %d forms that answer or write (%v)", n, err)
 	}
 
 	// A reply streamed in 10,000 deltas ends with its whole text.
@@ -231,7 +270,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("the long reply on the page has %d bytes, want %d (%v)", len(got), len(want), err)
 	}
-	cancel(t, root, asks)
+	cancel(t, root, guestAsks)
 	if *screenshots {
 		tab(t, ctx, "a narrow screen", chromedp.EmulateViewport(390, 760), chromedp.Navigate(e.srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("table.sessions")))
 		shoot(t, ctx, "dashboard-narrow.png")

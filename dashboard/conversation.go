@@ -13,6 +13,9 @@ import (
 // convView is a chat's conversation as the session page draws it.
 type convView struct {
 	Turns []turnView
+	// Forms, when set, lets the person answer what the running turn
+	// waits on from the page (answers.go).
+	Forms *formsView
 }
 
 // turnView is one turn: the person's message and what the agent did.
@@ -45,13 +48,37 @@ type toolView struct {
 	Input      string
 	Result     string
 	Failed     bool
+	// Pending: the running turn waits for it to be approved, with the
+	// options the agent offered beyond approve and deny.
+	Pending bool
+	Options []optionView
 }
 
 // questionView is what the agent asked a person, and their answer.
 type questionView struct {
+	ID       string // the input request's
 	Text     string
 	Response string
 	Answers  string
+	Open     bool // the running turn waits for the answer
+	Fields   []fieldView
+}
+
+// fieldView is one question of an input request, as a form field.
+type fieldView struct {
+	Name, Other string // the form names of its value and of free text
+	HTMLID      string
+	Kind        string // text, number, integer, boolean, single-select, multi-select
+	Label       string
+	Required    bool
+	Options     []optionView
+	Freeform    bool
+}
+
+// optionView is an option a question or a tool call offers.
+type optionView struct {
+	ID, Label, Kind string
+	HTMLID          string
 }
 
 // maxShown bounds a tool input, result or answer shown on the page.
@@ -66,14 +93,14 @@ func conversationOf(cs *protocol.ChatState) convView {
 	}
 	for i := range cs.Turns {
 		t := &cs.Turns[i]
-		tv := turnView{ID: t.ID, Anchor: turnAnchor(t.ID), Input: t.Message.Text, State: string(t.State), Parts: partsOf(t.ResponseParts)}
+		tv := turnView{ID: t.ID, Anchor: turnAnchor(t.ID), Input: t.Message.Text, State: string(t.State), Parts: partsOf(t.ResponseParts, false)}
 		if t.StartedAt != nil {
 			tv.StartedAt = *t.StartedAt
 		}
 		v.Turns = append(v.Turns, tv.finish())
 	}
 	if at := cs.ActiveTurn; at != nil {
-		tv := turnView{ID: at.ID, Anchor: turnAnchor(at.ID), Input: at.Message.Text, State: "running", Parts: partsOf(at.ResponseParts), StartedAt: at.StartedAt}
+		tv := turnView{ID: at.ID, Anchor: turnAnchor(at.ID), Input: at.Message.Text, State: "running", Parts: partsOf(at.ResponseParts, true), StartedAt: at.StartedAt}
 		v.Turns = append(v.Turns, tv.finish())
 	}
 	if sm := cs.SteeringMessage; sm != nil {
@@ -107,7 +134,9 @@ func anchorSafe(id string) string {
 	return b.String()
 }
 
-func partsOf(parts []protocol.ResponsePart) []partView {
+// partsOf draws a turn's parts; running says the turn runs, so that what
+// it asks is open.
+func partsOf(parts []protocol.ResponsePart, running bool) []partView {
 	var out []partView
 	for _, p := range parts {
 		switch p := p.(type) {
@@ -121,9 +150,13 @@ func partsOf(parts []protocol.ResponsePart) []partView {
 		case *protocol.ReasoningResponsePart:
 			out = append(out, partView{Kind: "reasoning", Text: p.Content})
 		case *protocol.ToolCallResponsePart:
-			out = append(out, partView{Kind: "tool", Tool: toolOf(p.ToolCall)})
+			tv := toolOf(p.ToolCall)
+			tv.Pending = tv.Pending && running
+			out = append(out, partView{Kind: "tool", Tool: tv})
 		case *protocol.InputRequestResponsePart:
-			out = append(out, partView{Kind: "question", Question: questionOf(p)})
+			q := questionOf(p)
+			q.Open = q.Open && running
+			out = append(out, partView{Kind: "question", Question: q})
 		case *protocol.ErrorResponsePart:
 			out = append(out, partView{Kind: "error", Text: p.Error.Message})
 		case *protocol.SystemNotificationResponsePart:
@@ -153,6 +186,11 @@ type toolWire struct {
 	Error             *struct {
 		Message string `json:"message"`
 	} `json:"error"`
+	Options []struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+		Kind  string `json:"kind"`
+	} `json:"options"`
 }
 
 func toolOf(tc protocol.ToolCallState) *toolView {
@@ -184,6 +222,11 @@ func toolOf(tc protocol.ToolCallState) *toolView {
 		tv.Failed = true
 	}
 	tv.Result = clip(strings.Join(result, "\n"))
+	if tv.Pending = w.Status == "pending-confirmation"; tv.Pending {
+		for _, o := range w.Options {
+			tv.Options = append(tv.Options, optionView{ID: o.ID, Label: o.Label, Kind: o.Kind})
+		}
+	}
 	return tv
 }
 
@@ -239,9 +282,12 @@ func formatBytes(n int) string {
 }
 
 func questionOf(p *protocol.InputRequestResponsePart) *questionView {
-	q := &questionView{Text: requestText(&p.Request)}
+	q := &questionView{ID: p.Request.ID, Text: requestText(&p.Request), Open: p.Response == nil}
 	if p.Response != nil {
 		q.Response = string(*p.Response)
+	}
+	if q.Open {
+		q.Fields = fieldsOf(&p.Request)
 	}
 	var lines []string
 	for id, a := range p.Request.Answers.All() {

@@ -112,6 +112,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("GET /ui/session", d.signedIn(d.sessionPage))
 	d.mux.HandleFunc("GET /ui/session/events", d.signedIn(d.sessionEvents))
 	d.mux.HandleFunc("POST /ui/session/action", d.signedIn(d.sessionAction))
+	d.mux.HandleFunc("POST /ui/session/answer", d.signedIn(d.answerAction))
+	d.mux.HandleFunc("POST /ui/session/confirm", d.signedIn(d.confirmAction))
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})

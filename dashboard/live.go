@@ -249,6 +249,7 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 		b.Timeline = tl
 	}
 	b.Actions = d.actionsFor(v, b, ss, cs, "active")
+	b.Conversation.Forms = d.formsFor(v, b)
 	return b, nil
 }
 

@@ -41,6 +41,18 @@ func parseTemplates() *template.Template {
 		"markdown": markdown,
 		"seqTime":  seqTime,
 		"opButton": opButton,
+		"answerForm": func(f *formsView, q *questionView) any {
+			return struct {
+				Forms *formsView
+				Q     *questionView
+			}{f, q}
+		},
+		"confirmForm": func(f *formsView, t *toolView) any {
+			return struct {
+				Forms *formsView
+				T     *toolView
+			}{f, t}
+		},
 	}).ParseFS(templateFS, "templates/*.html"))
 }
 

@@ -250,6 +250,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 		b.Timeline = tl
 	}
 	b.Actions = d.actionsFor(v, b, ss, chats[chat], residency)
+	b.Conversation.Forms = d.formsFor(v, b)
 	if b.Live {
 		b.LiveSrc = "/ui/session/events?" + withURI(sq.values(false), sq.URI).Encode()
 	}

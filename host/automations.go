@@ -168,6 +168,9 @@ func (h *Host) dispatchAutomation(c *conn, channel string, a protocol.Action, or
 			break
 		}
 		if err = h.checkAutomationPlaces(c, a.Definition); err == nil {
+			err = h.checkDefaultFor(a.Definition.Session)
+		}
+		if err == nil {
 			_, err = h.autos.e.Create(owner, a.Resource, a.Definition)
 		}
 		h.echoAutomation(c, channel, a, origin, err)
@@ -185,7 +188,10 @@ func (h *Host) dispatchAutomation(c *conn, channel string, a protocol.Action, or
 			if a.Changes.Triggers != nil {
 				next.Triggers = a.Changes.Triggers
 			}
-			if err = h.checkAutomationPlaces(c, next); err == nil {
+			if err = h.checkAutomationPlaces(c, next); err == nil && a.Changes.Session != nil {
+				err = h.checkDefaultFor(next.Session)
+			}
+			if err == nil {
 				_, err = h.autos.e.Update(owner, a.Resource, a.Changes)
 			}
 		}

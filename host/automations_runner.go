@@ -77,14 +77,10 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 
 // createSession makes the run's session from the automation's template.
 func (r automationRunner) createSession(ctx context.Context, c *ahpclient.Client, tmpl protocol.AutomationSessionTemplate) (string, error) {
-	provider := ""
-	if tmpl.Provider != nil {
-		provider = *tmpl.Provider
-	} else if ps := r.h.opts.Backends.Providers(); len(ps) > 0 {
-		provider = ps[0]
-	}
+	// A template naming no provider runs on the host's default as it is
+	// now: createSession picks it.
 	session := protocol.NewSessionURI(newAutomationID()).String()
-	create := protocol.CreateSessionParams{Channel: session, Provider: &provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config}
+	create := protocol.CreateSessionParams{Channel: session, Provider: tmpl.Provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config}
 	if err := c.Call(ctx, "createSession", create, nil); err != nil {
 		return "", fmt.Errorf("create the run's session: %w", err)
 	}

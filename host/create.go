@@ -36,7 +36,9 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 		spec.provider = *p.Provider
 	}
 	if spec.provider == "" {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: provider: name a provider (one of %s)", strings.Join(h.opts.Backends.Providers(), ", "))
+		if spec.provider, err = h.defaultProvider(); err != nil {
+			return nil, protocol.Errorf(protocol.CodeProviderNotFound, "%v", err)
+		}
 	}
 	backend, ok := h.opts.Backends.Get(spec.provider)
 	if !ok {

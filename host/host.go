@@ -46,6 +46,12 @@ type Options struct {
 	Journal *journal.Journal
 	// Backends are the agent runtimes sessions run on.
 	Backends *plugins.Registry
+	// DefaultProvider picks the provider of a session whose maker names
+	// none (createSession without one, an automation's template without
+	// one): the daemon's choice, or an error saying why there is none,
+	// which refuses the session (default_provider.go). nil takes the
+	// first backend registered.
+	DefaultProvider func() (string, error)
 	// Logger receives the host's logs; nil discards them.
 	Logger *slog.Logger
 	// Replay is how many changes are kept for reconnecting clients.

@@ -17,8 +17,11 @@ type sessionParams struct {
 	Channel string `json:"channel"`
 	// IfIdle, for ahpd/suspendSession, leaves a busy session as it is
 	// instead of refusing.
-	IfIdle bool           `json:"ifIdle,omitempty"`
-	Meta   jsontext.Value `json:"_meta,omitempty"`
+	IfIdle bool `json:"ifIdle,omitempty"`
+	// Operations, for ahpd/sessionStatus, asks for the operations the
+	// caller may do to the session too.
+	Operations bool           `json:"operations,omitempty"`
+	Meta       jsontext.Value `json:"_meta,omitempty"`
 }
 
 // statusResult answers the ahpd/* session commands.
@@ -28,6 +31,10 @@ type statusResult struct {
 	// root:<host>), when the host holds it and it has one: a dashboard
 	// shows it and works out from it which writes the grants allow.
 	Owner string `json:"owner,omitempty"`
+	// Operations, for ahpd/sessionStatus asked for them, are the
+	// operations of the grants table the caller may do to the session
+	// (allowed.go).
+	Operations []string `json:"operations,omitempty"`
 	// Meta, on a host sharing sessions, names the host that holds the
 	// session (clusterMeta) when one does.
 	Meta protocol.Object `json:"_meta,omitempty"`
@@ -59,8 +66,12 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (
 	if err != nil {
 		return nil, err
 	}
-	if owner := h.ownerOf(c, p.Channel); !owner.IsZero() {
+	owner := h.ownerOf(c, p.Channel)
+	if !owner.IsZero() {
 		res.Owner = owner.String()
+	}
+	if p.Operations {
+		res.Operations = h.operationsFor(c, owner)
 	}
 	return res, nil
 }

@@ -100,6 +100,8 @@ func (a *API) routes() []route {
 		{"POST", "/v1/sessions/{id}/suspend", a.suspend},
 		{"POST", "/v1/sessions/{id}/resume", a.resume},
 		{"GET", "/v1/sessions/{id}/events", a.sessionEvents},
+		{"POST", "/v1/sessions/{id}/questions/{requestId}", a.answerQuestion},
+		{"POST", "/v1/sessions/{id}/tool-calls/{toolCallId}", a.confirmToolCall},
 		{"GET", "/v1/automations", a.listAutomations},
 		{"POST", "/v1/automations", a.createAutomation},
 		{"GET", "/v1/automations/events", a.automationEvents},

@@ -150,7 +150,9 @@ type sse struct {
 
 func (e *env) events(who, path string) *stream {
 	e.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
+	// A hang guard only: an event that never comes fails the test in
+	// two minutes rather than the run's ten.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+e.tokens[who])
 	resp, err := http.DefaultClient.Do(req)

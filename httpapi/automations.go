@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -180,9 +181,13 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		runs := e.Runs
-		if runs == nil {
-			runs = []protocol.AutomationRunSummary{}
+		runs := []map[string]json.RawMessage{}
+		for _, run := range e.Runs {
+			v, err := withWaiting(ctx, c, run, run.Lifecycle, run.PrimarySession)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, v)
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"runs": runs})
 		return nil
@@ -252,7 +257,15 @@ func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, st)
+		rs, ok := st.(*protocol.AutomationRunState)
+		if !ok {
+			return notFound("no run %s", protocol.Quote(tail(uri)))
+		}
+		v, err := withWaiting(ctx, c, rs, rs.Lifecycle, rs.PrimarySession)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, v)
 		return nil
 	})
 }
@@ -296,4 +309,44 @@ func (a *API) automationEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		return []string{automations.CatalogueURI}, nil
 	})
+}
+
+// waitView is what a run's session waits on a person for.
+type waitView struct {
+	Session string `json:"session"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"` // input, confirmation: answered at questions/{id}, tool-calls/{id}
+	Text    string `json:"text"`
+}
+
+// withWaiting is a run (its AHP object) with, while it runs, waitingFor:
+// the questions and tool calls its session waits on somebody for, so a
+// run stuck on a person says so and on what.
+func withWaiting(ctx context.Context, c *client.Client, run any, l protocol.AutomationRunLifecycle, session *protocol.URI) (map[string]json.RawMessage, error) {
+	data, err := json.Marshal(run)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]json.RawMessage{}
+	if err := json.Unmarshal(data, &out); err != nil {
+		return nil, err
+	}
+	waits := []waitView{}
+	if _, running := l.(*protocol.AutomationRunningRunLifecycle); running && session != nil {
+		ws, err := c.SessionWaiting(ctx, *session)
+		if err != nil && client.ErrorCode(err) != protocol.CodeSessionNotFound {
+			return nil, err
+		}
+		for _, w := range ws {
+			kind := "input"
+			if w.Tool != nil {
+				kind = "confirmation"
+			}
+			waits = append(waits, waitView{Session: idOf(*session), ID: w.ID, Kind: kind, Text: w.Text()})
+		}
+	}
+	if out["waitingFor"], err = json.Marshal(waits); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -132,6 +132,18 @@ func rpcError(e *client.Error) *apiError {
 	return out
 }
 
+// noAgent is a host's refusal of a session that names no provider: it
+// has no agent to run it on.
+func noAgent(err error) *apiError {
+	msg := err.Error()
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		msg = ce.Message
+	}
+	return &apiError{Status: http.StatusBadRequest, Code: "no_agent", Field: "provider",
+		Message: msg + ` ("provider": "script" runs the built-in script backend)`}
+}
+
 // refusal maps the reason the host gave for refusing an action. A
 // refused action carries no code, only its reason; the grants and the
 // allowed roots word theirs so they can be told apart.

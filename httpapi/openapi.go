@@ -32,15 +32,19 @@ var ops = map[string]op{
 	"POST /v1/sessions/{id}/suspend": {summary: "Let the session's agents go; 409 session_busy while a turn runs with no question open, unless ifIdle", body: "Suspend", status: 200, result: "Residency"},
 	"POST /v1/sessions/{id}/resume":  {summary: "Start a suspended session's agents again", status: 200, result: "Residency"},
 	"GET /v1/sessions/{id}/events":   {summary: "Server-Sent Events: the session's and its chat's actions; ?after=SEQ or Last-Event-ID replays from there", status: 200, result: "events", params: []string{"after"}},
+	"POST /v1/sessions/{id}/questions/{requestId}": {summary: "Answer a question the running turn asks (an input request of the session's questions): answer for its one question, answers by question id for several, or decline; 404 when it is not open (unknown, or answered already), 409 turn_ended when its turn has ended",
+		body: "Answer", status: 200, result: "Answered"},
+	"POST /v1/sessions/{id}/tool-calls/{toolCallId}": {summary: "Approve or deny a tool call waiting for approval, with one of the options it offers when it offers some; 404 when it is not waiting, 409 turn_ended when its turn has ended",
+		body: "Confirm", status: 200, result: "Answered"},
 	"GET /v1/automations":            {summary: "Your automations", status: 200, result: "AutomationList"},
 	"POST /v1/automations":           {summary: "Create an automation (an AHP AutomationDefinition)", body: "CreateAutomation", status: 201, result: "Object"},
 	"GET /v1/automations/events":     {summary: "Server-Sent Events: changes to your automations", status: 200, result: "events", params: []string{"after"}},
 	"GET /v1/automations/{id}":       {summary: "One automation (an AHP AutomationEntry)", status: 200, result: "Object"},
 	"DELETE /v1/automations/{id}":    {summary: "Remove an automation", status: 204},
-	"GET /v1/automations/{id}/runs":  {summary: "An automation's recent runs", status: 200, result: "RunList"},
+	"GET /v1/automations/{id}/runs":  {summary: "An automation's recent runs; waitingFor lists what a running one's session waits on a person for", status: 200, result: "RunList"},
 	"POST /v1/automations/{id}/runs": {summary: "Run an automation now; a retry with the same requestId starts no second run", body: "StartRun", status: 202, result: "RunStarted"},
 	"GET /v1/automation-triggers":    {summary: "The event triggers the host offers, with their config schemas", status: 200, result: "TriggerList"},
-	"GET /v1/runs/{id}":              {summary: "One run (an AHP AutomationRunState)", status: 200, result: "Object"},
+	"GET /v1/runs/{id}":              {summary: "One run (an AHP AutomationRunState), with waitingFor", status: 200, result: "Run"},
 	"POST /v1/runs/{id}/cancel":      {summary: "Cancel a run's turn", status: 202, result: "RunStarted"},
 	"GET /v1/runs/{id}/events":       {summary: "Server-Sent Events: a run's lifecycle", status: 200, result: "events", params: []string{"after"}},
 }
@@ -94,7 +98,32 @@ func schemas() map[string]any {
 			"code": str(0), "message": str(0), "field": str(0)})}),
 		"Turn": turn,
 		"Question": obj([]string{"id", "turnId", "kind", "text"}, map[string]any{
-			"id": str(0), "turnId": str(0), "kind": map[string]any{"enum": []string{"input", "confirmation"}}, "text": str(0)}),
+			"id": str(0), "turnId": str(0), "kind": map[string]any{"enum": []string{"input", "confirmation"}}, "text": str(0),
+			"questions": arrayOf("InputQuestion"), "tool": str(0), "options": arrayOf("Option")}),
+		"InputQuestion": obj([]string{"id", "kind", "message", "required"}, map[string]any{
+			"id": str(0), "kind": map[string]any{"enum": []string{"text", "number", "integer", "boolean", "single-select", "multi-select"}},
+			"title": str(0), "message": str(0), "required": map[string]any{"type": "boolean"}, "options": arrayOf("Option"),
+			"freeform": map[string]any{"type": "boolean"}}),
+		"Option": obj([]string{"id", "label"}, map[string]any{"id": str(0), "label": str(0),
+			"kind": map[string]any{"enum": []string{"approve", "deny"}}}),
+		"Answer": map[string]any{"type": "object", "additionalProperties": false,
+			"oneOf": []any{
+				map[string]any{"required": []string{"answer"}, "not": map[string]any{"anyOf": []any{map[string]any{"required": []string{"answers"}}, map[string]any{"required": []string{"decline"}}}}},
+				map[string]any{"required": []string{"answers"}, "not": map[string]any{"anyOf": []any{map[string]any{"required": []string{"answer"}}, map[string]any{"required": []string{"decline"}}}}},
+				map[string]any{"required": []string{"decline"}, "properties": map[string]any{"decline": map[string]any{"const": true}},
+					"not": map[string]any{"anyOf": []any{map[string]any{"required": []string{"answer"}}, map[string]any{"required": []string{"answers"}}}}},
+			},
+			"description": `One of: answer (the request's one question), answers (by question id), decline: true. A text answers a text question; a number (or its text) a number one; true/false (or "yes"/"no") a boolean one; an option's id, label or number (from 1) a select one, a list of them a multi-select one.`,
+			"properties": map[string]any{
+				"answer":  answerValue,
+				"answers": map[string]any{"type": "object", "additionalProperties": answerValue},
+				"decline": map[string]any{"type": "boolean"},
+			}},
+		"Confirm": map[string]any{"type": "object", "additionalProperties": false, "required": []string{"decision"}, "properties": map[string]any{
+			"decision": map[string]any{"enum": []string{"approve", "deny"}},
+			"option":   map[string]any{"type": "string", "description": "the id (or label) of one of the options the tool call offers, of the decision's kind"},
+		}},
+		"Answered": obj([]string{"id", "turnId", "lastSeq"}, map[string]any{"id": str(0), "turnId": str(0), "lastSeq": map[string]any{"type": "integer"}}),
 		"Session": obj([]string{"id", "uri", "title", "provider", "status", "archived", "folders", "metadata", "activeTurn", "queuedTurns", "questions", "lastSeq"}, map[string]any{
 			"id": str(0), "uri": str(0), "title": str(0), "provider": str(0),
 			"status":   map[string]any{"enum": []string{"idle", "running", "waiting", "error", "suspended"}},
@@ -116,19 +145,29 @@ func schemas() map[string]any {
 		"Residency":        obj([]string{"id", "residency"}, map[string]any{"id": str(0), "residency": map[string]any{"enum": []string{"active", "suspended"}}}),
 		"AutomationList":   obj([]string{"automations"}, map[string]any{"automations": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
 		"CreateAutomation": obj([]string{"definition"}, map[string]any{"id": idPattern, "definition": map[string]any{"type": "object"}}),
-		"RunList":          obj([]string{"runs"}, map[string]any{"runs": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
-		"StartRun":         obj(nil, map[string]any{"requestId": idPattern}),
-		"RunStarted":       obj([]string{"id"}, map[string]any{"id": str(0), "uri": str(0)}),
-		"TriggerList":      obj([]string{"triggers"}, map[string]any{"triggers": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
+		"RunList":          obj([]string{"runs"}, map[string]any{"runs": arrayOf("Run")}),
+		"Run": map[string]any{"type": "object", "required": []string{"waitingFor"}, "description": "An AHP AutomationRunSummary (or, read alone, AutomationRunState), with waitingFor",
+			"properties": map[string]any{"waitingFor": arrayOf("Waiting")}},
+		"Waiting": obj([]string{"session", "id", "kind", "text"}, map[string]any{"session": str(0), "id": str(0),
+			"kind": map[string]any{"enum": []string{"input", "confirmation"}}, "text": str(0)}),
+		"StartRun":    obj(nil, map[string]any{"requestId": idPattern}),
+		"RunStarted":  obj([]string{"id"}, map[string]any{"id": str(0), "uri": str(0)}),
+		"TriggerList": obj([]string{"triggers"}, map[string]any{"triggers": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
 	}
 }
+
+// answerValue is the schema of one question's answer.
+var answerValue = map[string]any{"oneOf": []any{
+	map[string]any{"type": "string"}, map[string]any{"type": "number"}, map[string]any{"type": "boolean"},
+	map[string]any{"type": "array", "items": map[string]any{"type": []string{"string", "number", "boolean"}}},
+}}
 
 var errorStatuses = map[string]string{
 	"400": "Bad input: error.field names the member at fault",
 	"401": "No valid token",
 	"403": "The token's person may not do this (a grant, an allowed root)",
-	"404": "No such session, automation or run (for this person)",
-	"409": "session_busy: a turn is running; already_exists",
+	"404": "No such session, automation, run, question or tool call waiting (for this person)",
+	"409": "session_busy: a turn is running; already_exists; turn_ended: the question's turn has ended",
 	"413": "The body is larger than 1 MiB",
 }
 
@@ -157,8 +196,8 @@ func document() map[string]any {
 		responses[strconv.Itoa(o.status)] = ok
 		operation := map[string]any{"summary": o.summary, "responses": responses, "operationId": operationID(method, path)}
 		var params []any
-		if strings.Contains(path, "{id}") {
-			params = append(params, map[string]any{"name": "id", "in": "path", "required": true, "schema": str(256)})
+		for _, name := range pathParams(path) {
+			params = append(params, map[string]any{"name": name, "in": "path", "required": true, "schema": str(256)})
 		}
 		for _, p := range o.params {
 			params = append(params, paramDocs[p])
@@ -182,6 +221,17 @@ func document() map[string]any {
 		},
 		"security": []any{map[string]any{"bearer": []any{}}},
 	}
+}
+
+// pathParams are the names of a path's {parameters}, in order.
+func pathParams(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, "/") {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			out = append(out, strings.TrimSuffix(name, "}"))
+		}
+	}
+	return out
 }
 
 // operationID names an operation: "GET /v1/sessions/{id}/events" is

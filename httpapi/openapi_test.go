@@ -65,3 +65,46 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAPIAnswerSchemas: the bodies of the answer routes are what the
+// handlers take, and nothing else.
+func TestOpenAPIAnswerSchemas(t *testing.T) {
+	data, _ := json.Marshal(document())
+	var doc any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		schema, body string
+		ok           bool
+	}{
+		{"Answer", `{"answer": "notes.txt"}`, true},
+		{"Answer", `{"answer": 3}`, true},
+		{"Answer", `{"answer": ["a", "b"]}`, true},
+		{"Answer", `{"answers": {"name": "ada", "sure": true}}`, true},
+		{"Answer", `{"decline": true}`, true},
+		{"Answer", `{}`, false},
+		{"Answer", `{"decline": false}`, false},
+		{"Answer", `{"answer": "x", "decline": true}`, false},
+		{"Answer", `{"answer": "x", "answers": {}}`, false},
+		{"Answer", `{"answer": {"x": 1}}`, false},
+		{"Answer", `{"colour": "red"}`, false},
+		{"Confirm", `{"decision": "approve"}`, true},
+		{"Confirm", `{"decision": "deny", "option": "no"}`, true},
+		{"Confirm", `{"decision": "maybe"}`, false},
+		{"Confirm", `{}`, false},
+	} {
+		s, err := c.Compile("openapi.json#/components/schemas/" + tt.schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(tt.body))
+		if err := s.Validate(inst); (err == nil) != tt.ok {
+			t.Errorf("%s %s: valid %v, want %v (%v)", tt.schema, tt.body, err == nil, tt.ok, err)
+		}
+	}
+}

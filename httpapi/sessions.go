@@ -46,7 +46,11 @@ func decode(r *http.Request, v any) error {
 			return badRequest(te.Field, "%s: expected %s", te.Field, te.Type)
 		}
 		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
-			return badRequest(m[1], "%s is not a member of this request", protocol.Quote(m[1]))
+			field := m[1]
+			if len(field) > 64 {
+				field = "" // a client's string is not handed back whole
+			}
+			return badRequest(field, "%s is not a member of this request", protocol.Quote(m[1]))
 		}
 		return badRequest("", "the body is not valid JSON: %v", err)
 	}
@@ -272,17 +276,10 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 	if b.ID != nil {
 		id = *b.ID
 	}
+	// No provider: the host's default agent, or a refusal saying why.
 	// Kept as it is made: the caller's next listing shows it.
 	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: b.Config,
 		Meta: protocol.Object{"ahpd.keep": jsontext.Value("true")}}
-	if params.Provider == nil {
-		root, _ := c.State(protocol.RootURI).(*protocol.RootState)
-		if root == nil || len(root.Agents) == 0 {
-			a.fail(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "no_agents", Message: "the host offers no agents"})
-			return
-		}
-		params.Provider = &root.Agents[0].Provider
-	}
 	if b.Folder != nil {
 		params.WorkingDirectories = []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(*b.Folder))}).String()}
 	}
@@ -293,6 +290,9 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		params.Config["isolation"] = []byte(`"worktree"`)
 	}
 	if err := c.Call(ctx, "createSession", params, nil); err != nil {
+		if b.Provider == nil && client.ErrorCode(err) == protocol.CodeProviderNotFound {
+			err = noAgent(err)
+		}
 		a.fail(w, r, err)
 		return
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"strings"
 
+	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -36,12 +37,33 @@ type turnView struct {
 }
 
 // questionView is something the active turn waits on a person for: an
-// input request, or a tool call to confirm.
+// input request (answered at questions/{id}), or a tool call to confirm
+// (at tool-calls/{id}), with what answering it takes.
 type questionView struct {
-	ID     string `json:"id"`
-	TurnID string `json:"turnId"`
-	Kind   string `json:"kind"` // input, confirmation
-	Text   string `json:"text"`
+	ID        string              `json:"id"`
+	TurnID    string              `json:"turnId"`
+	Kind      string              `json:"kind"` // input, confirmation
+	Text      string              `json:"text"`
+	Questions []inputQuestionView `json:"questions,omitempty"` // input
+	Tool      string              `json:"tool,omitempty"`      // confirmation
+	Options   []optionView        `json:"options,omitempty"`   // confirmation: what it offers beyond approve and deny
+}
+
+// inputQuestionView is one question of an input request.
+type inputQuestionView struct {
+	ID       string       `json:"id"`
+	Kind     string       `json:"kind"`
+	Title    string       `json:"title,omitempty"`
+	Message  string       `json:"message"`
+	Required bool         `json:"required"`
+	Options  []optionView `json:"options,omitempty"`
+	Freeform bool         `json:"freeform,omitempty"` // a select question takes text that is no option
+}
+
+type optionView struct {
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Kind  string `json:"kind,omitempty"` // a tool call's: approve, deny
 }
 
 // idOf is the API's id for a session URI: the id of an ahp-session URI,
@@ -107,7 +129,7 @@ func fullView(uri string, ss *protocol.SessionState, cs *protocol.ChatState, sus
 	if at := cs.ActiveTurn; at != nil {
 		tv := turnView{ID: at.ID, Input: at.Message.Text, State: "running", StartedAt: at.StartedAt, Response: responseText(at.ResponseParts)}
 		v.ActiveTurn = &tv
-		v.Questions = questions(at.ID, at.ResponseParts)
+		v.Questions = questions(cs)
 		// The chat says it first: the session's status follows it.
 		if !suspended {
 			v.Status = "running"
@@ -152,42 +174,26 @@ func responseText(parts []protocol.ResponsePart) string {
 }
 
 // questions are what a running turn waits on.
-func questions(turnID string, parts []protocol.ResponsePart) []questionView {
+func questions(cs *protocol.ChatState) []questionView {
 	out := []questionView{}
-	for _, p := range parts {
-		switch p := p.(type) {
-		case *protocol.InputRequestResponsePart:
-			if p.Response == nil {
-				out = append(out, questionView{ID: p.Request.ID, TurnID: turnID, Kind: "input", Text: requestText(&p.Request)})
+	for _, w := range client.WaitingIn(cs) {
+		q := questionView{ID: w.ID, TurnID: w.TurnID, Kind: "input", Text: w.Text()}
+		if w.Tool != nil {
+			q.Kind, q.Tool, q.Text = "confirmation", w.Tool.DisplayName, w.Tool.InvocationMessage.Text
+			for _, o := range w.Tool.Options {
+				q.Options = append(q.Options, optionView{ID: o.ID, Label: o.Label, Kind: string(o.Kind)})
 			}
-		case *protocol.ToolCallResponsePart:
-			if tc, ok := p.ToolCall.(*protocol.ToolCallPendingConfirmationState); ok {
-				out = append(out, questionView{ID: tc.ToolCallID, TurnID: turnID, Kind: "confirmation", Text: tc.InvocationMessage.Text})
+		} else {
+			for _, pq := range w.Request.Questions {
+				iq := client.QuestionOf(pq)
+				v := inputQuestionView{ID: iq.ID, Kind: iq.Kind, Title: iq.Title, Message: iq.Message, Required: iq.Required, Freeform: iq.Freeform}
+				for _, o := range iq.Options {
+					v.Options = append(v.Options, optionView{ID: o.ID, Label: o.Label})
+				}
+				q.Questions = append(q.Questions, v)
 			}
 		}
+		out = append(out, q)
 	}
 	return out
-}
-
-// requestText is an input request's questions on one line.
-func requestText(r *protocol.ChatInputRequest) string {
-	if r.Message != nil && *r.Message != "" {
-		return *r.Message
-	}
-	var texts []string
-	for _, q := range r.Questions {
-		switch q := q.(type) {
-		case *protocol.ChatInputTextQuestion:
-			texts = append(texts, q.Message)
-		case *protocol.ChatInputNumberQuestion:
-			texts = append(texts, q.Message)
-		case *protocol.ChatInputBooleanQuestion:
-			texts = append(texts, q.Message)
-		case *protocol.ChatInputSingleSelectQuestion:
-			texts = append(texts, q.Message)
-		case *protocol.ChatInputMultiSelectQuestion:
-			texts = append(texts, q.Message)
-		}
-	}
-	return strings.Join(texts, " / ")
 }

@@ -58,10 +58,12 @@ func commandUsage() string {
 
 // Exit statuses of the commands.
 const (
-	exitOK        = 0
-	exitFailed    = 1 // the turn or the request failed
-	exitUsage     = 2
-	exitInterrupt = 130 // SIGINT: 128 + 2
+	exitOK         = 0
+	exitFailed     = 1   // the turn or the request failed
+	exitUsage      = 2   // a usage mistake, or a daemon with no agent for it
+	exitNeedsInput = 3   // the turn waits on a person, and none is here to ask
+	exitToolFailed = 4   // the turn completed, but its last tool call failed
+	exitInterrupt  = 130 // SIGINT: 128 + 2
 )
 
 // connFlags are the flags every command takes to find the daemon.
@@ -145,12 +147,23 @@ func dial(ctx context.Context, f connFlags) (*client.Client, error) {
 	switch {
 	case err == nil:
 		return c, nil
+	case errors.Is(err, client.ErrUnauthorized) && ep.Withheld != "":
+		return nil, fmt.Errorf("%s wants a token: pass --token or --token-file, or set AHPD_TOKEN (the local daemon's, in %s, goes only to its own address%s)", ep.URL, ep.Withheld, homeNote(ep.Home))
 	case errors.Is(err, client.ErrUnauthorized):
 		return nil, fmt.Errorf("%s refused the token: pass --token or --token-file, or set AHPD_TOKEN (a daemon that made its own keeps it in <state-dir>/connection-token)", ep.URL)
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return nil, fmt.Errorf("no ahpd answers at %s: start one with `ahpd` (if one crashed, its address file was left behind)", ep.URL)
 	}
 	return nil, err
+}
+
+// homeNote names the local daemon's address, for the message of a token
+// withheld from another.
+func homeNote(home string) string {
+	if home == "" {
+		return ", and none is recorded: it is not running"
+	}
+	return ", " + home
 }
 
 // resolveSession turns what a person typed (a session id, a unique

@@ -21,7 +21,7 @@ import (
 
 func init() {
 	register(command{name: "automations", run: automationsCommand,
-		usage: `automations ls|add|run|rm ...   list, make, run and remove automations (ahpd automations --help)`})
+		usage: `automations ls|add|run|show|rm ...   list, make, run, show and remove automations (ahpd automations --help)`})
 }
 
 const automationsUsage = `Automations: a message and a session template that ahpd runs on a
@@ -36,8 +36,11 @@ Usage:
       (file-changed needs --with folder=DIR, ref-updated --with repository=DIR).
   ahpd automations run [--no-wait] [--json] NAME
       starts a run and waits for it: exit 0 completed, 1 failed or
-      cancelled, 130 interrupted (the run is cancelled). --no-wait prints
-      the run's URI and returns.
+      cancelled, 130 interrupted (the run is cancelled). While its turn
+      waits on a person it says on what, and how to answer. --no-wait
+      prints the run's URI and returns.
+  ahpd automations show [--json] NAME
+      the automation and its recent runs: what a running one waits on.
   ahpd automations rm NAME
 
 NAME is an automation's id, a unique prefix of one, or its URI.
@@ -51,11 +54,11 @@ func automationsCommand(ctx context.Context, args []string, io cliIO) int {
 		return exitOK
 	}
 	verbs := map[string]func(context.Context, []string, cliIO) int{
-		"ls": automationsLs, "add": automationsAdd, "run": automationsRun, "rm": automationsRm,
+		"ls": automationsLs, "add": automationsAdd, "run": automationsRun, "show": automationsShow, "rm": automationsRm,
 	}
 	fn, ok := verbs[args[0]]
 	if !ok {
-		return cmdUsageError(io, "automations", fmt.Errorf("unknown command %s: ls, add, run or rm", protocol.Quote(args[0])))
+		return cmdUsageError(io, "automations", fmt.Errorf("unknown command %s: ls, add, run, show or rm", protocol.Quote(args[0])))
 	}
 	return fn(ctx, args[1:], io)
 }
@@ -425,7 +428,7 @@ func automationsRun(ctx context.Context, args []string, io cliIO) int {
 		return exitOK
 	}
 	fmt.Fprintf(io.stderr, "ahpd automations run: run %s of %s\n", strings.TrimPrefix(res.Resource, automations.RunScheme+":/"), automationID(entry.Resource))
-	run, interrupted, err := waitRun(ctx, c, res.Resource)
+	run, interrupted, err := waitRun(ctx, c, res.Resource, io)
 	if err != nil {
 		return fail(io, "automations run", err)
 	}
@@ -451,9 +454,10 @@ func automationsRun(ctx context.Context, args []string, io cliIO) int {
 	return code
 }
 
-// waitRun watches a run until it ends. When ctx ends first it cancels the
+// waitRun watches a run until it ends, saying on stderr (once each) what
+// its session waits on a person for. When ctx ends first it cancels the
 // run and waits a little for it to say so; interrupted is then true.
-func waitRun(ctx context.Context, c *client.Client, run string) (protocol.AutomationRunState, bool, error) {
+func waitRun(ctx context.Context, c *client.Client, run string, io cliIO) (protocol.AutomationRunState, bool, error) {
 	// The run exists now: an interrupt from here on cancels it, so
 	// watching it is not cut short by one.
 	sub, cancelSub := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
@@ -462,34 +466,53 @@ func waitRun(ctx context.Context, c *client.Client, run string) (protocol.Automa
 	if err != nil {
 		return protocol.AutomationRunState{}, false, fmt.Errorf("watching the run: %w", err)
 	}
-	ended := func(s protocol.ChannelState) bool {
-		rs, ok := s.(*protocol.AutomationRunState)
-		if !ok {
-			return false
+	told := map[string]bool{}
+	for ctx.Err() == nil {
+		changed := c.Changed()
+		rs, _ := c.State(run).(*protocol.AutomationRunState)
+		if rs != nil && runEnded(rs) {
+			return *rs, false, nil
 		}
-		switch rs.Lifecycle.(type) {
-		case *protocol.AutomationCompletedRunLifecycle, *protocol.AutomationFailedRunLifecycle, *protocol.AutomationCancelledRunLifecycle:
-			return true
+		if rs != nil && rs.PrimarySession != nil {
+			// A session gone or not readable waits on nobody here.
+			ws, _ := c.SessionWaiting(ctx, *rs.PrimarySession)
+			for _, w := range ws {
+				if !told[w.ID] {
+					told[w.ID] = true
+					fmt.Fprintf(io.stderr, "ahpd automations run: the run waits for somebody to %s\n", howToAnswer(*rs.PrimarySession, w))
+				}
+			}
 		}
-		return false
+		select {
+		case <-changed:
+		case <-c.Disconnected():
+			return protocol.AutomationRunState{}, false, errors.New("lost the connection to ahpd; the run goes on: `ahpd automations show` follows it")
+		case <-ctx.Done():
+		}
 	}
-	st, err := c.WaitState(ctx, run, ended)
-	if err == nil && ctx.Err() == nil {
-		return *st.(*protocol.AutomationRunState), false, nil
-	}
-	if ctx.Err() == nil {
-		return protocol.AutomationRunState{}, false, err
-	}
+	// Interrupted: the run goes with it.
 	stop, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if _, err := c.Dispatch(stop, run, &protocol.AutomationRunCancelRequestedAction{}); err != nil {
 		return protocol.AutomationRunState{}, true, fmt.Errorf("cancelling the run: %w", err)
 	}
-	st, err = c.WaitState(stop, run, ended)
+	st, err := c.WaitState(stop, run, func(s protocol.ChannelState) bool {
+		rs, ok := s.(*protocol.AutomationRunState)
+		return ok && runEnded(rs)
+	})
 	if err != nil {
 		return protocol.AutomationRunState{}, true, fmt.Errorf("the run did not end after it was cancelled: %w", err)
 	}
 	return *st.(*protocol.AutomationRunState), true, nil
+}
+
+// runEnded reports whether a run has ended.
+func runEnded(rs *protocol.AutomationRunState) bool {
+	switch rs.Lifecycle.(type) {
+	case *protocol.AutomationCompletedRunLifecycle, *protocol.AutomationFailedRunLifecycle, *protocol.AutomationCancelledRunLifecycle:
+		return true
+	}
+	return false
 }
 
 func automationsRm(ctx context.Context, args []string, io cliIO) int {

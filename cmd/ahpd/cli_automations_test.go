@@ -72,7 +72,7 @@ automations:
 	if s := g.Definition.Session; len(s.WorkingDirectories) != 1 || s.WorkingDirectories[0] != "file://"+e.work {
 		t.Errorf("greeter's folders: %v", s.WorkingDirectories)
 	}
-	if m := cli(t, e, "automations", "add", "--message", "say x", "--title", "by hand only", "--id", "manual"); m.code != 0 {
+	if m := cli(t, e, "automations", "add", "--message", "say x", "--title", "by hand only", "--id", "manual", "--provider", "script"); m.code != 0 {
 		t.Fatalf("add without triggers: %d %s", m.code, m.stderr)
 	}
 
@@ -87,9 +87,9 @@ automations:
 		{"by prefix, as JSON", []string{"run", "--json", "night"}, 0, `"status": "completed"`, "run "},
 		{"no wait", []string{"run", "--no-wait", "greeter"}, 0, "ahp-automation-run:/", ""},
 		{"unknown", []string{"run", "nope"}, 1, "", `no automation "nope": ` + "`ahpd automations ls`"},
-		{"bad cron", []string{"add", "--message", "say x", "--cron", "0 25 * * *"}, 1, "", `cron expression "0 25 * * *"`},
-		{"unknown event", []string{"add", "--message", "say x", "--on", "rain"}, 1, "", `--on "rain": the daemon offers turn-completed, session-failed, file-changed, ref-updated`},
-		{"config for no event", []string{"add", "--message", "say x", "--on", "turn-completed", "--with", "folder=/tmp"}, 1, "", `--with "folder": no --on event takes it`},
+		{"bad cron", []string{"add", "--provider", "script", "--message", "say x", "--cron", "0 25 * * *"}, 1, "", `cron expression "0 25 * * *"`},
+		{"unknown event", []string{"add", "--provider", "script", "--message", "say x", "--on", "rain"}, 1, "", `--on "rain": the daemon offers turn-completed, session-failed, file-changed, ref-updated`},
+		{"config for no event", []string{"add", "--provider", "script", "--message", "say x", "--on", "turn-completed", "--with", "folder=/tmp"}, 1, "", `--with "folder": no --on event takes it`},
 		{"no message", []string{"add", "--title", "x"}, 1, "", "--message is required"},
 		{"declared is not removed", []string{"rm", "nightly"}, 1, "", "declared in ahpd's config file: remove it there"},
 		{"unknown verb", []string{"frob"}, 2, "", `unknown command "frob"`},

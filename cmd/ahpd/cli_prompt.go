@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,117 +11,122 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// answerer answers what a turn asks: tool calls waiting for approval and
+// answerer answers what a turn waits on: tool calls to approve and
 // questions. On a terminal it asks the person; with --auto-approve it
-// approves tool calls itself; otherwise it refuses, and the turn is
-// cancelled with a message that says what to do.
+// approves tool calls itself. What it cannot answer (stdin is no
+// terminal) it leaves open for somebody to answer from elsewhere (`ahpd
+// answer`, the HTTP API, the dashboard): `ahpd run` then stops, saying
+// how (exit 3), or with --wait goes on following the turn.
 type answerer struct {
 	io          cliIO
 	v           view
 	interactive bool // stdin is a terminal
 	autoApprove bool
+	wait        bool // --wait: leave what cannot be answered here to others
+	session     string
 	handled     map[string]bool
 	lines       chan string // stdin, a line at a time, once asked
 }
 
-func newAnswerer(io cliIO, v view, interactive, autoApprove bool) *answerer {
-	return &answerer{io: io, v: v, interactive: interactive, autoApprove: autoApprove, handled: map[string]bool{}}
+func newAnswerer(io cliIO, v view, session string, interactive, autoApprove, wait bool) *answerer {
+	return &answerer{io: io, v: v, session: session, interactive: interactive, autoApprove: autoApprove, wait: wait, handled: map[string]bool{}}
 }
 
-// answer deals with what parts wait for. It returns why the turn cannot
-// go on ("" when it can).
-func (a *answerer) answer(ctx context.Context, c *client.Client, chat, turnID string, parts []protocol.ResponsePart) string {
-	for _, p := range parts {
-		switch p := p.(type) {
-		case *protocol.ToolCallResponsePart:
-			tc, ok := p.ToolCall.(*protocol.ToolCallPendingConfirmationState)
-			if !ok || a.handled[tc.ToolCallID] {
-				continue
-			}
-			a.handled[tc.ToolCallID] = true
-			if why := a.approve(ctx, c, chat, turnID, tc); why != "" {
-				return why
-			}
-		case *protocol.InputRequestResponsePart:
-			if p.Response != nil || a.handled[p.Request.ID] {
-				continue
-			}
-			a.handled[p.Request.ID] = true
-			if why := a.reply(ctx, c, chat, &p.Request); why != "" {
-				return why
-			}
+// answer deals with what the turn waits on. It returns what it could not
+// answer and `ahpd run` stops for, or nil.
+func (a *answerer) answer(ctx context.Context, c *client.Client, chat, turnID string, parts []protocol.ResponsePart) *client.Waiting {
+	cs := &protocol.ChatState{Resource: chat, ActiveTurn: &protocol.ActiveTurn{ID: turnID, ResponseParts: parts}}
+	for _, w := range client.WaitingIn(cs) {
+		if a.handled[w.ID] {
+			continue
+		}
+		a.handled[w.ID] = true
+		switch {
+		case w.Tool != nil && (a.autoApprove || a.interactive):
+			a.approve(ctx, c, chat, turnID, w.Tool)
+		case a.interactive:
+			a.reply(ctx, c, chat, w.Request)
+		case a.wait:
+			a.v.done()
+			fmt.Fprintf(a.io.stderr, "ahpd run: waiting for somebody to %s\n", howToAnswer(a.session, w))
+		default:
+			return &w
 		}
 	}
-	return ""
+	return nil
 }
 
-// approve answers a tool call waiting for approval.
-func (a *answerer) approve(ctx context.Context, c *client.Client, chat, turnID string, tc *protocol.ToolCallPendingConfirmationState) string {
+// needsInput is what `ahpd run` says as it stops for w (exit 3).
+func needsInput(session string, w *client.Waiting) string {
+	what := fmt.Sprintf("the agent asks %s", protocol.Quote(w.Text()))
+	if w.Tool != nil {
+		what = fmt.Sprintf("the agent asks to run %s, which needs approval", protocol.Quote(w.Text()))
+	}
+	return fmt.Sprintf("%s, and stdin is no terminal to ask on. The turn waits: %s (or from the HTTP API or the dashboard); "+
+		"`ahpd run --wait` waits for that, --auto-approve approves tool calls, `ahpd cancel %s` gives up",
+		what, howToAnswer(session, *w), sessionID(session))
+}
+
+// howToAnswer is the command that answers w.
+func howToAnswer(session string, w client.Waiting) string {
+	return answerHint(session, w.Kind(), w.ID, w.Text())
+}
+
+// answerHint is the command that answers what a session waits on: a
+// question, or a tool call ("approval") of id.
+func answerHint(session, kind, id, text string) string {
+	sid := sessionID(session)
+	if kind == "approval" {
+		return fmt.Sprintf("approve %s: `ahpd approve %s %s` (or `ahpd deny %s %s`)", protocol.Quote(text), sid, id, sid, id)
+	}
+	return fmt.Sprintf("answer %s: `ahpd answer %s %s TEXT`", protocol.Quote(text), sid, id)
+}
+
+// approve answers a tool call waiting for approval: itself with
+// --auto-approve, else by asking on the terminal.
+func (a *answerer) approve(ctx context.Context, c *client.Client, chat, turnID string, tc *protocol.ToolCallPendingConfirmationState) {
 	what := fmt.Sprintf("%s: %s", tc.DisplayName, tc.InvocationMessage.Text)
-	by := "refused"
-	ok := false
-	switch {
-	case a.autoApprove:
-		by, ok = "auto-approve", true
-	case a.interactive:
+	by, ok := "auto-approve", true
+	if !a.autoApprove {
 		a.v.done()
 		fmt.Fprintf(a.io.stderr, "Allow %s? [y/N] ", what)
 		line, got := a.readLine(ctx)
 		if !got {
-			return "" // interrupted: the turn is cancelled
+			return // interrupted: the turn is cancelled
 		}
 		by = "terminal"
 		ok = strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
 	}
-	act := &protocol.ChatToolCallConfirmedAction{TurnID: turnID, ToolCallID: tc.ToolCallID, Approved: ok}
-	if ok {
-		reason := protocol.ToolCallConfirmationReasonUserAction
-		if a.autoApprove {
-			reason = protocol.ToolCallConfirmationReasonSetting
-		}
-		act.Confirmed = &reason
-	} else {
-		act.Reason = new(protocol.ToolCallCancellationReasonDenied)
+	act, _ := client.Confirm(turnID, tc, ok, "")
+	if a.autoApprove {
+		act.Confirmed = new(protocol.ToolCallConfirmationReasonSetting)
 	}
 	a.v.show(turnEvent{Event: "approval", ID: tc.ToolCallID, Tool: tc.DisplayName, Approved: &ok, By: by})
 	sendAnswer(ctx, c, chat, act)
-	if by == "refused" {
-		return fmt.Sprintf("the agent asked to run %s, which needs approval, and stdin is no terminal to ask on: rerun with --auto-approve, or from a terminal", what)
-	}
-	return ""
 }
 
 // reply answers a question, on the terminal.
-func (a *answerer) reply(ctx context.Context, c *client.Client, chat string, r *protocol.ChatInputRequest) string {
-	if !a.interactive {
-		sendAnswer(ctx, c, chat, &protocol.ChatInputCompletedAction{RequestID: r.ID, Response: protocol.ChatInputResponseKindDecline})
-		return fmt.Sprintf("the agent asked %q and stdin is no terminal to answer on: run it from a terminal, or give the agent what it needs in the message", requestText(r))
-	}
+func (a *answerer) reply(ctx context.Context, c *client.Client, chat string, r *protocol.ChatInputRequest) {
 	a.v.done()
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
-	for _, q := range r.Questions {
-		id, message := question(q)
+	for _, pq := range r.Questions {
+		q := client.QuestionOf(pq)
 		for {
-			fmt.Fprintf(a.io.stderr, "%s%s ", message, questionHint(q))
+			fmt.Fprintf(a.io.stderr, "%s%s ", q.Message, questionHint(q))
 			line, got := a.readLine(ctx)
 			if !got {
-				return ""
+				return
 			}
-			v, err := answerValue(q, strings.TrimSpace(line))
+			v, err := client.Answer(pq, []string{line})
 			if err != nil {
 				fmt.Fprintf(a.io.stderr, "  %v\n", err)
 				continue
 			}
-			if v != nil {
-				answers.Set(id, &protocol.ChatInputAnswered{State: "submitted", Value: v})
-			} else {
-				answers.Set(id, &protocol.ChatInputSkipped{})
-			}
+			answers.Set(q.ID, v)
 			break
 		}
 	}
 	sendAnswer(ctx, c, chat, &protocol.ChatInputCompletedAction{RequestID: r.ID, Response: protocol.ChatInputResponseKindAccept, Answers: answers})
-	return ""
 }
 
 // sendAnswer dispatches an answer; a refusal (the turn moved on) is not ours to
@@ -156,93 +160,15 @@ func (a *answerer) readLine(ctx context.Context) (string, bool) {
 	}
 }
 
-// question returns a question's id and what it asks.
-func question(q protocol.ChatInputQuestion) (id, message string) {
-	switch q := q.(type) {
-	case *protocol.ChatInputTextQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputNumberQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputBooleanQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputSingleSelectQuestion:
-		return q.ID, q.Message
-	case *protocol.ChatInputMultiSelectQuestion:
-		return q.ID, q.Message
-	}
-	return "", ""
-}
-
 // questionHint says how to answer a question on one line.
-func questionHint(q protocol.ChatInputQuestion) string {
-	switch q := q.(type) {
-	case *protocol.ChatInputBooleanQuestion:
+func questionHint(q client.Question) string {
+	switch q.Kind {
+	case "boolean":
 		return " [y/n]"
-	case *protocol.ChatInputSingleSelectQuestion:
-		return " [" + optionList(q.Options) + "]"
-	case *protocol.ChatInputMultiSelectQuestion:
-		return " [" + optionList(q.Options) + "; several with commas]"
+	case "single-select":
+		return " [" + client.OptionList(q.Options) + "]"
+	case "multi-select":
+		return " [" + client.OptionList(q.Options) + "; several with commas]"
 	}
 	return ""
-}
-
-func optionList(opts []protocol.ChatInputOption) string {
-	labels := make([]string, len(opts))
-	for i, o := range opts {
-		labels[i] = fmt.Sprintf("%d %s", i+1, o.Label)
-	}
-	return strings.Join(labels, ", ")
-}
-
-// answerValue reads a typed answer; nil skips a question left empty.
-func answerValue(q protocol.ChatInputQuestion, s string) (protocol.ChatInputAnswerValue, error) {
-	if s == "" {
-		return nil, nil
-	}
-	switch q := q.(type) {
-	case *protocol.ChatInputNumberQuestion:
-		n, err := strconv.ParseFloat(s, 64)
-		if err != nil {
-			return nil, fmt.Errorf("a number, please")
-		}
-		return &protocol.ChatInputNumberAnswerValue{Value: n}, nil
-	case *protocol.ChatInputBooleanQuestion:
-		switch strings.ToLower(s) {
-		case "y", "yes":
-			return &protocol.ChatInputBooleanAnswerValue{Value: true}, nil
-		case "n", "no":
-			return &protocol.ChatInputBooleanAnswerValue{Value: false}, nil
-		}
-		return nil, fmt.Errorf("y or n, please")
-	case *protocol.ChatInputSingleSelectQuestion:
-		id, err := option(q.Options, s)
-		if err != nil {
-			return nil, err
-		}
-		return &protocol.ChatInputSelectedAnswerValue{Value: id}, nil
-	case *protocol.ChatInputMultiSelectQuestion:
-		var ids []string
-		for _, part := range strings.Split(s, ",") {
-			id, err := option(q.Options, strings.TrimSpace(part))
-			if err != nil {
-				return nil, err
-			}
-			ids = append(ids, id)
-		}
-		return &protocol.ChatInputSelectedManyAnswerValue{Value: ids}, nil
-	}
-	return &protocol.ChatInputTextAnswerValue{Value: s}, nil
-}
-
-// option finds an option by its number or its label.
-func option(opts []protocol.ChatInputOption, s string) (string, error) {
-	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(opts) {
-		return opts[n-1].ID, nil
-	}
-	for _, o := range opts {
-		if strings.EqualFold(o.Label, s) || o.ID == s {
-			return o.ID, nil
-		}
-	}
-	return "", fmt.Errorf("one of %s, please", optionList(opts))
 }

@@ -17,7 +17,7 @@ import (
 
 func init() {
 	register(command{name: "run", run: runCommand,
-		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--auto-approve] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 130 interrupted`})
+		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--auto-approve] [--wait] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 2 no agent, 3 needs input, 4 last tool failed, 130 interrupted`})
 	register(command{name: "send", run: sendCommand,
 		usage: `send SESSION "message"   send a message to a session (queued while a turn runs) and return`})
 }
@@ -30,6 +30,7 @@ type runOptions struct {
 	worktree    bool
 	title       string
 	autoApprove bool
+	wait        bool
 	session     string
 	json        bool
 }
@@ -42,6 +43,7 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	fs.BoolVar(&o.worktree, "worktree", false, "")
 	fs.StringVar(&o.title, "title", "", "")
 	fs.BoolVar(&o.autoApprove, "auto-approve", false, "")
+	fs.BoolVar(&o.wait, "wait", false, "")
 	fs.StringVar(&o.session, "session", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -66,6 +68,11 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	} else {
 		session, err = createSession(ctx, c, o)
 	}
+	var noAgent *noAgentError
+	if errors.As(err, &noAgent) {
+		fmt.Fprintf(io.stderr, "ahpd run: %v\n", err)
+		return exitUsage
+	}
 	if err != nil {
 		return fail(io, "run", err)
 	}
@@ -88,15 +95,19 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	} else {
 		v = newTextView(io.stdout, io.stderr, isTerminalWriter(io.stdout))
 	}
+	provider := ""
+	if ss, _ := c.State(session).(*protocol.SessionState); ss != nil {
+		provider = ss.Provider
+	}
 	if o.json {
-		v.show(turnEvent{Event: "session", Session: session, Chat: chat, Turn: turnID})
+		v.show(turnEvent{Event: "session", Session: session, Chat: chat, Turn: turnID, Provider: provider})
 	} else {
-		fmt.Fprintf(io.stderr, "ahpd run: session %s\n", sessionID(session))
+		fmt.Fprintf(io.stderr, "ahpd run: session %s on %s\n", sessionID(session), provider)
 	}
 	if err := c.DispatchWait(ctx, chat, userTurn(turnID, pos[0])); err != nil {
 		return fail(io, "run", fmt.Errorf("the message was not taken: %w", err))
 	}
-	a := newAnswerer(io, v, isTerminalReader(io.stdin), o.autoApprove)
+	a := newAnswerer(io, v, session, isTerminalReader(io.stdin), o.autoApprove, o.wait)
 	return follow(ctx, c, chat, turnID, v, a)
 }
 
@@ -113,29 +124,45 @@ func createSession(ctx context.Context, c *client.Client, o runOptions) (string,
 	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
 		return "", fmt.Errorf("--folder %s is not a directory", abs)
 	}
-	provider := o.provider
-	if provider == "" {
-		root, _ := c.State(protocol.RootURI).(*protocol.RootState)
-		if root == nil || len(root.Agents) == 0 {
-			return "", errors.New("the daemon offers no agents")
-		}
-		provider = root.Agents[0].Provider
-	}
+	// No --provider: the daemon picks its default agent, or refuses.
 	params := protocol.CreateSessionParams{
 		Channel:            "ahp-session:/" + randomID(),
-		Provider:           &provider,
 		WorkingDirectories: []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()},
+	}
+	if o.provider != "" {
+		params.Provider = &o.provider
 	}
 	if o.worktree {
 		params.Config = protocol.Object{"isolation": []byte(`"worktree"`)}
 	}
-	if err := c.Call(ctx, "createSession", params, nil); err != nil {
-		if client.ErrorCode(err) == protocol.CodeProviderNotFound {
-			return "", fmt.Errorf("%w: choose one with --provider", err)
-		}
-		return "", fmt.Errorf("creating the session: %w", err)
+	err = c.Call(ctx, "createSession", params, nil)
+	switch {
+	case err == nil:
+		return params.Channel, nil
+	case client.ErrorCode(err) == protocol.CodeProviderNotFound && o.provider == "":
+		return "", &noAgentError{msg: hostMessage(err)}
+	case client.ErrorCode(err) == protocol.CodeProviderNotFound:
+		return "", fmt.Errorf("%s: choose one with --provider", hostMessage(err))
 	}
-	return params.Channel, nil
+	return "", fmt.Errorf("creating the session: %w", err)
+}
+
+// noAgentError is a daemon with no agent to run a session that names no
+// provider on: `ahpd run` exits 2 with it, as for a usage mistake, since
+// the command as given cannot work on that daemon.
+type noAgentError struct{ msg string }
+
+func (e *noAgentError) Error() string {
+	return e.msg + "; `--provider script` runs the built-in script backend"
+}
+
+// hostMessage is the message of a host's error, without its code.
+func hostMessage(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce.Message
+	}
+	return err.Error()
 }
 
 // watchSession subscribes to a session and its default chat, and returns

@@ -69,8 +69,13 @@ func TestCLIRunExitStatus(t *testing.T) {
 	}{
 		{name: "complete", args: []string{"say hello there\nrun echo from-a-tool"}, code: 0, stdout: "hello there"},
 		{name: "failed", args: []string{"fail the disk is full"}, code: 1, stderr: "the turn failed: the disk is full"},
-		{name: "approval without a terminal", args: []string{"write a.txt alpha"}, code: 1,
-			stderr: "rerun with --auto-approve", file: "a.txt"},
+		{name: "approval without a terminal", args: []string{"write a.txt alpha"}, code: 3,
+			stderr: "needs approval, and stdin is no terminal to ask on. The turn waits: approve \"Write: Write `a.txt`\": `ahpd approve ", file: "a.txt"},
+		{name: "question without a terminal", args: []string{"ask Which file?"}, code: 3,
+			stderr: "the agent asks \"Which file?\", and stdin is no terminal to ask on. The turn waits: answer \"Which file?\": `ahpd answer "},
+		{name: "last tool failed", args: []string{"say trying\nrun exit 127"}, code: 4,
+			stderr: "the turn completed, but its last tool call failed: Run: "},
+		{name: "a tool failed, a later one did not", args: []string{"run exit 127\nrun echo recovered"}, code: 0, stdout: "recovered"},
 		{name: "auto-approved", args: []string{"--auto-approve", "write b.txt beta"}, code: 0,
 			stdout: "✓ Write", file: "b.txt", wantFile: true},
 		{name: "unknown provider", args: []string{"--provider", "nobody", "say x"}, code: 1, stderr: "choose one with --provider"},
@@ -83,6 +88,11 @@ func TestCLIRunExitStatus(t *testing.T) {
 				args = append([]string{"run"}, tt.args...)
 			}
 			r := cli(t, e, args...)
+			if m := sessionLine.FindStringSubmatch(r.stderr); m != nil && r.code == exitNeedsInput {
+				// Left waiting for an answer: cancelled, so that the
+				// daemon has no turn to wait for as it stops.
+				defer cli(t, e, "cancel", m[1])
+			}
 			if r.code != tt.code || !strings.Contains(r.stdout, tt.stdout) || !strings.Contains(r.stderr, tt.stderr) {
 				t.Fatalf("exit %d, stdout %q, stderr %q; want %d with %q / %q", r.code, r.stdout, r.stderr, tt.code, tt.stdout, tt.stderr)
 			}

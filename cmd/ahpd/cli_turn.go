@@ -15,15 +15,16 @@ import (
 type turnEvent struct {
 	Event string `json:"event"` // session, text, reasoning, tool, input, approval, end
 
-	Session string `json:"session,omitempty"`
-	Chat    string `json:"chat,omitempty"`
-	Turn    string `json:"turn,omitempty"`
+	Session  string `json:"session,omitempty"`
+	Chat     string `json:"chat,omitempty"`
+	Turn     string `json:"turn,omitempty"`
+	Provider string `json:"provider,omitempty"` // session: the agent it runs on
 
 	Text string `json:"text,omitempty"` // text, reasoning: what was added
 
 	ID      string `json:"id,omitempty"`      // tool, input, approval
 	Tool    string `json:"tool,omitempty"`    // tool, approval
-	State   string `json:"state,omitempty"`   // tool: running, pending-confirmation, completed, failed, cancelled; end: complete, error, cancelled
+	State   string `json:"state,omitempty"`   // tool: running, pending-confirmation, completed, failed, cancelled; end: complete, error, cancelled, needs-input
 	Message string `json:"message,omitempty"` // tool: what it does or did; input: the question; approval, end: why
 
 	Approved *bool  `json:"approved,omitempty"` // approval
@@ -83,7 +84,7 @@ func (d *differ) diff(parts []protocol.ResponsePart) []turnEvent {
 		case *protocol.InputRequestResponsePart:
 			if !d.asked[p.Request.ID] {
 				d.asked[p.Request.ID] = true
-				out = append(out, turnEvent{Event: "input", ID: p.Request.ID, Message: requestText(&p.Request)})
+				out = append(out, turnEvent{Event: "input", ID: p.Request.ID, Message: client.RequestText(&p.Request)})
 			}
 		}
 	}
@@ -123,23 +124,6 @@ func invocation(tc protocol.ToolCallState) string {
 	return ""
 }
 
-// requestText is an input request's questions on one line.
-func requestText(r *protocol.ChatInputRequest) string {
-	if r.Message != nil && *r.Message != "" {
-		return *r.Message
-	}
-	text := ""
-	for _, q := range r.Questions {
-		if _, m := question(q); m != "" {
-			if text != "" {
-				text += " / "
-			}
-			text += m
-		}
-	}
-	return text
-}
-
 // follow shows a turn until it ends, answering what it asks through a,
 // and returns the exit status: 0 complete, 1 failed, 130 interrupted (ctx
 // ended: the turn is cancelled first).
@@ -154,7 +138,6 @@ func follow(ctx context.Context, c *client.Client, chat, turnID string, v view, 
 	}
 	interrupted := false
 	waitCtx := ctx
-	refusal := ""
 	for {
 		changed := c.Changed()
 		cs, _ := c.State(chat).(*protocol.ChatState)
@@ -167,12 +150,16 @@ func follow(ctx context.Context, c *client.Client, chat, turnID string, v view, 
 			v.show(ev)
 		}
 		if ended != nil {
-			return finish(v, ended, interrupted, refusal, started)
+			return finish(v, ended, interrupted, started)
 		}
-		if !interrupted && refusal == "" {
-			if why := a.answer(ctx, c, chat, turnID, parts); why != "" {
-				refusal = why
-				cancelTurn(c, chat, turnID, started)
+		if !interrupted {
+			if w := a.answer(ctx, c, chat, turnID, parts); w != nil {
+				// Left open for somebody to answer from elsewhere.
+				ms := time.Since(started).Milliseconds()
+				code := exitNeedsInput
+				v.show(turnEvent{Event: "end", State: "needs-input", ID: w.ID, Message: needsInput(a.session, w), DurationMs: &ms, Exit: &code})
+				v.done()
+				return code
 			}
 		}
 		select {
@@ -213,8 +200,10 @@ func turnParts(cs *protocol.ChatState, turnID string) ([]protocol.ResponsePart, 
 	return nil, nil
 }
 
-// finish shows a turn's end and returns the exit status.
-func finish(v view, t *protocol.Turn, interrupted bool, refusal string, started time.Time) int {
+// finish shows a turn's end and returns the exit status: 0 complete,
+// 4 complete but its last tool call failed (the agent stopped on a
+// failure it did not get past), 1 failed or cancelled, 130 interrupted.
+func finish(v view, t *protocol.Turn, interrupted bool, started time.Time) int {
 	ev := turnEvent{Event: "end", State: string(t.State), DurationMs: t.Duration}
 	if ev.DurationMs == nil {
 		ms := time.Since(started).Milliseconds()
@@ -225,10 +214,12 @@ func finish(v view, t *protocol.Turn, interrupted bool, refusal string, started 
 	case interrupted:
 		code = exitInterrupt
 		ev.Message = "interrupted"
-	case refusal != "":
-		ev.Message = refusal
 	case t.State == protocol.TurnStateComplete:
 		code = exitOK
+		if what, failed := lastToolFailed(t.ResponseParts); failed {
+			code = exitToolFailed
+			ev.Message = fmt.Sprintf("the turn completed, but its last tool call failed: %s (exit status %d)", what, exitToolFailed)
+		}
 	}
 	if e := t.ErrorPart(); e != nil {
 		ev.Error = e.Error.Message
@@ -237,6 +228,20 @@ func finish(v view, t *protocol.Turn, interrupted bool, refusal string, started 
 	v.show(ev)
 	v.done()
 	return code
+}
+
+// lastToolFailed reports whether the last tool call of a turn failed,
+// and what it was.
+func lastToolFailed(parts []protocol.ResponsePart) (string, bool) {
+	for i := len(parts) - 1; i >= 0; i-- {
+		p, ok := parts[i].(*protocol.ToolCallResponsePart)
+		if !ok {
+			continue
+		}
+		ev, _ := toolEvent(p.ToolCall)
+		return ev.Tool + ": " + ev.Message, ev.State == "failed"
+	}
+	return "", false
 }
 
 // cancelTurn asks the host to cancel the turn; the turn's end is what

@@ -47,6 +47,9 @@ type config struct {
 	// Plugins declares backends beyond the built-in ones (config file
 	// only).
 	Plugins []pluginConfig `yaml:"plugins"`
+	// DefaultProvider is the agent a session naming no provider runs on;
+	// "" picks the first real agent that can run (default_agent.go).
+	DefaultProvider string `yaml:"defaultProvider"`
 	// Limits bound each connection (config file only); what is left out
 	// takes the default.
 	Limits limitsConfig `yaml:"limits"`
@@ -225,6 +228,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkProviders(&cfg); err != nil {
+		return nil, err
 	}
 	declared, err := checkAutomations(cfg.Automations, cfg.Users)
 	if err != nil {

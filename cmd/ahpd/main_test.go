@@ -92,6 +92,9 @@ type env struct {
 	stateHome string
 	state     string // what --state-dir names
 	work      string // a working directory for sessions
+	// extraEnv is added to the environment of its processes, after the
+	// rest: it wins.
+	extraEnv []string
 }
 
 func newEnv(t testing.TB) *env {
@@ -130,7 +133,7 @@ func (e *env) environ() []string {
 	if v := os.Getenv("GORACE"); v != "" {
 		gorace = v + " " + gorace
 	}
-	return append(out, "GORACE="+gorace)
+	return append(append(out, "GORACE="+gorace), e.extraEnv...)
 }
 
 // token returns the connection token the daemon keeps in the state

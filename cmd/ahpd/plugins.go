@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -72,41 +73,50 @@ func checkPlugins(list []pluginConfig) error {
 	return nil
 }
 
-// newBackends registers the built-in script backend, the Claude Code CLI
-// (configured or found on PATH when a session starts) and the declared
-// ACP agents. A backend that cannot run is the host's to list as
-// unavailable; nothing here fails for it.
+// newBackends registers the Claude Code CLI (configured or found on PATH
+// when a session starts), the declared ACP agents and the built-in script
+// backend, in that order, the config's defaultProvider first: root lists
+// the agents so, and the default agent is the first real one that can
+// run (default_agent.go). A backend that cannot run is the host's to list
+// as unavailable; nothing here fails for it.
 func newBackends(cfg *config, log *slog.Logger) (*plugins.Registry, error) {
-	reg := plugins.NewRegistry()
-	add := func(b plugins.Backend) error { return reg.Register(b) }
-	if err := add(script.New(filepath.Join(cfg.StateDir, "transcripts", "script"))); err != nil {
-		return nil, err
-	}
 	claudeOpts := claude.Options{Logger: log}
 	if i := slices.IndexFunc(cfg.Plugins, func(p pluginConfig) bool { return p.Kind == kindClaude }); i >= 0 {
 		claudeOpts.Command = cfg.Plugins[i].Command
 		claudeOpts.Env = environ(cfg.Plugins[i].Env)
 	}
-	if err := add(claude.New(claudeOpts)); err != nil {
-		return nil, err
-	}
+	list := []plugins.Backend{claude.New(claudeOpts)}
 	for _, p := range cfg.Plugins {
 		if p.Kind != kindACP {
 			continue
 		}
-		b := acp.New(acp.Config{
+		list = append(list, acp.New(acp.Config{
 			Name:        p.Name,
 			DisplayName: p.DisplayName,
 			Description: p.Description,
 			Command:     p.Command,
 			Args:        p.Args,
 			Env:         p.Env,
-		}, log)
-		if err := add(b); err != nil {
+		}, log))
+	}
+	list = append(list, script.New(filepath.Join(cfg.StateDir, "transcripts", "script")))
+	slices.SortStableFunc(list, func(a, b plugins.Backend) int {
+		return cmp.Compare(btoi(b.Info().Provider == cfg.DefaultProvider), btoi(a.Info().Provider == cfg.DefaultProvider))
+	})
+	reg := plugins.NewRegistry()
+	for _, b := range list {
+		if err := reg.Register(b); err != nil {
 			return nil, err
 		}
 	}
 	return reg, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // environ turns an env map into KEY=VALUE entries, sorted so the order

@@ -61,6 +61,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
+	warnDefaultless(cfg, backends, log)
 	stopNATS, err := startNATSNode(cfg, log)
 	if err != nil {
 		return err
@@ -93,8 +94,10 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Journal:  jr,
 		Cluster:  member,
 		Backends: backends,
-		Logger:   log,
-		Version:  version,
+		// A session naming no provider runs on a real agent, or is refused.
+		DefaultProvider: defaultProvider(cfg, backends),
+		Logger:          log,
+		Version:         version,
 		// Minutes as a fraction: tests and demos sleep sessions in seconds.
 		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
 		ResidencyLimit: cfg.SessionResidencyLimit,

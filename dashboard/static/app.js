@@ -11,9 +11,25 @@
     var el = byId(id);
     if (!el) { return; }
     var stick = id === "conversation" && nearBottom();
-    // The focused control keeps focus when its part is redrawn.
+    // The focused control keeps focus when its part is redrawn, and an
+    // answer being typed or picked keeps what it has.
     var focused = document.activeElement && el.contains(document.activeElement) && document.activeElement.name;
+    var kept = [];
+    el.querySelectorAll("form.answer input").forEach(function (input) {
+      if (input.type === "hidden") { return; }
+      kept.push({ form: input.form.elements.request.value, name: input.name, value: input.value,
+        checked: input.checked, typed: input.type !== "radio" && input.type !== "checkbox" });
+    });
     el.innerHTML = html;
+    kept.forEach(function (k) {
+      el.querySelectorAll("form.answer").forEach(function (form) {
+        if (form.elements.request.value !== k.form) { return; }
+        form.querySelectorAll("input").forEach(function (input) {
+          if (input.name !== k.name) { return; }
+          if (k.typed) { input.value = k.value; } else if (input.value === k.value) { input.checked = k.checked; }
+        });
+      });
+    });
     if (focused) {
       var again = el.querySelector('[name="' + focused + '"]');
       if (again) { again.focus(); }
