@@ -80,7 +80,8 @@ func (r automationRunner) createSession(ctx context.Context, c *ahpclient.Client
 	// A template naming no provider runs on the host's default as it is
 	// now: createSession picks it.
 	session := protocol.NewSessionURI(newAutomationID()).String()
-	create := protocol.CreateSessionParams{Channel: session, Provider: tmpl.Provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config}
+	create := protocol.CreateSessionParams{Channel: session, Provider: tmpl.Provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config,
+		Meta: protocol.Object{keepMeta: []byte("true")}} // listed as soon as made
 	if err := c.Call(ctx, "createSession", create, nil); err != nil {
 		return "", fmt.Errorf("create the run's session: %w", err)
 	}

@@ -128,6 +128,7 @@ func createSession(ctx context.Context, c *client.Client, o runOptions) (string,
 	params := protocol.CreateSessionParams{
 		Channel:            "ahp-session:/" + randomID(),
 		WorkingDirectories: []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()},
+		Meta:               protocol.Object{"ahpd.keep": []byte("true")}, // listed as soon as made (SESSIONS.md)
 	}
 	if o.provider != "" {
 		params.Provider = &o.provider
