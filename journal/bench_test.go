@@ -269,3 +269,43 @@ func BenchmarkReadTail(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadUnderLoad reads one session of 10,000 entries back, in
+// pages of MaxReadLimit, while 6 other sessions append a turn at a time as
+// fast as they can: entries/s is the read's pace, lost/op the entries a
+// read missed (a short page taken for the end), which must be 0.
+func BenchmarkReadUnderLoad(b *testing.B) {
+	j := openBench(b, b.TempDir(), Config{})
+	defer closeJournal(b, j)
+	const n = 10000
+	appendCounted(b, j, "s/read", n, 500)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := j.Append(context.Background(), fmt.Sprintf("s/load/%d", w), deltas(i, turnDeltas)...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	read, lost := 0, 0
+	for b.Loop() {
+		got := readAll(b, j, "s/read")
+		read += got
+		lost += n - got
+	}
+	b.ReportMetric(float64(read)/time.Since(start).Seconds(), "entries/s")
+	b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+}

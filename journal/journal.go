@@ -65,6 +65,7 @@ var (
 	ErrBatchTooLarge   = errors.New("journal: too many entries in one append")
 	ErrBadLimit        = errors.New("journal: bad read limit")
 	ErrTooManySessions = errors.New("journal: too many sessions in one read")
+	ErrReadIncomplete  = errors.New("journal: read could not reach the end")
 )
 
 // Config says where the journal lives and how long it keeps entries.
@@ -129,6 +130,11 @@ type Journal struct {
 	js       jetstream.JetStream
 	stream   jetstream.Stream
 	maxEntry int
+
+	// fetchFault, set by tests before the journal is used, is asked before
+	// each fetch of a read; true makes that fetch come back empty, as one
+	// from a lagging consumer can.
+	fetchFault func() bool
 
 	mu       sync.Mutex
 	closed   bool

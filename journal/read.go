@@ -20,8 +20,14 @@ type Entry struct {
 
 // Read returns up to limit of the session's entries with a sequence
 // greater than after, oldest first (limit 0 means DefaultReadLimit, at
-// most MaxReadLimit). A page shorter than limit is the end; to page on,
-// pass the last entry's Seq as after.
+// most MaxReadLimit). To page on, pass the last entry's Seq as after.
+//
+// A page shorter than limit is the end: the read goes on until it has
+// every entry up to the session's newest as of its start (or limit of
+// them), however slowly the server delivers them, or it fails (with
+// ErrReadIncomplete when the server keeps holding back entries it says
+// it has). It never returns a short page that is not the end. Entries
+// that retention or Delete take while it runs are not waited for.
 func (j *Journal) Read(ctx context.Context, session string, after uint64, limit int) ([]Entry, error) {
 	return j.ReadSessions(ctx, []string{session}, after, limit)
 }
@@ -41,20 +47,23 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 	if err != nil {
 		return nil, err
 	}
+	end, err := j.endOf(ctx, subjects)
+	if err != nil {
+		return nil, err
+	}
 	entries := make([]Entry, 0, min(limit, 256))
-	err = j.scan(ctx, subjects, after, limit, false, func(m jetstream.Msg) error {
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("journal: reading entry: %w", err)
-		}
+	err = j.scan(ctx, subjects, after, end, limit, false, func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error) {
 		session, err := j.sessionOf(m.Subject())
 		if err != nil {
-			return err
+			return 0, err
 		}
 		entries = append(entries, Entry{Session: session, Seq: meta.Sequence.Stream, Time: meta.Timestamp, Data: m.Data()})
-		return nil
+		return limit - len(entries), nil
 	})
-	return entries, err
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
 }
 
 // checkLimit applies the default and the bound of a read's limit.
@@ -90,14 +99,70 @@ func (j *Journal) subjects(sessions []string) ([]string, error) {
 	return subjects, nil
 }
 
-// fetchBatch is the most one pull request asks for.
-const fetchBatch = 1000
+// Bounds on how a read fetches from its consumer.
+const (
+	// fetchBatch is the most messages one fetch asks for.
+	fetchBatch = 1000
+	// fetchWait bounds one fetch. A fetch never asks for more messages
+	// than the consumer says it holds, so the server answers as soon as
+	// they are delivered; it waits this long only when entries went while
+	// the read ran (purged, deleted), or the consumer lags far behind.
+	fetchWait = 2 * time.Second
+	// fetchTries is how many fetches in a row may bring nothing while the
+	// consumer says more is pending before the read gives up with
+	// ErrReadIncomplete.
+	fetchTries = 8
+	// fetchPause is the first pause after a fetch that brought nothing;
+	// it doubles up to fetchPauseMax.
+	fetchPause    = 10 * time.Millisecond
+	fetchPauseMax = 500 * time.Millisecond
+	// fetchMinBytes is the least one fetch may bring; a fetch brings at
+	// most the larger of it and two of the server's largest messages, so
+	// a batch of large entries never floods the client.
+	fetchMinBytes = 8 << 20
+)
 
-// scan hands each message on the subjects after the sequence, up to limit
-// (0: all), to each, in stream order, through a short-lived consumer that
-// keeps its state in memory and is deleted at the end. headersOnly
-// delivers headers and sizes without the data.
-func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, limit int, headersOnly bool, each func(jetstream.Msg) error) error {
+// endOf is the sequence a read of the subjects must get to: the newest
+// message on the subject when there is one subject (0 when it holds
+// none), otherwise the stream's newest sequence, at or past the newest
+// message on any of them. A read that reaches it has read everything
+// that was there when it began.
+func (j *Journal) endOf(ctx context.Context, subjects []string) (uint64, error) {
+	if len(subjects) == 1 {
+		m, err := j.stream.GetLastMsgForSubject(ctx, subjects[0])
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("journal: reading: the newest entry: %w", err)
+		}
+		return m.Sequence, nil
+	}
+	info, err := j.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("journal: reading: stream info: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// scan hands each message on the subjects with a sequence greater than
+// after to each, in stream order, through a short-lived consumer that
+// keeps its state in memory and is deleted at the end. It goes on until
+// it has handed over the message with sequence end or one past it, or
+// until the consumer holds nothing more (what was there went while it
+// ran), or until each says it needs no more messages. want, and then
+// what each returns, is the least number of messages still wanted (0:
+// stop), which bounds the next fetch. headersOnly delivers headers and sizes without the data.
+//
+// A fetch that brings nothing is not taken for the end (a pull consumer
+// under load can answer an empty batch while it holds more): the scan
+// asks the consumer what it holds and fetches again, and when fetches
+// keep bringing nothing while the consumer says more is there, it fails
+// with ErrReadIncomplete rather than return short.
+func (j *Journal) scan(ctx context.Context, subjects []string, after, end uint64, want int, headersOnly bool, each func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error)) error {
+	if end <= after {
+		return nil
+	}
 	cfg := jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       after + 1,
@@ -116,36 +181,99 @@ func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, lim
 		return fmt.Errorf("journal: reading: %w", err)
 	}
 	defer j.dropConsumer(cons.CachedInfo().Name)
-	pending := cons.CachedInfo().NumPending
-	for got := 0; pending > 0 && (limit == 0 || got < limit); {
-		want := fetchBatch
-		if limit > 0 {
-			want = min(want, limit-got)
-		}
-		if uint64(want) > pending {
-			want = int(pending)
-		}
-		batch, err := cons.FetchNoWait(want)
+	r := reader{j: j, cons: cons, last: after, end: end, pending: cons.CachedInfo().NumPending, need: want}
+	return r.run(ctx, each)
+}
+
+// reader is one scan's progress through its consumer.
+type reader struct {
+	j       *Journal
+	cons    jetstream.Consumer
+	last    uint64 // the sequence of the last message handed over
+	end     uint64 // the sequence the scan must get to
+	pending uint64 // what the consumer last said it holds past last
+	need    int    // what each last said it still wants
+}
+
+func (r *reader) run(ctx context.Context, each func(jetstream.Msg, *jetstream.MsgMetadata) (int, error)) error {
+	pause := fetchPause
+	for empty := 0; r.last < r.end && r.pending > 0 && r.need > 0; {
+		got, err := r.fetch(ctx, each)
 		if err != nil {
-			return fmt.Errorf("journal: reading: %w", err)
+			return err
 		}
-		n := 0
-		for m := range batch.Messages() {
-			if err := each(m); err != nil {
-				return err
-			}
-			n++
+		if got > 0 {
+			empty, pause = 0, fetchPause
+			continue
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("journal: reading: %w", err)
+		if empty++; empty >= fetchTries {
+			return fmt.Errorf("%w: %d fetches in a row brought nothing past sequence %d, short of %d, while the consumer holds %d more",
+				ErrReadIncomplete, empty, r.last, r.end, r.pending)
 		}
-		if n == 0 {
+		// Asked again rather than trusted from the last delivery: what
+		// was purged meanwhile is no longer pending.
+		info, err := r.cons.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("journal: reading: consumer info: %w", err)
+		}
+		r.pending = info.NumPending
+		if r.pending == 0 {
 			break
 		}
-		got += n
-		pending -= uint64(n)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("journal: reading: %w", ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, fetchPauseMax)
 	}
 	return nil
+}
+
+// fetch asks for one batch, no more than the consumer holds, and hands
+// what comes to each. It returns how many messages came.
+func (r *reader) fetch(ctx context.Context, each func(jetstream.Msg, *jetstream.MsgMetadata) (int, error)) (int, error) {
+	want := min(fetchBatch, r.need, int(min(r.pending, fetchBatch)))
+	if f := r.j.fetchFault; f != nil && f() {
+		return 0, nil
+	}
+	fctx, cancel := context.WithTimeout(ctx, fetchWait)
+	defer cancel() // also ends the client's wait for a batch left unread
+	batch, err := r.cons.Fetch(want, jetstream.FetchMaxBytes(r.j.fetchBytes()), jetstream.FetchContext(fctx))
+	if err != nil {
+		return 0, fmt.Errorf("journal: reading: %w", err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		meta, err := m.Metadata()
+		if err != nil {
+			return got, fmt.Errorf("journal: reading: entry metadata: %w", err)
+		}
+		got++
+		r.last, r.pending = meta.Sequence.Stream, meta.NumPending
+		if r.need, err = each(m, meta); err != nil {
+			return got, err
+		}
+		if r.need <= 0 || r.last >= r.end {
+			return got, nil
+		}
+	}
+	err = batch.Error()
+	switch {
+	case err == nil, errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, nats.ErrTimeout):
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		// The fetch's own bound: what came is handled, the rest asked again.
+	default:
+		return got, fmt.Errorf("journal: reading: %w", err)
+	}
+	return got, nil
+}
+
+// fetchBytes bounds what one fetch brings.
+func (j *Journal) fetchBytes() int {
+	return max(fetchMinBytes, 2*int(j.nc.MaxPayload())+64<<10)
 }
 
 // consumerTimeout bounds one request to make a read's consumer.

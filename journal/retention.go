@@ -86,18 +86,19 @@ type span struct {
 func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64) (int64, error) {
 	var spans []span
 	var total int64
-	err := j.scan(ctx, []string{j.subject(session)}, 0, 0, true, func(m jetstream.Msg) error {
+	subject := j.subject(session)
+	end, err := j.endOf(ctx, []string{subject})
+	if err != nil {
+		return 0, err
+	}
+	err = j.scan(ctx, []string{subject}, 0, end, fetchBatch, true, func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error) {
 		size, err := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
 		if err != nil {
-			return fmt.Errorf("journal: entry size header: %w", err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("journal: entry metadata: %w", err)
+			return 0, fmt.Errorf("journal: entry size header: %w", err)
 		}
 		spans = append(spans, span{meta.Sequence.Stream, size})
 		total += size
-		return nil
+		return fetchBatch, nil
 	})
 	if err != nil || total <= budget {
 		return total, err
