@@ -2,8 +2,12 @@ package journal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,12 +56,13 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 		return nil, err
 	}
 	entries := make([]Entry, 0, min(limit, 256))
-	err = j.scan(ctx, subjects, after, end, limit, false, func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error) {
-		session, err := j.sessionOf(m.Subject())
+	sp := scanSpec{subjects: subjects, ends: subjects, after: after, end: end, want: limit}
+	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
+		session, err := j.sessionOf(d.subject)
 		if err != nil {
 			return 0, err
 		}
-		entries = append(entries, Entry{Session: session, Seq: meta.Sequence.Stream, Time: meta.Timestamp, Data: m.Data()})
+		entries = append(entries, Entry{Session: session, Seq: d.seq, Time: d.time, Data: d.data})
 		return limit - len(entries), nil
 	})
 	if err != nil {
@@ -103,14 +108,13 @@ func (j *Journal) subjects(sessions []string) ([]string, error) {
 const (
 	// fetchBatch is the most messages one fetch asks for.
 	fetchBatch = 1000
-	// fetchWait bounds one fetch. A fetch never asks for more messages
-	// than the consumer says it holds, so the server answers as soon as
-	// they are delivered; it waits this long only when entries went while
-	// the read ran (purged, deleted), or the consumer lags far behind.
+	// fetchWait bounds one fetch. The server answers a fetch as soon as
+	// it has delivered the batch, or everything there is; it waits this
+	// long only when there is nothing to deliver at all.
 	fetchWait = 2 * time.Second
-	// fetchTries is how many fetches in a row may bring nothing while the
-	// consumer says more is pending before the read gives up with
-	// ErrReadIncomplete.
+	// fetchTries is how many fetches in a row may bring nothing, while
+	// the stream still holds entries the read has not reached, before the
+	// read gives up with ErrReadIncomplete.
 	fetchTries = 8
 	// fetchPause is the first pause after a fetch that brought nothing;
 	// it doubles up to fetchPauseMax.
@@ -118,107 +122,145 @@ const (
 	fetchPauseMax = 500 * time.Millisecond
 	// fetchMinBytes is the least one fetch may bring; a fetch brings at
 	// most the larger of it and two of the server's largest messages, so
-	// a batch of large entries never floods the client.
+	// a batch of large chunks never floods the client.
 	fetchMinBytes = 8 << 20
+	// endLookups bounds the requests for sessions' newest entries that
+	// a read of several sessions has under way at once.
+	endLookups = 16
 )
 
-// endOf is the sequence a read of the subjects must get to: the newest
-// message on the subject when there is one subject (0 when it holds
-// none), otherwise the stream's newest sequence, at or past the newest
-// message on any of them. A read that reaches it has read everything
-// that was there when it began.
+// endOf is the sequence a read of the subjects must get to: the greatest
+// sequence of their newest messages, 0 when they hold none. A read that
+// gets there has read everything that was there when it began.
 func (j *Journal) endOf(ctx context.Context, subjects []string) (uint64, error) {
+	ends := make([]uint64, len(subjects))
+	errs := make([]error, len(subjects))
+	last := func(i int) {
+		m, err := j.stream.GetLastMsgForSubject(ctx, subjects[i])
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			errs[i] = fmt.Errorf("journal: reading: the newest entry: %w", err)
+		default:
+			ends[i] = m.Sequence
+		}
+	}
 	if len(subjects) == 1 {
-		m, err := j.stream.GetLastMsgForSubject(ctx, subjects[0])
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return 0, nil
+		last(0)
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, endLookups)
+		for i := range subjects {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				last(i)
+			})
 		}
-		if err != nil {
-			return 0, fmt.Errorf("journal: reading: the newest entry: %w", err)
-		}
-		return m.Sequence, nil
+		wg.Wait()
 	}
-	info, err := j.stream.Info(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("journal: reading: stream info: %w", err)
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
 	}
-	return info.State.LastSeq, nil
+	return slices.Max(ends), nil
+}
+
+// A delivery is one message a scan hands over.
+type delivery struct {
+	subject string
+	header  nats.Header
+	data    []byte
+	seq     uint64    // its stream sequence
+	time    time.Time // when the server stored it
+}
+
+// scanSpec is what a scan reads.
+type scanSpec struct {
+	subjects []string // the consumer's filter
+	// ends are the subjects whose messages up to end the scan must hand
+	// over (those of subjects, or some of them).
+	ends        []string
+	after, end  uint64 // the messages after after, up to end
+	want        int    // the least number of messages wanted at first
+	headersOnly bool   // headers and sizes, without the data
 }
 
 // scan hands each message on the subjects with a sequence greater than
 // after to each, in stream order, through a short-lived consumer that
 // keeps its state in memory and is deleted at the end. It goes on until
 // it has handed over the message with sequence end or one past it, or
-// until the consumer holds nothing more (what was there went while it
-// ran), or until each says it needs no more messages. want, and then
+// until the stream holds nothing more for it (what was there went while
+// it ran), or until each says it needs no more messages. want, and then
 // what each returns, is the least number of messages still wanted (0:
-// stop), which bounds the next fetch. headersOnly delivers headers and sizes without the data.
+// stop), which bounds the next fetch.
 //
-// A fetch that brings nothing is not taken for the end (a pull consumer
-// under load can answer an empty batch while it holds more): the scan
-// asks the consumer what it holds and fetches again, and when fetches
-// keep bringing nothing while the consumer says more is there, it fails
-// with ErrReadIncomplete rather than return short.
-func (j *Journal) scan(ctx context.Context, subjects []string, after, end uint64, want int, headersOnly bool, each func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error)) error {
-	if end <= after {
+// Nothing the consumer says of itself is taken for the end: its count of
+// pending messages is kept incrementally by the server and can be low
+// under load (a no-wait fetch answered empty from that count while the
+// stream held more once cut a restart's read at its 1,000th entry). The
+// scan's fetches are no-wait requests that wait when nothing can be
+// delivered yet, which the server ends once its store has nothing more
+// (fetch); when one brings nothing, the scan asks the stream whether
+// anything it must hand over is left (left) and fetches again, and when
+// fetches keep bringing nothing while something is, it fails with
+// ErrReadIncomplete rather than return short.
+func (j *Journal) scan(ctx context.Context, sp scanSpec, each func(*delivery) (int, error)) error {
+	if sp.end <= sp.after {
 		return nil
 	}
 	cfg := jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       after + 1,
+		OptStartSeq:       sp.after + 1,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
-		HeadersOnly:       headersOnly,
+		HeadersOnly:       sp.headersOnly,
 		InactiveThreshold: time.Minute,
 	}
-	if len(subjects) == 1 {
-		cfg.FilterSubject = subjects[0]
+	if len(sp.subjects) == 1 {
+		cfg.FilterSubject = sp.subjects[0]
 	} else {
-		cfg.FilterSubjects = subjects
+		cfg.FilterSubjects = sp.subjects
 	}
 	cons, err := j.createConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("journal: reading: %w", err)
 	}
-	defer j.dropConsumer(cons.CachedInfo().Name)
-	r := reader{j: j, cons: cons, last: after, end: end, pending: cons.CachedInfo().NumPending, need: want}
+	name := cons.CachedInfo().Name
+	defer j.dropConsumer(name)
+	r := reader{j: j, name: name, sp: sp, last: sp.after, need: sp.want}
 	return r.run(ctx, each)
 }
 
 // reader is one scan's progress through its consumer.
 type reader struct {
-	j       *Journal
-	cons    jetstream.Consumer
-	last    uint64 // the sequence of the last message handed over
-	end     uint64 // the sequence the scan must get to
-	pending uint64 // what the consumer last said it holds past last
-	need    int    // what each last said it still wants
+	j    *Journal
+	name string // the consumer's
+	sp   scanSpec
+	last uint64 // the sequence of the last message handed over
+	need int    // what each last said it still wants
 }
 
-func (r *reader) run(ctx context.Context, each func(jetstream.Msg, *jetstream.MsgMetadata) (int, error)) error {
+func (r *reader) run(ctx context.Context, each func(*delivery) (int, error)) error {
 	pause := fetchPause
-	for empty := 0; r.last < r.end && r.pending > 0 && r.need > 0; {
-		got, err := r.fetch(ctx, each)
+	for empty := 0; r.last < r.sp.end && r.need > 0; {
+		got, done, err := r.fetch(ctx, each)
 		if err != nil {
 			return err
+		}
+		if done {
+			return nil
 		}
 		if got > 0 {
 			empty, pause = 0, fetchPause
 			continue
 		}
+		more, err := r.left(ctx)
+		if err != nil || !more {
+			return err
+		}
 		if empty++; empty >= fetchTries {
-			return fmt.Errorf("%w: %d fetches in a row brought nothing past sequence %d, short of %d, while the consumer holds %d more",
-				ErrReadIncomplete, empty, r.last, r.end, r.pending)
-		}
-		// Asked again rather than trusted from the last delivery: what
-		// was purged meanwhile is no longer pending.
-		info, err := r.cons.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("journal: reading: consumer info: %w", err)
-		}
-		r.pending = info.NumPending
-		if r.pending == 0 {
-			break
+			return fmt.Errorf("%w: %d fetches in a row brought nothing past sequence %d, short of %d, which the stream holds",
+				ErrReadIncomplete, empty, r.last, r.sp.end)
 		}
 		t := time.NewTimer(pause)
 		select {
@@ -232,43 +274,109 @@ func (r *reader) run(ctx context.Context, each func(jetstream.Msg, *jetstream.Ms
 	return nil
 }
 
-// fetch asks for one batch, no more than the consumer holds, and hands
-// what comes to each. It returns how many messages came.
-func (r *reader) fetch(ctx context.Context, each func(jetstream.Msg, *jetstream.MsgMetadata) (int, error)) (int, error) {
-	want := min(fetchBatch, r.need, int(min(r.pending, fetchBatch)))
+// pullRequest is a fetch as the server takes it. With NoWait and Expires
+// both set, the server delivers what it has and ends the request when
+// its store has nothing more (after at least one message), or waits up
+// to Expires for a first one; it never answers "no messages" from the
+// consumer's count of pending messages alone, as it does a request
+// without Expires.
+type pullRequest struct {
+	Batch    int           `json:"batch"`
+	MaxBytes int           `json:"max_bytes,omitempty"`
+	NoWait   bool          `json:"no_wait"`
+	Expires  time.Duration `json:"expires"`
+}
+
+// fetch sends one pull request and hands what comes to each. It returns
+// how many messages came, and done when the scan has what it needs or
+// the server said it has nothing more.
+func (r *reader) fetch(ctx context.Context, each func(*delivery) (int, error)) (got int, done bool, err error) {
 	if f := r.j.fetchFault; f != nil && f() {
-		return 0, nil
+		return 0, false, nil
 	}
-	fctx, cancel := context.WithTimeout(ctx, fetchWait)
-	defer cancel() // also ends the client's wait for a batch left unread
-	batch, err := r.cons.Fetch(want, jetstream.FetchMaxBytes(r.j.fetchBytes()), jetstream.FetchContext(fctx))
+	nc := r.j.nc
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
-		return 0, fmt.Errorf("journal: reading: %w", err)
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
 	}
-	got := 0
-	for m := range batch.Messages() {
+	defer func() { _ = sub.Unsubscribe() }()
+	maxBytes := r.j.fetchBytes()
+	if err := sub.SetPendingLimits(2*fetchBatch, 2*maxBytes); err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	batch := min(fetchBatch, max(r.need, 1))
+	req, err := json.Marshal(pullRequest{Batch: batch, MaxBytes: maxBytes, NoWait: true, Expires: fetchWait})
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	// The API subject of the journal's JetStream (no domain, no prefix).
+	subject := "$JS.API.CONSUMER.MSG.NEXT." + r.j.cfg.Stream + "." + r.name
+	if err := nc.PublishRequest(subject, inbox, req); err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	// The server answers within fetchWait; a second more for the way.
+	fctx, cancel := context.WithTimeout(ctx, fetchWait+time.Second)
+	defer cancel()
+	for {
+		m, err := sub.NextMsgWithContext(fctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return got, false, fmt.Errorf("journal: reading: %w", ctx.Err())
+			}
+			return got, false, nil // the answer was lost; asked again
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			switch status := m.Header.Get("Status"); status {
+			case "100": // a heartbeat
+				continue
+			case "404": // nothing more in the store
+				return got, got > 0, nil
+			case "408": // expired: nothing came
+				return got, false, nil
+			case "409":
+				// The batch's bytes are spent (the next message did not
+				// fit), or the consumer is gone.
+				if d := m.Header.Get("Description"); d == "Batch Completed" || strings.Contains(d, "Exceeds MaxBytes") {
+					return got, false, nil
+				}
+				return got, false, fmt.Errorf("journal: reading: the server ended a fetch: %s %.80s", status, m.Header.Get("Description"))
+			default:
+				return got, false, fmt.Errorf("journal: reading: the server answered a fetch: %s %.80s", status, m.Header.Get("Description"))
+			}
+		}
 		meta, err := m.Metadata()
 		if err != nil {
-			return got, fmt.Errorf("journal: reading: entry metadata: %w", err)
+			return got, false, fmt.Errorf("journal: reading: entry metadata: %w", err)
 		}
 		got++
-		r.last, r.pending = meta.Sequence.Stream, meta.NumPending
-		if r.need, err = each(m, meta); err != nil {
-			return got, err
+		r.last = meta.Sequence.Stream
+		if r.need, err = each(&delivery{subject: m.Subject, header: m.Header, data: m.Data, seq: r.last, time: meta.Timestamp}); err != nil {
+			return got, false, err
 		}
-		if r.need <= 0 || r.last >= r.end {
-			return got, nil
+		if r.need <= 0 || r.last >= r.sp.end {
+			return got, true, nil
+		}
+		if got == batch {
+			return got, false, nil
 		}
 	}
-	err = batch.Error()
-	switch {
-	case err == nil, errors.Is(err, jetstream.ErrNoMessages), errors.Is(err, nats.ErrTimeout):
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		// The fetch's own bound: what came is handled, the rest asked again.
-	default:
-		return got, fmt.Errorf("journal: reading: %w", err)
+}
+
+// left reports whether the stream still holds a message on the scan's
+// end subjects after the last one handed over and up to its end.
+func (r *reader) left(ctx context.Context) (bool, error) {
+	for _, subject := range r.sp.ends {
+		m, err := r.j.stream.GetMsg(ctx, r.last+1, jetstream.WithGetMsgSubject(subject))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return false, fmt.Errorf("journal: reading: %w", err)
+		case m.Sequence <= r.sp.end:
+			return true, nil
+		}
 	}
-	return got, nil
+	return false, nil
 }
 
 // fetchBytes bounds what one fetch brings.

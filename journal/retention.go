@@ -91,12 +91,13 @@ func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64)
 	if err != nil {
 		return 0, err
 	}
-	err = j.scan(ctx, []string{subject}, 0, end, fetchBatch, true, func(m jetstream.Msg, meta *jetstream.MsgMetadata) (int, error) {
-		size, err := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
+	sp := scanSpec{subjects: []string{subject}, ends: []string{subject}, end: end, want: fetchBatch, headersOnly: true}
+	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
+		size, err := strconv.ParseInt(d.header.Get("Nats-Msg-Size"), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("journal: entry size header: %w", err)
 		}
-		spans = append(spans, span{meta.Sequence.Stream, size})
+		spans = append(spans, span{d.seq, size})
 		total += size
 		return fetchBatch, nil
 	})
