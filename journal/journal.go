@@ -4,9 +4,10 @@
 // It owns the connection to NATS (an embedded server with its store in a
 // directory and no network listener, or an existing server or cluster
 // named by URL, through the same code path), the stream, the mapping of a
-// session to a subject, retention (an age for the whole stream and a
-// byte budget per session), and following a session's entries live as
-// any host appends them (Follow). Every entry gets the stream's sequence number:
+// session to a subject, writing an entry larger than one NATS message as
+// several and putting it back together (chunk.go), retention (an age for
+// the whole stream and a byte budget per session), and following a
+// session's entries live as any host appends them (Follow). Every entry gets the stream's sequence number:
 // one sequence for the whole stream that only grows, also across
 // restarts, by which entries are read and paged. (The host numbers its
 // actions itself, serverSeq, and carries that number in the entries.)
@@ -17,6 +18,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +51,8 @@ const (
 	MaxCountSessions = 10000
 	// MaxBatch bounds the entries of one Append.
 	MaxBatch = 1024
+	// DefaultMaxEntryBytes bounds one entry when Config.MaxEntryBytes is 0.
+	DefaultMaxEntryBytes = 64 << 20
 	// minDuplicates is the least deduplication window a server allows.
 	minDuplicates = 100 * time.Millisecond
 	// ackTimeout bounds the wait for the server's ack of an append, when
@@ -100,8 +104,11 @@ type Config struct {
 	// are purged in the background until the rest fits in three quarters
 	// of the budget, so purges are rare and appends never wait for them.
 	MaxBytesPerSession int64
-	// MaxEntryBytes bounds one entry (0 or more than the server allows
-	// means the server's maximum payload, 1 MiB unless it is set otherwise).
+	// MaxEntryBytes bounds one entry (0 means DefaultMaxEntryBytes). An
+	// entry larger than the server's maximum payload (1 MiB unless the
+	// server sets otherwise) is written as several messages and read back
+	// whole; a journal reads entries up to its own bound, so hosts sharing
+	// a journal set the same one.
 	MaxEntryBytes int
 
 	// Uncompressed keeps the stream's blocks as written. By default the
@@ -129,7 +136,10 @@ type Journal struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	maxEntry int
+	maxEntry int // the largest entry appended or read
+	maxMsg   int // the largest entry written as one message
+	// chunkData is the data of each chunk of a larger entry.
+	chunkData int
 
 	// fetchFault, set by tests before the journal is used, is asked before
 	// each fetch of a read; true makes that fetch come back empty, as one
@@ -178,11 +188,15 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		j.shutdown()
 		return nil, err
 	}
-	// The server bounds a message's payload (the subject is not part of it).
-	j.maxEntry = int(j.nc.MaxPayload())
-	if cfg.MaxEntryBytes > 0 && cfg.MaxEntryBytes < j.maxEntry {
-		j.maxEntry = cfg.MaxEntryBytes
+	// The server bounds a message's payload, headers included (the
+	// subject is not part of it); a larger entry goes as chunks.
+	j.maxMsg = int(j.nc.MaxPayload())
+	if j.maxMsg < minPayload {
+		j.shutdown()
+		return nil, fmt.Errorf("journal: the server's maximum payload is %d bytes, at least %d needed", j.maxMsg, minPayload)
 	}
+	j.chunkData = j.maxMsg - chunkHeaderRoom
+	j.maxEntry = cmp.Or(cfg.MaxEntryBytes, DefaultMaxEntryBytes)
 	return j, nil
 }
 

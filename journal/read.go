@@ -47,23 +47,50 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 	if err != nil {
 		return nil, err
 	}
-	subjects, err := j.subjects(sessions)
+	mains, err := j.subjects(sessions)
 	if err != nil {
 		return nil, err
 	}
-	end, err := j.endOf(ctx, subjects)
+	end, err := j.endOf(ctx, mains)
 	if err != nil {
 		return nil, err
+	}
+	subjects := make([]string, 0, 2*len(mains))
+	for _, s := range mains {
+		subjects = append(subjects, s, s+partSuffix)
 	}
 	entries := make([]Entry, 0, min(limit, 256))
-	sp := scanSpec{subjects: subjects, ends: subjects, after: after, end: end, want: limit}
+	a := newAssembler(j.maxEntry)
+	sp := scanSpec{subjects: subjects, ends: mains, after: after, end: end, want: limit}
 	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
-		session, err := j.sessionOf(d.subject)
+		data, missing, err := a.add(d.subject, d.seq, d.header, d.data)
 		if err != nil {
 			return 0, err
 		}
-		entries = append(entries, Entry{Session: session, Seq: d.seq, Time: d.time, Data: d.data})
-		return limit - len(entries), nil
+		if missing != nil && missing.first <= after {
+			// The read began inside this entry: its first chunks are
+			// before after.
+			if err := j.refetch(ctx, a, d.subject, *missing, d.seq); err != nil {
+				return 0, err
+			}
+			if data, missing, err = a.add(d.subject, d.seq, d.header, d.data); err != nil {
+				return 0, err
+			}
+		}
+		if missing != nil {
+			j.log.Debug("journal: skipping an entry whose first chunks are gone", "seq", d.seq)
+		}
+		if data != nil {
+			session, err := j.sessionOf(d.subject)
+			if err != nil {
+				return 0, err
+			}
+			entries = append(entries, Entry{Session: session, Seq: d.seq, Time: d.time, Data: data})
+		}
+		if len(entries) == limit {
+			return 0, nil
+		}
+		return limit - len(entries) + a.extra, nil
 	})
 	if err != nil {
 		return nil, err
@@ -448,7 +475,8 @@ func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
 	if err := j.check(); err != nil {
 		return Entry{}, false, err
 	}
-	// One token after the prefix: entries, not the floor records.
+	// One token after the prefix: entries (whole, or their last chunks),
+	// not the floor records, marks or chunks but the last.
 	m, err := j.stream.GetLastMsgForSubject(ctx, j.cfg.Subject+".*")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Entry{}, false, nil
@@ -460,5 +488,19 @@ func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
 	if err != nil {
 		return Entry{}, false, err
 	}
-	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: m.Data}, true, nil
+	a := newAssembler(j.maxEntry)
+	data, missing, err := a.add(m.Subject, m.Sequence, m.Header, m.Data)
+	if err == nil && missing != nil {
+		if err = j.refetch(ctx, a, m.Subject, *missing, m.Sequence); err == nil {
+			data, _, err = a.add(m.Subject, m.Sequence, m.Header, m.Data)
+		}
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("journal: newest entry: %w", err)
+	}
+	if data == nil {
+		// Its first chunks are gone (expiring by age as the rest will).
+		return Entry{}, false, nil
+	}
+	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: data}, true, nil
 }
