@@ -54,23 +54,28 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	if len(entries) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d entries, at most %d", ErrBatchTooLarge, len(entries), MaxBatch)
 	}
-	var total int64
+	var total, stored int64
 	for i, e := range entries {
 		if len(e) > j.maxEntry {
 			return nil, fmt.Errorf("%w: entry %d is %d bytes, at most %d", ErrEntryTooLarge, i, len(e), j.maxEntry)
 		}
 		total += int64(len(e))
+		stored += int64(len(e)) + int64(1+len(e)/j.maxMsg)*messageOverhead
 	}
 	if len(entries) == 0 {
 		return nil, nil
 	}
+	full, err := j.room(ctx, stored, true)
+	if err != nil {
+		return nil, err
+	}
 	st := j.state(session)
-	sent, err := j.publish(ctx, st, session, entries)
+	sent, err := j.publish(ctx, st, session, entries, full)
 	seqs := make([]uint64, 0, len(sent))
 	for i, futures := range sent {
 		var ack *jetstream.PubAck
 		for _, f := range futures {
-			a, err := j.await(ctx, f)
+			a, err := j.await(ctx, f, full)
 			if err != nil {
 				return seqs, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 			}
@@ -86,17 +91,17 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 }
 
 // publish sends a batch without waiting for acks (but a chunked entry's
-// first chunk's), holding the session's order so the batch stays
+// first chunk's, which ends when full closes), holding the session's order so the batch stays
 // contiguous within the session. It returns each entry's futures, the
 // one of its last message last.
-func (j *Journal) publish(ctx context.Context, st *sessionState, session string, entries [][]byte) ([][]jetstream.PubAckFuture, error) {
+func (j *Journal) publish(ctx context.Context, st *sessionState, session string, entries [][]byte, full <-chan struct{}) ([][]jetstream.PubAckFuture, error) {
 	st.order.Lock()
 	defer st.order.Unlock()
 	subject := j.subject(session)
 	sent := make([][]jetstream.PubAckFuture, 0, len(entries))
 	for i, e := range entries {
 		if len(e) > j.maxMsg {
-			futures, err := j.publishChunks(ctx, session, e)
+			futures, err := j.publishChunks(ctx, session, e, full)
 			if err != nil {
 				return sent, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 			}

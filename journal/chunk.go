@@ -117,7 +117,7 @@ func chunkID() string {
 // without waiting; the last one names the first's sequence. The caller
 // holds the session's order. It returns the futures of the chunks after
 // the first, the last one's last.
-func (j *Journal) publishChunks(ctx context.Context, session string, e []byte) ([]jetstream.PubAckFuture, error) {
+func (j *Journal) publishChunks(ctx context.Context, session string, e []byte, full <-chan struct{}) ([]jetstream.PubAckFuture, error) {
 	count := (len(e) + j.chunkData - 1) / j.chunkData
 	id := chunkID()
 	part := j.partSubject(session)
@@ -127,7 +127,7 @@ func (j *Journal) publishChunks(ctx context.Context, session string, e []byte) (
 	if err != nil {
 		return nil, err
 	}
-	ack, err := j.await(ctx, f)
+	ack, err := j.await(ctx, f, full)
 	if err != nil {
 		return nil, err
 	}
@@ -146,16 +146,47 @@ func (j *Journal) publishChunks(ctx context.Context, session string, e []byte) (
 	return futures, nil
 }
 
-// await waits for one publish's ack.
-func (j *Journal) await(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+// await waits for one publish's ack. It ends with ErrNoSpace when the
+// server says it has no room, or when full closes (a write of the
+// embedded server's store failed for lack of space, after which the
+// server answers none); an ack already there is taken first.
+func (j *Journal) await(ctx context.Context, f jetstream.PubAckFuture, full <-chan struct{}) (*jetstream.PubAck, error) {
 	select {
 	case ack := <-f.Ok():
 		return ack, nil
 	case err := <-f.Err():
+		if isNoSpace(err) {
+			return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
 		return nil, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-full:
+		select {
+		case ack := <-f.Ok():
+			return ack, nil
+		default:
+			return nil, fmt.Errorf("%w: a write of the store failed for lack of space", ErrNoSpace)
+		}
 	}
+}
+
+// publishOne sends one small message of the journal's own (a mark, a
+// floor record) and waits for its ack: not held to the free-space floor,
+// which keeps room for such writes, but failing as an append does when
+// the disk is full.
+func (j *Journal) publishOne(ctx context.Context, subject string, data []byte) (*jetstream.PubAck, error) {
+	full, err := j.room(ctx, int64(len(data))+messageOverhead, false)
+	if err != nil {
+		return nil, err
+	}
+	f, err := j.js.PublishAsync(subject, data, jetstream.WithStallWait(ackTimeout))
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	return j.await(ctx, f, full)
 }
 
 // assembler puts entries back together from the messages of one or more

@@ -301,8 +301,14 @@ func (f *Follower) run(ctx context.Context, status chan nats.Status) {
 	defer f.j.nc.RemoveStatusListener(status)
 	var drops sync.WaitGroup
 	defer drops.Wait()
+	restarted := f.j.restarted()
 	for ended := false; !ended; {
 		select {
+		case <-restarted:
+			// The embedded server's JetStream started again: the
+			// consumer is gone.
+			restarted = f.j.restarted()
+			f.restart(ctx, status, &drops)
 		case <-f.stop:
 			f.end(nil)
 			ended = true

@@ -6,8 +6,9 @@
 // named by URL, through the same code path), the stream, the mapping of a
 // session to a subject, writing an entry larger than one NATS message as
 // several and putting it back together (chunk.go), retention (an age for
-// the whole stream and a byte budget per session), and following a
-// session's entries live as any host appends them (Follow). Every entry gets the stream's sequence number:
+// the whole stream and a byte budget per session), following a
+// session's entries live as any host appends them (Follow), and keeping
+// the embedded server's store from failing on a full disk (space.go). Every entry gets the stream's sequence number:
 // one sequence for the whole stream that only grows, also across
 // restarts, by which entries are read and paged. (The host numbers its
 // actions itself, serverSeq, and carries that number in the entries.)
@@ -23,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,7 +126,15 @@ type Config struct {
 	// keeps its own setting.
 	SyncAlways bool
 
-	// Logger receives what goes wrong in the background (nil: slog.Default).
+	// MinFreeBytes is what the embedded server's store keeps free of its
+	// file system: an Append that would leave less is refused with
+	// ErrNoSpace (0 means DefaultMinFreeBytes; negative, no floor). A
+	// server reached by URL keeps its own disk.
+	MinFreeBytes int64
+
+	// Logger receives what goes wrong in the background, and what the
+	// embedded server says (its notices at debug level) (nil:
+	// slog.Default).
 	Logger *slog.Logger
 }
 
@@ -133,6 +143,7 @@ type Journal struct {
 	cfg      Config
 	log      *slog.Logger
 	srv      *server.Server // nil when connected by URL
+	disk     *disk          // the embedded server's file system; nil by URL
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
@@ -149,9 +160,13 @@ type Journal struct {
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*sessionState
-	bg       sync.WaitGroup  // background trims
-	bgCtx    context.Context // cancelled by Close
-	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // background trims and followers
+	// restarts is closed (and replaced) when the embedded server's
+	// JetStream starts again (space.go), which drops every consumer.
+	restartMu sync.Mutex
+	restarts  chan struct{}
+	bgCtx     context.Context // cancelled by Close
+	bgCancel  context.CancelFunc
 }
 
 // Open starts (or connects to) NATS, creates or updates the stream and
@@ -175,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if err := checkNames(cfg.Stream, cfg.Subject); err != nil {
 		return nil, err
 	}
-	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}}
+	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}, restarts: make(chan struct{})}
 	if j.log == nil {
 		j.log = slog.Default()
 	}
@@ -184,10 +199,12 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		j.shutdown()
 		return nil, err
 	}
-	if err := j.ensureStreamPatiently(ctx); err != nil {
+	st, err := j.ensureStreamPatiently(ctx)
+	if err != nil {
 		j.shutdown()
 		return nil, err
 	}
+	j.stream = st
 	// The server bounds a message's payload, headers included (the
 	// subject is not part of it); a larger entry goes as chunks.
 	j.maxMsg = int(j.nc.MaxPayload())
@@ -205,7 +222,8 @@ func (j *Journal) connect(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("ahpd journal")}
 	url := j.cfg.URL
 	if url == "" {
-		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways)
+		j.disk = newDisk(j.cfg.Dir, cmp.Or(j.cfg.MinFreeBytes, DefaultMinFreeBytes))
+		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways, serverLog{j})
 		if err != nil {
 			return err
 		}
@@ -251,20 +269,23 @@ func ConnectOptions(cfg Config) []nats.Option {
 }
 
 // startEmbedded starts a JetStream server storing under dir, with no
-// listener and no signal handlers or logging of its own.
-func startEmbedded(dir string, syncAlways bool) (*server.Server, error) {
+// listener, no signal handlers, and log as its logger. Its store has no
+// bound of the server's own (space.go).
+func startEmbedded(dir string, syncAlways bool, log server.Logger) (*server.Server, error) {
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "ahpd-journal",
-		JetStream:  true,
-		StoreDir:   dir,
-		DontListen: true,
-		NoSigs:     true,
-		NoLog:      true,
-		SyncAlways: syncAlways,
+		ServerName:        "ahpd-journal",
+		JetStream:         true,
+		StoreDir:          dir,
+		JetStreamMaxStore: maxServerStore,
+		DontListen:        true,
+		NoSigs:            true,
+		NoLog:             true,
+		SyncAlways:        syncAlways,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: embedded NATS server: %w", err)
 	}
+	srv.SetLoggerV2(log, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -282,17 +303,17 @@ const streamPatience = time.Minute
 // ensureStreamPatiently is ensureStream asked again, every second, while
 // the cluster does not answer in time or has too few nodes up for the
 // stream's replicas, for up to streamPatience.
-func (j *Journal) ensureStreamPatiently(ctx context.Context) error {
+func (j *Journal) ensureStreamPatiently(ctx context.Context) (jetstream.Stream, error) {
 	deadline := time.Now().Add(streamPatience)
 	for told := false; ; {
 		// Nodes asking at once for the stream on a new cluster: one is
 		// answered, and the others' requests lapse; a short wait each
 		// time keeps that lapse short.
 		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := j.ensureStream(ask)
+		st, err := j.ensureStream(ask)
 		cancel()
 		if err == nil || !clusterNotReady(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
+			return st, err
 		}
 		if !told {
 			j.log.Info("journal: NATS cannot make the stream yet; asking again", "err", err)
@@ -302,7 +323,7 @@ func (j *Journal) ensureStreamPatiently(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return nil, err
 		case <-t.C:
 		}
 	}
@@ -324,13 +345,41 @@ func clusterNotReady(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
-// ensureStream creates the stream, or updates its limits to the config's.
-func (j *Journal) ensureStream(ctx context.Context) error {
+// ensureStream creates the stream, or updates its limits to the
+// config's. A stream that already has them is not written to, so that a
+// journal opens on a full disk (the server writes a stream's settings to
+// a file of its own on every update); one whose update finds no room
+// keeps its old limits until the journal opens again with room.
+func (j *Journal) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	want := j.streamConfig()
+	st, err := j.js.Stream(ctx, want.Name)
+	switch {
+	case err == nil && sameStream(st.CachedInfo().Config, want):
+		return st, nil
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("journal: looking up stream %s: %w", want.Name, err)
+	}
+	made, uerr := j.js.CreateOrUpdateStream(ctx, want)
+	switch {
+	case uerr == nil:
+		return made, nil
+	case err == nil && streamNoSpace(uerr):
+		j.log.Warn("journal: no room to update the stream's limits; it keeps the ones it has until the journal opens with room", "stream", want.Name, "err", uerr)
+		return st, nil
+	case streamNoSpace(uerr) || j.disk.failedWrite():
+		// The server's answer to a create may not say why; its log did.
+		return nil, fmt.Errorf("journal: creating stream %s: %w: %w", want.Name, ErrNoSpace, uerr)
+	}
+	return nil, fmt.Errorf("journal: creating stream %s: %w", want.Name, uerr)
+}
+
+// streamConfig is the stream the config asks for.
+func (j *Journal) streamConfig() jetstream.StreamConfig {
 	compression := jetstream.S2Compression
 	if j.cfg.Uncompressed {
 		compression = jetstream.NoCompression
 	}
-	st, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:        j.cfg.Stream,
 		Description: "ahpd session journal",
 		Subjects:    []string{j.cfg.Subject + ".>"},
@@ -348,12 +397,16 @@ func (j *Journal) ensureStream(ctx context.Context) error {
 		// to rebuild it (the default window, two minutes of appends, can
 		// be hundreds of thousands of entries). The server's least.
 		Duplicates: minDuplicates,
-	})
-	if err != nil {
-		return fmt.Errorf("journal: creating stream %s: %w", j.cfg.Stream, err)
 	}
-	j.stream = st
-	return nil
+}
+
+// sameStream reports whether a stream has every setting the journal
+// asks for.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
+		have.Retention == want.Retention && have.Discard == want.Discard && have.Storage == want.Storage &&
+		have.MaxAge == want.MaxAge && have.Replicas == want.Replicas && have.AllowDirect == want.AllowDirect &&
+		have.Compression == want.Compression && have.Duplicates == want.Duplicates
 }
 
 // Close waits for background purges, drains the connection and stops the

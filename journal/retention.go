@@ -129,7 +129,7 @@ func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64)
 // which readers skip and the next trim purges.)
 func (j *Journal) dropThrough(ctx context.Context, session string, seq uint64) error {
 	floor := j.floorSubject(session)
-	if _, err := j.js.Publish(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
+	if _, err := j.publishOne(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
 		return fmt.Errorf("journal: recording a session's floor: %w", err)
 	}
 	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.subject(session)), jetstream.WithPurgeSequence(seq+1)); err != nil {
