@@ -20,9 +20,11 @@ import (
 // entries of one message. The entry's Seq is its last chunk's sequence:
 // reading on after it never starts inside an entry.
 //
-// The last chunk names the sequence of the first, so a reader that
-// starts inside an entry (after pointing between its first chunk and its
-// last) can go back for the chunks it did not see. The writer learns that
+// The last chunk names the sequence of the first, so a reader can find
+// an entry's chunks from its last alone: Read reads the sessions'
+// subjects only and reads each chunked entry back over its span on their
+// own (chunkedEntry), and a follower (which takes both subjects) that
+// starts inside an entry goes back for the chunks it did not see. The writer learns that
 // sequence from the first chunk's ack, which it waits for before it sends
 // the rest.
 //
@@ -192,9 +194,8 @@ func (j *Journal) publishOne(ctx context.Context, subject string, data []byte) (
 // assembler puts entries back together from the messages of one or more
 // sessions as a reader gets them, in stream order.
 type assembler struct {
-	max   int             // the largest entry taken
-	runs  map[string]*run // the open run of chunks, by the session's subject
-	extra int             // the messages still to come to close the open runs, but their last chunks
+	max  int             // the largest entry taken
+	runs map[string]*run // the open run of chunks, by the session's subject
 }
 
 // run is the chunks of one entry taken so far.
@@ -251,7 +252,6 @@ func (a *assembler) add(subject string, seq uint64, h nats.Header, data []byte) 
 		r := &run{info: info, first: seq, next: 1, data: make([]byte, 0, info.size)}
 		r.data = append(r.data, data...)
 		a.runs[main] = r
-		a.extra += info.count - 2
 		return nil, nil, nil
 	}
 	r := a.runs[main]
@@ -262,35 +262,43 @@ func (a *assembler) add(subject string, seq uint64, h nats.Header, data []byte) 
 	}
 	r.data = append(r.data, data...)
 	r.next++
-	a.extra--
 	return nil, nil, nil
 }
 
 // drop forgets the session's open run.
 func (a *assembler) drop(main string) {
-	if r := a.runs[main]; r != nil {
-		a.extra -= r.info.count - 1 - r.next
-		delete(a.runs, main)
-	}
+	delete(a.runs, main)
 }
 
-// refetch reads the chunks but the last of the entry whose last chunk,
-// on subject main at sequence last, says info, into a, so that adding the
-// last chunk again completes it (unless some are gone).
-func (j *Journal) refetch(ctx context.Context, a *assembler, main string, info chunkInfo, last uint64) error {
-	if info.first == 0 || info.first >= last {
-		return nil
+// chunkedEntry reads back the entry whose last chunk, on the session's
+// subject main at sequence last, says info: both of the session's
+// subjects from the entry's first chunk to its last, in stream order,
+// through an assembler, as a follower takes them, so that Read and Follow
+// agree on what is an entry. It returns nil when the entry is not whole
+// (chunks gone, or another run's cutting into it).
+func (j *Journal) chunkedEntry(ctx context.Context, main string, info chunkInfo, last uint64) ([]byte, error) {
+	if info.size > j.maxEntry {
+		return nil, fmt.Errorf("%w: a chunked entry of %d bytes, at most %d read", ErrEntryTooLarge, info.size, j.maxEntry)
 	}
-	part := main + partSuffix
-	sp := scanSpec{subjects: []string{part}, ends: []string{part}, after: info.first - 1, end: last - 1, want: info.count - 1}
-	return j.scan(ctx, sp, func(d *delivery) (int, error) {
-		if _, _, err := a.add(d.subject, d.seq, d.header, d.data); err != nil {
+	if info.first == 0 || info.first >= last {
+		return nil, nil
+	}
+	a := newAssembler(j.maxEntry)
+	var entry []byte
+	sp := scanSpec{subjects: []string{main, main + partSuffix}, ends: []string{main}, after: info.first - 1, end: last, want: info.count}
+	err := j.scan(ctx, sp, func(d *delivery) (int, error) {
+		if d.seq > last {
+			return 0, nil
+		}
+		data, _, err := a.add(d.subject, d.seq, d.header, d.data)
+		if err != nil {
 			return 0, err
 		}
-		r := a.runs[main]
-		if r == nil {
-			return 0, nil // the run did not start at its first chunk: gone
+		if d.seq == last {
+			entry = data
+			return 0, nil
 		}
-		return info.count - 1 - r.next, nil
+		return info.count, nil
 	})
+	return entry, err
 }

@@ -47,38 +47,25 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 	if err != nil {
 		return nil, err
 	}
-	mains, err := j.subjects(sessions)
+	subjects, err := j.subjects(sessions)
 	if err != nil {
 		return nil, err
 	}
-	end, err := j.endOf(ctx, mains)
+	end, err := j.endOf(ctx, subjects)
 	if err != nil {
 		return nil, err
 	}
-	subjects := make([]string, 0, 2*len(mains))
-	for _, s := range mains {
-		subjects = append(subjects, s, s+partSuffix)
-	}
+	// The sessions' subjects alone: one message each entry, whole or its
+	// last chunk. (A consumer of their part subjects too would be off the
+	// server's fast path for one subject, and read a session half as fast
+	// out of a stream of many; the chunks of a chunked entry, which is
+	// large, are fetched on their own.)
 	entries := make([]Entry, 0, min(limit, 256))
-	a := newAssembler(j.maxEntry)
-	sp := scanSpec{subjects: subjects, ends: mains, after: after, end: end, want: limit}
+	sp := scanSpec{subjects: subjects, ends: subjects, after: after, end: end, want: limit}
 	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
-		data, missing, err := a.add(d.subject, d.seq, d.header, d.data)
+		data, err := j.entryOf(ctx, d.subject, d.seq, d.header, d.data)
 		if err != nil {
 			return 0, err
-		}
-		if missing != nil && missing.first <= after {
-			// The read began inside this entry: its first chunks are
-			// before after.
-			if err := j.refetch(ctx, a, d.subject, *missing, d.seq); err != nil {
-				return 0, err
-			}
-			if data, missing, err = a.add(d.subject, d.seq, d.header, d.data); err != nil {
-				return 0, err
-			}
-		}
-		if missing != nil {
-			j.log.Debug("journal: skipping an entry whose first chunks are gone", "seq", d.seq)
 		}
 		if data != nil {
 			session, err := j.sessionOf(d.subject)
@@ -87,15 +74,32 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 			}
 			entries = append(entries, Entry{Session: session, Seq: d.seq, Time: d.time, Data: data})
 		}
-		if len(entries) == limit {
-			return 0, nil
-		}
-		return limit - len(entries) + a.extra, nil
+		return limit - len(entries), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return entries, nil
+}
+
+// entryOf is the entry a message on a session's subject ends: the
+// message's data, or, for a chunked entry's last chunk, the whole entry
+// read back (nil when it is not whole).
+func (j *Journal) entryOf(ctx context.Context, subject string, seq uint64, h nats.Header, data []byte) ([]byte, error) {
+	info, chunked, err := chunkOf(h)
+	switch {
+	case err != nil:
+		return nil, err
+	case !chunked:
+		return data, nil
+	case info.index != info.count-1:
+		return nil, nil // a chunk but the last: not the journal's
+	}
+	entry, err := j.chunkedEntry(ctx, subject, info, seq)
+	if err == nil && entry == nil {
+		j.log.Debug("journal: skipping an entry that is not whole", "seq", seq)
+	}
+	return entry, err
 }
 
 // checkLimit applies the default and the bound of a read's limit.
@@ -488,18 +492,13 @@ func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
 	if err != nil {
 		return Entry{}, false, err
 	}
-	a := newAssembler(j.maxEntry)
-	data, missing, err := a.add(m.Subject, m.Sequence, m.Header, m.Data)
-	if err == nil && missing != nil {
-		if err = j.refetch(ctx, a, m.Subject, *missing, m.Sequence); err == nil {
-			data, _, err = a.add(m.Subject, m.Sequence, m.Header, m.Data)
-		}
-	}
+	data, err := j.entryOf(ctx, m.Subject, m.Sequence, m.Header, m.Data)
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("journal: newest entry: %w", err)
 	}
 	if data == nil {
-		// Its first chunks are gone (expiring by age as the rest will).
+		// Not whole: its first chunks are gone (expiring by age, as the
+		// rest will).
 		return Entry{}, false, nil
 	}
 	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: data}, true, nil
