@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -155,45 +153,31 @@ const (
 	// most the larger of it and two of the server's largest messages, so
 	// a batch of large chunks never floods the client.
 	fetchMinBytes = 8 << 20
-	// endLookups bounds the requests for sessions' newest entries that
-	// a read of several sessions has under way at once.
-	endLookups = 16
 )
 
-// endOf is the sequence a read of the subjects must get to: the greatest
-// sequence of their newest messages, 0 when they hold none. A read that
-// gets there has read everything that was there when it began.
+// endOf is the sequence a read of the subjects must get to: for one
+// subject, the sequence of its newest message (0 when it holds none);
+// for several, the stream's newest sequence, at or past the newest of
+// theirs (one request, where theirs would be one a session; the scan
+// ends at the end of the stream, and a consumer with nothing to deliver
+// is not fetched from). A read that gets there has read everything that
+// was there when it began.
 func (j *Journal) endOf(ctx context.Context, subjects []string) (uint64, error) {
-	ends := make([]uint64, len(subjects))
-	errs := make([]error, len(subjects))
-	last := func(i int) {
-		m, err := j.stream.GetLastMsgForSubject(ctx, subjects[i])
-		switch {
-		case errors.Is(err, jetstream.ErrMsgNotFound):
-		case err != nil:
-			errs[i] = fmt.Errorf("journal: reading: the newest entry: %w", err)
-		default:
-			ends[i] = m.Sequence
+	if len(subjects) > 1 {
+		info, err := j.stream.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("journal: reading: stream info: %w", err)
 		}
+		return info.State.LastSeq, nil
 	}
-	if len(subjects) == 1 {
-		last(0)
-	} else {
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, endLookups)
-		for i := range subjects {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				last(i)
-			})
-		}
-		wg.Wait()
+	m, err := j.stream.GetLastMsgForSubject(ctx, subjects[0])
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
 	}
-	if err := errors.Join(errs...); err != nil {
-		return 0, err
+	if err != nil {
+		return 0, fmt.Errorf("journal: reading: the newest entry: %w", err)
 	}
-	return slices.Max(ends), nil
+	return m.Sequence, nil
 }
 
 // A delivery is one message a scan hands over.
@@ -225,10 +209,12 @@ type scanSpec struct {
 // what each returns, is the least number of messages still wanted (0:
 // stop), which bounds the next fetch.
 //
-// Nothing the consumer says of itself is taken for the end: its count of
-// pending messages is kept incrementally by the server and can be low
-// under load (a no-wait fetch answered empty from that count while the
-// stream held more once cut a restart's read at its 1,000th entry). The
+// Nothing the consumer says of itself while it delivers is taken for
+// the end: its count of pending messages is kept incrementally by the
+// server and can run low under load (a no-wait fetch answered empty from
+// that count while the stream held more once cut a restart's read at its
+// 1,000th entry); only the count the server takes from its store as it
+// makes the consumer is trusted, for "nothing at all". The
 // scan's fetches are no-wait requests that wait when nothing can be
 // delivered yet, which the server ends once its store has nothing more
 // (fetch); when one brings nothing, the scan asks the stream whether
@@ -258,6 +244,12 @@ func (j *Journal) scan(ctx context.Context, sp scanSpec, each func(*delivery) (i
 	}
 	name := cons.CachedInfo().Name
 	defer j.dropConsumer(name)
+	if cons.CachedInfo().NumPending == 0 {
+		// Nothing to read. This count, unlike the consumer's later ones,
+		// is the store's own: the server counts it in the store as it
+		// makes the consumer, before any delivery.
+		return nil
+	}
 	r := reader{j: j, name: name, sp: sp, last: sp.after, need: sp.want}
 	return r.run(ctx, each)
 }
