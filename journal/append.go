@@ -90,10 +90,10 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	return seqs, nil
 }
 
-// publish sends a batch without waiting for acks (but a chunked entry's
-// first chunk's, which ends when full closes), holding the session's order so the batch stays
-// contiguous within the session. It returns each entry's futures, the
-// one of its last message last.
+// publish sends a batch without waiting for acks (but for a chunked
+// entry's first chunk's, which full also ends), holding the session's
+// order so the batch stays contiguous within the session. It returns
+// each entry's futures, the one of its last message last.
 func (j *Journal) publish(ctx context.Context, st *sessionState, session string, entries [][]byte, full <-chan struct{}) ([][]jetstream.PubAckFuture, error) {
 	st.order.Lock()
 	defer st.order.Unlock()

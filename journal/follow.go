@@ -238,7 +238,7 @@ func (f *Follower) deliver(gen int, m jetstream.Msg) {
 		f.askReset()
 		return
 	case missing != nil:
-		f.j.log.Debug("journal: following a session: skipping an entry whose first chunks are gone", "seq", meta.Sequence.Stream)
+		f.j.log.Debug("journal: following a session: skipping an entry that is not whole", "seq", meta.Sequence.Stream)
 		f.rewind = 0
 		return
 	case data == nil:

@@ -302,7 +302,9 @@ func (r *reader) run(ctx context.Context, each func(*delivery) (int, error)) err
 // its store has nothing more (after at least one message), or waits up
 // to Expires for a first one; it never answers "no messages" from the
 // consumer's count of pending messages alone, as it does a request
-// without Expires.
+// without Expires. (It finds a consumer's next message in its store in
+// one step, LoadNextMsg, so "nothing more" is the store's answer: what
+// was there when the read began, and was not purged since, is found.)
 type pullRequest struct {
 	Batch    int           `json:"batch"`
 	MaxBytes int           `json:"max_bytes,omitempty"`

@@ -186,6 +186,8 @@ func (j *Journal) restartJetStream(ctx context.Context) error {
 	d.failed, d.full = false, make(chan struct{})
 	d.fmu.Unlock()
 	if err := j.srv.EnableJetStream(cfg); err != nil {
+		// The next append tries again.
+		d.writeFailed()
 		return fmt.Errorf("journal: starting JetStream again: %w", err)
 	}
 	// Followers' consumers went with it: they make new ones now, rather
