@@ -39,8 +39,11 @@ func (j *Journal) state(session string) *sessionState {
 // Append adds entries to the end of a session's stream, in order, and
 // returns their sequence numbers, each greater than any handed out before.
 // It publishes the whole batch before waiting for the server's acks, so a
-// batch costs about one round trip. On error a prefix of the batch may
-// have been kept; the error says which entry failed.
+// batch costs about one round trip. An entry larger than the server's
+// maximum payload goes as several messages (chunk.go), which costs one
+// more round trip each; its sequence is its last message's. On error a
+// prefix of the batch may have been kept; the error says which entry
+// failed.
 func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte) ([]uint64, error) {
 	if err := j.check(); err != nil {
 		return nil, err
@@ -51,28 +54,34 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	if len(entries) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d entries, at most %d", ErrBatchTooLarge, len(entries), MaxBatch)
 	}
-	var total int64
+	var total, stored int64
 	for i, e := range entries {
 		if len(e) > j.maxEntry {
 			return nil, fmt.Errorf("%w: entry %d is %d bytes, at most %d", ErrEntryTooLarge, i, len(e), j.maxEntry)
 		}
 		total += int64(len(e))
+		stored += int64(len(e)) + int64(1+len(e)/j.maxMsg)*messageOverhead
 	}
 	if len(entries) == 0 {
 		return nil, nil
 	}
+	full, err := j.room(ctx, stored, true)
+	if err != nil {
+		return nil, err
+	}
 	st := j.state(session)
-	futures, err := j.publish(st, j.subject(session), entries)
-	seqs := make([]uint64, 0, len(futures))
-	for i, f := range futures {
-		select {
-		case ack := <-f.Ok():
-			seqs = append(seqs, ack.Sequence)
-		case err := <-f.Err():
-			return seqs, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
-		case <-ctx.Done():
-			return seqs, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), ctx.Err())
+	sent, err := j.publish(ctx, st, session, entries, full)
+	seqs := make([]uint64, 0, len(sent))
+	for i, futures := range sent {
+		var ack *jetstream.PubAck
+		for _, f := range futures {
+			a, err := j.await(ctx, f, full)
+			if err != nil {
+				return seqs, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
+			}
+			ack = a
 		}
+		seqs = append(seqs, ack.Sequence)
 	}
 	if err != nil {
 		return seqs, err
@@ -81,20 +90,31 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	return seqs, nil
 }
 
-// publish sends a batch without waiting for acks, holding the session's
-// order so the batch stays contiguous within the session.
-func (j *Journal) publish(st *sessionState, subject string, entries [][]byte) ([]jetstream.PubAckFuture, error) {
+// publish sends a batch without waiting for acks (but for a chunked
+// entry's first chunk's, which full also ends), holding the session's
+// order so the batch stays contiguous within the session. It returns
+// each entry's futures, the one of its last message last.
+func (j *Journal) publish(ctx context.Context, st *sessionState, session string, entries [][]byte, full <-chan struct{}) ([][]jetstream.PubAckFuture, error) {
 	st.order.Lock()
 	defer st.order.Unlock()
-	futures := make([]jetstream.PubAckFuture, 0, len(entries))
+	subject := j.subject(session)
+	sent := make([][]jetstream.PubAckFuture, 0, len(entries))
 	for i, e := range entries {
+		if len(e) > j.maxMsg {
+			futures, err := j.publishChunks(ctx, session, e, full)
+			if err != nil {
+				return sent, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
+			}
+			sent = append(sent, futures)
+			continue
+		}
 		// When too many appends await their acks, wait for room rather
 		// than fail.
 		f, err := j.js.PublishAsync(subject, e, jetstream.WithStallWait(ackTimeout))
 		if err != nil {
-			return futures, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
+			return sent, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 		}
-		futures = append(futures, f)
+		sent = append(sent, []jetstream.PubAckFuture{f})
 	}
-	return futures, nil
+	return sent, nil
 }

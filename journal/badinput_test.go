@@ -65,17 +65,17 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// Without MaxEntryBytes an entry is bounded by the server's maximum
-// payload.
-func TestEntryBoundedByServer(t *testing.T) {
+// Without MaxEntryBytes an entry is bounded by DefaultMaxEntryBytes, past
+// the server's maximum payload.
+func TestEntryBoundedByDefault(t *testing.T) {
 	h := &harness{t: t, dir: t.TempDir()}
 	j := h.open(Config{})
-	if int64(j.maxEntry) != j.nc.MaxPayload() {
-		t.Fatalf("max entry %d, server max payload %d", j.maxEntry, j.nc.MaxPayload())
+	if j.maxEntry != DefaultMaxEntryBytes || int64(j.maxMsg) != j.nc.MaxPayload() {
+		t.Fatalf("max entry %d, max message %d; server max payload %d", j.maxEntry, j.maxMsg, j.nc.MaxPayload())
 	}
-	_, err := j.Append(context.Background(), s1, make([]byte, j.nc.MaxPayload()+1))
+	_, err := j.Append(context.Background(), s1, make([]byte, DefaultMaxEntryBytes+1))
 	if !errors.Is(err, ErrEntryTooLarge) {
-		t.Fatalf("entry of the server's max payload: %v", err)
+		t.Fatalf("entry of DefaultMaxEntryBytes+1: %v", err)
 	}
 }
 

@@ -269,3 +269,88 @@ func BenchmarkReadTail(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadUnderLoad reads one session of 10,000 entries back, in
+// pages of MaxReadLimit, while 6 other sessions append a turn at a time as
+// fast as they can: entries/s is the read's pace, lost/op the entries a
+// read missed (a short page taken for the end), which must be 0.
+func BenchmarkReadUnderLoad(b *testing.B) {
+	j := openBench(b, b.TempDir(), Config{})
+	defer closeJournal(b, j)
+	const n = 10000
+	appendCounted(b, j, "s/read", n, 500)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(stop)
+	for w := range 6 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := j.Append(context.Background(), fmt.Sprintf("s/load/%d", w), deltas(i, turnDeltas)...); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.ResetTimer()
+	start := time.Now()
+	read, lost := 0, 0
+	for b.Loop() {
+		got := readAll(b, j, "s/read")
+		read += got
+		lost += n - got
+	}
+	b.ReportMetric(float64(read)/time.Since(start).Seconds(), "entries/s")
+	b.ReportMetric(float64(lost)/float64(b.N), "lost/op")
+}
+
+// BenchmarkChunkedEntry appends an entry of 2 MB (three messages of the
+// server's 1 MiB payload), or 33 MB, and reads it back, in a session of
+// such entries: ms/append is the append's time, ms/read a read after the
+// entry before it, ms/read-inside one that starts inside the entry (after
+// its Seq-1) and goes back for its first chunks; MB/s is all three's.
+func BenchmarkChunkedEntry(b *testing.B) {
+	for _, size := range []int{2 << 20, 33 << 20} {
+		b.Run(fmt.Sprintf("MB=%d", size>>20), func(b *testing.B) {
+			j := openBench(b, b.TempDir(), Config{})
+			defer closeJournal(b, j)
+			entry := text
+			for len(entry) < size {
+				entry = append(entry, text...)
+			}
+			entry = entry[:size]
+			b.SetBytes(int64(size))
+			var appending, reading, inside time.Duration
+			read := func(after uint64, took *time.Duration) {
+				start := time.Now()
+				got, err := j.Read(context.Background(), "s/big", after, 1)
+				*took += time.Since(start)
+				if err != nil || len(got) != 1 || len(got[0].Data) != size {
+					b.Fatalf("read %d entries, %v", len(got), err)
+				}
+			}
+			var prev uint64
+			for b.Loop() {
+				start := time.Now()
+				seqs, err := j.Append(context.Background(), "s/big", entry)
+				if err != nil {
+					b.Fatal(err)
+				}
+				appending += time.Since(start)
+				read(prev, &reading)
+				read(seqs[0]-1, &inside)
+				prev = seqs[0]
+			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1000 / float64(b.N) }
+			b.ReportMetric(ms(appending), "ms/append")
+			b.ReportMetric(ms(reading), "ms/read")
+			b.ReportMetric(ms(inside), "ms/read-inside")
+		})
+	}
+}

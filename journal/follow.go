@@ -57,14 +57,17 @@ type Follower struct {
 	reset   chan struct{} // asks the loop for a new consumer (buffered 1)
 	fail    chan struct{} // closed when a delivery ends it (err set)
 
-	mu    sync.Mutex // guards the rest, and sends on entries
-	gen   int        // the current consumer's number; older ones are ignored
-	dseq  uint64     // the current consumer's last delivery count
-	last  uint64     // the sequence of the last entry delivered (or after)
-	ended bool       // entries is closed
-	err   error      // why it ended
-	sub   jetstream.ConsumeContext
-	name  string // the current consumer's name on the server
+	mu     sync.Mutex // guards the rest, and sends on entries
+	gen    int        // the current consumer's number; older ones are ignored
+	dseq   uint64     // the current consumer's last delivery count
+	last   uint64     // the sequence of the last entry delivered (or after)
+	from   uint64     // the sequence the current consumer started from
+	rewind uint64     // when set, where the next consumer starts (an entry's first chunk)
+	asm    *assembler // the chunks of the entry being delivered
+	ended  bool       // entries is closed
+	err    error      // why it ended
+	sub    jetstream.ConsumeContext
+	name   string // the current consumer's name on the server
 }
 
 // Follow delivers the session's entries with a sequence greater than
@@ -74,7 +77,9 @@ type Follower struct {
 // Seq. The session may hold no entries yet; the follower waits for them.
 //
 // Entries come on Entries, with their Seq, Time and Data as Read gives
-// them, in order, with no gap and no duplicate, across reconnects. When
+// them, in order, with no gap and no duplicate, across reconnects; an
+// entry written as chunks comes whole, once its last chunk is stored (a
+// follower started inside one goes back for its first chunks). When
 // retention has dropped entries after after, the follower starts at the
 // first one kept, as Read does; a caller that must know compares after+1
 // with KeptFrom first.
@@ -107,6 +112,7 @@ func (j *Journal) follow(ctx context.Context, session string, after uint64, buff
 		reset:   make(chan struct{}, 1),
 		fail:    make(chan struct{}),
 		last:    after,
+		asm:     newAssembler(j.maxEntry),
 	}
 	// Registered with the journal's background work, so that Close stops
 	// the follower and waits for it while the connection is still up.
@@ -150,23 +156,28 @@ func (f *Follower) Close() {
 	<-f.done
 }
 
-// start makes a consumer of the session's entries from one past the last
-// delivered and starts taking them.
+// start makes a consumer of the session's entries (and their chunks)
+// from one past the last delivered, or from the first chunk of the entry
+// that follows it when it began at or before it, and starts taking them.
 func (f *Follower) start(ctx context.Context) error {
 	f.mu.Lock()
 	f.gen++
 	gen, from := f.gen, f.last+1
-	f.dseq = 0
+	if f.rewind != 0 {
+		from = min(from, f.rewind)
+	}
+	f.from, f.dseq = from, 0
+	f.asm = newAssembler(f.j.maxEntry)
 	f.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, followCreate)
 	defer cancel()
 	cons, err := f.j.stream.CreateConsumer(ctx, jetstream.ConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   from,
-		FilterSubject: f.subject,
-		AckPolicy:     jetstream.AckNonePolicy,
-		MemoryStorage: true,
-		Replicas:      1,
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+		FilterSubjects: []string{f.subject, f.subject + partSuffix},
+		AckPolicy:      jetstream.AckNonePolicy,
+		MemoryStorage:  true,
+		Replicas:       1,
 		// A host that dies leaves its consumer; the server drops it.
 		InactiveThreshold: time.Minute,
 	})
@@ -176,7 +187,10 @@ func (f *Follower) start(ctx context.Context) error {
 	name := cons.CachedInfo().Name
 	sub, err := cons.Consume(
 		func(m jetstream.Msg) { f.deliver(gen, m) },
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeErr(gen, err) }))
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { f.consumeErr(gen, err) }),
+		// The client's default buffer, but never more bytes at once than a
+		// read fetches: chunks are up to a megabyte each.
+		jetstream.PullMaxMessagesWithBytesLimit(500, f.j.fetchBytes()))
 	if err != nil {
 		f.drop(name)
 		return fmt.Errorf("journal: following a session: %w", err)
@@ -204,12 +218,35 @@ func (f *Follower) deliver(gen int, m jetstream.Msg) {
 		return
 	}
 	f.dseq = meta.Sequence.Consumer
-	if meta.Sequence.Stream <= f.last {
+	whole := m.Subject() == f.subject
+	if whole && meta.Sequence.Stream <= f.last {
+		// Delivered already; chunks taken before it were its own.
+		f.asm.drop(f.subject)
 		return
 	}
+	data, missing, err := f.asm.add(m.Subject(), meta.Sequence.Stream, m.Headers(), m.Data())
+	switch {
+	case err != nil:
+		f.endLocked(fmt.Errorf("journal: following a session: %w", err))
+		close(f.fail)
+		return
+	case missing != nil && missing.first < f.from:
+		// The follower began inside this entry: start again from its
+		// first chunk, ignoring this consumer meanwhile.
+		f.rewind = missing.first
+		f.gen++
+		f.askReset()
+		return
+	case missing != nil:
+		f.j.log.Debug("journal: following a session: skipping an entry that is not whole", "seq", meta.Sequence.Stream)
+		f.rewind = 0
+		return
+	case data == nil:
+		return // a chunk taken in
+	}
 	select {
-	case f.entries <- Entry{Session: f.session, Seq: meta.Sequence.Stream, Time: meta.Timestamp, Data: m.Data()}:
-		f.last = meta.Sequence.Stream
+	case f.entries <- Entry{Session: f.session, Seq: meta.Sequence.Stream, Time: meta.Timestamp, Data: data}:
+		f.last, f.rewind = meta.Sequence.Stream, 0
 	default:
 		f.endLocked(ErrFellBehind)
 		close(f.fail)
@@ -264,8 +301,14 @@ func (f *Follower) run(ctx context.Context, status chan nats.Status) {
 	defer f.j.nc.RemoveStatusListener(status)
 	var drops sync.WaitGroup
 	defer drops.Wait()
+	restarted := f.j.restarted()
 	for ended := false; !ended; {
 		select {
+		case <-restarted:
+			// The embedded server's JetStream started again: the
+			// consumer is gone.
+			restarted = f.j.restarted()
+			f.restart(ctx, status, &drops)
 		case <-f.stop:
 			f.end(nil)
 			ended = true

@@ -446,8 +446,13 @@ func TestFollowReconnect(t *testing.T) {
 // fakeMsg is a delivery whose consumer and stream sequences a test sets.
 type fakeMsg struct {
 	jetstream.Msg
+	subject          string
 	consumer, stream uint64
 }
+
+func (m fakeMsg) Subject() string { return m.subject }
+
+func (m fakeMsg) Headers() nats.Header { return nil }
 
 func (m fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &jetstream.MsgMetadata{Sequence: jetstream.SequencePair{Consumer: m.consumer, Stream: m.stream}}, nil
@@ -477,7 +482,7 @@ func TestFollowDistrustsItsConsumer(t *testing.T) {
 			f.mu.Lock()
 			gen, dseq := f.gen, f.dseq
 			f.mu.Unlock()
-			f.deliver(gen, fakeMsg{consumer: dseq + tc.skip, stream: tc.streamSeq(got[1].Seq)})
+			f.deliver(gen, fakeMsg{subject: f.subject, consumer: dseq + tc.skip, stream: tc.streamSeq(got[1].Seq)})
 
 			seqs := appendOK(t, j, s1, "c", "d")
 			got = append(got, receiveThrough(t, f, seqs[1])...)

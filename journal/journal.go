@@ -4,9 +4,11 @@
 // It owns the connection to NATS (an embedded server with its store in a
 // directory and no network listener, or an existing server or cluster
 // named by URL, through the same code path), the stream, the mapping of a
-// session to a subject, retention (an age for the whole stream and a
-// byte budget per session), and following a session's entries live as
-// any host appends them (Follow). Every entry gets the stream's sequence number:
+// session to a subject, writing an entry larger than one NATS message as
+// several and putting it back together (chunk.go), retention (an age for
+// the whole stream and a byte budget per session), following a
+// session's entries live as any host appends them (Follow), and keeping
+// the embedded server's store from failing on a full disk (space.go). Every entry gets the stream's sequence number:
 // one sequence for the whole stream that only grows, also across
 // restarts, by which entries are read and paged. (The host numbers its
 // actions itself, serverSeq, and carries that number in the entries.)
@@ -17,10 +19,12 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,6 +53,8 @@ const (
 	MaxCountSessions = 10000
 	// MaxBatch bounds the entries of one Append.
 	MaxBatch = 1024
+	// DefaultMaxEntryBytes bounds one entry when Config.MaxEntryBytes is 0.
+	DefaultMaxEntryBytes = 64 << 20
 	// minDuplicates is the least deduplication window a server allows.
 	minDuplicates = 100 * time.Millisecond
 	// ackTimeout bounds the wait for the server's ack of an append, when
@@ -65,6 +71,7 @@ var (
 	ErrBatchTooLarge   = errors.New("journal: too many entries in one append")
 	ErrBadLimit        = errors.New("journal: bad read limit")
 	ErrTooManySessions = errors.New("journal: too many sessions in one read")
+	ErrReadIncomplete  = errors.New("journal: read could not reach the end")
 )
 
 // Config says where the journal lives and how long it keeps entries.
@@ -99,8 +106,11 @@ type Config struct {
 	// are purged in the background until the rest fits in three quarters
 	// of the budget, so purges are rare and appends never wait for them.
 	MaxBytesPerSession int64
-	// MaxEntryBytes bounds one entry (0 or more than the server allows
-	// means the server's maximum payload, 1 MiB unless it is set otherwise).
+	// MaxEntryBytes bounds one entry (0 means DefaultMaxEntryBytes). An
+	// entry larger than the server's maximum payload (1 MiB unless the
+	// server sets otherwise) is written as several messages and read back
+	// whole; a journal reads entries up to its own bound, so hosts sharing
+	// a journal set the same one.
 	MaxEntryBytes int
 
 	// Uncompressed keeps the stream's blocks as written. By default the
@@ -116,7 +126,15 @@ type Config struct {
 	// keeps its own setting.
 	SyncAlways bool
 
-	// Logger receives what goes wrong in the background (nil: slog.Default).
+	// MinFreeBytes is what the embedded server's store keeps free of its
+	// file system: an Append that would leave less is refused with
+	// ErrNoSpace (0 means DefaultMinFreeBytes; negative, no floor). A
+	// server reached by URL keeps its own disk.
+	MinFreeBytes int64
+
+	// Logger receives what goes wrong in the background, and what the
+	// embedded server says (its notices at debug level) (nil:
+	// slog.Default).
 	Logger *slog.Logger
 }
 
@@ -125,17 +143,30 @@ type Journal struct {
 	cfg      Config
 	log      *slog.Logger
 	srv      *server.Server // nil when connected by URL
+	disk     *disk          // the embedded server's file system; nil by URL
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	stream   jetstream.Stream
-	maxEntry int
+	maxEntry int // the largest entry appended or read
+	maxMsg   int // the largest entry written as one message
+	// chunkData is the data of each chunk of a larger entry.
+	chunkData int
+
+	// fetchFault, set by tests before the journal is used, is asked before
+	// each fetch of a read; true makes that fetch come back empty, as one
+	// from a lagging consumer can.
+	fetchFault func() bool
 
 	mu       sync.Mutex
 	closed   bool
 	sessions map[string]*sessionState
-	bg       sync.WaitGroup  // background trims
-	bgCtx    context.Context // cancelled by Close
-	bgCancel context.CancelFunc
+	bg       sync.WaitGroup // background trims and followers
+	// restarts is closed (and replaced) when the embedded server's
+	// JetStream starts again (space.go), which drops every consumer.
+	restartMu sync.Mutex
+	restarts  chan struct{}
+	bgCtx     context.Context // cancelled by Close
+	bgCancel  context.CancelFunc
 }
 
 // Open starts (or connects to) NATS, creates or updates the stream and
@@ -159,7 +190,7 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 	if err := checkNames(cfg.Stream, cfg.Subject); err != nil {
 		return nil, err
 	}
-	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}}
+	j := &Journal{cfg: cfg, log: cfg.Logger, sessions: map[string]*sessionState{}, restarts: make(chan struct{})}
 	if j.log == nil {
 		j.log = slog.Default()
 	}
@@ -168,15 +199,21 @@ func Open(ctx context.Context, cfg Config) (*Journal, error) {
 		j.shutdown()
 		return nil, err
 	}
-	if err := j.ensureStreamPatiently(ctx); err != nil {
+	st, err := j.ensureStreamPatiently(ctx)
+	if err != nil {
 		j.shutdown()
 		return nil, err
 	}
-	// The server bounds a message's payload (the subject is not part of it).
-	j.maxEntry = int(j.nc.MaxPayload())
-	if cfg.MaxEntryBytes > 0 && cfg.MaxEntryBytes < j.maxEntry {
-		j.maxEntry = cfg.MaxEntryBytes
+	j.stream = st
+	// The server bounds a message's payload, headers included (the
+	// subject is not part of it); a larger entry goes as chunks.
+	j.maxMsg = int(j.nc.MaxPayload())
+	if j.maxMsg < minPayload {
+		j.shutdown()
+		return nil, fmt.Errorf("journal: the server's maximum payload is %d bytes, at least %d needed", j.maxMsg, minPayload)
 	}
+	j.chunkData = j.maxMsg - chunkHeaderRoom
+	j.maxEntry = cmp.Or(cfg.MaxEntryBytes, DefaultMaxEntryBytes)
 	return j, nil
 }
 
@@ -185,7 +222,8 @@ func (j *Journal) connect(ctx context.Context) error {
 	opts := []nats.Option{nats.Name("ahpd journal")}
 	url := j.cfg.URL
 	if url == "" {
-		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways)
+		j.disk = newDisk(j.cfg.Dir, cmp.Or(j.cfg.MinFreeBytes, DefaultMinFreeBytes))
+		srv, err := startEmbedded(j.cfg.Dir, j.cfg.SyncAlways, serverLog{j})
 		if err != nil {
 			return err
 		}
@@ -231,20 +269,23 @@ func ConnectOptions(cfg Config) []nats.Option {
 }
 
 // startEmbedded starts a JetStream server storing under dir, with no
-// listener and no signal handlers or logging of its own.
-func startEmbedded(dir string, syncAlways bool) (*server.Server, error) {
+// listener, no signal handlers, and log as its logger. Its store has no
+// bound of the server's own (space.go).
+func startEmbedded(dir string, syncAlways bool, log server.Logger) (*server.Server, error) {
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "ahpd-journal",
-		JetStream:  true,
-		StoreDir:   dir,
-		DontListen: true,
-		NoSigs:     true,
-		NoLog:      true,
-		SyncAlways: syncAlways,
+		ServerName:        "ahpd-journal",
+		JetStream:         true,
+		StoreDir:          dir,
+		JetStreamMaxStore: maxServerStore,
+		DontListen:        true,
+		NoSigs:            true,
+		NoLog:             true,
+		SyncAlways:        syncAlways,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("journal: embedded NATS server: %w", err)
 	}
+	srv.SetLoggerV2(log, false, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(30 * time.Second) {
 		srv.Shutdown()
@@ -262,17 +303,17 @@ const streamPatience = time.Minute
 // ensureStreamPatiently is ensureStream asked again, every second, while
 // the cluster does not answer in time or has too few nodes up for the
 // stream's replicas, for up to streamPatience.
-func (j *Journal) ensureStreamPatiently(ctx context.Context) error {
+func (j *Journal) ensureStreamPatiently(ctx context.Context) (jetstream.Stream, error) {
 	deadline := time.Now().Add(streamPatience)
 	for told := false; ; {
 		// Nodes asking at once for the stream on a new cluster: one is
 		// answered, and the others' requests lapse; a short wait each
 		// time keeps that lapse short.
 		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := j.ensureStream(ask)
+		st, err := j.ensureStream(ask)
 		cancel()
 		if err == nil || !clusterNotReady(err) || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
+			return st, err
 		}
 		if !told {
 			j.log.Info("journal: NATS cannot make the stream yet; asking again", "err", err)
@@ -282,7 +323,7 @@ func (j *Journal) ensureStreamPatiently(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return nil, err
 		case <-t.C:
 		}
 	}
@@ -304,13 +345,41 @@ func clusterNotReady(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled)
 }
 
-// ensureStream creates the stream, or updates its limits to the config's.
-func (j *Journal) ensureStream(ctx context.Context) error {
+// ensureStream creates the stream, or updates its limits to the
+// config's. A stream that already has them is not written to, so that a
+// journal opens on a full disk (the server writes a stream's settings to
+// a file of its own on every update); one whose update finds no room
+// keeps its old limits until the journal opens again with room.
+func (j *Journal) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	want := j.streamConfig()
+	st, err := j.js.Stream(ctx, want.Name)
+	switch {
+	case err == nil && sameStream(st.CachedInfo().Config, want):
+		return st, nil
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("journal: looking up stream %s: %w", want.Name, err)
+	}
+	made, uerr := j.js.CreateOrUpdateStream(ctx, want)
+	switch {
+	case uerr == nil:
+		return made, nil
+	case err == nil && streamNoSpace(uerr):
+		j.log.Warn("journal: no room to update the stream's limits; it keeps the ones it has until the journal opens with room", "stream", want.Name, "err", uerr)
+		return st, nil
+	case streamNoSpace(uerr) || j.disk.failedWrite():
+		// The server's answer to a create may not say why; its log did.
+		return nil, fmt.Errorf("journal: creating stream %s: %w: %w", want.Name, ErrNoSpace, uerr)
+	}
+	return nil, fmt.Errorf("journal: creating stream %s: %w", want.Name, uerr)
+}
+
+// streamConfig is the stream the config asks for.
+func (j *Journal) streamConfig() jetstream.StreamConfig {
 	compression := jetstream.S2Compression
 	if j.cfg.Uncompressed {
 		compression = jetstream.NoCompression
 	}
-	st, err := j.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	return jetstream.StreamConfig{
 		Name:        j.cfg.Stream,
 		Description: "ahpd session journal",
 		Subjects:    []string{j.cfg.Subject + ".>"},
@@ -328,12 +397,16 @@ func (j *Journal) ensureStream(ctx context.Context) error {
 		// to rebuild it (the default window, two minutes of appends, can
 		// be hundreds of thousands of entries). The server's least.
 		Duplicates: minDuplicates,
-	})
-	if err != nil {
-		return fmt.Errorf("journal: creating stream %s: %w", j.cfg.Stream, err)
 	}
-	j.stream = st
-	return nil
+}
+
+// sameStream reports whether a stream has every setting the journal
+// asks for.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Description == want.Description &&
+		have.Retention == want.Retention && have.Discard == want.Discard && have.Storage == want.Storage &&
+		have.MaxAge == want.MaxAge && have.Replicas == want.Replicas && have.AllowDirect == want.AllowDirect &&
+		have.Compression == want.Compression && have.Duplicates == want.Duplicates
 }
 
 // Close waits for background purges, drains the connection and stops the

@@ -35,7 +35,7 @@ func (j *Journal) SetMark(ctx context.Context, session string, data []byte) erro
 		return fmt.Errorf("%w: a mark of %d bytes, at most %d", ErrEntryTooLarge, len(data), MaxMarkBytes)
 	}
 	subject := j.markSubject(session)
-	if _, err := j.js.Publish(ctx, subject, data); err != nil {
+	if _, err := j.publishOne(ctx, subject, data); err != nil {
 		return fmt.Errorf("journal: setting a session's mark: %w", err)
 	}
 	// The older marks go; a purge that fails leaves them to the stream's

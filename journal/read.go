@@ -2,8 +2,10 @@ package journal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -20,8 +22,14 @@ type Entry struct {
 
 // Read returns up to limit of the session's entries with a sequence
 // greater than after, oldest first (limit 0 means DefaultReadLimit, at
-// most MaxReadLimit). A page shorter than limit is the end; to page on,
-// pass the last entry's Seq as after.
+// most MaxReadLimit). To page on, pass the last entry's Seq as after.
+//
+// A page shorter than limit is the end: the read goes on until it has
+// every entry up to the session's newest as of its start (or limit of
+// them), however slowly the server delivers them, or it fails (with
+// ErrReadIncomplete when the server keeps holding back entries it says
+// it has). It never returns a short page that is not the end. Entries
+// that retention or Delete take while it runs are not waited for.
 func (j *Journal) Read(ctx context.Context, session string, after uint64, limit int) ([]Entry, error) {
 	return j.ReadSessions(ctx, []string{session}, after, limit)
 }
@@ -41,20 +49,55 @@ func (j *Journal) ReadSessions(ctx context.Context, sessions []string, after uin
 	if err != nil {
 		return nil, err
 	}
+	end, err := j.endOf(ctx, subjects)
+	if err != nil {
+		return nil, err
+	}
+	// The sessions' subjects alone: one message each entry, whole or its
+	// last chunk. (A consumer of their part subjects too would be off the
+	// server's fast path for one subject, and read a session half as fast
+	// out of a stream of many; the chunks of a chunked entry, which is
+	// large, are fetched on their own.)
 	entries := make([]Entry, 0, min(limit, 256))
-	err = j.scan(ctx, subjects, after, limit, false, func(m jetstream.Msg) error {
-		meta, err := m.Metadata()
+	sp := scanSpec{subjects: subjects, ends: subjects, after: after, end: end, want: limit}
+	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
+		data, err := j.entryOf(ctx, d.subject, d.seq, d.header, d.data)
 		if err != nil {
-			return fmt.Errorf("journal: reading entry: %w", err)
+			return 0, err
 		}
-		session, err := j.sessionOf(m.Subject())
-		if err != nil {
-			return err
+		if data != nil {
+			session, err := j.sessionOf(d.subject)
+			if err != nil {
+				return 0, err
+			}
+			entries = append(entries, Entry{Session: session, Seq: d.seq, Time: d.time, Data: data})
 		}
-		entries = append(entries, Entry{Session: session, Seq: meta.Sequence.Stream, Time: meta.Timestamp, Data: m.Data()})
-		return nil
+		return limit - len(entries), nil
 	})
-	return entries, err
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// entryOf is the entry a message on a session's subject ends: the
+// message's data, or, for a chunked entry's last chunk, the whole entry
+// read back (nil when it is not whole).
+func (j *Journal) entryOf(ctx context.Context, subject string, seq uint64, h nats.Header, data []byte) ([]byte, error) {
+	info, chunked, err := chunkOf(h)
+	switch {
+	case err != nil:
+		return nil, err
+	case !chunked:
+		return data, nil
+	case info.index != info.count-1:
+		return nil, nil // a chunk but the last: not the journal's
+	}
+	entry, err := j.chunkedEntry(ctx, subject, info, seq)
+	if err == nil && entry == nil {
+		j.log.Debug("journal: skipping an entry that is not whole", "seq", seq)
+	}
+	return entry, err
 }
 
 // checkLimit applies the default and the bound of a read's limit.
@@ -90,62 +133,280 @@ func (j *Journal) subjects(sessions []string) ([]string, error) {
 	return subjects, nil
 }
 
-// fetchBatch is the most one pull request asks for.
-const fetchBatch = 1000
+// Bounds on how a read fetches from its consumer.
+const (
+	// fetchBatch is the most messages one fetch asks for.
+	fetchBatch = 1000
+	// fetchWait bounds one fetch. The server answers a fetch as soon as
+	// it has delivered the batch, or everything there is; it waits this
+	// long only when there is nothing to deliver at all.
+	fetchWait = 2 * time.Second
+	// fetchTries is how many fetches in a row may bring nothing, while
+	// the stream still holds entries the read has not reached, before the
+	// read gives up with ErrReadIncomplete.
+	fetchTries = 8
+	// fetchPause is the first pause after a fetch that brought nothing;
+	// it doubles up to fetchPauseMax.
+	fetchPause    = 10 * time.Millisecond
+	fetchPauseMax = 500 * time.Millisecond
+	// fetchMinBytes is the least one fetch may bring; a fetch brings at
+	// most the larger of it and two of the server's largest messages, so
+	// a batch of large chunks never floods the client.
+	fetchMinBytes = 8 << 20
+)
 
-// scan hands each message on the subjects after the sequence, up to limit
-// (0: all), to each, in stream order, through a short-lived consumer that
-// keeps its state in memory and is deleted at the end. headersOnly
-// delivers headers and sizes without the data.
-func (j *Journal) scan(ctx context.Context, subjects []string, after uint64, limit int, headersOnly bool, each func(jetstream.Msg) error) error {
+// endOf is the sequence a read of the subjects must get to: for one
+// subject, the sequence of its newest message (0 when it holds none);
+// for several, the stream's newest sequence, at or past the newest of
+// theirs (one request, where theirs would be one a session; the scan
+// ends at the end of the stream, and a consumer with nothing to deliver
+// is not fetched from). A read that gets there has read everything that
+// was there when it began.
+func (j *Journal) endOf(ctx context.Context, subjects []string) (uint64, error) {
+	if len(subjects) > 1 {
+		info, err := j.stream.Info(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("journal: reading: stream info: %w", err)
+		}
+		return info.State.LastSeq, nil
+	}
+	m, err := j.stream.GetLastMsgForSubject(ctx, subjects[0])
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("journal: reading: the newest entry: %w", err)
+	}
+	return m.Sequence, nil
+}
+
+// A delivery is one message a scan hands over.
+type delivery struct {
+	subject string
+	header  nats.Header
+	data    []byte
+	seq     uint64    // its stream sequence
+	time    time.Time // when the server stored it
+}
+
+// scanSpec is what a scan reads.
+type scanSpec struct {
+	subjects []string // the consumer's filter
+	// ends are the subjects whose messages up to end the scan must hand
+	// over (those of subjects, or some of them).
+	ends        []string
+	after, end  uint64 // the messages after after, up to end
+	want        int    // the least number of messages wanted at first
+	headersOnly bool   // headers and sizes, without the data
+}
+
+// scan hands each message on the subjects with a sequence greater than
+// after to each, in stream order, through a short-lived consumer that
+// keeps its state in memory and is deleted at the end. It goes on until
+// it has handed over the message with sequence end or one past it, or
+// until the stream holds nothing more for it (what was there went while
+// it ran), or until each says it needs no more messages. want, and then
+// what each returns, is the least number of messages still wanted (0:
+// stop), which bounds the next fetch.
+//
+// Nothing the consumer says of itself while it delivers is taken for
+// the end: its count of pending messages is kept incrementally by the
+// server and can run low under load (a no-wait fetch answered empty from
+// that count while the stream held more once cut a restart's read at its
+// 1,000th entry); only the count the server takes from its store as it
+// makes the consumer is trusted, for "nothing at all". The
+// scan's fetches are no-wait requests that wait when nothing can be
+// delivered yet, which the server ends once its store has nothing more
+// (fetch); when one brings nothing, the scan asks the stream whether
+// anything it must hand over is left (left) and fetches again, and when
+// fetches keep bringing nothing while something is, it fails with
+// ErrReadIncomplete rather than return short.
+func (j *Journal) scan(ctx context.Context, sp scanSpec, each func(*delivery) (int, error)) error {
+	if sp.end <= sp.after {
+		return nil
+	}
 	cfg := jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       after + 1,
+		OptStartSeq:       sp.after + 1,
 		AckPolicy:         jetstream.AckNonePolicy,
 		MemoryStorage:     true,
-		HeadersOnly:       headersOnly,
+		HeadersOnly:       sp.headersOnly,
 		InactiveThreshold: time.Minute,
 	}
-	if len(subjects) == 1 {
-		cfg.FilterSubject = subjects[0]
+	if len(sp.subjects) == 1 {
+		cfg.FilterSubject = sp.subjects[0]
 	} else {
-		cfg.FilterSubjects = subjects
+		cfg.FilterSubjects = sp.subjects
 	}
 	cons, err := j.createConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("journal: reading: %w", err)
 	}
-	defer j.dropConsumer(cons.CachedInfo().Name)
-	pending := cons.CachedInfo().NumPending
-	for got := 0; pending > 0 && (limit == 0 || got < limit); {
-		want := fetchBatch
-		if limit > 0 {
-			want = min(want, limit-got)
-		}
-		if uint64(want) > pending {
-			want = int(pending)
-		}
-		batch, err := cons.FetchNoWait(want)
+	name := cons.CachedInfo().Name
+	defer j.dropConsumer(name)
+	if cons.CachedInfo().NumPending == 0 {
+		// Nothing to read. This count, unlike the consumer's later ones,
+		// is the store's own: the server counts it in the store as it
+		// makes the consumer, before any delivery.
+		return nil
+	}
+	r := reader{j: j, name: name, sp: sp, last: sp.after, need: sp.want}
+	return r.run(ctx, each)
+}
+
+// reader is one scan's progress through its consumer.
+type reader struct {
+	j    *Journal
+	name string // the consumer's
+	sp   scanSpec
+	last uint64 // the sequence of the last message handed over
+	need int    // what each last said it still wants
+}
+
+func (r *reader) run(ctx context.Context, each func(*delivery) (int, error)) error {
+	pause := fetchPause
+	for empty := 0; r.last < r.sp.end && r.need > 0; {
+		got, done, err := r.fetch(ctx, each)
 		if err != nil {
-			return fmt.Errorf("journal: reading: %w", err)
+			return err
 		}
-		n := 0
-		for m := range batch.Messages() {
-			if err := each(m); err != nil {
-				return err
-			}
-			n++
+		if done {
+			return nil
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("journal: reading: %w", err)
+		if got > 0 {
+			empty, pause = 0, fetchPause
+			continue
 		}
-		if n == 0 {
-			break
+		more, err := r.left(ctx)
+		if err != nil || !more {
+			return err
 		}
-		got += n
-		pending -= uint64(n)
+		if empty++; empty >= fetchTries {
+			return fmt.Errorf("%w: %d fetches in a row brought nothing past sequence %d, short of %d, which the stream holds",
+				ErrReadIncomplete, empty, r.last, r.sp.end)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("journal: reading: %w", ctx.Err())
+		case <-t.C:
+		}
+		pause = min(2*pause, fetchPauseMax)
 	}
 	return nil
+}
+
+// pullRequest is a fetch as the server takes it. With NoWait and Expires
+// both set, the server delivers what it has and ends the request when
+// its store has nothing more (after at least one message), or waits up
+// to Expires for a first one; it never answers "no messages" from the
+// consumer's count of pending messages alone, as it does a request
+// without Expires. (It finds a consumer's next message in its store in
+// one step, LoadNextMsg, so "nothing more" is the store's answer: what
+// was there when the read began, and was not purged since, is found.)
+type pullRequest struct {
+	Batch    int           `json:"batch"`
+	MaxBytes int           `json:"max_bytes,omitempty"`
+	NoWait   bool          `json:"no_wait"`
+	Expires  time.Duration `json:"expires"`
+}
+
+// fetch sends one pull request and hands what comes to each. It returns
+// how many messages came, and done when the scan has what it needs or
+// the server said it has nothing more.
+func (r *reader) fetch(ctx context.Context, each func(*delivery) (int, error)) (got int, done bool, err error) {
+	if f := r.j.fetchFault; f != nil && f() {
+		return 0, false, nil
+	}
+	nc := r.j.nc
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	maxBytes := r.j.fetchBytes()
+	if err := sub.SetPendingLimits(2*fetchBatch, 2*maxBytes); err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	batch := min(fetchBatch, max(r.need, 1))
+	req, err := json.Marshal(pullRequest{Batch: batch, MaxBytes: maxBytes, NoWait: true, Expires: fetchWait})
+	if err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	// The API subject of the journal's JetStream (no domain, no prefix).
+	subject := "$JS.API.CONSUMER.MSG.NEXT." + r.j.cfg.Stream + "." + r.name
+	if err := nc.PublishRequest(subject, inbox, req); err != nil {
+		return 0, false, fmt.Errorf("journal: reading: %w", err)
+	}
+	// The server answers within fetchWait; a second more for the way.
+	fctx, cancel := context.WithTimeout(ctx, fetchWait+time.Second)
+	defer cancel()
+	for {
+		m, err := sub.NextMsgWithContext(fctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return got, false, fmt.Errorf("journal: reading: %w", ctx.Err())
+			}
+			return got, false, nil // the answer was lost; asked again
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			switch status := m.Header.Get("Status"); status {
+			case "100": // a heartbeat
+				continue
+			case "404": // nothing more in the store
+				return got, got > 0, nil
+			case "408": // expired: nothing came
+				return got, false, nil
+			case "409":
+				// The batch's bytes are spent (the next message did not
+				// fit), or the consumer is gone.
+				if d := m.Header.Get("Description"); d == "Batch Completed" || strings.Contains(d, "Exceeds MaxBytes") {
+					return got, false, nil
+				}
+				return got, false, fmt.Errorf("journal: reading: the server ended a fetch: %s %.80s", status, m.Header.Get("Description"))
+			default:
+				return got, false, fmt.Errorf("journal: reading: the server answered a fetch: %s %.80s", status, m.Header.Get("Description"))
+			}
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return got, false, fmt.Errorf("journal: reading: entry metadata: %w", err)
+		}
+		got++
+		r.last = meta.Sequence.Stream
+		if r.need, err = each(&delivery{subject: m.Subject, header: m.Header, data: m.Data, seq: r.last, time: meta.Timestamp}); err != nil {
+			return got, false, err
+		}
+		if r.need <= 0 || r.last >= r.sp.end {
+			return got, true, nil
+		}
+		if got == batch {
+			return got, false, nil
+		}
+	}
+}
+
+// left reports whether the stream still holds a message on the scan's
+// end subjects after the last one handed over and up to its end.
+func (r *reader) left(ctx context.Context) (bool, error) {
+	for _, subject := range r.sp.ends {
+		m, err := r.j.stream.GetMsg(ctx, r.last+1, jetstream.WithGetMsgSubject(subject))
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return false, fmt.Errorf("journal: reading: %w", err)
+		case m.Sequence <= r.sp.end:
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fetchBytes bounds what one fetch brings.
+func (j *Journal) fetchBytes() int {
+	return max(fetchMinBytes, 2*int(j.nc.MaxPayload())+64<<10)
 }
 
 // consumerTimeout bounds one request to make a read's consumer.
@@ -212,7 +473,8 @@ func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
 	if err := j.check(); err != nil {
 		return Entry{}, false, err
 	}
-	// One token after the prefix: entries, not the floor records.
+	// One token after the prefix: entries (whole, or their last chunks),
+	// not the floor records, marks or chunks but the last.
 	m, err := j.stream.GetLastMsgForSubject(ctx, j.cfg.Subject+".*")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Entry{}, false, nil
@@ -224,5 +486,14 @@ func (j *Journal) Newest(ctx context.Context) (Entry, bool, error) {
 	if err != nil {
 		return Entry{}, false, err
 	}
-	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: m.Data}, true, nil
+	data, err := j.entryOf(ctx, m.Subject, m.Sequence, m.Header, m.Data)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("journal: newest entry: %w", err)
+	}
+	if data == nil {
+		// Not whole: its first chunks are gone (expiring by age, as the
+		// rest will).
+		return Entry{}, false, nil
+	}
+	return Entry{Session: session, Seq: m.Sequence, Time: m.Time, Data: data}, true, nil
 }

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Delete purges all of a session's entries. Their sequence numbers are
-// never handed out again.
+// Delete purges all of a session's entries, chunks and all. Their
+// sequence numbers are never handed out again.
 func (j *Journal) Delete(ctx context.Context, session string) error {
 	if err := j.check(); err != nil {
 		return err
@@ -18,7 +19,7 @@ func (j *Journal) Delete(ctx context.Context, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
-	for _, subject := range []string{j.subject(session), j.floorSubject(session), j.markSubject(session)} {
+	for _, subject := range []string{j.subject(session), j.partSubject(session), j.floorSubject(session), j.markSubject(session)} {
 		if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 			return fmt.Errorf("journal: deleting a session: %w", err)
 		}
@@ -74,30 +75,35 @@ func (j *Journal) trim(session string, st *sessionState, counted int64) {
 	}
 }
 
-// span is one entry's sequence and data size, as a trim measures them.
+// span is one entry's sequence (its last chunk's, when chunked) and data
+// size, as a trim measures them.
 type span struct {
 	seq  uint64
 	size int64
 }
 
-// trimTo reads the sizes of the session's entries (headers only) and, if
-// they add up to more than budget, drops the oldest until the rest fits in
-// low. It returns the bytes kept.
+// trimTo reads the sizes of the session's entries (headers only, of the
+// messages on the session's subject: a whole entry, or a chunked entry's
+// last chunk, which gives the entry's size) and, if they add up to more
+// than budget, drops the oldest until the rest fits in low. It returns
+// the bytes kept.
 func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64) (int64, error) {
 	var spans []span
 	var total int64
-	err := j.scan(ctx, []string{j.subject(session)}, 0, 0, true, func(m jetstream.Msg) error {
-		size, err := strconv.ParseInt(m.Headers().Get("Nats-Msg-Size"), 10, 64)
+	subject := j.subject(session)
+	end, err := j.endOf(ctx, []string{subject})
+	if err != nil {
+		return 0, err
+	}
+	sp := scanSpec{subjects: []string{subject}, ends: []string{subject}, end: end, want: fetchBatch, headersOnly: true}
+	err = j.scan(ctx, sp, func(d *delivery) (int, error) {
+		size, err := strconv.ParseInt(cmp.Or(d.header.Get(hdrEntrySize), d.header.Get("Nats-Msg-Size")), 10, 64)
 		if err != nil {
-			return fmt.Errorf("journal: entry size header: %w", err)
+			return 0, fmt.Errorf("journal: entry size header: %w", err)
 		}
-		meta, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("journal: entry metadata: %w", err)
-		}
-		spans = append(spans, span{meta.Sequence.Stream, size})
+		spans = append(spans, span{d.seq, size})
 		total += size
-		return nil
+		return fetchBatch, nil
 	})
 	if err != nil || total <= budget {
 		return total, err
@@ -114,16 +120,23 @@ func (j *Journal) trimTo(ctx context.Context, session string, budget, low int64)
 	return kept, nil
 }
 
-// dropThrough purges the session's entries up to and including seq. It
-// first records seq as the session's floor, so that KeptFrom never claims
-// an entry is kept that may be gone, even if the process dies in between.
+// dropThrough purges the session's entries up to and including seq, the
+// sequence of an entry (a chunked entry's last chunk): whole entries, and
+// then the chunks before it, theirs and any run a writer left unfinished.
+// It first records seq as the session's floor, so that KeptFrom never
+// claims an entry is kept that may be gone, even if the process dies in
+// between. (Dying between the two purges leaves chunks no entry ends,
+// which readers skip and the next trim purges.)
 func (j *Journal) dropThrough(ctx context.Context, session string, seq uint64) error {
 	floor := j.floorSubject(session)
-	if _, err := j.js.Publish(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
+	if _, err := j.publishOne(ctx, floor, strconv.AppendUint(nil, seq, 10)); err != nil {
 		return fmt.Errorf("journal: recording a session's floor: %w", err)
 	}
 	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.subject(session)), jetstream.WithPurgeSequence(seq+1)); err != nil {
 		return fmt.Errorf("journal: purging a session's oldest entries: %w", err)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.partSubject(session)), jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return fmt.Errorf("journal: purging a session's oldest chunks: %w", err)
 	}
 	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(floor), jetstream.WithPurgeKeep(1)); err != nil {
 		return fmt.Errorf("journal: purging a session's older floors: %w", err)
@@ -154,7 +167,7 @@ func (j *Journal) KeptFrom(ctx context.Context, session string) (uint64, error) 
 	m, err := j.stream.GetLastMsgForSubject(ctx, j.floorSubject(session))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		return from, nil
+		return j.keptWhole(ctx, session, from, from)
 	case err != nil:
 		return 0, fmt.Errorf("journal: a session's floor: %w", err)
 	}
@@ -162,5 +175,25 @@ func (j *Journal) KeptFrom(ctx context.Context, session string) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("journal: a session's floor: %w", err)
 	}
-	return max(from, floor+1), nil
+	return j.keptWhole(ctx, session, max(from, floor+1), from)
+}
+
+// keptWhole is from, or past the session's first entry at or after it
+// when that entry is chunked and its first chunk is older than the
+// stream's first sequence: the age limit drops a stream's oldest messages
+// first, and may have taken the first chunks of an entry and not yet the
+// rest, which is no longer an entry.
+func (j *Journal) keptWhole(ctx context.Context, session string, from, first uint64) (uint64, error) {
+	m, err := j.stream.GetMsg(ctx, from, jetstream.WithGetMsgSubject(j.subject(session)))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return from, nil
+	case err != nil:
+		return 0, fmt.Errorf("journal: a session's first entry: %w", err)
+	}
+	info, chunked, err := chunkOf(m.Header)
+	if err == nil && chunked && info.first < first {
+		return m.Sequence + 1, nil
+	}
+	return from, nil
 }

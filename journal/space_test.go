@@ -1,0 +1,251 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// fullDiskEnv, set, makes the test process the one TestFullDisk starts
+// in a mount namespace of its own, where it mounts a small tmpfs to fill.
+const fullDiskEnv = "AHPD_JOURNAL_TEST_FULL_DISK"
+
+// TestFullDisk fills a real file system under the embedded server: a
+// 16 MiB tmpfs, mounted in a mount namespace of the test's own (and a
+// user namespace, so that it needs no root), so that nothing of it
+// outlives the test or touches the host's disks. This process starts the
+// test binary again in there; that one runs the cases.
+func TestFullDisk(t *testing.T) {
+	if os.Getenv(fullDiskEnv) == "" {
+		runInMountNamespace(t)
+		return
+	}
+	dir := mountTmpfs(t, 16<<20)
+	t.Run("appends refused before the disk fills", func(t *testing.T) { testFullDiskRefused(t, dir) })
+	t.Run("a write the store failed", func(t *testing.T) { testFullDiskWriteFailed(t, dir) })
+	t.Run("opening on a full disk", func(t *testing.T) { testFullDiskOpen(t, dir) })
+	t.Run("a new store on a full disk", func(t *testing.T) { testFullDiskNewStore(t, dir) })
+}
+
+// runInMountNamespace runs TestFullDisk in a child in new user and mount
+// namespaces, or, as root where user namespaces are not allowed, a new
+// mount namespace alone, and fails with its output if it fails.
+func runInMountNamespace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	attrs := []*syscall.SysProcAttr{{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
+	}}
+	if os.Geteuid() == 0 {
+		attrs = append(attrs, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS})
+	}
+	var startErr error
+	for _, attr := range attrs {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFullDisk$", "-test.v", "-test.count=1", "-test.timeout=3m")
+		cmd.Env = append(os.Environ(), fullDiskEnv+"=1")
+		cmd.SysProcAttr = attr
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if startErr = cmd.Start(); startErr != nil {
+			continue // namespaces this machine does not allow
+		}
+		err := cmd.Wait()
+		if err != nil || !strings.Contains(out.String(), "--- PASS: TestFullDisk") {
+			t.Fatalf("the full-disk cases failed (%v):\n%s", err, out.String())
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.Contains(line, "space_test.go") {
+				t.Log(strings.TrimSpace(line))
+			}
+		}
+		return
+	}
+	t.Skipf("no mount namespace can be made here (%v): the full-disk cases need root, or user namespaces", startErr)
+}
+
+// mountTmpfs mounts a tmpfs of size bytes on a temporary directory, and
+// unmounts it when the test ends.
+func mountTmpfs(t *testing.T, size int) string {
+	t.Helper()
+	// Nothing mounted here may reach the parent's namespace.
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		t.Fatalf("making mounts private: %v", err)
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
+		t.Fatalf("mounting a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		err := syscall.Unmount(dir, 0)
+		if errors.Is(err, syscall.EBUSY) {
+			// The server keeps a block file of a stream it failed to make
+			// open (nats-server 2.15.2 returns from making the store
+			// without closing it when its settings cannot be written):
+			// detached now, the tmpfs goes when this process does.
+			err = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		if err != nil {
+			t.Errorf("unmounting the tmpfs: %v", err)
+		}
+	})
+	return dir
+}
+
+// fill writes a file until the file system has no room left, and
+// returns a function that removes it.
+func fill(t *testing.T, dir string) func() {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("filling the disk: %v", err)
+			}
+			break
+		}
+	}
+	// Single bytes too, so that not a page is left.
+	for {
+		if _, err := f.Write(buf[:1]); err != nil {
+			break
+		}
+	}
+	f.Close()
+	removed := false
+	remove := func() {
+		if !removed {
+			removed = true
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(remove)
+	return remove
+}
+
+// appendRefused appends to a full disk: the append must end with
+// ErrNoSpace, not wait for its deadline (a guard against hanging, far
+// longer than it takes).
+func appendRefused(t *testing.T, j *Journal, data []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := j.Append(ctx, s1, data)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNoSpace) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Append on a full disk: %v; want ErrNoSpace", err)
+	}
+	t.Logf("an append of %d bytes on a full disk ended with ErrNoSpace in %v: %v", len(data), took, err)
+}
+
+// The journal's own floor: on a disk filled to under MinFreeBytes, an
+// Append is refused before it is sent, reads go on, and once the disk
+// has room again appends go on.
+func testFullDiskRefused(t *testing.T, root string) {
+	j := (&harness{t: t, dir: filepath.Join(root, "refused")}).open(Config{MinFreeBytes: 2 << 20})
+	seqs := appendCounted(t, j, s1, 200, 50)
+	free := fill(t, root)
+	appendRefused(t, j, make([]byte, 10000))
+	checkCounted(t, readPaged(t, j, s1, 77), seqs)
+	free()
+	again, err := j.Append(context.Background(), s1, []byte("00000200"))
+	if err != nil {
+		t.Fatalf("Append once there is room again: %v", err)
+	}
+	checkCounted(t, readPaged(t, j, s1, 77), append(seqs, again...))
+}
+
+// A write the store fails for lack of space (another writer filled the
+// disk after the journal's check saw room): the append waiting for its
+// ack ends with ErrNoSpace at once, as does the next, and once there is
+// room again the journal starts JetStream again and appends go on, with
+// every entry acked before still there and a follower following on.
+func testFullDiskWriteFailed(t *testing.T, root string) {
+	j := (&harness{t: t, dir: filepath.Join(root, "failed")}).open(Config{MinFreeBytes: 2 << 20})
+	seqs := appendCounted(t, j, s1, 200, 50)
+	f := followOK(t, j, s1, seqs[len(seqs)-1])
+	free := fill(t, root)
+	j.disk.mu.Lock()
+	j.disk.measure = func(string) (int64, error) { return 1 << 40, nil } // a check outrun
+	j.disk.mu.Unlock()
+	appendRefused(t, j, make([]byte, 100000))
+	if failed, _ := j.disk.state(); !failed {
+		t.Fatal("the append was refused without the store failing a write: this case proves nothing")
+	}
+	j.disk.mu.Lock()
+	j.disk.measure = statfs
+	j.disk.mu.Unlock()
+	appendRefused(t, j, make([]byte, 100)) // still full
+	checkCounted(t, readPaged(t, j, s1, 1000), seqs)
+	free()
+	again, err := j.Append(context.Background(), s1, []byte("00000200"))
+	if err != nil {
+		t.Fatalf("Append once there is room again: %v", err)
+	}
+	got := readPaged(t, j, s1, 1000)
+	checkCounted(t, got, append(seqs, again...))
+	// The follower made a new consumer after JetStream started again.
+	if e := receive(t, f, 1); e[0].Seq != again[0] {
+		t.Fatalf("followed %d after the restart of the store, want %d", e[0].Seq, again[0])
+	}
+}
+
+// A journal opens on a full disk, even with limits it cannot write
+// (which it keeps for later), serves what it holds, refuses appends, and
+// takes them once there is room.
+func testFullDiskOpen(t *testing.T, root string) {
+	h := &harness{t: t, dir: filepath.Join(root, "open")}
+	j := h.open(Config{MinFreeBytes: 2 << 20})
+	seqs := appendCounted(t, j, s1, 300, 100)
+	closeJournal(t, j)
+	free := fill(t, root)
+	for _, cfg := range []Config{{MinFreeBytes: 2 << 20}, {MinFreeBytes: 2 << 20, MaxAge: time.Hour}} {
+		j = h.open(cfg)
+		checkCounted(t, readPaged(t, j, s1, 1000), seqs)
+		if last, err := j.SessionLastSeq(context.Background(), s1); err != nil || last != seqs[len(seqs)-1] {
+			t.Fatalf("SessionLastSeq = %d, %v", last, err)
+		}
+		appendRefused(t, j, []byte("x"))
+		closeJournal(t, j)
+	}
+	free()
+	j = h.open(Config{MinFreeBytes: 2 << 20, MaxAge: time.Hour})
+	more := appendCounted(t, j, s2, 10, 10)
+	if got := readOK(t, j, []string{s2}, 0, 0); len(got) != len(more) {
+		t.Fatalf("read %d entries appended once there was room, want %d", len(got), len(more))
+	}
+	info, err := j.stream.Info(context.Background())
+	if err != nil || info.Config.MaxAge != time.Hour {
+		t.Fatalf("the stream's age limit once there was room: %v, %v", info.Config.MaxAge, err)
+	}
+}
+
+// A store that does not exist yet cannot be made on a full disk: Open
+// says so with ErrNoSpace.
+func testFullDiskNewStore(t *testing.T, root string) {
+	fill(t, root)
+	j, err := Open(context.Background(), Config{Dir: filepath.Join(root, "new")})
+	if err == nil {
+		closeJournal(t, j)
+		t.Fatal("Open made a new store on a full disk")
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("Open of a new store on a full disk: %v; want ErrNoSpace", err)
+	}
+}
