@@ -45,6 +45,18 @@ func (j *Journal) state(session string) *sessionState {
 // prefix of the batch may have been kept; the error says which entry
 // failed.
 func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte) ([]uint64, error) {
+	return j.append(ctx, session, entries, fullFloor)
+}
+
+// AppendReserve is Append for entries that end work the caller cannot go
+// on with because the disk is full (a turn's end, a session's record of
+// it): it may use half of Config.MinFreeBytes, which Append leaves free,
+// so that what was started is not left unrecorded.
+func (j *Journal) AppendReserve(ctx context.Context, session string, entries ...[]byte) ([]uint64, error) {
+	return j.append(ctx, session, entries, halfFloor)
+}
+
+func (j *Journal) append(ctx context.Context, session string, entries [][]byte, share floorShare) ([]uint64, error) {
 	if err := j.check(); err != nil {
 		return nil, err
 	}
@@ -65,7 +77,7 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 	if len(entries) == 0 {
 		return nil, nil
 	}
-	full, err := j.room(ctx, stored, true)
+	full, err := j.room(ctx, stored, share)
 	if err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func (j *Journal) await(ctx context.Context, f jetstream.PubAckFuture, full <-ch
 // which keeps room for such writes, but failing as an append does when
 // the disk is full.
 func (j *Journal) publishOne(ctx context.Context, subject string, data []byte) (*jetstream.PubAck, error) {
-	full, err := j.room(ctx, int64(len(data))+messageOverhead, false)
+	full, err := j.room(ctx, int64(len(data))+messageOverhead, noFloor)
 	if err != nil {
 		return nil, err
 	}

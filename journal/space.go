@@ -125,12 +125,21 @@ func statfs(dir string) (int64, error) {
 	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
-// room checks that an append of n bytes (withFloor: an Append, which
-// must leave the floor free) fits, and, when a write of the store failed
-// and there is room again, starts JetStream again first. It returns the
-// channel that closes when a write fails while the append waits for its
-// acks; nil when the server is not embedded.
-func (j *Journal) room(ctx context.Context, n int64, withFloor bool) (<-chan struct{}, error) {
+// How much of the floor an append must leave free (room).
+type floorShare int
+
+const (
+	noFloor   floorShare = iota // marks and floor records: only noFreeSpace
+	fullFloor                   // an Append
+	halfFloor                   // an AppendReserve
+)
+
+// room checks that an append of n bytes fits with its share of the floor
+// left free, and, when a write of the store failed and there is room
+// again, starts JetStream again first. It returns the channel that
+// closes when a write fails while the append waits for its acks; nil
+// when the server is not embedded.
+func (j *Journal) room(ctx context.Context, n int64, share floorShare) (<-chan struct{}, error) {
 	d := j.disk
 	if d == nil {
 		return nil, nil
@@ -139,7 +148,11 @@ func (j *Journal) room(ctx context.Context, n int64, withFloor bool) (<-chan str
 	defer d.mu.Unlock()
 	failed, full := d.state()
 	floor := int64(noFreeSpace)
-	if withFloor && d.floor > 0 {
+	switch {
+	case d.floor <= 0 || share == noFloor:
+	case share == halfFloor:
+		floor = max(floor, d.floor/2)
+	default:
 		floor = d.floor
 	}
 	if failed || time.Since(d.checked) > spaceRecheck || d.free-d.since-n < floor+spaceNear {

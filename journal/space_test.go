@@ -249,3 +249,35 @@ func testFullDiskNewStore(t *testing.T, root string) {
 		t.Fatalf("Open of a new store on a full disk: %v; want ErrNoSpace", err)
 	}
 }
+
+// TestAppendReserve: below the floor, an Append is refused and an
+// AppendReserve, which may use half of it, is taken; below half the
+// floor both are refused.
+func TestAppendReserve(t *testing.T) {
+	j, err := Open(context.Background(), Config{Dir: t.TempDir(), MinFreeBytes: 32 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close(context.Background())
+	for _, tc := range []struct {
+		free             int64
+		append, reserved bool // taken
+	}{
+		{1 << 40, true, true},
+		{24 << 20, false, true},
+		{8 << 20, false, false},
+	} {
+		j.disk.mu.Lock()
+		j.disk.measure = func(string) (int64, error) { return tc.free, nil }
+		j.disk.checked = time.Time{}
+		j.disk.mu.Unlock()
+		_, err := j.Append(context.Background(), "s", []byte("entry"))
+		if taken := err == nil; taken != tc.append || (err != nil && !errors.Is(err, ErrNoSpace)) {
+			t.Errorf("%d free: Append: %v", tc.free, err)
+		}
+		_, err = j.AppendReserve(context.Background(), "s", []byte("ending"))
+		if taken := err == nil; taken != tc.reserved || (err != nil && !errors.Is(err, ErrNoSpace)) {
+			t.Errorf("%d free: AppendReserve: %v", tc.free, err)
+		}
+	}
+}
