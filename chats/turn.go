@@ -16,6 +16,7 @@ type run struct {
 	turnID  string
 	started time.Time
 	cancel  context.CancelFunc
+	stop    context.CancelCauseFunc // cancels with a cause: an input timeout
 	done    chan struct{}
 	after   <-chan struct{} // the run before, cancelled and still ending
 	steered chan struct{}   // signalled when a steering message is left for the turn
@@ -51,8 +52,8 @@ func (c *Chat) newRun(turnID string, started time.Time) *run {
 }
 
 func (c *Chat) launch(r *run, msg protocol.Message, resume bool) {
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+	ctx, stop := context.WithCancelCause(context.Background())
+	r.cancel, r.stop = func() { stop(nil) }, stop
 	if prev := c.run; prev != nil {
 		// Its turn has ended for the clients; the agent takes one prompt
 		// at a time, so this one waits for it to let go.
@@ -150,6 +151,12 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 			err = fmt.Errorf("%w (the agent has stopped: the next message starts it again)", err)
 		}
 	}
+	// A turn stopped for waiting too long on a person ends saying so,
+	// whatever the agent made of being stopped.
+	var timeout *plugins.InputTimeoutError
+	if errors.As(context.Cause(ctx), &timeout) {
+		err, interrupted = timeout, false
+	}
 	c.settle(r, c.end(r, err, true, interrupted && canContinue))
 }
 
@@ -238,6 +245,10 @@ func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnStat
 	default:
 		state = protocol.TurnStateError
 		part := protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()}}
+		var timeout *plugins.InputTimeoutError
+		if errors.As(err, &timeout) {
+			part.Error.ErrorType = ErrorInputTimeout
+		}
 		if resumable {
 			part.Error.ErrorType = "agentInterrupted"
 			part.Resumable = new(true)
@@ -402,12 +413,15 @@ func (t *turn) ToolRunning(id string, invocation protocol.StringOrMarkdown, inpu
 }
 
 // Confirm puts the call in pending-confirmation and waits for the client's
-// chat/toolCallConfirmed, which React hands over.
+// chat/toolCallConfirmed, which React hands over, or for the session's
+// inputTimeout.
 func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error) {
 	ch := make(chan bool, 1)
+	var w inputWait
 	t.c.owner.Do(func() {
 		t.startLocked(call)
 		t.c.confirm[call.ID] = ch
+		w = t.c.waitLocked()
 		t.c.owner.Emit(t.c, &protocol.ChatToolCallReadyAction{
 			TurnID:            t.r.turnID,
 			ToolCallID:        call.ID,
@@ -415,6 +429,7 @@ func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error)
 			ToolInput:         protocol.InlineInput(call.Input),
 		})
 	})
+	defer w.release()
 	select {
 	case ok, open := <-ch:
 		if !open {
@@ -424,6 +439,9 @@ func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error)
 	case <-ctx.Done():
 		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
 		return false, ctx.Err()
+	case <-w.due:
+		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
+		return false, t.expire(w, "a tool call's confirmation")
 	}
 }
 
@@ -432,13 +450,17 @@ func (t *turn) ToolDone(id string, result protocol.ToolCallResult) {
 }
 
 // Ask puts an input request in the turn and waits for the client's
-// chat/inputCompleted, which React hands over.
+// chat/inputCompleted, which React hands over, or for the session's
+// inputTimeout.
 func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
 	ch := make(chan plugins.Answer, 1)
+	var w inputWait
 	t.c.owner.Do(func() {
 		t.c.answers[req.ID] = ch
+		w = t.c.waitLocked()
 		t.c.owner.Emit(t.c, &protocol.ChatInputRequestedAction{Request: req})
 	})
+	defer w.release()
 	select {
 	case ans, open := <-ch:
 		if !open {
@@ -448,6 +470,9 @@ func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.
 	case <-ctx.Done():
 		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
 		return plugins.Answer{}, ctx.Err()
+	case <-w.due:
+		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
+		return plugins.Answer{}, t.expire(w, "an answer")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func TestPromptReportsUpdates(t *testing.T) {
 	}
 	start := turn.Of("toolStart")[0].Call
 	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`}
-	if start != want {
+	if !reflect.DeepEqual(start, want) {
 		t.Errorf("ToolStart(%+v), want %+v", start, want)
 	}
 	if run := turn.Of("toolRunning")[0].Call; run.Invocation != want.Invocation || run.Input != want.Input {
