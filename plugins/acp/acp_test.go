@@ -60,7 +60,7 @@ func TestPromptReportsUpdates(t *testing.T) {
 		t.Errorf("t1 events = %v", got)
 	}
 	start := turn.Of("toolStart")[0].Call
-	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`}
+	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`, Kind: "read"}
 	if !reflect.DeepEqual(start, want) {
 		t.Errorf("ToolStart(%+v), want %+v", start, want)
 	}
