@@ -76,7 +76,9 @@ func ParsePermissions(v jsontext.Value) (Permissions, error) {
 	if err := json.Unmarshal(v, &raw, json.RejectUnknownMembers(true)); err != nil {
 		var se *json.SemanticError
 		if errors.As(err, &se) && se.JSONPointer != "" {
-			return Permissions{}, fmt.Errorf("%s: not a member permissions have (mode, allow, deny) or not of its type", strings.TrimPrefix(string(se.JSONPointer), "/"))
+			// The member's name is the client's: quoted, and cut short.
+			name := strings.TrimPrefix(string(se.JSONPointer), "/")
+			return Permissions{}, fmt.Errorf("member %s: not one permissions have (mode, allow, deny), or not of its type", protocol.Quote(name))
 		}
 		return Permissions{}, errors.New(`want an object {"mode": ..., "allow": [...], "deny": [...]}`)
 	}

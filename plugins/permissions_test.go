@@ -27,8 +27,9 @@ func TestParsePermissions(t *testing.T) {
 		{`[]`, "want an object", false},
 		{`"bypass"`, "want an object", false},
 		{`{"mode":"yolo"}`, `mode: "yolo" is not ask, acceptEdits or bypass`, false},
-		{`{"mode":"ask","denny":["Bash"]}`, "denny: not a member", false},
-		{`{"allow":"Bash"}`, "allow: not a member", false},
+		{`{"mode":"ask","denny":["Bash"]}`, `member "denny": not one permissions have`, false},
+		{`{"allow":"Bash"}`, `member "allow": not one permissions have (mode, allow, deny), or not of its type`, false},
+		{`{"` + strings.Repeat("x", 5000) + `":1}`, "bytes)", false}, // cut short
 		{`{"allow":[3]}`, "allow[0]: want a string", false},
 		{`{"deny":[""]}`, `deny[0]: "": empty`, false},
 		{`{"deny":["Bash(git *"]}`, `a glob ends with ")"`, false},
