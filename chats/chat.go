@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -64,8 +65,17 @@ type Options struct {
 	// made on the first send, the checkpoint the session starts from). An
 	// error fails the turn as a start failure does.
 	Prepare func(ctx context.Context) error
-	// Now is the clock; nil means time.Now.
+	// Now is the clock; nil means Clock's Now.
 	Now func() time.Time
+	// Clock times a turn's waits for a person (InputTimeout); nil is the
+	// wall clock.
+	Clock clock.Clock
+	// InputTimeout, if set, says how long a turn may wait for a person (a
+	// tool call to confirm, a question to answer): a wait that long stops
+	// the turn, which ends in chat/error with errorType "inputTimeout".
+	// 0 is no limit. Called with the owner's lock held, as each wait
+	// begins.
+	InputTimeout func() time.Duration
 }
 
 // Chat is one conversation.
@@ -75,6 +85,8 @@ type Chat struct {
 	start   func(ctx context.Context) (plugins.Agent, error)
 	prepare func(ctx context.Context) error
 	now     func() time.Time
+	clock   clock.Clock
+	timeout func() time.Duration
 
 	// Guarded by the owner's lock.
 	state      *protocol.ChatState
@@ -125,9 +137,13 @@ var ErrStopped = errors.New("the chat is stopped: ahpd is shutting down")
 
 // New returns a chat with the given state.
 func New(opts Options) *Chat {
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
 	now := opts.Now
 	if now == nil {
-		now = time.Now
+		now = clk.Now
 	}
 	return &Chat{
 		agentMu:    lockcheck.Mutex{Class: "agent"},
@@ -136,6 +152,8 @@ func New(opts Options) *Chat {
 		start:      opts.Start,
 		prepare:    opts.Prepare,
 		now:        now,
+		clock:      clk,
+		timeout:    opts.InputTimeout,
 		state:      opts.State,
 		confirm:    map[string]chan bool{},
 		answers:    map[string]chan plugins.Answer{},

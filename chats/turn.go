@@ -16,7 +16,7 @@ type run struct {
 	turnID  string
 	started time.Time
 	cancel  context.CancelFunc
-	stop    context.CancelCauseFunc // cancels it with a reason the turn ends with (End)
+	stop    context.CancelCauseFunc // cancels it with a reason the turn ends with: an input timeout, or End
 	done    chan struct{}
 	after   <-chan struct{} // the run before, cancelled and still ending
 	steered chan struct{}   // signalled when a steering message is left for the turn
@@ -53,8 +53,7 @@ func (c *Chat) newRun(turnID string, started time.Time) *run {
 
 func (c *Chat) launch(r *run, msg protocol.Message, resume bool) {
 	ctx, stop := context.WithCancelCause(context.Background())
-	r.stop = stop
-	r.cancel = func() { stop(nil) }
+	r.cancel, r.stop = func() { stop(nil) }, stop
 	if prev := c.run; prev != nil {
 		// Its turn has ended for the clients; the agent takes one prompt
 		// at a time, so this one waits for it to let go.
@@ -163,8 +162,10 @@ func (c *Chat) drive(ctx context.Context, r *run, msg protocol.Message, resume b
 			err = fmt.Errorf("%w (the agent has stopped: the next message starts it again)", err)
 		}
 	}
+	// A turn stopped for a reason (waiting too long on a person, End)
+	// ends saying so, whatever the agent made of being stopped.
 	if why := context.Cause(ctx); why != nil && !errors.Is(why, context.Canceled) {
-		err = why // ended for a reason (End), not cancelled by a client
+		err, interrupted = why, false
 	}
 	c.settle(r, c.end(r, err, true, interrupted && canContinue))
 }
@@ -254,8 +255,12 @@ func (c *Chat) end(r *run, err error, release, resumable bool) protocol.TurnStat
 	default:
 		state = protocol.TurnStateError
 		part := protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "agentError", Message: err.Error()}}
+		var timeout *plugins.InputTimeoutError
 		var typed interface{ ErrorType() string }
-		if errors.As(err, &typed) {
+		switch {
+		case errors.As(err, &timeout):
+			part.Error.ErrorType = ErrorInputTimeout
+		case errors.As(err, &typed):
 			part.Error.ErrorType = typed.ErrorType() // the host's reason (End), not the agent's
 		}
 		if resumable {
@@ -422,12 +427,15 @@ func (t *turn) ToolRunning(id string, invocation protocol.StringOrMarkdown, inpu
 }
 
 // Confirm puts the call in pending-confirmation and waits for the client's
-// chat/toolCallConfirmed, which React hands over.
+// chat/toolCallConfirmed, which React hands over, or for the session's
+// inputTimeout.
 func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error) {
 	ch := make(chan bool, 1)
+	var w inputWait
 	t.c.owner.Do(func() {
 		t.startLocked(call)
 		t.c.confirm[call.ID] = ch
+		w = t.c.waitLocked()
 		t.c.owner.Emit(t.c, &protocol.ChatToolCallReadyAction{
 			TurnID:            t.r.turnID,
 			ToolCallID:        call.ID,
@@ -435,6 +443,7 @@ func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error)
 			ToolInput:         protocol.InlineInput(call.Input),
 		})
 	})
+	defer w.release()
 	select {
 	case ok, open := <-ch:
 		if !open {
@@ -444,6 +453,9 @@ func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error)
 	case <-ctx.Done():
 		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
 		return false, ctx.Err()
+	case <-w.due:
+		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
+		return false, t.expire(w, "a tool call's confirmation")
 	}
 }
 
@@ -452,13 +464,17 @@ func (t *turn) ToolDone(id string, result protocol.ToolCallResult) {
 }
 
 // Ask puts an input request in the turn and waits for the client's
-// chat/inputCompleted, which React hands over.
+// chat/inputCompleted, which React hands over, or for the session's
+// inputTimeout.
 func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
 	ch := make(chan plugins.Answer, 1)
+	var w inputWait
 	t.c.owner.Do(func() {
 		t.c.answers[req.ID] = ch
+		w = t.c.waitLocked()
 		t.c.owner.Emit(t.c, &protocol.ChatInputRequestedAction{Request: req})
 	})
+	defer w.release()
 	select {
 	case ans, open := <-ch:
 		if !open {
@@ -468,6 +484,9 @@ func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.
 	case <-ctx.Done():
 		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
 		return plugins.Answer{}, ctx.Err()
+	case <-w.due:
+		t.c.owner.Do(func() { delete(t.c.answers, req.ID) })
+		return plugins.Answer{}, t.expire(w, "an answer")
 	}
 }
 

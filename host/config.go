@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
@@ -37,6 +38,10 @@ func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who
 				return
 			}
 			ignored = append(ignored, p.Key)
+			if bad, ok := h.badValue(p.Key); ok {
+				state.Values[p.Key] = bad
+				return
+			}
 		}
 		if p.Schema.Default != nil {
 			state.Values[p.Key] = p.Schema.Default
@@ -50,6 +55,9 @@ func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who
 				take(p)
 			}
 		}
+	}
+	for _, p := range h.permissionProperties() {
+		take(p)
 	}
 	for _, p := range rest {
 		take(p)
@@ -115,28 +123,36 @@ func configChange(state *protocol.SessionConfigState, a *protocol.SessionConfigC
 		return nil, "the session has no config"
 	}
 	replace := a.Replace != nil && *a.Replace
+	// The values as the session keeps them: a host key's in its own form
+	// (autoApprove true as "allow", permissions checked and trimmed).
+	taken := make(protocol.Object, len(a.Config))
 	for k, v := range a.Config {
 		p, ok := state.Schema.Properties.Get(k)
 		if !ok {
-			return nil, "unknown config key " + k
+			return nil, "unknown config key " + protocol.Quote(k) + "; the session's keys are " + strings.Join(state.Schema.Properties.Keys(), ", ")
 		}
 		fixed := p.SessionMutable == nil || !*p.SessionMutable
 		if fixed && started && !bytes.Equal(bytes.TrimSpace(v), bytes.TrimSpace(state.Values[k])) {
 			return nil, "config key " + k + " is fixed once the session has started"
 		}
+		taken[k] = v
 		if isHostKey(k) {
-			if _, ok := hostValue(k, p, v); !ok {
-				return nil, "config key " + k + " does not take that value"
+			hv, ok := hostValue(k, p, v)
+			if !ok {
+				return nil, "config key " + k + " does not take that value: " + valueProblem(k, p, v)
+			}
+			if isPermissionKey(k) {
+				taken[k] = hv
 			}
 		} else if !fits(p, v) {
 			return nil, "config key " + k + " does not take that value"
 		}
 	}
 	if !replace || !started {
-		return a.Config, ""
+		return taken, ""
 	}
-	merged := make(protocol.Object, len(a.Config))
-	for k, v := range a.Config {
+	merged := make(protocol.Object, len(taken))
+	for k, v := range taken {
 		merged[k] = v
 	}
 	for k, p := range state.Schema.Properties.All() {

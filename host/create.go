@@ -49,6 +49,11 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 		return nil, err
 	}
 	config, ignored := h.resolveConfig(backend, p.Config, c.principal, spec.dirs[0])
+	if len(ignored) > 0 && strictConfig(p.Meta) {
+		if why := strictRefusal(config, p.Config, spec.provider); why != "" {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: %s", why)
+		}
+	}
 	if len(ignored) > 0 {
 		h.log.Info("config values left at their defaults", "session", p.Channel, "keys", ignored)
 	}

@@ -109,6 +109,16 @@ type Options struct {
 	// caller joins it, with the Journal on the same NATS, and closes it
 	// after Close. nil is a host of its own.
 	Cluster *cluster.Member
+	// Permissions are the permissions of a session whose config sets
+	// none: what its agents' tool calls may do without a person
+	// confirming them (docs/PERMISSIONS.md). The zero value asks for
+	// everything. New refuses permissions that do not check.
+	Permissions plugins.Permissions
+	// InputTimeout is the inputTimeout of a session whose config sets
+	// none: how long a turn may wait for a person (a tool call to
+	// confirm, a question) before it is stopped with an inputTimeout
+	// error. 0 waits for ever; otherwise 1s to 720h.
+	InputTimeout time.Duration
 	// PushCheckpoints, when set, is the remote (a remote's name, looked up
 	// in each session's repository, or a URL) every session's checkpoints
 	// are pushed to as they are recorded, and fetched from when a session
@@ -238,6 +248,9 @@ func New(opts Options) (*Host, error) {
 		opts.Clock = clock.Real{}
 	}
 	if err := opts.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkPermissionOptions(&opts); err != nil {
 		return nil, err
 	}
 	opts.Limits = opts.Limits.WithDefaults()

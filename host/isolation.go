@@ -31,6 +31,9 @@ var hostKeys = []string{
 }
 
 func isHostKey(k string) bool {
+	if isPermissionKey(k) {
+		return true
+	}
 	for _, h := range hostKeys {
 		if h == k {
 			return true
@@ -112,6 +115,10 @@ func isolationProperties(folder string, given protocol.Object) (first plugins.Pr
 // property takes, and whether there is one: a pattern key takes a list of
 // strings, or a single string read as the list it spells.
 func hostValue(key string, p protocol.SessionConfigPropertySchema, v jsontext.Value) (jsontext.Value, bool) {
+	if isPermissionKey(key) {
+		out, err := permissionValue(key, v)
+		return out, err == nil
+	}
 	if key == worktree.KeyIncludeFiles || key == worktree.KeySymlinkFolders {
 		list, ok := worktree.Patterns([]byte(v))
 		if !ok {

@@ -56,6 +56,7 @@ type session struct {
 	disposed    bool
 	running     bool // a chat runs a turn: counted in root's activeSessions
 	stopping    bool // the host is shutting down: no turn starts
+	mirrorHeld  bool // a batch of a chat's actions is applied: mirror it after the last (EmitBatch)
 
 	// The store (persist.go): stored says a record of the session is in
 	// it; storeFailing that a write of the record failed, which the
@@ -123,6 +124,9 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 		State: state,
 		Owner: s,
 		Now:   s.h.now,
+		Clock: s.h.opts.Clock,
+		// Called with s.mu held, as each wait for a person begins.
+		InputTimeout: s.inputTimeoutLocked,
 		// Start runs holding no session lock: it reads what it needs
 		// from the entry's and the session's atomic values.
 		Start: func(ctx context.Context) (plugins.Agent, error) {
@@ -237,7 +241,9 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	if e != nil {
 		e.keepMarks()
 	}
-	s.mirrorChatLocked(c)
+	if !s.mirrorHeld {
+		s.mirrorChatLocked(c)
+	}
 	return true
 }
 

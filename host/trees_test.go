@@ -83,11 +83,13 @@ func TestIsolationConfig(t *testing.T) {
 	var keys []string
 	for k, p := range r.Schema.Properties.All() {
 		keys = append(keys, k)
-		if mutable := p.SessionMutable != nil && *p.SessionMutable; mutable != (k == "autoApprove") {
+		// The permission keys may change on a running session; the
+		// isolation keys may not.
+		if mutable := p.SessionMutable != nil && *p.SessionMutable; mutable != (k == "permissions" || k == "autoApprove" || k == "inputTimeout") {
 			t.Errorf("%s: sessionMutable %v", k, mutable)
 		}
 	}
-	want := []string{"isolation", "autoApprove", "branch", "worktreeBranchPrefix", "worktreeIncludeFiles",
+	want := []string{"isolation", "permissions", "autoApprove", "inputTimeout", "branch", "worktreeBranchPrefix", "worktreeIncludeFiles",
 		"worktreeSymlinkFolders", "worktreeCreateNewBranch", "worktreeBranchTrack"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys %v, want %v", keys, want)

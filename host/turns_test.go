@@ -78,11 +78,12 @@ func TestToolConfirmation(t *testing.T) {
 		t.Errorf("denied call ended as %T", tp.ToolCall)
 	}
 
-	// With autoApprove "allow" nothing is asked, and the call is marked so.
+	// With autoApprove "allow" (the permissions' mode bypass) nothing is
+	// asked, and the call is marked as confirmed by a setting.
 	_, chat2 := th.newSession(c, "s2", map[string]any{"autoApprove": "allow"})
 	cs = send(t, c, chat2, "t1", "write c.txt gamma")
 	done := cs.Turns[0].ResponseParts[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCompletedState)
-	if done.Confirmed != protocol.ToolCallConfirmationReasonNotNeeded || !done.Success {
+	if done.Confirmed != protocol.ToolCallConfirmationReasonSetting || !done.Success {
 		t.Errorf("auto-approved call: confirmed %s, success %v", done.Confirmed, done.Success)
 	}
 
@@ -168,7 +169,7 @@ func TestConfigChangeReachesTheAgent(t *testing.T) {
 	})
 	cs := send(t, c, chat, "t2", "write d.txt delta")
 	done, ok := cs.Turns[1].ResponseParts[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCompletedState)
-	if !ok || done.Confirmed != protocol.ToolCallConfirmationReasonNotNeeded {
+	if !ok || done.Confirmed != protocol.ToolCallConfirmationReasonSetting {
 		t.Errorf("after autoApprove=allow the write was %+v", cs.Turns[1].ResponseParts[0])
 	}
 }

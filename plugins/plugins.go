@@ -56,7 +56,10 @@ type StartOptions struct {
 	// Resume continues a conversation the backend already has.
 	Resume bool
 	// Config holds the session's config values, keyed as the properties
-	// the backends and the host offer.
+	// the backends and the host offer. Among them are the session's
+	// permissions, which PolicyOf reads for the agent's working
+	// directory; a Reconfigurer reads them again from the values
+	// SetConfig gives.
 	Config protocol.Object
 }
 
@@ -172,8 +175,17 @@ type Turn interface {
 	ToolRunning(id string, invocation protocol.StringOrMarkdown, input string)
 
 	// Confirm asks the user to allow a tool call and waits for the
-	// answer or for ctx to end. A call not yet started is started.
+	// answer or for ctx to end. A call not yet started is started. A
+	// backend asks the session's Policy first (see the Confirm function),
+	// so a person is asked only what the policy leaves open.
 	Confirm(ctx context.Context, call ToolCall) (bool, error)
+
+	// Decided reports a tool call the session's permissions decided
+	// without asking anyone: allowed, it runs, shown as confirmed by a
+	// setting; denied, it ends as denied, with the decision's reason. A
+	// call not yet started is started. The agent still reports what an
+	// allowed call did (ToolDone); a denied call is ended by the host.
+	Decided(call ToolCall, d Decision)
 
 	// ToolDone reports a tool call's result; a failed tool is a result
 	// with Success false, not an error of the turn.
@@ -226,6 +238,13 @@ type ToolCall struct {
 	Invocation protocol.StringOrMarkdown
 	// Input is the call's arguments as JSON text.
 	Input string
+	// Kind is the kind of tool (KindEdit, KindExecute, ...), which
+	// permission rules name across backends; "" is KindOther.
+	Kind string
+	// Paths are the files the call reads or changes, absolute or
+	// relative to the agent's working directory, as far as the backend
+	// can tell: permission rules with a glob match them.
+	Paths []string
 }
 
 // Answer is the user's reply to an input request.

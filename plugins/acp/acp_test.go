@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -59,8 +60,8 @@ func TestPromptReportsUpdates(t *testing.T) {
 		t.Errorf("t1 events = %v", got)
 	}
 	start := turn.Of("toolStart")[0].Call
-	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`}
-	if start != want {
+	want := plugins.ToolCall{ID: "t1", Name: "read", DisplayName: "Read a file", Invocation: protocol.Markdown("Read a file"), Input: `{"id":"t1"}`, Kind: "read"}
+	if !reflect.DeepEqual(start, want) {
 		t.Errorf("ToolStart(%+v), want %+v", start, want)
 	}
 	if run := turn.Of("toolRunning")[0].Call; run.Invocation != want.Invocation || run.Input != want.Input {

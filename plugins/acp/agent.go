@@ -40,6 +40,10 @@ type Agent struct {
 	// Config values waiting to be sent, and whether configLoop runs.
 	pendingConfig protocol.Object
 	configuring   bool
+
+	// dir is the folder the session's permissions are bound to; the
+	// client holds them (client.policy).
+	dir string
 }
 
 var (
@@ -61,7 +65,9 @@ func newAgent(ctx context.Context, b *Backend, in *instance, opts plugins.StartO
 		cancelGrace: b.cancelGrace,
 		life:        life,
 		stopLife:    stop,
+		dir:         opts.Conversation.Dir,
 	}
+	in.client.policy.Store(plugins.PolicyOf(opts.Config, a.dir))
 	if err := a.open(ctx, opts); err != nil {
 		stop()
 		return nil, err
@@ -168,6 +174,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	// once the agent was told.
 	run := newTurnRun(context.WithoutCancel(ctx), t, a.log)
 	run.flush = a.in.client.box.flush
+	run.policy = a.in.client.policy.Load
 	a.in.client.setSink(run)
 	defer func() {
 		a.in.client.setSink(nil)

@@ -8,8 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // client is ahpd's side of one ACP connection: it receives the agent's
@@ -29,6 +32,12 @@ type client struct {
 	terms *terminals
 
 	box *mailbox // updates on their way to the sinks they came for
+
+	// policy is the session's permissions as the latest config values
+	// give them: they answer the agent's permission requests before a
+	// person is asked (turn.go), and what they deny the client refuses
+	// to do for the agent (files, terminals) whether it asked or not.
+	policy atomic.Pointer[plugins.Policy]
 
 	mu   sync.Mutex
 	sink sink // where session updates go; nil between turns
@@ -130,6 +139,18 @@ func (c *client) RequestPermission(ctx context.Context, req sdk.RequestPermissio
 		return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeCancelled()}, nil
 	}
 	return a.permission(ctx, req), nil
+}
+
+// denied refuses what the session's permissions deny the agent, asked or
+// not: a deny rule holds however the agent goes about it. What they would
+// allow or ask is left to the agent's own permission requests.
+func (c *client) denied(call plugins.ToolCall) error {
+	d := c.policy.Load().Decide(call)
+	if d.Verdict != plugins.Deny {
+		return nil
+	}
+	c.log.Info("refused what the session's permissions deny", "kind", call.Kind, "paths", call.Paths, "rule", d.Rule)
+	return sdk.NewInvalidParams(map[string]any{"error": d.Reason()})
 }
 
 // updateKind returns the sessionUpdate name of u. The SDK decodes a kind

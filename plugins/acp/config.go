@@ -134,6 +134,9 @@ func jsonValue(v any) jsontext.Value {
 // order, and values set while one is being sent replace those still
 // waiting.
 func (a *Agent) SetConfig(values protocol.Object) {
+	// The permissions are ahpd's, not the agent's: they apply from the
+	// next permission request on, even mid-turn.
+	a.in.client.policy.Store(plugins.PolicyOf(values, a.dir))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	sdk "github.com/coder/acp-go-sdk"
+
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // codeResourceNotFound is ACP's error code for a file that does not
@@ -18,6 +20,9 @@ const codeResourceNotFound = -32002
 // ReadTextFile serves fs/read_text_file: a text file beneath the working
 // directory, or the lines of it the request asks for.
 func (c *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) (sdk.ReadTextFileResponse, error) {
+	if err := c.denied(plugins.ToolCall{Name: plugins.KindRead, Kind: plugins.KindRead, Paths: []string{req.Path}}); err != nil {
+		return sdk.ReadTextFileResponse{}, err
+	}
 	rel, err := c.resolve(req.Path)
 	if err != nil {
 		return sdk.ReadTextFileResponse{}, err
@@ -39,6 +44,9 @@ func (c *client) ReadTextFile(ctx context.Context, req sdk.ReadTextFileRequest) 
 // The SDK refuses a request with empty content before it gets here, so
 // an agent cannot empty a file this way.
 func (c *client) WriteTextFile(ctx context.Context, req sdk.WriteTextFileRequest) (sdk.WriteTextFileResponse, error) {
+	if err := c.denied(plugins.ToolCall{Name: plugins.KindEdit, Kind: plugins.KindEdit, Paths: []string{req.Path}}); err != nil {
+		return sdk.WriteTextFileResponse{}, err
+	}
 	rel, err := c.resolve(req.Path)
 	if err != nil {
 		return sdk.WriteTextFileResponse{}, err

@@ -13,6 +13,7 @@ import (
 
 	sdk "github.com/coder/acp-go-sdk"
 
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
@@ -54,6 +55,9 @@ func newTerminals(log *slog.Logger) *terminals {
 // CreateTerminal serves terminal/create: the command runs without a
 // shell, as ACP gives it, in cwd beneath the working directory.
 func (c *client) CreateTerminal(ctx context.Context, req sdk.CreateTerminalRequest) (sdk.CreateTerminalResponse, error) {
+	if err := c.denied(plugins.ToolCall{Name: plugins.KindExecute, Kind: plugins.KindExecute}); err != nil {
+		return sdk.CreateTerminalResponse{}, err
+	}
 	dir := c.dirs[1]
 	if req.Cwd != nil && *req.Cwd != "" {
 		rel, err := c.resolve(*req.Cwd)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,6 +30,8 @@ type turnRun struct {
 
 	// flush waits for the updates sent before now to reach the run.
 	flush func()
+	// policy returns the session's permissions now; nil asks.
+	policy func() *plugins.Policy
 
 	mu     sync.Mutex
 	ended  bool
@@ -72,12 +75,13 @@ const (
 // a call's fields in pieces (tool_call, then tool_call_update with what
 // changed), and a permission request may describe it before either.
 type toolCall struct {
-	id      string
-	title   string
-	kind    sdk.ToolKind
-	input   string // rawInput as JSON
-	content []sdk.ToolCallContent
-	phase   toolPhase
+	id        string
+	title     string
+	kind      sdk.ToolKind
+	input     string // rawInput as JSON
+	content   []sdk.ToolCallContent
+	locations []sdk.ToolCallLocation
+	phase     toolPhase
 }
 
 // tool returns the call id names, adding it if it is new.
@@ -92,7 +96,7 @@ func (r *turnRun) tool(id sdk.ToolCallId) *toolCall {
 
 // merge takes the fields an update sets; ACP leaves out what did not
 // change.
-func (c *toolCall) merge(title *string, kind *sdk.ToolKind, rawInput any, content []sdk.ToolCallContent) {
+func (c *toolCall) merge(title *string, kind *sdk.ToolKind, rawInput any, content []sdk.ToolCallContent, locations []sdk.ToolCallLocation) {
 	if title != nil && *title != "" {
 		c.title = *title
 	}
@@ -107,6 +111,29 @@ func (c *toolCall) merge(title *string, kind *sdk.ToolKind, rawInput any, conten
 	if content != nil {
 		c.content = content
 	}
+	if locations != nil {
+		c.locations = locations
+	}
+}
+
+// paths are the files the call says it touches: its locations and the
+// files its diffs change, for the session's permissions to match.
+func (c *toolCall) paths() []string {
+	var out []string
+	add := func(p string) {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, l := range c.locations {
+		add(l.Path)
+	}
+	for _, cc := range c.content {
+		if cc.Diff != nil {
+			add(cc.Diff.Path)
+		}
+	}
+	return out
 }
 
 // call describes the tool call to the Turn. ACP tools have no names, only
@@ -126,6 +153,8 @@ func (c *toolCall) call() plugins.ToolCall {
 		DisplayName: title,
 		Invocation:  protocol.Markdown(title),
 		Input:       c.input,
+		Kind:        name, // ACP's kinds are the policy's
+		Paths:       c.paths(),
 	}
 }
 
@@ -171,13 +200,13 @@ func (r *turnRun) update(kind string, u sdk.SessionUpdate) {
 	case "tool_call":
 		tc := u.ToolCall
 		c := r.tool(tc.ToolCallId)
-		c.merge(&tc.Title, &tc.Kind, tc.RawInput, tc.Content)
+		c.merge(&tc.Title, &tc.Kind, tc.RawInput, tc.Content, tc.Locations)
 		r.start(c)
 		r.status(c, tc.Status)
 	case "tool_call_update":
 		tu := u.ToolCallUpdate
 		c := r.tool(tu.ToolCallId)
-		c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content)
+		c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content, tu.Locations)
 		r.start(c)
 		if tu.Status != nil {
 			r.status(c, *tu.Status)
@@ -224,8 +253,9 @@ func (r *turnRun) status(c *toolCall, s sdk.ToolCallStatus) {
 	}
 }
 
-// permission asks the user to confirm the call the request is about, and
-// answers with the agent's option that says what the user said. The call
+// permission has the session's permissions, or else the user, decide the
+// call the request is about, and answers with the agent's option that
+// says what they decided. The call
 // is started if the Turn has not heard of it, which happens when the
 // request overtakes the tool_call update before it, or names a call the
 // agent never announced.
@@ -241,7 +271,7 @@ func (r *turnRun) permission(ctx context.Context, req sdk.RequestPermissionReque
 	}
 	tu := req.ToolCall
 	c := r.tool(tu.ToolCallId)
-	c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content)
+	c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content, tu.Locations)
 	c.phase = toolAsking
 	call := c.call()
 	r.asking.Add(1)
@@ -254,7 +284,7 @@ func (r *turnRun) permission(ctx context.Context, req sdk.RequestPermissionReque
 	defer cancel()
 	stop := context.AfterFunc(r.ctx, cancel)
 	defer stop()
-	ok, err := r.t.Confirm(ctx, call)
+	ok, err := r.decide(ctx, call, req.Options)
 
 	r.mu.Lock()
 	if c.phase == toolAsking {
@@ -276,6 +306,29 @@ func (r *turnRun) permission(ctx context.Context, req sdk.RequestPermissionReque
 		return cancelled
 	}
 	return sdk.RequestPermissionResponse{Outcome: sdk.NewRequestPermissionOutcomeSelected(id)}
+}
+
+// decide answers a permission request by the session's permissions,
+// asking the user what they leave open. Approving an agent's "always"
+// option would let it run later calls the permissions may not allow
+// (a path outside the folder, a rule changed since), so a call whose
+// request offers no allow-once option is the user's to approve.
+func (r *turnRun) decide(ctx context.Context, call plugins.ToolCall, opts []sdk.PermissionOption) (bool, error) {
+	var pol *plugins.Policy
+	if r.policy != nil {
+		pol = r.policy()
+	}
+	d := pol.Decide(call)
+	if d.Verdict == plugins.Allow && !slices.ContainsFunc(opts, func(o sdk.PermissionOption) bool {
+		return o.Kind == sdk.PermissionOptionKindAllowOnce
+	}) {
+		d = plugins.Decision{Verdict: plugins.Ask}
+	}
+	if d.Verdict == plugins.Ask {
+		return r.t.Confirm(ctx, call)
+	}
+	r.t.Decided(call, d)
+	return d.Verdict == plugins.Allow, nil
 }
 
 // pickOption returns the option that allows (or rejects) this once, or

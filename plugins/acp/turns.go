@@ -70,14 +70,14 @@ func (r *replay) update(kind string, u sdk.SessionUpdate) {
 	case "tool_call":
 		tc := u.ToolCall
 		c := r.turn().tool(tc.ToolCallId)
-		c.merge(&tc.Title, &tc.Kind, tc.RawInput, tc.Content)
+		c.merge(&tc.Title, &tc.Kind, tc.RawInput, tc.Content, tc.Locations)
 		if tc.Status != "" {
 			c.status = tc.Status
 		}
 	case "tool_call_update":
 		tu := u.ToolCallUpdate
 		c := r.turn().tool(tu.ToolCallId)
-		c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content)
+		c.merge(tu.Title, tu.Kind, tu.RawInput, tu.Content, tu.Locations)
 		if tu.Status != nil {
 			c.status = *tu.Status
 		}

@@ -116,11 +116,20 @@ func (a *Agent) SetConfig(values protocol.Object) {
 	a.config = maps.Clone(values)
 }
 
+// policy returns the session's permissions as the agent's config gives
+// them now: the CLI's permission prompts are answered by them first.
+func (a *Agent) policy() *plugins.Policy {
+	a.mu.Lock()
+	config := a.config
+	a.mu.Unlock()
+	return plugins.PolicyOf(config, a.conv.Dir)
+}
+
 // start starts the CLI. The caller has the agent to itself: it is Start,
 // or the Prompt in progress.
 func (a *Agent) start() error {
 	a.mu.Lock()
-	config := configArgs(a.config)
+	config := a.cliArgs()
 	a.mu.Unlock()
 	args := append(slices.Clone(config),
 		"-p",
@@ -159,7 +168,7 @@ func (a *Agent) start() error {
 func (a *Agent) ready() (*process, error) {
 	a.mu.Lock()
 	p := a.proc
-	fresh := p != nil && p.alive() && slices.Equal(p.args, configArgs(a.config))
+	fresh := p != nil && p.alive() && slices.Equal(p.args, a.cliArgs())
 	a.mu.Unlock()
 	if fresh {
 		return p, nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -83,6 +84,59 @@ func TestDescribeTool(t *testing.T) {
 	} {
 		if got := describeTool(c.name, jsontext.Value(c.input), "/w/dir"); got != c.want {
 			t.Errorf("describeTool(%s, %s) = %+v, want %+v", c.name, c.input, got, c.want)
+		}
+	}
+}
+
+func TestCLIArgsOfPermissions(t *testing.T) {
+	perm := func(v string) protocol.Object { return protocol.Object{"permissions": jsontext.Value(v)} }
+	for _, c := range []struct {
+		config protocol.Object
+		want   []string
+	}{
+		// The modes are ahpd's: the CLI stays in its own default.
+		{perm(`{"mode":"bypass"}`), nil},
+		{perm(`{"mode":"acceptEdits","allow":["Bash"]}`), nil},
+		// "Read" is the kind read too, as the policy matches it.
+		{perm(`{"deny":["execute","Read","mcp__github__delete_repo","some.tool"]}`),
+			[]string{"--disallowedTools", "Bash", "BashOutput", "KillBash", "KillShell", "LS", "NotebookRead", "Read", "mcp__github__delete_repo"}},
+		{perm(`{"deny":["fetch","webfetch"]}`), []string{"--disallowedTools", "WebFetch", "WebSearch"}},
+		// A glob on reading is the CLI's Read rule on that path, both ways
+		// the folder is named; one on editing is the policy's alone.
+		{perm(`{"deny":["read(secrets/**)","edit(src/**)"]}`), []string{"--disallowedTools", "Read(//w/link/secrets/**)", "Read(//w/real/secrets/**)"}},
+		// The backend's own list and the rules make one.
+		{protocol.Object{ConfigDisallowedTools: jsontext.Value(`["WebFetch"]`), "permissions": jsontext.Value(`{"deny":["Bash"]}`)},
+			[]string{"--disallowedTools", "WebFetch", "Bash"}},
+		// A value that cannot be read denies nothing here, and the policy
+		// asks for everything.
+		{perm(`{"deny":["Bash"],"bad":1}`), nil},
+	} {
+		a := &Agent{config: c.config, conv: plugins.Conversation{Dir: "/w/link"}, realDir: "/w/real"}
+		if got := a.cliArgs(); !slices.Equal(got, c.want) {
+			t.Errorf("cliArgs(%v) = %q, want %q", c.config, got, c.want)
+		}
+	}
+}
+
+func TestToolKind(t *testing.T) {
+	for _, c := range []struct {
+		name, input string
+		kind        string
+		paths       []string
+	}{
+		{"Write", `{"file_path":"/w/a.txt","content":"x"}`, plugins.KindEdit, []string{"/w/a.txt"}},
+		{"NotebookEdit", `{"notebook_path":"n.ipynb"}`, plugins.KindEdit, []string{"n.ipynb"}},
+		{"Read", `{"file_path":"/w/b"}`, plugins.KindRead, []string{"/w/b"}},
+		{"Grep", `{"pattern":"x"}`, plugins.KindSearch, []string{"."}},
+		{"Glob", `{"pattern":"*.go","path":"/w/src"}`, plugins.KindSearch, []string{"/w/src"}},
+		{"Bash", `{"command":"ls"}`, plugins.KindExecute, nil},
+		{"WebFetch", `{"url":"https://x"}`, plugins.KindFetch, nil},
+		{"Write", ``, plugins.KindEdit, nil},
+		{"mcp__github__create_issue", `{}`, plugins.KindOther, nil},
+	} {
+		kind, paths := toolKind(c.name, jsontext.Value(c.input))
+		if kind != c.kind || !slices.Equal(paths, c.paths) {
+			t.Errorf("toolKind(%s, %s) = %s %q, want %s %q", c.name, c.input, kind, paths, c.kind, c.paths)
 		}
 	}
 }

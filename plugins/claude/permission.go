@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // The CLI asks before it uses a tool its permission mode and rules do not
@@ -47,7 +49,8 @@ func (r *turnRun) controlRequest(line []byte) {
 	}
 }
 
-// askPermission puts a tool call to the user and answers the CLI once the
+// askPermission has the session's permissions decide a tool call or, when
+// they leave it open, puts it to the user and answers the CLI once the
 // user has. The question waits in a goroutine of its own: the CLI goes on
 // printing (and may ask about several calls at once) while the user
 // thinks.
@@ -73,6 +76,22 @@ func (r *turnRun) askPermission(requestID string, req controlRequest) {
 	// Confirm starts a call that was not started yet.
 	ts.started, ts.asked = true, true
 	call := toolCall(id, ts.name, ts.input, r.a.realDir)
+	// The session's permissions answer first; a person is asked only
+	// what they leave open.
+	d := r.a.policy().Decide(call)
+	if d.Verdict != plugins.Ask {
+		// Marked before the answer goes, as a person's denial is.
+		ts.denied = d.Verdict == plugins.Deny
+		r.mu.Unlock()
+		cancel()
+		r.t.Decided(call, d)
+		if d.Verdict == plugins.Allow {
+			r.respond(requestID, permissionResult{Behavior: "allow", UpdatedInput: input})
+		} else {
+			r.respond(requestID, permissionResult{Behavior: "deny", Message: d.Reason()})
+		}
+		return
+	}
 	r.prompts[requestID] = prompt
 	r.mu.Unlock()
 

@@ -87,16 +87,67 @@ func describeTool(name string, input jsontext.Value, dir string) toolText {
 // toolCall returns the plugins.ToolCall of a call of the CLI's tool.
 func toolCall(id, name string, input jsontext.Value, dir string) plugins.ToolCall {
 	text := describeTool(name, input, dir)
+	kind, paths := toolKind(name, input)
 	call := plugins.ToolCall{
 		ID:          id,
 		Name:        name,
 		DisplayName: text.display,
 		Invocation:  protocol.Markdown(text.invocation),
+		Kind:        kind,
+		Paths:       paths,
 	}
 	if len(input) > 0 {
 		call.Input = string(input)
 	}
 	return call
+}
+
+// toolKinds maps the CLI's tools to the kinds permission rules name, and
+// names the input member holding the path each one touches. A search
+// without a path searches the working directory.
+var toolKinds = map[string]struct{ kind, path string }{
+	"Write":        {plugins.KindEdit, "file_path"},
+	"Edit":         {plugins.KindEdit, "file_path"},
+	"MultiEdit":    {plugins.KindEdit, "file_path"},
+	"NotebookEdit": {plugins.KindEdit, "notebook_path"},
+	"Read":         {plugins.KindRead, "file_path"},
+	"NotebookRead": {plugins.KindRead, "notebook_path"},
+	"LS":           {plugins.KindRead, "path"},
+	"Glob":         {plugins.KindSearch, "path"},
+	"Grep":         {plugins.KindSearch, "path"},
+	"Bash":         {plugins.KindExecute, ""},
+	"BashOutput":   {plugins.KindExecute, ""},
+	"KillShell":    {plugins.KindExecute, ""},
+	"KillBash":     {plugins.KindExecute, ""},
+	"WebFetch":     {plugins.KindFetch, ""},
+	"WebSearch":    {plugins.KindFetch, ""},
+}
+
+// toolKind returns the kind of the CLI's tool name and the paths its
+// input names.
+func toolKind(name string, input jsontext.Value) (string, []string) {
+	k, ok := toolKinds[name]
+	if !ok {
+		return plugins.KindOther, nil
+	}
+	if k.path == "" {
+		return k.kind, nil
+	}
+	var args map[string]jsontext.Value
+	if len(input) > 0 {
+		json.Unmarshal(input, &args)
+	}
+	var p string
+	if v, ok := args[k.path]; ok {
+		json.Unmarshal(v, &p)
+	}
+	switch {
+	case p != "":
+		return k.kind, []string{p}
+	case k.kind == plugins.KindSearch || name == "LS":
+		return k.kind, []string{"."}
+	}
+	return k.kind, nil
 }
 
 // toolResult returns what a tool_result block says of a call of tool
@@ -181,10 +232,11 @@ func firstLine(s string) string {
 const rejectedPrefix = "The user doesn't want to proceed with this tool use"
 
 // denied reports whether a tool result is the record of a call refused
-// through ahpd, and rejected whether it is one the CLI did not run for
+// through ahpd (by the user, or by the session's permissions), and rejected whether it is one the CLI did not run for
 // the user's sake.
 func denied(res contentBlock) bool {
-	return res.IsError && strings.TrimSpace(res.Content.text()) == denyMessage
+	text := strings.TrimSpace(res.Content.text())
+	return res.IsError && (text == denyMessage || strings.HasPrefix(text, plugins.PolicyDenied))
 }
 
 func rejected(res contentBlock) bool {

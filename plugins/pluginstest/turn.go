@@ -13,7 +13,8 @@ import (
 // Event is one call an agent made on a Turn.
 type Event struct {
 	// Kind names the method: "text", "reasoning", "title", "background",
-	// "usage", "toolStart", "toolRunning", "confirm", "toolDone", "ask".
+	// "usage", "toolStart", "toolRunning", "confirm", "decided",
+	// "toolDone", "ask".
 	Kind string
 	// Text is the argument of Text, Reasoning and Title, and the tool
 	// call's id for ToolStart, ToolRunning, Confirm and ToolDone.
@@ -23,9 +24,11 @@ type Event struct {
 	// Work and Done are the arguments of Background.
 	Work plugins.BackgroundWork
 	Done bool
-	// Call is the call of ToolStart and Confirm; for ToolRunning, its id,
-	// invocation and input.
+	// Call is the call of ToolStart, Confirm and Decided; for
+	// ToolRunning, its id, invocation and input.
 	Call plugins.ToolCall
+	// Decision is the decision of Decided.
+	Decision plugins.Decision
 	// Result is the result of ToolDone.
 	Result protocol.ToolCallResult
 	// Usage is the argument of Usage.
@@ -165,6 +168,11 @@ func (t *Turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error)
 	}
 }
 
+// Decided records call and the policy's decision.
+func (t *Turn) Decided(call plugins.ToolCall, d plugins.Decision) {
+	t.add(Event{Kind: "decided", Text: call.ID, Call: call, Decision: d})
+}
+
 // Ask records req, reports it on Asked and answers from Answers.
 func (t *Turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
 	e := Event{Kind: "ask", Req: req}
@@ -240,7 +248,7 @@ func (t *Turn) Outline() []string {
 func (t *Turn) About(id string) []string {
 	var out []string
 	for _, e := range t.Events() {
-		if (strings.HasPrefix(e.Kind, "tool") || e.Kind == "confirm") && e.Text == id {
+		if (strings.HasPrefix(e.Kind, "tool") || e.Kind == "confirm" || e.Kind == "decided") && e.Text == id {
 			out = append(out, e.Kind)
 		}
 	}

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-json-experiment/json"
-
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -64,26 +62,21 @@ func (a *Agent) CanResume() bool { return true }
 var _ plugins.Resumable = (*Agent)(nil)
 
 // SetConfig replaces the session config the agent reads
-// (plugins.Reconfigurer); a changed autoApprove applies from the next
-// write step on.
+// (plugins.Reconfigurer); changed permissions apply from the next write
+// or run step on.
 func (a *Agent) SetConfig(config protocol.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.config = maps.Clone(config)
 }
 
-// autoApprove reports whether writes run without asking.
-func (a *Agent) autoApprove() bool {
+// policy returns the session's permissions as the agent has them now: a
+// step asks it before it writes or runs anything.
+func (a *Agent) policy() *plugins.Policy {
 	a.mu.Lock()
-	raw, ok := a.config[configAutoApprove]
+	config := a.config
 	a.mu.Unlock()
-	if !ok {
-		return false
-	}
-	var v string
-	// Anything but a clear "allow" asks: a bad value must not grant more
-	// than the default.
-	return json.Unmarshal(raw, &v) == nil && v == ApproveAllow
+	return plugins.PolicyOf(config, a.conv.Dir)
 }
 
 // Prompt runs msg.Text as a script, one step a line, and records the
@@ -156,7 +149,13 @@ func (a *Agent) turn(ctx context.Context, msg protocol.Message, t plugins.Turn, 
 	state := protocol.TurnStateComplete
 	var turnErr *protocol.ErrorResponsePart
 	var resume *resumePoint
+	var timeout *plugins.InputTimeoutError
 	switch {
+	case errors.As(context.Cause(runCtx), &timeout):
+		// The host stopped the turn for waiting on a person too long: it
+		// ends in that error, as clients saw it.
+		state, err = protocol.TurnStateError, timeout
+		turnErr = &protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "inputTimeout", Message: timeout.Error()}}
 	case err != nil && runCtx.Err() != nil:
 		state = protocol.TurnStateCancelled
 		// The caller's own cancellation is reported as its ctx.Err();

@@ -14,26 +14,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 // Provider is the provider name the script backend registers under.
 const Provider = "script"
-
-// The values of the autoApprove config key.
-const (
-	// ApproveDefault asks the user before every file write.
-	ApproveDefault = "default"
-	// ApproveAllow writes files without asking.
-	ApproveAllow = "allow"
-)
-
-// configAutoApprove is the session config key that decides whether file
-// writes need the user's confirmation.
-const configAutoApprove = "autoApprove"
 
 // Backend is the script backend. It keeps no state in memory besides its
 // transcript directory: every conversation's record lives in its
@@ -63,26 +49,11 @@ func (b *Backend) Info() protocol.AgentInfo {
 	}
 }
 
-// ConfigProperties offers autoApprove, which decides whether writing a
-// file needs the user's confirmation.
-func (b *Backend) ConfigProperties() []plugins.Property {
-	return []plugins.Property{{
-		Key: configAutoApprove,
-		Schema: protocol.SessionConfigPropertySchema{
-			Type:        "string",
-			Title:       "Approve tools",
-			Description: new("Whether the agent asks before it writes a file."),
-			Enum: []jsontext.Value{
-				jsontext.Value(`"` + ApproveDefault + `"`),
-				jsontext.Value(`"` + ApproveAllow + `"`),
-			},
-			EnumLabels:       []string{"Default", "Allow all"},
-			EnumDescriptions: []string{"Ask before writing files", "Never ask"},
-			Default:          jsontext.Value(`"` + ApproveDefault + `"`),
-			SessionMutable:   new(true),
-		},
-	}}
-}
+// ConfigProperties offers nothing of the backend's own: whether a write
+// or a command asks first is the session's permissions, which the host
+// offers for every backend (plugins.ConfigPermissions, and the older
+// autoApprove: "allow" is bypass).
+func (b *Backend) ConfigProperties() []plugins.Property { return nil }
 
 // Start starts an agent for opts.Conversation. A new and a resumed
 // conversation start alike: the agent appends its turns to the

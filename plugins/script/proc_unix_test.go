@@ -22,7 +22,7 @@ func TestRunStopsBackground(t *testing.T) {
 		"(trap '' TERM; exec sleep 300) & echo $! > pid",
 	} {
 		f := newFixture(t)
-		a := f.start(t, "")
+		a := f.start(t, "allow") // the commands run without asking
 		turn := pluginstest.NewTurn("")
 		if err := prompt(t, a, "run "+command+"\nsay after", turn); err != nil {
 			t.Fatalf("%s: %v", command, err)
@@ -45,7 +45,7 @@ func TestRunStopsBackground(t *testing.T) {
 // turn's result to come.
 func startWaiting(ctx context.Context, t *testing.T, f *fixture, turn *pluginstest.Turn) (plugins.Agent, int, <-chan error) {
 	t.Helper()
-	a := f.start(t, "")
+	a := f.start(t, "allow") // the commands run without asking
 	errc := make(chan error, 1)
 	// The trap reaps sleep, which SIGTERM reaches too, then exits.
 	go func() {

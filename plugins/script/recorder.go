@@ -145,6 +145,29 @@ func (r *recorder) Confirm(ctx context.Context, call plugins.ToolCall) (bool, er
 	return ok, err
 }
 
+// Decided records a call the session's permissions decided: running,
+// confirmed by a setting, or denied with the reason, as the host shows it.
+func (r *recorder) Decided(call plugins.ToolCall, d plugins.Decision) {
+	r.Turn.Decided(call, d)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.tools[call.ID]
+	if e == nil {
+		e = r.start(call)
+	}
+	e.call = call
+	switch d.Verdict {
+	case plugins.Allow:
+		e.confirmed = protocol.ToolCallConfirmationReasonSetting
+		r.set(e, e.running())
+	case plugins.Deny:
+		e.ended = true
+		c := e.cancelled(protocol.ToolCallCancellationReasonDenied).(*protocol.ToolCallCancelledState)
+		c.ReasonMessage = new(protocol.Plain(d.Reason()))
+		r.set(e, c)
+	}
+}
+
 func (r *recorder) ToolDone(id string, result protocol.ToolCallResult) {
 	r.Turn.ToolDone(id, result)
 	r.mu.Lock()

@@ -82,10 +82,14 @@ func TestWriteAllowed(t *testing.T) {
 	if err := prompt(t, a, `write sub/dir/a.txt line one\nline two`, turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.Kinds(); !slices.Equal(got, []string{"toolStart", "toolRunning", "toolDone"}) {
+	// autoApprove "allow" is mode bypass: the policy allows, and says so.
+	if got := turn.Kinds(); !slices.Equal(got, []string{"decided", "toolDone"}) {
 		t.Fatalf("events = %v", got)
 	}
-	call := turn.Of("toolStart")[0].Call
+	if d := turn.Of("decided")[0].Decision; d.Verdict != plugins.Allow || d.Rule != "mode bypass" {
+		t.Errorf("decision = %+v", d)
+	}
+	call := turn.Of("decided")[0].Call
 	if call.ID == "" || call.Name != "write" || call.DisplayName != "Write" ||
 		call.Invocation != protocol.Markdown("Write `sub/dir/a.txt`") ||
 		call.Input != `{"path":"sub/dir/a.txt","content":"line one\nline two"}` {
@@ -105,7 +109,7 @@ func TestWriteAllowed(t *testing.T) {
 	}
 	checkFile(t, f.path("empty.txt"), "")
 	// Tool call ids stay unique across turns.
-	if id := turn.Of("toolStart")[0].Call.ID; id == call.ID {
+	if id := turn.Of("decided")[0].Call.ID; id == call.ID {
 		t.Errorf("second turn reused tool call id %q", id)
 	}
 }
@@ -221,7 +225,7 @@ func TestWriteOutside(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	f := newFixture(t)
-	a := f.start(t, "")
+	a := f.start(t, "allow")
 	if err := os.WriteFile(f.path("input.txt"), []byte("from the working directory"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +233,7 @@ func TestRun(t *testing.T) {
 	if err := prompt(t, a, "run cat input.txt; echo; echo oops >&2\nrun echo partial; exit 3\nsay still here", turn); err != nil {
 		t.Fatalf("a failing command failed the turn: %v", err)
 	}
-	starts, dones := turn.Of("toolStart"), turn.Of("toolDone")
+	starts, dones := turn.Of("decided"), turn.Of("toolDone")
 	if len(starts) != 2 || len(dones) != 2 || len(turn.Of("confirm")) != 0 {
 		t.Fatalf("events = %v", turn.Kinds())
 	}
@@ -252,7 +256,7 @@ func TestRun(t *testing.T) {
 
 func TestRunOutputTruncated(t *testing.T) {
 	f := newFixture(t)
-	a := f.start(t, "")
+	a := f.start(t, "allow")
 	turn := pluginstest.NewTurn("")
 	if err := prompt(t, a, "run head -c 200000 /dev/zero | tr '\\0' x", turn); err != nil {
 		t.Fatal(err)

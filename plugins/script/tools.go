@@ -22,8 +22,8 @@ import (
 // maxOutput bounds the output of a run step kept as its result.
 const maxOutput = 64 << 10
 
-// write writes content to path, a file in the working directory, asking
-// the user first unless autoApprove allows it.
+// write writes content to path, a file in the working directory, once
+// the session's permissions or a person allow it.
 func (r *run) write(ctx context.Context, path, content string) error {
 	input, err := json.Marshal(struct {
 		Path    string `json:"path"`
@@ -38,9 +38,13 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		DisplayName: "Write",
 		Invocation:  protocol.Markdown(fmt.Sprintf("Write `%s`", path)),
 		Input:       string(input),
+		Kind:        plugins.KindEdit,
 	}
 
 	target, err := resolveInside(r.agent.conv.Dir, path)
+	// The policy decides on the file the step writes: the path cleaned
+	// as writeFile takes it.
+	call.Paths = []string{target}
 	if err != nil {
 		// Refused without asking: no answer would make this write right.
 		r.turn.ToolStart(call)
@@ -52,18 +56,13 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		return nil
 	}
 
-	if r.agent.autoApprove() {
-		r.turn.ToolStart(call)
-		r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
-	} else {
-		ok, err := r.turn.Confirm(ctx, call)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			// The host ends a denied call itself; the script goes on.
-			return nil
-		}
+	ok, _, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// The host ends a denied call itself; the script goes on.
+		return nil
 	}
 
 	before := lineCount(target)
@@ -194,8 +193,9 @@ func within(dir, path string) bool {
 // command, has between SIGTERM and SIGKILL.
 const stopGrace = time.Second
 
-// run runs command with sh in the working directory. A command that
-// fails is a failed tool call; the turn goes on. The command runs in a
+// run runs command with sh in the working directory, once the session's
+// permissions or a person allow it. A command that fails is a failed
+// tool call; the turn goes on. The command runs in a
 // process group of its own, which is stopped when the command ends or
 // the turn is cancelled: what it started in the background ends with the
 // step.
@@ -205,14 +205,21 @@ func (r *run) run(ctx context.Context, command string) error {
 		Name:        "run",
 		DisplayName: "Run",
 		Invocation:  protocol.Markdown(fmt.Sprintf("Run `%s`", command)),
+		Kind:        plugins.KindExecute,
 	}
 	if input, err := json.Marshal(struct {
 		Command string `json:"command"`
 	}{command}); err == nil {
 		call.Input = string(input)
 	}
-	r.turn.ToolStart(call)
-	r.turn.ToolRunning(call.ID, call.Invocation, call.Input)
+	ok, _, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		// The host ends a denied call itself; the script goes on.
+		return nil
+	}
 
 	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = r.agent.conv.Dir
@@ -220,7 +227,7 @@ func (r *run) run(ctx context.Context, command string) error {
 	if !r.agent.commandStarts() {
 		return errClosed
 	}
-	err := agentproc.Run(ctx, cmd, out, stopGrace)
+	err = agentproc.Run(ctx, cmd, out, stopGrace)
 	r.agent.commandEnded()
 	if ctx.Err() != nil {
 		// The turn is cancelled; the host cancels the open call with it.

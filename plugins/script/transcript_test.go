@@ -27,8 +27,9 @@ func TestTranscript(t *testing.T) {
 
 	// A completed turn with every kind of part.
 	turn := pluginstest.NewTurn("")
-	turn.Confirms <- true
-	turn.Confirms <- false
+	turn.Confirms <- true  // write a.txt
+	turn.Confirms <- false // write b.txt
+	turn.Confirms <- true  // run echo hi
 	answers := protocol.NewMap[protocol.ChatInputAnswer]()
 	answers.Set("answer", &protocol.ChatInputAnswered{State: "submitted", Value: &protocol.ChatInputTextAnswerValue{Value: "yes"}})
 	turn.Answers <- plugins.Answer{Response: protocol.ChatInputResponseKindAccept, Answers: answers}
@@ -104,7 +105,7 @@ func TestTranscript(t *testing.T) {
 	} else if c, ok := tc.ToolCall.(*protocol.ToolCallCancelledState); !ok || c.Reason != protocol.ToolCallCancellationReasonDenied {
 		t.Errorf("denied write = %#v", tc.ToolCall)
 	}
-	if s := toolState(t, parts[4]); s == nil || s.ToolName != "run" || !s.Success || s.Confirmed != protocol.ToolCallConfirmationReasonNotNeeded {
+	if s := toolState(t, parts[4]); s == nil || s.ToolName != "run" || !s.Success || s.Confirmed != protocol.ToolCallConfirmationReasonUserAction {
 		t.Errorf("part 4 = %#v", s)
 	}
 	if p, ok := parts[5].(*protocol.InputRequestResponsePart); !ok || p.Response == nil || *p.Response != protocol.ChatInputResponseKindAccept || p.Request.Answers.Len() != 1 {

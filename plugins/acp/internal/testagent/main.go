@@ -498,6 +498,52 @@ func (t *turn) step(ctx context.Context, cmd, rest string) error {
 			}
 			return t.say(ctx, "%s %s", resp.Outcome.Selected.OptionId, id)
 		}
+	case "request", "request-lasting":
+		// request KIND ID [PATH...]: a tool call of that kind touching
+		// the paths, and a permission request for it; request-lasting
+		// offers only "always" to allow it.
+		f := strings.Fields(rest)
+		if len(f) < 2 {
+			return fmt.Errorf("%s KIND ID [PATH...]: %q", cmd, rest)
+		}
+		kind, id := acp.ToolKind(f[0]), acp.ToolCallId(f[1])
+		var locs []acp.ToolCallLocation
+		for _, p := range f[2:] {
+			locs = append(locs, acp.ToolCallLocation{Path: t.abs(p)})
+		}
+		if err := t.send(ctx, acp.StartToolCall(id, string(kind)+" "+f[1],
+			acp.WithStartKind(kind),
+			acp.WithStartStatus(acp.ToolCallStatusPending),
+			acp.WithStartLocations(locs))); err != nil {
+			return err
+		}
+		allow := acp.PermissionOption{Kind: acp.PermissionOptionKindAllowOnce, Name: "Allow", OptionId: "allow"}
+		if cmd == "request-lasting" {
+			allow = acp.PermissionOption{Kind: acp.PermissionOptionKindAllowAlways, Name: "Always", OptionId: "always"}
+		}
+		resp, err := conn.RequestPermission(ctx, acp.RequestPermissionRequest{
+			SessionId: t.id,
+			ToolCall:  acp.ToolCallUpdate{ToolCallId: id},
+			Options:   []acp.PermissionOption{allow, {Kind: acp.PermissionOptionKindRejectOnce, Name: "Reject", OptionId: "reject"}},
+		})
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			return err
+		case resp.Outcome.Cancelled != nil:
+			return t.say(ctx, "cancelled %s. ", id)
+		case resp.Outcome.Selected.OptionId == "reject":
+			if err := t.send(ctx, acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusFailed))); err != nil {
+				return err
+			}
+			return t.say(ctx, "rejected %s. ", id)
+		}
+		if err := t.send(ctx, acp.UpdateToolCall(id, acp.WithUpdateStatus(acp.ToolCallStatusCompleted),
+			acp.WithUpdateContent([]acp.ToolCallContent{acp.ToolContent(acp.TextBlock("done"))}))); err != nil {
+			return err
+		}
+		return t.say(ctx, "%s %s. ", resp.Outcome.Selected.OptionId, id)
 	case "wait":
 		if err := t.say(ctx, "waiting"); err != nil {
 			return err
