@@ -447,8 +447,19 @@ func (h *Host) loadSessions(clean bool) error {
 			}
 		}
 	}
-	h.endCutTurns(cut, stale)
 	h.log.Info("sessions loaded", "count", len(h.sessions), "fromJournal", len(tails))
+	if j := h.opts.Journal; j != nil && len(cut) > 0 && errors.Is(j.Room(h.ctx), journal.ErrNoSpace) {
+		// On a full disk the cut turns' ends wait for room: the host
+		// starts all the same, to serve what it has.
+		h.log.Warn("the disk that holds the journal is full: the turns a stop cut end once there is room", "sessions", len(cut))
+		h.wg.Add(1)
+		go func() {
+			defer h.wg.Done()
+			h.endCutTurns(cut, stale)
+		}()
+		return nil
+	}
+	h.endCutTurns(cut, stale)
 	return nil
 }
 

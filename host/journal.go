@@ -37,8 +37,9 @@ const (
 // journalTrouble is why the journal does not take what the host writes,
 // and since when.
 type journalTrouble struct {
-	since  time.Time
-	reason string
+	since      time.Time
+	reason     string
+	turnsEnded atomic.Bool // endTurnsForSpace ran for it
 }
 
 // journalHealth is whether the host's appends succeed. Its fields are
@@ -128,9 +129,15 @@ var errStopping = errors.New("the host stopped before the journal took the entri
 // An entry of a batch that failed may have been kept all the same (its
 // ack lost), so a retry can write it twice: readers pass over an action
 // whose serverSeq they have had (replayer, readGap).
+//
+// On a full disk (journal.ErrNoSpace) the host ends the turns running,
+// and what it appends then goes to the journal's reserve
+// (Journal.AppendReserve): the ends of the work a client saw start. Only
+// an append that finds room as any does takes the journal's trouble away.
 func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error) {
 	seqs := make([]uint64, 0, len(entries))
 	wait := retryFirst
+	reserved := false
 	for len(seqs) < len(entries) {
 		batch := entries[len(seqs):min(len(entries), len(seqs)+journal.MaxBatch)]
 		start := time.Now()
@@ -144,6 +151,12 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		got, err := h.opts.Journal.Append(h.ctx, session, batch...)
 		if !slow.Stop() {
 			<-fired // its note comes before the one this append's end makes
+		}
+		if errors.Is(err, journal.ErrNoSpace) {
+			h.journalFailed(session, err)
+			h.endTurnsForSpace()
+			got, err = h.opts.Journal.AppendReserve(h.ctx, session, batch...)
+			reserved = reserved || err == nil
 		}
 		h.metrics.appendSeconds.Observe(time.Since(start).Seconds())
 		seqs = append(seqs, got...)
@@ -173,8 +186,45 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		}
 		wait = min(2*wait, retryMost)
 	}
-	h.journalWell()
+	if !reserved {
+		h.journalWell()
+	}
 	return seqs, nil
+}
+
+// errDiskFull is how a turn the host ends for a full disk ends: a
+// chat/error of this errorType (chats.Chat.End).
+type errDiskFull struct{}
+
+func (errDiskFull) Error() string {
+	return "ahpd stopped this turn: the disk that holds its journal is full, and what the turn did could not be recorded; free some space and send the message again"
+}
+
+func (errDiskFull) ErrorType() string { return "diskFull" }
+
+// endTurnsForSpace ends every running turn with errDiskFull, once for a
+// run of trouble: on a full disk no work goes on, and each turn's end
+// fits in the journal's reserve. It takes each session's lock in turn,
+// holding nothing else.
+func (h *Host) endTurnsForSpace() {
+	t := h.health.trouble.Load()
+	if t == nil || !t.turnsEnded.CompareAndSwap(false, true) {
+		return
+	}
+	n := 0
+	for _, s := range h.sessionList() {
+		s.mu.Lock()
+		for _, e := range s.chats {
+			if !e.chat.Idle() {
+				e.chat.End(errDiskFull{})
+				n++
+			}
+		}
+		s.unlock()
+	}
+	if n > 0 {
+		h.log.Error("the disk that holds the journal is full: the turns running were ended", "turns", n)
+	}
 }
 
 // journalSlow is how long an append may wait for its ack before the
@@ -230,12 +280,15 @@ func (h *Host) journalWell() {
 	if t := h.health.trouble.Load(); t != nil && h.health.trouble.CompareAndSwap(t, nil) {
 		h.health.moved()
 		h.log.Info("the journal takes actions again", "after", time.Since(t.since).Round(time.Millisecond))
+		h.sendLeftQueued() // the messages held back meanwhile (heldBackLocked)
 	}
 }
 
 // journalReason says in a few words why an append failed.
 func journalReason(err error) string {
 	switch {
+	case errors.Is(err, journal.ErrNoSpace):
+		return "the disk that holds it is full"
 	case errors.Is(err, errSlowJournal):
 		return err.Error()
 	case errors.Is(err, context.DeadlineExceeded):

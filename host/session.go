@@ -193,7 +193,7 @@ func (s *session) Emit(c *chats.Chat, a protocol.Action) bool {
 // and its summary.
 func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
 	before := c.State()
-	if s.disposed || (s.stopping && startsTurn(a)) || !c.Apply(a) {
+	if s.disposed || (s.stopping && startsTurn(a)) || s.heldBackLocked(c, a, origin) || !c.Apply(a) {
 		return false
 	}
 	s.lastAction = s.h.now()
@@ -252,6 +252,24 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 func (e *chatEntry) keepPendingLocked() {
 	cs := e.chat.State()
 	e.rec.Steering, e.rec.Queued, e.rec.Draft = cs.SteeringMessage, cs.QueuedMessages, cs.Draft
+}
+
+// heldBackLocked reports whether the host holds back an action a chat
+// takes of its own accord (origin nil) to start a turn from a pending
+// message: while the journal fails, no work starts, and the message stays
+// pending (its removal is refused too) until the journal is back
+// (sendLeftQueued).
+func (s *session) heldBackLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
+	if origin != nil || s.h.health.trouble.Load() == nil {
+		return false
+	}
+	switch a.(type) {
+	case *protocol.ChatTurnStartedAction:
+		return true
+	case *protocol.ChatPendingMessageRemovedAction:
+		return c.State().ActiveTurn == nil // taken to start a turn, not by a running one
+	}
+	return false
 }
 
 // startsTurn reports whether a chat action starts a turn running.

@@ -49,9 +49,11 @@ func (j *Journal) Append(ctx context.Context, session string, entries ...[]byte)
 }
 
 // AppendReserve is Append for entries that end work the caller cannot go
-// on with because the disk is full (a turn's end, a session's record of
-// it): it may use half of Config.MinFreeBytes, which Append leaves free,
-// so that what was started is not left unrecorded.
+// on with because the disk is full (a turn's end): it may use the room
+// Config.MinFreeBytes keeps free, and, when another program took that,
+// the reserve file the journal keeps in its store (half the floor, made
+// while there is room), so that what clients saw start is recorded
+// ending too.
 func (j *Journal) AppendReserve(ctx context.Context, session string, entries ...[]byte) ([]uint64, error) {
 	return j.append(ctx, session, entries, halfFloor)
 }

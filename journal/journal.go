@@ -227,6 +227,7 @@ func (j *Journal) connect(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		j.disk.prepare() // the store's directory is there now
 		j.srv = srv
 		opts = append(opts, nats.InProcessServer(srv))
 	}

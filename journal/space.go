@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,11 +58,18 @@ const (
 	messageOverhead = 128
 	// noFreeSpace is the least room a write must find, with no floor.
 	noFreeSpace = 1 << 20
+	// reserveMargin is the least room an AppendReserve leaves.
+	reserveMargin = 64 << 10
 )
 
 // maxServerStore is the store bound the journal sets the embedded server
 // in place of its own (see above): more than any disk.
 const maxServerStore = 1 << 55
+
+// reserveFile is the file, in the store's directory, that holds the room
+// an AppendReserve may take when something else filled the disk: half the
+// floor, made while there is room and let go when it is needed.
+const reserveFile = "reserve"
 
 // disk is what the journal knows of its embedded server's file system.
 type disk struct {
@@ -75,13 +84,91 @@ type disk struct {
 	free    int64      // the bytes free then
 	since   int64      // the bytes appended since
 
+	// reserved says reserveFile holds its room (guarded by mu).
+	reserved bool
+
 	fmu    sync.Mutex    // guards the rest; never held while calling the server
 	failed bool          // a write of the store failed for lack of space
 	full   chan struct{} // closed when one did; a new one once JetStream starts again
 }
 
 func newDisk(dir string, floor int64) *disk {
-	return &disk{dir: dir, floor: floor, measure: statfs, full: make(chan struct{})}
+	d := &disk{dir: dir, floor: floor, measure: statfs, full: make(chan struct{})}
+	if fi, err := os.Stat(d.reservePath()); err == nil && fi.Size() >= d.reserveSize() {
+		d.reserved = true
+	}
+	return d
+}
+
+// prepare measures the disk and makes the reserve file if there is room
+// for it, as the journal opens.
+func (d *disk) prepare() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if free, err := d.measure(d.dir); err == nil {
+		d.checked, d.free, d.since = time.Now(), free, 0
+		d.keepReserve()
+	}
+}
+
+func (d *disk) reservePath() string { return filepath.Join(d.dir, reserveFile) }
+
+// reserveSize is the room reserveFile holds: half the floor.
+func (d *disk) reserveSize() int64 { return max(0, d.floor/2) }
+
+// keepReserve makes reserveFile when there is room for it beside the
+// floor: the room an AppendReserve takes when another program fills the
+// disk. Called with mu held, free just measured.
+func (d *disk) keepReserve() {
+	size := d.reserveSize()
+	if d.reserved || size == 0 || d.free-d.since < d.floor+2*size {
+		return
+	}
+	tmp := d.reservePath() + ".tmp"
+	if err := writeReserve(tmp, size); err != nil {
+		_ = os.Remove(tmp)
+		return // tried again at the next measure
+	}
+	if err := os.Rename(tmp, d.reservePath()); err != nil {
+		_ = os.Remove(tmp)
+		return
+	}
+	d.reserved, d.free = true, d.free-size
+}
+
+// writeReserve writes size bytes to a new file, so that they are taken
+// on the disk (a sparse file would hold none), and syncs it.
+func writeReserve(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; left -= int64(len(buf)) {
+		if _, err := f.Write(buf[:min(int64(len(buf)), left)]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// useReserve lets reserveFile go, for the room it held. Called with mu
+// held; it reports whether there was room to give.
+func (d *disk) useReserve() bool {
+	if !d.reserved {
+		return false
+	}
+	if err := os.Remove(d.reservePath()); err != nil && !os.IsNotExist(err) {
+		return false
+	}
+	d.reserved = false
+	d.checked = time.Time{} // measure again
+	return true
 }
 
 // writeFailed records that a write of the store failed for lack of
@@ -131,7 +218,7 @@ type floorShare int
 const (
 	noFloor   floorShare = iota // marks and floor records: only noFreeSpace
 	fullFloor                   // an Append
-	halfFloor                   // an AppendReserve
+	halfFloor                   // an AppendReserve: no floor, and the reserve file's room
 )
 
 // room checks that an append of n bytes fits with its share of the floor
@@ -149,18 +236,31 @@ func (j *Journal) room(ctx context.Context, n int64, share floorShare) (<-chan s
 	failed, full := d.state()
 	floor := int64(noFreeSpace)
 	switch {
-	case d.floor <= 0 || share == noFloor:
-	case share == halfFloor:
-		floor = max(floor, d.floor/2)
-	default:
+	case d.floor > 0 && share == fullFloor:
 		floor = d.floor
+	case share == halfFloor:
+		floor = reserveMargin // what is left is the reserve's to take
 	}
-	if failed || time.Since(d.checked) > spaceRecheck || d.free-d.since-n < floor+spaceNear {
+	measure := func() error {
 		free, err := d.measure(d.dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.checked, d.free, d.since = time.Now(), free, 0
+		d.keepReserve()
+		return nil
+	}
+	if failed || time.Since(d.checked) > spaceRecheck || d.free-d.since-n < floor+spaceNear {
+		if err := measure(); err != nil {
+			return nil, err
+		}
+	}
+	if d.free-d.since-n < floor && share == halfFloor && d.useReserve() {
+		// Another program took the room the floor kept: the reserve's
+		// is this append's.
+		if err := measure(); err != nil {
+			return nil, err
+		}
 	}
 	if free := d.free - d.since; free-n < floor {
 		if failed {
@@ -176,6 +276,18 @@ func (j *Journal) room(ctx context.Context, n int64, share floorShare) (<-chan s
 	}
 	d.since += n
 	return full, nil
+}
+
+// Room reports, with an error wrapping ErrNoSpace, that the embedded
+// server's disk has no room even for an AppendReserve; nil when it has,
+// or when the server is not embedded (its disk is not the journal's to
+// measure).
+func (j *Journal) Room(ctx context.Context) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	_, err := j.room(ctx, 0, halfFloor)
+	return err
 }
 
 // restartJetStream starts the embedded server's JetStream again, which

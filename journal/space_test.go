@@ -30,6 +30,7 @@ func TestFullDisk(t *testing.T) {
 	dir := mountTmpfs(t, 16<<20)
 	t.Run("appends refused before the disk fills", func(t *testing.T) { testFullDiskRefused(t, dir) })
 	t.Run("a write the store failed", func(t *testing.T) { testFullDiskWriteFailed(t, dir) })
+	t.Run("the reserve", func(t *testing.T) { testFullDiskReserve(t, dir) })
 	t.Run("opening on a full disk", func(t *testing.T) { testFullDiskOpen(t, dir) })
 	t.Run("a new store on a full disk", func(t *testing.T) { testFullDiskNewStore(t, dir) })
 }
@@ -171,6 +172,37 @@ func testFullDiskRefused(t *testing.T, root string) {
 	checkCounted(t, readPaged(t, j, s1, 77), append(seqs, again...))
 }
 
+// Another program filled the disk to the last byte: an Append is refused,
+// an AppendReserve takes the room the reserve file held, and once there
+// is room again the reserve is made again.
+func testFullDiskReserve(t *testing.T, root string) {
+	dir := filepath.Join(root, "reserve")
+	j := (&harness{t: t, dir: dir}).open(Config{MinFreeBytes: 2 << 20})
+	reserve := filepath.Join(dir, reserveFile)
+	if fi, err := os.Stat(reserve); err != nil || fi.Size() != 1<<20 {
+		t.Fatalf("the reserve file as the journal opens: %v %v", fi, err)
+	}
+	seqs := appendCounted(t, j, s1, 10, 50)
+	free := fill(t, root)
+	appendRefused(t, j, make([]byte, 100))
+	ending := []byte("00000010")
+	seq, err := j.AppendReserve(context.Background(), s1, ending)
+	if err != nil {
+		t.Fatalf("AppendReserve on a disk another program filled: %v", err)
+	}
+	checkCounted(t, readPaged(t, j, s1, 100), append(seqs, seq...))
+	if _, err := os.Stat(reserve); !os.IsNotExist(err) {
+		t.Fatalf("the reserve file is still there: %v", err)
+	}
+	free()
+	if _, err := j.Append(context.Background(), s1, []byte("00000011")); err != nil {
+		t.Fatalf("Append once there is room again: %v", err)
+	}
+	if fi, err := os.Stat(reserve); err != nil || fi.Size() != 1<<20 {
+		t.Fatalf("the reserve file once there is room again: %v %v", fi, err)
+	}
+}
+
 // A write the store fails for lack of space (another writer filled the
 // disk after the journal's check saw room): the append waiting for its
 // ack ends with ErrNoSpace at once, as does the next, and once there is
@@ -251,8 +283,8 @@ func testFullDiskNewStore(t *testing.T, root string) {
 }
 
 // TestAppendReserve: below the floor, an Append is refused and an
-// AppendReserve, which may use half of it, is taken; below half the
-// floor both are refused.
+// AppendReserve, which may use it, is taken; with no room at all both
+// are refused.
 func TestAppendReserve(t *testing.T) {
 	j, err := Open(context.Background(), Config{Dir: t.TempDir(), MinFreeBytes: 32 << 20})
 	if err != nil {
@@ -265,7 +297,7 @@ func TestAppendReserve(t *testing.T) {
 	}{
 		{1 << 40, true, true},
 		{24 << 20, false, true},
-		{8 << 20, false, false},
+		{32 << 10, false, false},
 	} {
 		j.disk.mu.Lock()
 		j.disk.measure = func(string) (int64, error) { return tc.free, nil }
