@@ -4,30 +4,21 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/fulldisk"
 )
 
-// fullDiskEnv, set, makes the test process the one TestFullDisk starts
-// in a mount namespace of its own, where it mounts a small tmpfs to fill.
-const fullDiskEnv = "AHPD_JOURNAL_TEST_FULL_DISK"
-
 // TestFullDisk fills a real file system under the embedded server: a
-// 16 MiB tmpfs, mounted in a mount namespace of the test's own (and a
-// user namespace, so that it needs no root), so that nothing of it
-// outlives the test or touches the host's disks. This process starts the
-// test binary again in there; that one runs the cases.
+// 16 MiB tmpfs of the test's own (internal/fulldisk), so that nothing of
+// it outlives the test or touches the host's disks.
 func TestFullDisk(t *testing.T) {
-	if os.Getenv(fullDiskEnv) == "" {
-		runInMountNamespace(t)
+	if !fulldisk.Run(t, "space_test.go") {
 		return
 	}
-	dir := mountTmpfs(t, 16<<20)
+	dir := fulldisk.Mount(t, 16<<20)
 	t.Run("appends refused before the disk fills", func(t *testing.T) { testFullDiskRefused(t, dir) })
 	t.Run("a write the store failed", func(t *testing.T) { testFullDiskWriteFailed(t, dir) })
 	t.Run("the reserve", func(t *testing.T) { testFullDiskReserve(t, dir) })
@@ -35,109 +26,8 @@ func TestFullDisk(t *testing.T) {
 	t.Run("a new store on a full disk", func(t *testing.T) { testFullDiskNewStore(t, dir) })
 }
 
-// runInMountNamespace runs TestFullDisk in a child in new user and mount
-// namespaces, or, as root where user namespaces are not allowed, a new
-// mount namespace alone, and fails with its output if it fails.
-func runInMountNamespace(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	attrs := []*syscall.SysProcAttr{{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-	}}
-	if os.Geteuid() == 0 {
-		attrs = append(attrs, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS})
-	}
-	var startErr error
-	for _, attr := range attrs {
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFullDisk$", "-test.v", "-test.count=1", "-test.timeout=3m")
-		cmd.Env = append(os.Environ(), fullDiskEnv+"=1")
-		cmd.SysProcAttr = attr
-		var out strings.Builder
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if startErr = cmd.Start(); startErr != nil {
-			continue // namespaces this machine does not allow
-		}
-		err := cmd.Wait()
-		if err != nil || !strings.Contains(out.String(), "--- PASS: TestFullDisk") {
-			t.Fatalf("the full-disk cases failed (%v):\n%s", err, out.String())
-		}
-		for _, line := range strings.Split(out.String(), "\n") {
-			if strings.Contains(line, "space_test.go") {
-				t.Log(strings.TrimSpace(line))
-			}
-		}
-		return
-	}
-	t.Skipf("no mount namespace can be made here (%v): the full-disk cases need root, or user namespaces", startErr)
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a temporary directory, and
-// unmounts it when the test ends.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	// Nothing mounted here may reach the parent's namespace.
-	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
-		t.Fatalf("making mounts private: %v", err)
-	}
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+strconv.Itoa(size)); err != nil {
-		t.Fatalf("mounting a tmpfs: %v", err)
-	}
-	t.Cleanup(func() {
-		err := syscall.Unmount(dir, 0)
-		if errors.Is(err, syscall.EBUSY) {
-			// The server keeps a block file of a stream it failed to make
-			// open (nats-server 2.15.2 returns from making the store
-			// without closing it when its settings cannot be written):
-			// detached now, the tmpfs goes when this process does.
-			err = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-		if err != nil {
-			t.Errorf("unmounting the tmpfs: %v", err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file until the file system has no room left, and
-// returns a function that removes it.
-func fill(t *testing.T, dir string) func() {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 64<<10)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("filling the disk: %v", err)
-			}
-			break
-		}
-	}
-	// Single bytes too, so that not a page is left.
-	for {
-		if _, err := f.Write(buf[:1]); err != nil {
-			break
-		}
-	}
-	f.Close()
-	removed := false
-	remove := func() {
-		if !removed {
-			removed = true
-			if err := os.Remove(path); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	t.Cleanup(remove)
-	return remove
-}
+// fill fills the file system of dir to the last byte.
+func fill(t *testing.T, dir string) func() { return fulldisk.Fill(t, dir) }
 
 // appendRefused appends to a full disk: the append must end with
 // ErrNoSpace, not wait for its deadline (a guard against hanging, far

@@ -36,6 +36,13 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(natsServerEnv); dir != "" {
 		serveNATSForTest(dir) // a NATS server for a test, not the tests
 	}
+	if dir := os.Getenv(builtEnv); dir != "" {
+		// A test run again by its parent (internal/fulldisk): the
+		// parent's builds, which it removes.
+		ahpdBin, testAgentBin = filepath.Join(dir, "ahpd"), filepath.Join(dir, "testagent")
+		goleak.VerifyTestMain(m)
+		return
+	}
 	dir, err := os.MkdirTemp("", "ahpd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -43,6 +50,7 @@ func TestMain(m *testing.M) {
 	}
 	ahpdBin = filepath.Join(dir, "ahpd")
 	testAgentBin = filepath.Join(dir, "testagent")
+	os.Setenv(builtEnv, dir) // for a test this binary runs again
 	err = build(ahpdBin)
 	if err == nil {
 		err = buildTestAgent(testAgentBin)
@@ -57,6 +65,10 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}))
 }
+
+// builtEnv names the directory of the builds TestMain made, in the
+// environment of a test the test binary runs again.
+const builtEnv = "AHPD_TEST_BUILT"
 
 // build builds the command in this directory to out.
 func build(out string) error {
