@@ -682,3 +682,35 @@ func value(c prometheus.Collector) float64 {
 	}
 	return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 }
+
+// TestRetryAfter: a receiver's Retry-After (seconds) lengthens the
+// backoff, up to its cap.
+func TestRetryAfter(t *testing.T) {
+	fake := clock.NewFake(epoch)
+	rc := newReceiver(t, fake.Now, func(w http.ResponseWriter, r *http.Request, n int) {
+		w.Header().Set("Retry-After", map[int]string{1: "120", 2: "86400"}[n])
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	h := newHarness(t, fake, Options{Webhooks: []Webhook{webhook(t, rc.srv.URL)}})
+	h.d.Event(turnEnded("s1", 1))
+	rc.next(t)
+	if e := h.attempt(t); e.Next.Sub(e.LastAttempt) != 2*time.Minute {
+		t.Errorf("after Retry-After: 120, the next in %v", e.Next.Sub(e.LastAttempt))
+	} else {
+		h.advanceTo(e.Next)
+	}
+	rc.next(t)
+	if e := h.attempt(t); e.Next.Sub(e.LastAttempt) != maxBackoff {
+		t.Errorf("after Retry-After: 86400, the next in %v, want the cap %v", e.Next.Sub(e.LastAttempt), maxBackoff)
+	}
+}
+
+// TestLoopbackOnly: plain http taken because it is loopback connects
+// nowhere else, whatever its name resolves to.
+func TestLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:80": true, "127.9.9.9:80": true, "[::1]:80": true, "10.0.0.1:80": false, "93.184.216.34:443": false, "[fe80::1]:80": false} {
+		if err := loopbackOnly("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+}
