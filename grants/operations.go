@@ -144,6 +144,9 @@ var commands = map[string]commandOp{
 	"ahpd/replaySession":       {op: SessionState},
 	"ahpd/sessionCheckpoints":  {op: SessionState},
 	"ahpd/sessionEventCounts":  {op: SessionList},
+	// ahpd/webhookLog shows what became of the events of every user's
+	// sessions: the host's, so only an administrator (or root) reads it.
+	"ahpd/webhookLog": {op: HostConfigure},
 
 	// Automations: seeing them is a listing; running one sends its message
 	// as its owner, so it is chat:send.

@@ -15,7 +15,7 @@ var wantCommands = []string{
 	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
 	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata", "ahpd/sessionEvents", "ahpd/replaySession",
-	"ahpd/sessionCheckpoints", "ahpd/sessionEventCounts",
+	"ahpd/sessionCheckpoints", "ahpd/sessionEventCounts", "ahpd/webhookLog",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns", "runAutomation",
 }
 
@@ -121,6 +121,7 @@ func TestCommandTable(t *testing.T) {
 		{"ahpd/suspendSession", "", SessionConfigure, true},
 		{"ahpd/resumeSession", "", SessionConfigure, true},
 		{"ahpd/setSessionMetadata", "", SessionRename, true},
+		{"ahpd/webhookLog", "", HostConfigure, true},
 		{"shutdown", "", "", false},
 		{"", "", "", false},
 	}

@@ -120,6 +120,7 @@ func (h *Host) automationChanged(ch automations.Change) {
 			h.autos.mu.Unlock()
 		}
 		h.bus.PublishTo(ch.Run.Resource, ch.Action, mine)
+		h.automationEvent(ch) // events.go
 	}
 }
 

@@ -71,6 +71,7 @@ var commands = []command{
 	{name: "ahpd/replaySession", method: "ahpd/replaySession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/sessionCheckpoints", method: "ahpd/sessionCheckpoints", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/sessionEventCounts", method: "ahpd/sessionEventCounts", params: func(f fixture) any { return map[string]any{"channels": []string{f.session}} }},
+	{name: "ahpd/webhookLog", method: "ahpd/webhookLog", params: func(fixture) any { return map[string]any{"limit": 10} }},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
 	{name: "fetchAutomationRuns", method: "fetchAutomationRuns", params: func(fixture) any {
 		return map[string]any{"channel": "ahp-automations://", "automation": "ahp-automation:/none"}
@@ -211,7 +212,7 @@ func TestGrantsTable(t *testing.T) {
 	})
 
 	isRead := func(row string) bool { return slices.Contains(readOnly, row) }
-	hostOnly := func(row string) bool { return row == "root/configChanged" }
+	hostOnly := func(row string) bool { return row == "root/configChanged" || row == "ahpd/webhookLog" }
 	allowed := func(string) (bool, string) { return false, "" }
 	cases := []struct {
 		th    *testHost

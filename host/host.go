@@ -24,6 +24,7 @@ import (
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/events"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/journal"
@@ -124,6 +125,10 @@ type Options struct {
 	// are pushed to as they are recorded, and fetched from when a session
 	// this host wakes lacks them (pushes.go). "" pushes nothing.
 	PushCheckpoints string
+	// Events, when set, is told what somebody outside may want to know
+	// of (events.go): turns that wait on a person or end, automation runs
+	// that end. nil tells nobody.
+	Events events.Sink
 
 	// storeTemp makes the temporary files session records are written
 	// through; nil means os.CreateTemp. Tests set it (export_test.go) to

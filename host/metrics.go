@@ -91,6 +91,7 @@ func (h *Host) MetricsHandler() http.Handler {
 	h.metrics.once.Do(func() {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds)
+		reg.MustRegister(h.eventCollectors()...) // events.go: the sink's own
 		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	})
 	return h.metrics.http

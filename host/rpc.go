@@ -54,6 +54,7 @@ var methods = map[string]handler{
 	"ahpd/replaySession":       (*Host).replaySession,
 	"ahpd/sessionCheckpoints":  (*Host).sessionCheckpoints,
 	"ahpd/sessionEventCounts":  (*Host).sessionEventCounts,
+	"ahpd/webhookLog":          (*Host).webhookLog, // events.go
 
 	"listAutomationTriggerDefinitions": (*Host).listAutomationTriggerDefinitions,
 	"runAutomation":                    (*Host).runAutomation,

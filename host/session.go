@@ -225,6 +225,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		s.h.metrics.turnEnded(a)
 		s.updateActiveLocked()
 		s.turnEndedLocked(a)
+		s.turnEventLocked(c, a) // events.go
 		if s.h.opts.Journal != nil && s.restartDueLocked() {
 			defer s.restartPointLocked("", nil) // once the session follows the chat
 		}
@@ -308,6 +309,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 // changed (protocol.MirrorChat): the chat's entry, the input requests it
 // waits on, the default chat's marks; then the session's summary.
 func (s *session) mirrorChatLocked(c *chats.Chat) {
+	defer s.inputEventsLocked(c, s.state.InputNeeded) // events.go: the requests new once mirrored
 	cs := c.State()
 	isDefault := s.state.DefaultChat != nil && *s.state.DefaultChat == cs.Resource
 	for _, a := range protocol.MirrorChat(s.state, cs, isDefault) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/webhooks"
 )
 
 // config is ahpd's configuration: the YAML file's keys, with the flags
@@ -73,8 +74,13 @@ type config struct {
 	// Checkpoints says where sessions' checkpoints are pushed
 	// (config_checkpoints.go).
 	Checkpoints checkpointsConfig `yaml:"checkpoints"`
+	// Webhooks are posted what happens in sessions (config file only;
+	// config_webhooks.go, docs/WEBHOOKS.md).
+	Webhooks []webhooks.Spec `yaml:"webhooks"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
+	// hooks are Webhooks, checked by parseConfig.
+	hooks []webhooks.Webhook
 }
 
 // limitsConfig is host.Limits as the config file spells it.
@@ -237,6 +243,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	cfg.declared = declared
+	if err := checkWebhooks(&cfg); err != nil {
+		return nil, err
+	}
 	// Resolved now, so that a mistake is a usage error and the roots are
 	// where their symlinks led at start.
 	roots, err := host.ResolveRoots(cfg.AllowedRoots)

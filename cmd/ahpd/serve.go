@@ -88,6 +88,12 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	}
 	// Left after the host closes, before the journal does.
 	defer leave()
+	hooks, closeHooks, err := openWebhooks(cfg, log)
+	if err != nil {
+		return err
+	}
+	// Closed once the host has, which tells them until its Close ends.
+	defer closeHooks()
 	h, err := host.New(host.Options{
 		StateDir: cfg.StateDir,
 		Sessions: cfg.Sessions,
@@ -109,6 +115,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		AllowedRoots:   cfg.AllowedRoots,
 		// Pushed off the turns' path; see docs/CLUSTER.md.
 		PushCheckpoints: cfg.Checkpoints.Push,
+		Events:          hooks, // docs/WEBHOOKS.md
 		Automations:     host.AutomationOptions{Declared: declaredAutomations(cfg, auth)},
 		Transcripts: host.Transcripts{
 			Listers: backends.TranscriptListers(),
