@@ -453,7 +453,7 @@ func (h *Host) loadSessions(clean bool) error {
 		}
 	}
 	h.log.Info("sessions loaded", "count", len(h.sessions), "fromJournal", len(tails))
-	if j := h.opts.Journal; j != nil && len(cut) > 0 && errors.Is(j.Room(h.ctx), journal.ErrNoSpace) {
+	if j := h.opts.Journal; j != nil && len(cut) > 0 && errors.Is(j.Room(h.ctx, true), journal.ErrNoSpace) {
 		// On a full disk the cut turns' ends wait for room: the host
 		// starts all the same, to serve what it has.
 		h.log.Warn("the disk that holds the journal is full: the turns a stop cut end once there is room", "sessions", len(cut))

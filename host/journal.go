@@ -45,10 +45,11 @@ type journalTrouble struct {
 // journalHealth is whether the host's appends succeed. Its fields are
 // atomics: every outbox reads and writes them holding nothing.
 type journalHealth struct {
-	trouble atomic.Pointer[journalTrouble] // nil while appends succeed
-	lost    atomic.Bool                    // a run was given up unsent as the host stopped
-	gap     atomic.Int64                   // the newest serverSeq of a run sent that the journal could not take (unwritable)
-	waiting atomic.Int64                   // agents and clients waiting for their session's journal now
+	trouble  atomic.Pointer[journalTrouble] // nil while appends succeed
+	lost     atomic.Bool                    // a run was given up unsent as the host stopped
+	gap      atomic.Int64                   // the newest serverSeq of a run sent that the journal could not take (unwritable)
+	waiting  atomic.Int64                   // agents and clients waiting for their session's journal now
+	watching atomic.Bool                    // watchForRoom watches the disk
 
 	// changed is closed, and made again, when trouble comes or goes: what
 	// a test waits on.
@@ -186,11 +187,44 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		}
 		wait = min(2*wait, retryMost)
 	}
-	if !reserved {
+	if reserved {
+		h.watchForRoom() // nothing else may append until new work is taken again
+	} else {
 		h.journalWell()
 	}
 	return seqs, nil
 }
+
+// watchForRoom watches, while the journal is in trouble for a full disk, for
+// the room an Append needs, and then takes the trouble away, so that new
+// work is taken again: the appends that ended the work it stopped went
+// to the reserve, and while new work is refused no other append comes to
+// find the room. One watcher at a time; it ends with the host.
+func (h *Host) watchForRoom() {
+	if !h.health.watching.CompareAndSwap(false, true) {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		defer h.health.watching.Store(false)
+		t := time.NewTicker(roomCheck)
+		defer t.Stop()
+		for h.health.trouble.Load() != nil {
+			select {
+			case <-h.ctx.Done():
+				return
+			case <-t.C:
+			}
+			if h.opts.Journal.Room(h.ctx, false) == nil {
+				h.journalWell()
+			}
+		}
+	}()
+}
+
+// roomCheck is how often watchForRoom measures the disk.
+const roomCheck = 500 * time.Millisecond
 
 // errDiskFull is how a turn the host ends for a full disk ends: a
 // chat/error of this errorType (chats.Chat.End).

@@ -279,14 +279,19 @@ func (j *Journal) room(ctx context.Context, n int64, share floorShare) (<-chan s
 }
 
 // Room reports, with an error wrapping ErrNoSpace, that the embedded
-// server's disk has no room even for an AppendReserve; nil when it has,
+// server's disk has no room for an Append (reserve false: the floor is
+// not free) or even for an AppendReserve (reserve true); nil when it has,
 // or when the server is not embedded (its disk is not the journal's to
-// measure).
-func (j *Journal) Room(ctx context.Context) error {
+// measure). It measures the disk when its last measure may be stale.
+func (j *Journal) Room(ctx context.Context, reserve bool) error {
 	if err := j.check(); err != nil {
 		return err
 	}
-	_, err := j.room(ctx, 0, halfFloor)
+	share := fullFloor
+	if reserve {
+		share = halfFloor
+	}
+	_, err := j.room(ctx, 0, share)
 	return err
 }
 
