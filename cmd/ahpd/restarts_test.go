@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -217,5 +221,57 @@ func checkSeen(t *testing.T, where string, cs *protocol.ChatState, seen map[stri
 			t.Errorf("%s: turn %s came back changed:\n have %s %q, %d bytes of text, reasoning %q\n want %s %q, %d bytes of text, reasoning %q",
 				where, id, have.state, have.errorType, len(have.text), have.reasoning, want.state, want.errorType, len(want.text), want.reasoning)
 		}
+	}
+}
+
+// TestBigMessageSurvivesKill: a turn whose message is 2 MB, over the
+// NATS message bound, is journaled (in chunks) and after a kill -9 comes
+// back with its message whole.
+func TestBigMessageSurvivesKill(t *testing.T) {
+	e := newEnv(t)
+	p := serveDaemon(t, e)
+	c := connect(t, p, e.token(t), "big")
+	session, chat := newSession(t, c, e, "big")
+	big := "say the end\n" + strings.Repeat("x", 2<<20)
+	turn := send(t, c, chat, "t1", big)
+	if turn.State != protocol.TurnStateComplete || turn.Message.Text != big {
+		t.Fatalf("the turn ended %s with a message of %d bytes", turn.State, len(turn.Message.Text))
+	}
+	p.signal(syscall.SIGKILL)
+	p.wait(exitTimeout)
+	c.Close()
+
+	// The journal holds the turn's start, message and all.
+	j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(e.state, "journal")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := j.Read(context.Background(), session, 0, journal.MaxReadLimit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, en := range entries {
+		var env protocol.ActionEnvelope
+		if json.Unmarshal(en.Data, &env) != nil {
+			continue
+		}
+		if a, ok := env.Action.(*protocol.ChatTurnStartedAction); ok && a.TurnID == "t1" {
+			found = a.Message.Text == big
+		}
+	}
+	if err := j.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Fatal("the journal does not hold the turn's start with its message")
+	}
+
+	p = serveDaemon(t, e)
+	c = connect(t, p, e.token(t), "big2")
+	c.Subscribe(session)
+	cs := c.Subscribe(chat).State.(*protocol.ChatState)
+	if len(cs.Turns) != 1 || cs.Turns[0].Message.Text != big || seenOf(cs.Turns[0]) != seenOf(turn) {
+		t.Fatalf("after a kill: %d turns; the message came back with %d bytes", len(cs.Turns), len(cs.Turns[0].Message.Text))
 	}
 }
