@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/ahpd/ahpd/host"
+
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -129,5 +131,52 @@ func TestJournalDownRefusesWork(t *testing.T) {
 	}
 	if missing > 0 {
 		t.Errorf("%d actions a client was sent are not in the journal", missing)
+	}
+}
+
+// TestSlowJournalHoldsTheAgentBack: an agent streaming flat out while the
+// journal takes nothing waits once its session has MaxBacklog changes
+// queued, so memory stays bounded; once the journal is back the turn ends
+// with every word, in order.
+func TestSlowJournalHoldsTheAgentBack(t *testing.T) {
+	n := startNATS(t)
+	j, err := journal.Open(context.Background(), journal.Config{URL: n.url()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close(context.Background()) })
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	_, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t0", "say warm")
+
+	words := strings.Repeat("word ", 60_000) // about 20,000 deltas, more than the backlog holds
+	startTaken(t, c, chat, "t1", "ask Go on?\nsay "+words+"end")
+	question := asking(t, c, chat)
+	n.stop()
+	// The answer is taken (nothing it says is sent until the journal is
+	// back), and the agent goes on flat out.
+	answer(c, chat, question, "yes")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for {
+		waiting, backlog := th.h.JournalWaiting()
+		if backlog > host.MaxBacklog {
+			t.Fatalf("a session queued %d changes, more than %d", backlog, host.MaxBacklog)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the agent never waited for the journal")
+		case <-time.After(10 * time.Millisecond): // a poll of the host's count, not a budget
+		}
+	}
+
+	n.start()
+	cs := waitTurnEnd(t, c, chat, "t1")
+	if got := text(cs.Turns[1].ResponseParts); !strings.HasSuffix(got, words+"end\n\n") {
+		t.Errorf("the turn said %d bytes, want %d at its end", len(got), len(words)+5)
 	}
 }

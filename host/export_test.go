@@ -40,6 +40,22 @@ func (h *Host) AwaitJournal(ctx context.Context, failing bool) error {
 	}
 }
 
+// JournalWaiting is how many agents and clients wait now for their
+// session's journal writes, and the most changes any session's outbox
+// holds queued.
+func (h *Host) JournalWaiting() (waiting int64, backlog int) {
+	for _, s := range h.sessionList() {
+		s.mu.Lock()
+		backlog = max(backlog, len(s.out.queue))
+		s.mu.Unlock()
+	}
+	return h.health.waiting.Load(), backlog
+}
+
+// MaxBacklog is how many changes a session's outbox queues before its
+// agent waits.
+const MaxBacklog = maxBacklog
+
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.
 func (h *Host) Balance() { h.balance() }

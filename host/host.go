@@ -296,6 +296,7 @@ func New(opts Options) (*Host, error) {
 		}
 	}
 	ctx, stop := context.WithCancel(context.Background())
+	giving, giveUp := context.WithCancel(ctx)
 	newest := newestSeq(opts)
 	h := &Host{
 		mu:       lockcheck.Mutex{Class: "host"},
@@ -320,7 +321,7 @@ func New(opts Options) (*Host, error) {
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
-		health:   journalHealth{giveUp: make(chan struct{})},
+		health:   journalHealth{giving: giving, giveUp: giveUp},
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},

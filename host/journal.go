@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,11 +54,23 @@ type journalHealth struct {
 	// a test waits on.
 	changed atomic.Pointer[chan struct{}]
 
-	// giveUp is closed once the host's shutdown is past its grace (Close's
-	// ctx): an append failing then is not tried again, so a host whose
-	// journal is down still stops.
-	giveUp     chan struct{}
-	giveUpOnce sync.Once
+	// giving is the context of every append. Once the host's shutdown is
+	// past its grace (Close's ctx, stopTrying) it is cancelled if the
+	// journal is in trouble, then or later: an append then ends and is
+	// not tried again, so a host whose journal is down still stops, and
+	// one whose journal works writes everything down.
+	giving   context.Context
+	giveUp   context.CancelFunc
+	stopping atomic.Bool
+}
+
+// stopTrying gives up the appends of a journal in trouble, and of one
+// that comes to be: the shutdown's grace has passed.
+func (jh *journalHealth) stopTrying() {
+	jh.stopping.Store(true)
+	if jh.trouble.Load() != nil {
+		jh.giveUp()
+	}
 }
 
 // moved tells whoever waits on changed.
@@ -69,9 +80,6 @@ func (jh *journalHealth) moved() {
 		close(*old)
 	}
 }
-
-// stopTrying closes giveUp.
-func (jh *journalHealth) stopTrying() { jh.giveUpOnce.Do(func() { close(jh.giveUp) }) }
 
 // publish sends a run of actions to the bus, written down first when the
 // outbox has a journal (a session's, root's) and the host keeps one. It
@@ -149,14 +157,14 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 			defer close(fired)
 			h.journalTroubled(session, errSlowJournal)
 		})
-		got, err := h.opts.Journal.Append(h.ctx, session, batch...)
+		got, err := h.opts.Journal.Append(h.health.giving, session, batch...)
 		if !slow.Stop() {
 			<-fired // its note comes before the one this append's end makes
 		}
 		if errors.Is(err, journal.ErrNoSpace) {
 			h.journalFailed(session, err)
 			h.endTurnsForSpace()
-			got, err = h.opts.Journal.AppendReserve(h.ctx, session, batch...)
+			got, err = h.opts.Journal.AppendReserve(h.health.giving, session, batch...)
 			reserved = reserved || err == nil
 		}
 		h.metrics.appendSeconds.Observe(time.Since(start).Seconds())
@@ -165,7 +173,8 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 			wait = retryFirst
 			continue
 		}
-		if h.ctx.Err() != nil || errors.Is(err, journal.ErrClosed) {
+		if h.health.giving.Err() != nil || errors.Is(err, journal.ErrClosed) {
+			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
 			return seqs, errStopping
 		}
 		if unwritable(err) {
@@ -176,10 +185,7 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		h.journalFailed(session, err)
 		t := time.NewTimer(wait)
 		select {
-		case <-h.ctx.Done():
-			t.Stop()
-			return seqs, errStopping
-		case <-h.health.giveUp:
+		case <-h.health.giving.Done():
 			t.Stop()
 			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
 			return seqs, errStopping
@@ -304,6 +310,9 @@ func (h *Host) journalTroubled(session string, err error) {
 	t := &journalTrouble{since: time.Now(), reason: journalReason(err)}
 	if h.health.trouble.CompareAndSwap(nil, t) {
 		h.health.moved()
+		if h.health.stopping.Load() {
+			h.health.giveUp()
+		}
 		h.log.Error("the journal does not take the host's actions; sessions wait for it, and new work is refused until it does",
 			"session", session, "err", err)
 	}

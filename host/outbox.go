@@ -132,17 +132,20 @@ func (h *Host) handOn(o *outbox, batch []effect) {
 // for more of its agent's or a client's changes: their backpressure when
 // the journal falls behind (journal.go).
 func (s *session) awaitRoom() {
-	for {
-		s.mu.Lock()
-		room := s.out.fullLocked()
-		s.mu.Unlock() // nothing queued: nothing to hand on
-		if room == nil {
-			return
-		}
+	s.lockWithRoom()
+	s.mu.Unlock() // nothing queued: nothing to hand on
+}
+
+// lockWithRoom takes the session's lock once its outbox has room.
+func (s *session) lockWithRoom() {
+	s.mu.Lock()
+	for room := s.out.fullLocked(); room != nil; room = s.out.fullLocked() {
+		s.mu.Unlock()
 		s.h.metrics.journalWaits.Add(1)
 		s.h.health.waiting.Add(1)
 		<-room
 		s.h.health.waiting.Add(-1)
+		s.mu.Lock()
 	}
 }
 

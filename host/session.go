@@ -176,8 +176,7 @@ func (s *session) configValuesLocked() protocol.Object {
 // Do runs fn with the session's lock held (chats.Owner). What the agent
 // reports waits first for room in the session's outbox (awaitRoom).
 func (s *session) Do(fn func()) {
-	s.awaitRoom()
-	s.mu.Lock()
+	s.lockWithRoom()
 	defer s.unlock()
 	fn()
 }
