@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/plugins"
 )
 
 // config is ahpd's configuration: the YAML file's keys, with the flags
@@ -73,8 +74,20 @@ type config struct {
 	// Checkpoints says where sessions' checkpoints are pushed
 	// (config_checkpoints.go).
 	Checkpoints checkpointsConfig `yaml:"checkpoints"`
+	// Permissions are the permissions of a session whose config sets
+	// none, and InputTimeout how long its turns wait for a person
+	// (config file only; config_permissions.go, docs/PERMISSIONS.md).
+	// They stay YAML until parseConfig reads them into
+	// defaultPermissions and defaultInputTimeout.
+	Permissions  yaml.Node `yaml:"permissions"`
+	InputTimeout yaml.Node `yaml:"inputTimeout"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
+	// defaultPermissions and defaultInputTimeout are Permissions and
+	// InputTimeout, checked by parseConfig: ask and wait for ever when
+	// the file gives neither.
+	defaultPermissions  plugins.Permissions
+	defaultInputTimeout time.Duration
 }
 
 // limitsConfig is host.Limits as the config file spells it.
@@ -225,6 +238,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := checkJournal(&cfg); err != nil {
 		return nil, err
+	}
+	if err := checkPermissions(&cfg); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
