@@ -141,9 +141,13 @@ func TestFind(t *testing.T) {
 	ask := &protocol.InputRequestResponsePart{Request: protocol.ChatInputRequest{ID: "q1", Message: new("Which?")}}
 	answered := &protocol.InputRequestResponsePart{Request: protocol.ChatInputRequest{ID: "q0"}, Response: new(protocol.ChatInputResponseKindAccept)}
 	pending := &protocol.ToolCallResponsePart{ToolCall: &protocol.ToolCallPendingConfirmationState{ToolCallID: "t1", DisplayName: "Write", InvocationMessage: protocol.StringOrMarkdown{Text: "Write `a.txt`"}}}
+	// A call the session's permissions deny passes through
+	// pending-confirmation: it waits on nobody.
+	denying := &protocol.ToolCallResponsePart{ToolCall: &protocol.ToolCallPendingConfirmationState{ToolCallID: "t0", DisplayName: "Run",
+		Meta: protocol.Object{"ahpd.permission": []byte(`"deny \"execute\""`)}}}
 	cs := &protocol.ChatState{Resource: "chat",
 		Turns:      []protocol.Turn{{ID: "old", ResponseParts: []protocol.ResponsePart{&protocol.InputRequestResponsePart{Request: protocol.ChatInputRequest{ID: "q-old"}}}}},
-		ActiveTurn: &protocol.ActiveTurn{ID: "now", ResponseParts: []protocol.ResponsePart{answered, ask, pending}},
+		ActiveTurn: &protocol.ActiveTurn{ID: "now", ResponseParts: []protocol.ResponsePart{answered, denying, ask, pending}},
 	}
 	ws := client.WaitingIn(cs)
 	if len(ws) != 2 || ws[0].ID != "q1" || ws[0].Kind() != "question" || ws[0].Text() != "Which?" ||

@@ -44,7 +44,21 @@ func (w Waiting) Text() string {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// WaitingIn lists what cs's running turn waits on, in the turn's order.
+// permissionMeta is the _meta member of a tool call the session's
+// permissions decided (chats.PermissionMeta, docs/PERMISSIONS.md).
+const permissionMeta = "ahpd.permission"
+
+// DecidedByPermissions reports whether a tool call's _meta says the
+// session's permissions decided it. A call they deny passes through
+// pending-confirmation on its way to cancelled (two actions, which a
+// client may see apart): it waits on nobody.
+func DecidedByPermissions(meta protocol.Object) bool {
+	_, ok := meta[permissionMeta]
+	return ok
+}
+
+// WaitingIn lists what cs's running turn waits on, in the turn's order:
+// not a call the session's permissions are denying.
 func WaitingIn(cs *protocol.ChatState) []Waiting {
 	if cs == nil || cs.ActiveTurn == nil {
 		return nil
@@ -58,7 +72,7 @@ func WaitingIn(cs *protocol.ChatState) []Waiting {
 				out = append(out, Waiting{Chat: cs.Resource, TurnID: at.ID, ID: p.Request.ID, Request: &p.Request})
 			}
 		case *protocol.ToolCallResponsePart:
-			if tc, ok := p.ToolCall.(*protocol.ToolCallPendingConfirmationState); ok {
+			if tc, ok := p.ToolCall.(*protocol.ToolCallPendingConfirmationState); ok && !DecidedByPermissions(tc.Meta) {
 				out = append(out, Waiting{Chat: cs.Resource, TurnID: at.ID, ID: tc.ToolCallID, Tool: tc})
 			}
 		}

@@ -139,7 +139,7 @@ func TestBrowser(t *testing.T) {
 	waitChat(t, root, done, idle)
 	waitChat(t, root, fails, idle)
 	waitChat(t, root, asks, func(cs *protocol.ChatState) bool { return cs.Status.Activity() == protocol.StatusInputNeeded })
-	uri, chat := e.startSession(t, root, "live", "a live session", "say first reply")
+	uri, chat := e.startSessionWith(t, root, "live", "a live session", "say first reply", bypass)
 	tab(t, ctx, "the new session appears in the table",
 		poll(`!!document.querySelector('tr[data-session="ahp-session:/live"]')`),
 		poll(`!!document.querySelector('tr[data-session="ahp-session:/older"] .s-idle')`),

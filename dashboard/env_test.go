@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/client"
@@ -152,6 +153,17 @@ func (e *env) connID(who, id string) *client.Client {
 // turn sets out). It returns the session's URI and its default chat.
 func (e *env) startSession(t testing.TB, c *client.Client, id, title, input string) (string, string) {
 	t.Helper()
+	return e.startSessionWith(t, c, id, title, input, nil)
+}
+
+// bypass is the session config under which a script session's steps run
+// without a person confirming them (docs/PERMISSIONS.md): for sessions
+// whose input runs a command, which the default permissions ask about.
+var bypass = protocol.Object{"permissions": jsontext.Value(`{"mode":"bypass"}`)}
+
+// startSessionWith is startSession for a session made with config.
+func (e *env) startSessionWith(t testing.TB, c *client.Client, id, title, input string, config protocol.Object) (string, string) {
+	t.Helper()
 	ctx := context.Background()
 	w := e.connID("root", "watch-"+id)
 	if _, err := w.Subscribe(ctx, protocol.RootURI); err != nil {
@@ -160,7 +172,8 @@ func (e *env) startSession(t testing.TB, c *client.Client, id, title, input stri
 	defer w.Close()
 	uri := protocol.SessionScheme + ":/" + id
 	provider := "script"
-	if err := c.Call(ctx, "createSession", protocol.CreateSessionParams{Channel: uri, Provider: &provider}, nil); err != nil {
+	if err := c.Call(ctx, "createSession", protocol.CreateSessionParams{Channel: uri, Provider: &provider, Config: config,
+		Meta: protocol.Object{"ahpd.strictConfig": jsontext.Value("true")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.Subscribe(ctx, uri)

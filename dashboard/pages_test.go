@@ -133,7 +133,7 @@ func TestBadQueries(t *testing.T) {
 func TestSessionPage(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	mo := e.conn("mo")
-	uri, chat := e.startSession(t, mo, "s1", "two turns", "say first <b>reply</b>\nrun echo hi")
+	uri, chat := e.startSessionWith(t, mo, "s1", "two turns", "say first <b>reply</b>\nrun echo hi", bypass)
 	waitChat(t, mo, chat, idle)
 	send(t, mo, chat, "t2", "say second reply")
 	waitChat(t, mo, chat, func(cs *protocol.ChatState) bool { return cs.ActiveTurn == nil && len(cs.Turns) == 2 })
@@ -239,7 +239,7 @@ func TestWritesFollowGrants(t *testing.T) {
 func TestCheckpointsShown(t *testing.T) {
 	e := newEnv(t, envOptions{repo: true})
 	mo := e.conn("mo")
-	uri, chat := e.startSession(t, mo, "cp", "edits", "run printf 'one\\ntwo\\n' > notes.txt")
+	uri, chat := e.startSessionWith(t, mo, "cp", "edits", "run printf 'one\\ntwo\\n' > notes.txt", bypass)
 	waitChat(t, mo, chat, idle)
 	// The turn's checkpoint is recorded just after it ends, and then its
 	// changes are counted on the session.

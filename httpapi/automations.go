@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -94,6 +95,25 @@ func (a *API) listAutomations(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// checkTemplate checks a session template's permissions and
+// inputTimeout as a strict createSession would: a run's session is made
+// without strictness, so a mistake would leave each run's session asking
+// for everything (or waiting for ever) rather than be refused now.
+func checkTemplate(t protocol.AutomationSessionTemplate) error {
+	if v, ok := t.Config[plugins.ConfigPermissions]; ok {
+		if _, err := plugins.ParsePermissions(v); err != nil {
+			return badRequest("definition.session.config.permissions", "definition.session.config.permissions: %v", err)
+		}
+	}
+	if v, ok := t.Config[plugins.ConfigInputTimeout]; ok {
+		if _, ok := plugins.InputTimeoutOf(v); !ok {
+			return badRequest("definition.session.config.inputTimeout",
+				`definition.session.config.inputTimeout: want a duration from 1s to 720h, such as "10m" or a number of seconds, or "0" for none`)
+		}
+	}
+	return nil
+}
+
 // automationBody is POST /v1/automations.
 type automationBody struct {
 	ID         *string                        `json:"id"`
@@ -108,6 +128,10 @@ func (a *API) createAutomation(w http.ResponseWriter, r *http.Request) {
 	}
 	if b.Definition == nil {
 		a.fail(w, r, badRequest("definition", "definition is required: the automation's message, session template and triggers"))
+		return
+	}
+	if err := checkTemplate(b.Definition.Session); err != nil {
+		a.fail(w, r, err)
 		return
 	}
 	id := "au_" + randomHex(8)

@@ -86,8 +86,9 @@ func toAPIError(err error) *apiError {
 }
 
 // fieldOf finds the member a host's "invalid params" message names:
-// "invalid params for createSession: workingDirectories[0]: ...".
-var fieldOf = regexp.MustCompile(`invalid params for [\w/]+: ([A-Za-z_][\w]*)`)
+// "invalid params for createSession: workingDirectories[0]: ...", and
+// the config key after it: "config.permissions: ...".
+var fieldOf = regexp.MustCompile(`invalid params for [\w/]+: ([A-Za-z_][\w]*)(?:\.([^:\s]{1,64}):)?`)
 
 // protocolFields names the API's fields for the protocol's members.
 var protocolFields = map[string]string{
@@ -108,6 +109,14 @@ func rpcError(e *client.Error) *apiError {
 			out.Field = protocolFields[m[1]]
 			if out.Field == "" {
 				out.Field = m[1]
+			}
+			// A config key's refusal names the key: config.isolation,
+			// or the member the request takes it as (permissions).
+			if m[1] == "config" && m[2] != "" {
+				out.Field = "config." + m[2]
+				if member, ok := configMembers[m[2]]; ok {
+					out.Field = member
+				}
 			}
 		}
 	case protocol.CodeProviderNotFound:

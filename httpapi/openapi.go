@@ -134,10 +134,22 @@ func schemas() map[string]any {
 			"lastSeq": map[string]any{"type": "integer"},
 		}),
 		"SessionList": obj([]string{"sessions"}, map[string]any{"sessions": arrayOf("Session"), "nextCursor": str(0)}),
-		"CreateSession": obj(nil, map[string]any{
+		"CreateSession": map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 			"id": idPattern, "input": str(maxInput), "title": str(maxTitle), "folder": str(4096), "provider": str(64),
-			"worktree": map[string]any{"type": "boolean"}, "config": map[string]any{"type": "object"}, "metadata": metadataSchema(true),
-		}),
+			"worktree": map[string]any{"type": "boolean", "description": `config.isolation "worktree"`},
+			"config": map[string]any{"type": "object", "description": "The session's config (resolveSessionConfig lists a provider's keys), taken as given or refused: " +
+				"an unknown key is 400 with field config, a value its key does not take 400 with field config.KEY"},
+			"metadata":     metadataSchema(true),
+			"permissions":  ref("Permissions"),
+			"inputTimeout": inputTimeoutSchema,
+		}},
+		"Permissions": map[string]any{"type": "object", "additionalProperties": false,
+			"description": "config.permissions: what the agent may do without a person confirming it (docs/PERMISSIONS.md). Not with config.permissions.",
+			"properties": map[string]any{
+				"mode":  map[string]any{"enum": []string{"ask", "acceptEdits", "bypass"}, "default": "ask"},
+				"allow": rulesSchema("Calls that run without asking"),
+				"deny":  rulesSchema("Calls refused without asking, in every mode"),
+			}},
 		"PatchSession":     obj(nil, map[string]any{"title": str(maxTitle), "archived": map[string]any{"type": "boolean"}, "metadata": metadataSchema(true)}),
 		"SendTurn":         obj([]string{"input"}, map[string]any{"input": str(maxInput), "id": idPattern}),
 		"TurnAccepted":     obj([]string{"turnId"}, map[string]any{"turnId": str(0), "queued": map[string]any{"type": "boolean"}, "lastSeq": map[string]any{"type": "integer"}}),
@@ -154,6 +166,22 @@ func schemas() map[string]any {
 		"RunStarted":  obj([]string{"id"}, map[string]any{"id": str(0), "uri": str(0)}),
 		"TriggerList": obj([]string{"triggers"}, map[string]any{"triggers": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
 	}
+}
+
+// rulesSchema is the schema of a permissions rule list: TOOL or
+// TOOL(GLOB), TOOL a kind, a tool's name or *.
+func rulesSchema(desc string) map[string]any {
+	return map[string]any{"type": "array", "maxItems": 256, "description": desc + `: rules such as "execute", "Bash", "edit(src/**)"`,
+		"items": map[string]any{"type": "string", "maxLength": 512, "pattern": `^\s*(\*|[A-Za-z0-9_.:-]+)(\([^\x00-\x1f\x7f]+\))?\s*$`}}
+}
+
+// inputTimeoutSchema is config.inputTimeout's: a duration, or seconds.
+var inputTimeoutSchema = map[string]any{
+	"description": `config.inputTimeout: how long a turn waits for a person before it is stopped, 1s to 720h: a duration ("30m", "1h30m") or a number of seconds; 0 waits for ever. Not with config.inputTimeout.`,
+	"anyOf": []any{
+		map[string]any{"type": "string", "pattern": `^(0?|([0-9]+(\.[0-9]+)?(h|m|s|ms|us|µs|ns))+)$`},
+		map[string]any{"type": "number", "minimum": 0, "maximum": 2592000},
+	},
 }
 
 // answerValue is the schema of one question's answer.

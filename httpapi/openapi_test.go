@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -105,6 +106,78 @@ func TestOpenAPIAnswerSchemas(t *testing.T) {
 		inst, _ := jsonschema.UnmarshalJSON(strings.NewReader(tt.body))
 		if err := s.Validate(inst); (err == nil) != tt.ok {
 			t.Errorf("%s %s: valid %v, want %v (%v)", tt.schema, tt.body, err == nil, tt.ok, err)
+		}
+	}
+}
+
+// TestOpenAPICreateSessionSchema: CreateSession names exactly the members
+// POST /v1/sessions takes (mode, which it refuses, aside), and its
+// permissions and inputTimeout take what the host does and nothing else.
+func TestOpenAPICreateSessionSchema(t *testing.T) {
+	data, _ := json.Marshal(document())
+	var doc map[string]any
+	if err := json.Unmarshal(data, &doc); err != nil {
+		t.Fatal(err)
+	}
+	props := doc["components"].(map[string]any)["schemas"].(map[string]any)["CreateSession"].(map[string]any)["properties"].(map[string]any)
+	var documented, taken []string
+	for name := range props {
+		documented = append(documented, name)
+	}
+	bt := reflect.TypeOf(createBody{})
+	for i := range bt.NumField() {
+		if name, _, _ := strings.Cut(bt.Field(i).Tag.Get("json"), ","); name != "mode" {
+			taken = append(taken, name)
+		}
+	}
+	slices.Sort(documented)
+	slices.Sort(taken)
+	if !slices.Equal(documented, taken) {
+		t.Errorf("CreateSession documents %v; the handler takes %v", documented, taken)
+	}
+
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("openapi.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.Compile("openapi.json#/components/schemas/CreateSession")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		body string
+		ok   bool
+	}{
+		{`{}`, true},
+		{`{"permissions": {}}`, true},
+		{`{"permissions": {"mode": "acceptEdits", "allow": ["execute", "edit(src/**)", "*(docs/*.md)"], "deny": ["WebFetch", " Bash "]}}`, true},
+		{`{"permissions": {"mode": "bypass"}, "inputTimeout": "30m"}`, true},
+		{`{"inputTimeout": "1h30m"}`, true},
+		{`{"inputTimeout": "0"}`, true},
+		{`{"inputTimeout": 600}`, true},
+		{`{"inputTimeout": 0}`, true},
+		{`{"config": {"isolation": "worktree"}, "worktree": true, "metadata": {"k": "v"}}`, true},
+		{`{"permissions": {"mode": "yolo"}}`, false},
+		{`{"permissions": {"denny": ["Bash"]}}`, false},
+		{`{"permissions": {"allow": "Bash"}}`, false},
+		{`{"permissions": {"deny": [""]}}`, false},
+		{`{"permissions": {"deny": ["Bash git"]}}`, false},
+		{`{"permissions": {"deny": ["edit()"]}}`, false},
+		{`{"permissions": {"deny": [3]}}`, false},
+		{`{"permissions": "bypass"}`, false},
+		{`{"inputTimeout": "soon"}`, false},
+		{`{"inputTimeout": -1}`, false},
+		{`{"inputTimeout": 2592001}`, false},
+		{`{"inputTimeout": true}`, false},
+		{`{"mode": "agent"}`, false},
+		{`{"colour": "red"}`, false},
+	} {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(tt.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(inst); (err == nil) != tt.ok {
+			t.Errorf("CreateSession %s: valid %v, want %v (%v)", tt.body, err == nil, tt.ok, err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -186,6 +187,43 @@ type createBody struct {
 	Worktree bool               `json:"worktree"`
 	Config   protocol.Object    `json:"config"`
 	Metadata map[string]*string `json:"metadata"`
+	// Permissions and InputTimeout are the session's config.permissions
+	// and config.inputTimeout (docs/PERMISSIONS.md), given at the top
+	// level as the members people look for; null is not given.
+	Permissions  json.RawMessage `json:"permissions"`
+	InputTimeout json.RawMessage `json:"inputTimeout"`
+}
+
+// configMembers are the config keys the request also takes at the top
+// level, by their member: the host's refusal of one names the member.
+var configMembers = map[string]string{"permissions": "permissions", "inputTimeout": "inputTimeout"}
+
+// config is the session's config: b.Config with the top-level members in
+// it; a key given in both places is refused.
+func (b *createBody) config() (protocol.Object, error) {
+	config := maps.Clone(b.Config) // nil for none
+	for _, m := range []struct {
+		key string
+		v   json.RawMessage
+	}{{"permissions", b.Permissions}, {"inputTimeout", b.InputTimeout}} {
+		if len(m.v) == 0 || string(m.v) == "null" {
+			continue
+		}
+		if _, ok := b.Config[m.key]; ok {
+			return nil, badRequest(m.key, "%s is given twice: at the top level and in config; give it once", m.key)
+		}
+		if config == nil {
+			config = protocol.Object{}
+		}
+		config[m.key] = jsontext.Value(m.v)
+	}
+	if b.Worktree {
+		if config == nil {
+			config = protocol.Object{}
+		}
+		config["isolation"] = []byte(`"worktree"`)
+	}
+	return config, nil
 }
 
 func (b *createBody) check() error {
@@ -209,7 +247,7 @@ func (b *createBody) check() error {
 		return badRequest("provider", "provider names one of the host's agents (GET /v1/sessions shows them in use)")
 	}
 	if b.Mode != nil {
-		return badRequest("mode", "ahpd's agents have no modes: set what they allow in config (for example {\"autoApprove\": true})")
+		return badRequest("mode", "ahpd's agents have no modes: say what they may do without asking in permissions (for example {\"permissions\": {\"mode\": \"acceptEdits\"}}; docs/PERMISSIONS.md)")
 	}
 	return checkMetadata(b.Metadata)
 }
@@ -265,6 +303,11 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	config, err := b.config()
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	ctx := r.Context()
 	c, err := a.connect(r)
 	if err != nil {
@@ -277,17 +320,14 @@ func (a *API) createSession(w http.ResponseWriter, r *http.Request) {
 		id = *b.ID
 	}
 	// No provider: the host's default agent, or a refusal saying why.
-	// Kept as it is made: the caller's next listing shows it.
-	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: b.Config,
-		Meta: protocol.Object{"ahpd.keep": jsontext.Value("true")}}
+	// Kept as it is made: the caller's next listing shows it. The config
+	// is taken as given or refused (ahpd.strictConfig): a misspelt key or
+	// a rule that does not parse must not leave the session asking, or
+	// allowing, what the caller did not mean.
+	params := protocol.CreateSessionParams{Channel: protocol.SessionScheme + ":/" + id, Provider: b.Provider, Config: config,
+		Meta: protocol.Object{"ahpd.keep": jsontext.Value("true"), "ahpd.strictConfig": jsontext.Value("true")}}
 	if b.Folder != nil {
 		params.WorkingDirectories = []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Clean(*b.Folder))}).String()}
-	}
-	if b.Worktree {
-		if params.Config == nil {
-			params.Config = protocol.Object{}
-		}
-		params.Config["isolation"] = []byte(`"worktree"`)
 	}
 	if err := c.Call(ctx, "createSession", params, nil); err != nil {
 		if b.Provider == nil && client.ErrorCode(err) == protocol.CodeProviderNotFound {

@@ -31,7 +31,10 @@ Usage:
   ahpd automations ls [--json]
   ahpd automations add --title T --message M [--id ID] [--cron EXPR [--tz ZONE] [--misfire runOnce|skip]]
         [--on EVENT [--with KEY=VALUE]...] [--provider P] [--folder DIR]... [--after-runs N] [--until DATE] [--disabled]
-      prints the new automation's URI. EVENT is one of the host's trigger
+        [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D]
+      prints the new automation's URI. --approve, --allow and --deny are
+      its sessions' permissions (what runs without asking a person),
+      --input-timeout how long a run's turn waits for one. EVENT is one of the host's trigger
       events: turn-completed, session-failed, file-changed, ref-updated
       (file-changed needs --with folder=DIR, ref-updated --with repository=DIR).
   ahpd automations run [--no-wait] [--json] NAME
@@ -233,6 +236,7 @@ type addOptions struct {
 	crons, folders, on, with                         []string
 	afterRuns                                        int64
 	disabled                                         bool
+	permissions                                      permissionFlags
 }
 
 func automationsAdd(ctx context.Context, args []string, io cliIO) int {
@@ -254,6 +258,7 @@ func automationsAdd(ctx context.Context, args []string, io cliIO) int {
 		fs.Func("folder", "", list(&o.folders))
 		fs.Func("on", "", list(&o.on))
 		fs.Func("with", "", list(&o.with))
+		o.permissions.bind(fs, false)
 	})
 	if c == nil {
 		return code
@@ -302,6 +307,11 @@ func (o addOptions) definition(ctx context.Context, c *client.Client) (string, p
 	if o.provider != "" {
 		def.Session.Provider = &o.provider
 	}
+	config, err := o.permissions.config()
+	if err != nil {
+		return "", def, err
+	}
+	def.Session.Config = config
 	folders := o.folders
 	if len(folders) == 0 {
 		folders = []string{"."}

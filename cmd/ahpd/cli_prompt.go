@@ -12,24 +12,24 @@ import (
 )
 
 // answerer answers what a turn waits on: tool calls to approve and
-// questions. On a terminal it asks the person; with --auto-approve it
-// approves tool calls itself. What it cannot answer (stdin is no
-// terminal) it leaves open for somebody to answer from elsewhere (`ahpd
-// answer`, the HTTP API, the dashboard): `ahpd run` then stops, saying
-// how (exit 3), or with --wait goes on following the turn.
+// questions. On a terminal it asks the person. What it cannot answer
+// (stdin is no terminal) it leaves open for somebody to answer from
+// elsewhere (`ahpd answer`, the HTTP API, the dashboard): `ahpd run` then
+// stops, saying how (exit 3), or with --wait goes on following the turn.
+// It approves nothing itself: what runs unasked is the session's
+// permissions' to say (--approve), which the host applies.
 type answerer struct {
 	io          cliIO
 	v           view
 	interactive bool // stdin is a terminal
-	autoApprove bool
 	wait        bool // --wait: leave what cannot be answered here to others
 	session     string
 	handled     map[string]bool
 	lines       chan string // stdin, a line at a time, once asked
 }
 
-func newAnswerer(io cliIO, v view, session string, interactive, autoApprove, wait bool) *answerer {
-	return &answerer{io: io, v: v, session: session, interactive: interactive, autoApprove: autoApprove, wait: wait, handled: map[string]bool{}}
+func newAnswerer(io cliIO, v view, session string, interactive, wait bool) *answerer {
+	return &answerer{io: io, v: v, session: session, interactive: interactive, wait: wait, handled: map[string]bool{}}
 }
 
 // answer deals with what the turn waits on. It returns what it could not
@@ -42,7 +42,7 @@ func (a *answerer) answer(ctx context.Context, c *client.Client, chat, turnID st
 		}
 		a.handled[w.ID] = true
 		switch {
-		case w.Tool != nil && (a.autoApprove || a.interactive):
+		case w.Tool != nil && a.interactive:
 			a.approve(ctx, c, chat, turnID, w.Tool)
 		case a.interactive:
 			a.reply(ctx, c, chat, w.Request)
@@ -56,15 +56,19 @@ func (a *answerer) answer(ctx context.Context, c *client.Client, chat, turnID st
 	return nil
 }
 
-// needsInput is what `ahpd run` says as it stops for w (exit 3).
+// needsInput is what `ahpd run` says as it stops for w (exit 3): what
+// the turn waits on, how to answer it, and for a tool call how to have
+// the session's permissions approve such calls so that no run stops.
 func needsInput(session string, w *client.Waiting) string {
 	what := fmt.Sprintf("the agent asks %s", protocol.Quote(w.Text()))
+	avoid := ""
 	if w.Tool != nil {
 		what = fmt.Sprintf("the agent asks to run %s, which needs approval", protocol.Quote(w.Text()))
+		avoid = "; to run without asking, give the session permissions: `ahpd run --approve all` (or --approve edits, --allow RULE; docs/PERMISSIONS.md)"
 	}
 	return fmt.Sprintf("%s, and stdin is no terminal to ask on. The turn waits: %s (or from the HTTP API or the dashboard); "+
-		"`ahpd run --wait` waits for that, --auto-approve approves tool calls, `ahpd cancel %s` gives up",
-		what, howToAnswer(session, *w), sessionID(session))
+		"`ahpd run --wait` waits for that, `ahpd cancel %s` gives up%s",
+		what, howToAnswer(session, *w), sessionID(session), avoid)
 }
 
 // howToAnswer is the command that answers w.
@@ -82,26 +86,19 @@ func answerHint(session, kind, id, text string) string {
 	return fmt.Sprintf("answer %s: `ahpd answer %s %s TEXT`", protocol.Quote(text), sid, id)
 }
 
-// approve answers a tool call waiting for approval: itself with
-// --auto-approve, else by asking on the terminal.
+// approve answers a tool call waiting for approval by asking on the
+// terminal.
 func (a *answerer) approve(ctx context.Context, c *client.Client, chat, turnID string, tc *protocol.ToolCallPendingConfirmationState) {
 	what := fmt.Sprintf("%s: %s", tc.DisplayName, tc.InvocationMessage.Text)
-	by, ok := "auto-approve", true
-	if !a.autoApprove {
-		a.v.done()
-		fmt.Fprintf(a.io.stderr, "Allow %s? [y/N] ", what)
-		line, got := a.readLine(ctx)
-		if !got {
-			return // interrupted: the turn is cancelled
-		}
-		by = "terminal"
-		ok = strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
+	a.v.done()
+	fmt.Fprintf(a.io.stderr, "Allow %s? [y/N] ", what)
+	line, got := a.readLine(ctx)
+	if !got {
+		return // interrupted: the turn is cancelled
 	}
+	ok := strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
 	act, _ := client.Confirm(turnID, tc, ok, "")
-	if a.autoApprove {
-		act.Confirmed = new(protocol.ToolCallConfirmationReasonSetting)
-	}
-	a.v.show(turnEvent{Event: "approval", ID: tc.ToolCallID, Tool: tc.DisplayName, Approved: &ok, By: by})
+	a.v.show(turnEvent{Event: "approval", ID: tc.ToolCallID, Tool: tc.DisplayName, Approved: &ok, By: "terminal"})
 	sendAnswer(ctx, c, chat, act)
 }
 

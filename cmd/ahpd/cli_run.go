@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 
 func init() {
 	register(command{name: "run", run: runCommand,
-		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--auto-approve] [--wait] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 2 no agent, 3 needs input, 4 last tool failed, 130 interrupted`})
+		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D] [--wait] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 2 no agent, 3 needs input, 4 last tool failed, 130 interrupted`})
 	register(command{name: "send", run: sendCommand,
 		usage: `send SESSION "message"   send a message to a session (queued while a turn runs) and return`})
 }
@@ -29,10 +30,12 @@ type runOptions struct {
 	provider    string
 	worktree    bool
 	title       string
-	autoApprove bool
+	permissions permissionFlags
 	wait        bool
 	session     string
 	json        bool
+	// config is what permissions give, checked: nil for none.
+	config protocol.Object
 }
 
 func runCommand(ctx context.Context, args []string, io cliIO) int {
@@ -42,7 +45,7 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	fs.StringVar(&o.provider, "provider", "", "")
 	fs.BoolVar(&o.worktree, "worktree", false, "")
 	fs.StringVar(&o.title, "title", "", "")
-	fs.BoolVar(&o.autoApprove, "auto-approve", false, "")
+	o.permissions.bind(fs, true)
 	fs.BoolVar(&o.wait, "wait", false, "")
 	fs.StringVar(&o.session, "session", "", "")
 	fs.BoolVar(&o.json, "json", false, "")
@@ -52,6 +55,9 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	}
 	if err == nil && o.session != "" && (o.folder != "" || o.provider != "" || o.worktree) {
 		err = errors.New("--session continues a session as it is: --folder, --provider and --worktree are for new ones")
+	}
+	if err == nil {
+		o.config, err = o.permissions.config()
 	}
 	if err != nil {
 		return cmdUsageError(io, "run", err)
@@ -88,6 +94,17 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	if cs, _ := c.State(chat).(*protocol.ChatState); cs != nil && cs.ActiveTurn != nil {
 		return fail(io, "run", fmt.Errorf("session %s is running a turn: wait for it, or `ahpd cancel %s`", sessionID(session), sessionID(session)))
 	}
+	if o.session != "" && o.config != nil {
+		// The session's permissions change for good: its later turns,
+		// whoever sends them, are decided by them too.
+		if err := c.DispatchWait(ctx, session, &protocol.SessionConfigChangedAction{Config: o.config}); err != nil {
+			var rej *client.RejectedError
+			if errors.As(err, &rej) {
+				err = errors.New(rej.Reason)
+			}
+			return fail(io, "run", fmt.Errorf("changing the session's permissions: %w", err))
+		}
+	}
 	turnID := "cli-" + randomID()
 	var v view
 	if o.json {
@@ -107,7 +124,7 @@ func runCommand(ctx context.Context, args []string, io cliIO) int {
 	if err := c.DispatchWait(ctx, chat, userTurn(turnID, pos[0])); err != nil {
 		return fail(io, "run", fmt.Errorf("the message was not taken: %w", err))
 	}
-	a := newAnswerer(io, v, session, isTerminalReader(io.stdin), o.autoApprove, o.wait)
+	a := newAnswerer(io, v, session, isTerminalReader(io.stdin), o.wait)
 	return follow(ctx, c, chat, turnID, v, a)
 }
 
@@ -128,13 +145,19 @@ func createSession(ctx context.Context, c *client.Client, o runOptions) (string,
 	params := protocol.CreateSessionParams{
 		Channel:            "ahp-session:/" + randomID(),
 		WorkingDirectories: []string{(&url.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()},
-		Meta:               protocol.Object{"ahpd.keep": []byte("true")}, // listed as soon as made (SESSIONS.md)
+		// Listed as soon as made (SESSIONS.md); the config taken as given
+		// or refused, never left at a default the flags did not ask for.
+		Meta:   protocol.Object{"ahpd.keep": []byte("true"), "ahpd.strictConfig": []byte("true")},
+		Config: maps.Clone(o.config),
 	}
 	if o.provider != "" {
 		params.Provider = &o.provider
 	}
 	if o.worktree {
-		params.Config = protocol.Object{"isolation": []byte(`"worktree"`)}
+		if params.Config == nil {
+			params.Config = protocol.Object{}
+		}
+		params.Config["isolation"] = []byte(`"worktree"`)
 	}
 	err = c.Call(ctx, "createSession", params, nil)
 	switch {

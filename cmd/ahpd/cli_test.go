@@ -67,15 +67,15 @@ func TestCLIRunExitStatus(t *testing.T) {
 		file     string // written by the turn, or not when code != 0
 		wantFile bool
 	}{
-		{name: "complete", args: []string{"say hello there\nrun echo from-a-tool"}, code: 0, stdout: "hello there"},
+		{name: "complete", args: []string{"--approve", "all", "say hello there\nrun echo from-a-tool"}, code: 0, stdout: "hello there"},
 		{name: "failed", args: []string{"fail the disk is full"}, code: 1, stderr: "the turn failed: the disk is full"},
 		{name: "approval without a terminal", args: []string{"write a.txt alpha"}, code: 3,
 			stderr: "needs approval, and stdin is no terminal to ask on. The turn waits: approve \"Write: Write `a.txt`\": `ahpd approve ", file: "a.txt"},
 		{name: "question without a terminal", args: []string{"ask Which file?"}, code: 3,
 			stderr: "the agent asks \"Which file?\", and stdin is no terminal to ask on. The turn waits: answer \"Which file?\": `ahpd answer "},
-		{name: "last tool failed", args: []string{"say trying\nrun exit 127"}, code: 4,
+		{name: "last tool failed", args: []string{"--approve", "all", "say trying\nrun exit 127"}, code: 4,
 			stderr: "the turn completed, but its last tool call failed: Run: "},
-		{name: "a tool failed, a later one did not", args: []string{"run exit 127\nrun echo recovered"}, code: 0, stdout: "recovered"},
+		{name: "a tool failed, a later one did not", args: []string{"--approve", "all", "run exit 127\nrun echo recovered"}, code: 0, stdout: "recovered"},
 		{name: "auto-approved", args: []string{"--auto-approve", "write b.txt beta"}, code: 0,
 			stdout: "✓ Write", file: "b.txt", wantFile: true},
 		{name: "unknown provider", args: []string{"--provider", "nobody", "say x"}, code: 1, stderr: "choose one with --provider"},
@@ -105,7 +105,7 @@ func TestCLIRunExitStatus(t *testing.T) {
 		})
 	}
 	// A tool's output shows as its own lines, after the text.
-	r := cli(t, e, "run", "--provider", "script", "say first\nrun echo x")
+	r := cli(t, e, "run", "--provider", "script", "--approve", "all", "say first\nrun echo x")
 	if !regexp.MustCompile(`first\n+→ Run: .*\n✓ Run: `).MatchString(r.stdout) {
 		t.Errorf("run output %q", r.stdout)
 	}
@@ -150,7 +150,7 @@ func TestCLIRunJSON(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	serveDaemon(t, e)
-	r := cli(t, e, "run", "--json", "--provider", "script", "say hi\nrun echo x")
+	r := cli(t, e, "run", "--json", "--provider", "script", "--approve", "all", "say hi\nrun echo x")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
@@ -164,8 +164,13 @@ func TestCLIRunJSON(t *testing.T) {
 		if ev.Event == "end" && (ev.Exit == nil || *ev.Exit != 0 || ev.DurationMs == nil) {
 			t.Errorf("end event %+v", ev)
 		}
+		if ev.Event == "approval" && (ev.Approved == nil || !*ev.Approved || ev.By != "permissions" || ev.Message != "mode bypass" || ev.Tool != "Run") {
+			t.Errorf("approval event %+v, want the run approved by the permissions' mode bypass", ev)
+		}
 	}
-	want := []string{"session:", "text:", "tool:running", "tool:completed", "end:complete"}
+	// The run is approved by the session's permissions (--approve all),
+	// shown before it runs.
+	want := []string{"session:", "text:", "approval:", "tool:running", "tool:completed", "end:complete"}
 	got := strings.Join(slicesCompact(kinds), " ")
 	if got != strings.Join(want, " ") {
 		t.Errorf("events %s, want %s", got, strings.Join(want, " "))

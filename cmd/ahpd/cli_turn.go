@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -28,7 +30,7 @@ type turnEvent struct {
 	Message string `json:"message,omitempty"` // tool: what it does or did; input: the question; approval, end: why
 
 	Approved *bool  `json:"approved,omitempty"` // approval
-	By       string `json:"by,omitempty"`       // approval: terminal, auto-approve, refused
+	By       string `json:"by,omitempty"`       // approval: terminal, or permissions (Message the rule that decided)
 
 	Error      string `json:"error,omitempty"`      // end
 	DurationMs *int64 `json:"durationMs,omitempty"` // end
@@ -49,10 +51,11 @@ type differ struct {
 	printed map[int]int       // a text part's bytes already shown, by index
 	tools   map[string]string // a tool call's last state shown
 	asked   map[string]bool   // input requests shown
+	decided map[string]bool   // tool calls whose permissions decision was shown
 }
 
 func newDiffer() *differ {
-	return &differ{printed: map[int]int{}, tools: map[string]string{}, asked: map[string]bool{}}
+	return &differ{printed: map[int]int{}, tools: map[string]string{}, asked: map[string]bool{}, decided: map[string]bool{}}
 }
 
 // diff returns what parts add to what was shown before.
@@ -74,6 +77,11 @@ func (d *differ) diff(parts []protocol.ResponsePart) []turnEvent {
 			ev, ok := toolEvent(p.ToolCall)
 			if !ok || d.tools[ev.ID] == ev.State {
 				continue
+			}
+			if dec, ok := decision(p.ToolCall); ok && !d.decided[dec.ID] {
+				// The session's permissions decided it, before it ran.
+				d.decided[dec.ID] = true
+				out = append(out, dec)
 			}
 			if _, seen := d.tools[ev.ID]; !seen && (ev.State == "completed" || ev.State == "failed") {
 				// It ran between two looks: it is shown starting too.
@@ -97,6 +105,11 @@ func toolEvent(tc protocol.ToolCallState) (turnEvent, bool) {
 	ev := turnEvent{Event: "tool"}
 	switch tc := tc.(type) {
 	case *protocol.ToolCallPendingConfirmationState:
+		if client.DecidedByPermissions(tc.Meta) {
+			// Being denied by the session's permissions: it waits on
+			// nobody, and its end shows next.
+			return ev, false
+		}
 		ev.ID, ev.Tool, ev.State, ev.Message = tc.ToolCallID, tc.DisplayName, "pending-confirmation", tc.InvocationMessage.Text
 	case *protocol.ToolCallRunningState:
 		ev.ID, ev.Tool, ev.State, ev.Message = tc.ToolCallID, tc.DisplayName, "running", tc.InvocationMessage.Text
@@ -114,6 +127,33 @@ func toolEvent(tc protocol.ToolCallState) (turnEvent, bool) {
 		return ev, false
 	}
 	return ev, true
+}
+
+// decision is the approval event of a tool call the session's
+// permissions decided (docs/PERMISSIONS.md): one that runs, ran or was
+// cancelled with the rule in its _meta.
+func decision(tc protocol.ToolCallState) (turnEvent, bool) {
+	var meta protocol.Object
+	approved := true
+	var id, tool string
+	switch tc := tc.(type) {
+	case *protocol.ToolCallRunningState:
+		meta, id, tool = tc.Meta, tc.ToolCallID, tc.DisplayName
+	case *protocol.ToolCallCompletedState:
+		meta, id, tool = tc.Meta, tc.ToolCallID, tc.DisplayName
+	case *protocol.ToolCallCancelledState:
+		if tc.Reason != protocol.ToolCallCancellationReasonDenied {
+			return turnEvent{}, false
+		}
+		meta, id, tool, approved = tc.Meta, tc.ToolCallID, tc.DisplayName, false
+	default:
+		return turnEvent{}, false
+	}
+	var rule string
+	if v, ok := meta[chats.PermissionMeta]; !ok || json.Unmarshal(v, &rule) != nil || rule == "" {
+		return turnEvent{}, false
+	}
+	return turnEvent{Event: "approval", ID: id, Tool: tool, Approved: &approved, By: "permissions", Message: rule}, true
 }
 
 // invocation is what a finished tool call was asked to do.

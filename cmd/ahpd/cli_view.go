@@ -60,12 +60,22 @@ func (v *textView) show(ev turnEvent) {
 		v.newline()
 		fmt.Fprintf(v.w, "? %s\n", ev.Message)
 	case "approval":
+		approved := ev.Approved != nil && *ev.Approved
+		if approved && ev.By == "permissions" {
+			// What the session's permissions let run is what was asked
+			// for (--approve): only --json shows it.
+			return
+		}
 		v.newline()
 		word := "denied"
-		if ev.Approved != nil && *ev.Approved {
+		if approved {
 			word = "approved"
 		}
-		fmt.Fprintf(v.w, "  %s %s (%s)\n", word, ev.Tool, ev.By)
+		by := ev.By
+		if ev.Message != "" {
+			by += ": " + ev.Message
+		}
+		fmt.Fprintf(v.w, "  %s %s (%s)\n", word, ev.Tool, by)
 	case "end":
 		v.newline()
 		d := time.Duration(0)

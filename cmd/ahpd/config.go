@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/webhooks"
 )
 
@@ -77,10 +78,22 @@ type config struct {
 	// Webhooks are posted what happens in sessions (config file only;
 	// config_webhooks.go, docs/WEBHOOKS.md).
 	Webhooks []webhooks.Spec `yaml:"webhooks"`
+	// Permissions are the permissions of a session whose config sets
+	// none, and InputTimeout how long its turns wait for a person
+	// (config file only; config_permissions.go, docs/PERMISSIONS.md).
+	// They stay YAML until parseConfig reads them into
+	// defaultPermissions and defaultInputTimeout.
+	Permissions  yaml.Node `yaml:"permissions"`
+	InputTimeout yaml.Node `yaml:"inputTimeout"`
 	// declared are Automations, checked by parseConfig.
 	declared []declaredAutomation
 	// hooks are Webhooks, checked by parseConfig.
 	hooks []webhooks.Webhook
+	// defaultPermissions and defaultInputTimeout are Permissions and
+	// InputTimeout, checked by parseConfig: ask and wait for ever when
+	// the file gives neither.
+	defaultPermissions  plugins.Permissions
+	defaultInputTimeout time.Duration
 }
 
 // limitsConfig is host.Limits as the config file spells it.
@@ -231,6 +244,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if err := checkJournal(&cfg); err != nil {
 		return nil, err
+	}
+	if err := checkPermissions(&cfg); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
 	}
 	if err := checkPlugins(cfg.Plugins); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)

@@ -10,8 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -218,7 +221,27 @@ func (s sessionYAML) template(t *protocol.AutomationSessionTemplate) error {
 			if err != nil {
 				return fmt.Errorf("config.%s: %v", k, err)
 			}
+			if err := checkPermissionValue(k, b); err != nil {
+				return fmt.Errorf("config.%s: %w", k, err)
+			}
 			t.Config[k] = b
+		}
+	}
+	return nil
+}
+
+// checkPermissionValue checks a template's permissions and inputTimeout
+// as createSession would: a run's session is made without asking to be
+// refused (the config is the owner's to fix), so a mistake here would
+// leave the run's session asking for everything, or waiting for ever.
+func checkPermissionValue(key string, v jsontext.Value) error {
+	switch key {
+	case plugins.ConfigPermissions:
+		_, err := plugins.ParsePermissions(v)
+		return err
+	case plugins.ConfigInputTimeout:
+		if _, ok := plugins.InputTimeoutOf(v); !ok {
+			return fmt.Errorf("%s: want a duration from 1s to 720h, such as 30m or a number of seconds, or 0 for none", v)
 		}
 	}
 	return nil

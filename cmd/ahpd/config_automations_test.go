@@ -34,7 +34,10 @@ automations:
     session:
       provider: script
       folders: [`+e.work+`]
-      config: {isolation: worktree}
+      config:
+        isolation: worktree
+        permissions: {mode: bypass, deny: [WebFetch]}
+        inputTimeout: 30m
     triggers:
       - id: night
         schedule: {cron: "0 2 * * 1-5", timeZone: Europe/Berlin, misfire: skip}
@@ -62,7 +65,8 @@ automations:
 	}
 	s := n.Definition.Session
 	if s.Provider == nil || *s.Provider != "script" || len(s.WorkingDirectories) != 1 || s.WorkingDirectories[0] != "file://"+e.work ||
-		string(s.Config["isolation"]) != `"worktree"` {
+		string(s.Config["isolation"]) != `"worktree"` ||
+		string(s.Config["permissions"]) != `{"deny":["WebFetch"],"mode":"bypass"}` || string(s.Config["inputTimeout"]) != `"30m"` {
 		t.Errorf("nightly's session template: %+v", s)
 	}
 	st, ok := n.Definition.Triggers[0].(*protocol.AutomationScheduleTrigger)
@@ -123,6 +127,12 @@ func TestConfigAutomationErrors(t *testing.T) {
 		{"twice", ok + ok, "", `automations[1].id: ahp-automation:/fine is declared twice (also automations[0])`},
 		{"unknown owner", "  - id: x\n    owner: bob\n    title: X\n    message: say x\n", users, `automations[0].owner: no user "bob" in the users directory`},
 		{"owner without users", "  - id: x\n    owner: ada\n    title: X\n    message: say x\n", "", `automations[0].owner: ahpd has no users directory`},
+		{"permissions", "  - id: x\n    title: X\n    message: say x\n    session: {config: {permissions: {mode: all}}}\n",
+			"", `automations[0].session.config.permissions: mode: "all" is not ask, acceptEdits or bypass`},
+		{"permissions rule", "  - id: x\n    title: X\n    message: say x\n    session: {config: {permissions: {deny: [\"Bash(git push *)\"]}}}\n",
+			"", `automations[0].session.config.permissions: deny[0]: "Bash(git push *)": Bash takes no path`},
+		{"inputTimeout", "  - id: x\n    title: X\n    message: say x\n    session: {config: {inputTimeout: forever}}\n",
+			"", `automations[0].session.config.inputTimeout: "forever": want a duration from 1s to 720h`},
 		{"unknown key", "  - id: x\n    title: X\n    message: say x\n    cron: \"* * * * *\"\n", "", `field cron not found`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -241,3 +241,56 @@ func TestAllowedRoots(t *testing.T) {
 		t.Errorf("a missing root in the file: stderr %q", s)
 	}
 }
+
+// TestPermissionsSettings: the config file's permissions and inputTimeout
+// are the host's defaults for sessions that set none, read as a session's
+// config values are; a value that does not fit stops the start with the
+// key named and why.
+func TestPermissionsSettings(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		file    string
+		perms   string // the permissions the host gets, encoded
+		timeout time.Duration
+		err     string
+	}{
+		{file: "logLevel: info\n", perms: `{"mode":"ask"}`},
+		{file: "permissions: {mode: bypass}\n", perms: `{"mode":"bypass"}`},
+		{file: "permissions: {}\ninputTimeout:\n", perms: `{"mode":"ask"}`},
+		{file: "permissions:\n  mode: acceptEdits\n  allow: [execute, \"edit(src/**)\"]\n  deny: [WebFetch]\n",
+			perms: `{"mode":"acceptEdits","allow":["execute","edit(src/**)"],"deny":["WebFetch"]}`},
+		{file: "inputTimeout: 30m\n", perms: `{"mode":"ask"}`, timeout: 30 * time.Minute},
+		{file: "inputTimeout: 1h30m\n", perms: `{"mode":"ask"}`, timeout: 90 * time.Minute},
+		{file: "inputTimeout: 600\n", perms: `{"mode":"ask"}`, timeout: 10 * time.Minute},
+		{file: "inputTimeout: 0\n", perms: `{"mode":"ask"}`},
+		{file: "inputTimeout: \"0\"\n", perms: `{"mode":"ask"}`},
+
+		{file: "permissions: {mode: yolo}\n", err: `config file: permissions: mode: "yolo" is not ask, acceptEdits or bypass`},
+		{file: "permissions: {mode: ask, denny: [Bash]}\n", err: `config file: permissions: member "denny": not one permissions have (mode, allow, deny)`},
+		{file: "permissions: bypass\n", err: "config file: permissions: want an object"},
+		{file: "permissions: [bypass]\n", err: "config file: permissions: want an object"},
+		{file: "permissions: {deny: [\"Bash(git *\"]}\n", err: `config file: permissions: deny[0]: "Bash(git *": a glob ends with ")"`},
+		{file: "permissions: {allow: [\"edit(/etc/**)\"]}\n", err: "config file: permissions: allow[0]: \"edit(/etc/**)\": a glob is relative"},
+		{file: "permissions: {allow: execute}\n", err: `config file: permissions: member "allow"`},
+		{file: "inputTimeout: soon\n", err: `config file: inputTimeout: "soon": want a duration from 1s to 720h`},
+		{file: "inputTimeout: 500ms\n", err: `config file: inputTimeout: "500ms": want a duration`},
+		{file: "inputTimeout: 721h\n", err: `config file: inputTimeout: "721h": want a duration`},
+		{file: "inputTimeout: -5\n", err: `config file: inputTimeout: "-5": want a duration`},
+		{file: "inputTimeout: [30m]\n", err: "config file: inputTimeout: that: want a duration"},
+	} {
+		cfg, err := parseConfig([]string{"--state-dir", e.state, "--config", writeConfig(t, e, tc.file)}, io.Discard)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v, want an error saying %q", tc.file, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.file, err)
+			continue
+		}
+		if got := string(cfg.defaultPermissions.Encode()); got != tc.perms || cfg.defaultInputTimeout != tc.timeout {
+			t.Errorf("%q: permissions %s, inputTimeout %v; want %s, %v", tc.file, got, cfg.defaultInputTimeout, tc.perms, tc.timeout)
+		}
+	}
+}

@@ -483,12 +483,29 @@ func connect(t testing.TB, p *proc, token, clientID string) *hosttest.Client {
 // to it and its default chat.
 func newSession(t *testing.T, c *hosttest.Client, e *env, id string) (sessionURI, chatURI string) {
 	t.Helper()
+	return newSessionWith(t, c, e, id, nil)
+}
+
+// bypass is the session config under which a script session's steps run
+// without a person confirming them (docs/PERMISSIONS.md): for sessions
+// that run commands, which the default permissions ask about.
+var bypass = map[string]any{"permissions": map[string]any{"mode": "bypass"}}
+
+// newSessionWith is newSession for a session made with config, which
+// the host takes as given or refuses (ahpd.strictConfig).
+func newSessionWith(t *testing.T, c *hosttest.Client, e *env, id string, config map[string]any) (sessionURI, chatURI string) {
+	t.Helper()
 	sessionURI = "ahp-session:/" + id
-	c.MustCall("createSession", map[string]any{
+	params := map[string]any{
 		"channel":            sessionURI,
 		"provider":           "script",
 		"workingDirectories": []string{"file://" + e.work},
-	})
+	}
+	if config != nil {
+		params["config"] = config
+		params["_meta"] = map[string]any{"ahpd.strictConfig": true}
+	}
+	c.MustCall("createSession", params)
 	c.Subscribe(sessionURI)
 	chatURI = protocol.DefaultChatURI(sessionURI)
 	c.Subscribe(chatURI)

@@ -154,8 +154,9 @@ func runAndSleep(b *testing.B, p *proc, e *env, token string, from, to int) floa
 	var uris []string
 	for i := from; i < to; i++ {
 		session := fmt.Sprintf("ahp-session:/m%04d", i)
+		// Its run step needs the approval a person would give.
 		c.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
-			"workingDirectories": []string{"file://" + e.work}})
+			"workingDirectories": []string{"file://" + e.work}, "config": bypass, "_meta": map[string]any{"ahpd.strictConfig": true}})
 		chat := protocol.DefaultChatURI(session)
 		c.Subscribe(chat)
 		msg := fmt.Sprintf("think about turn %d\nsay %s\nrun seq %d %d", i, say, i, i+4000)

@@ -113,6 +113,9 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		AgentProcesses: agentproc.Running,
 		ClientWindow:   cfg.ClientWindow,
 		AllowedRoots:   cfg.AllowedRoots,
+		// What a session whose config sets neither gets (docs/PERMISSIONS.md).
+		Permissions:  cfg.defaultPermissions,
+		InputTimeout: cfg.defaultInputTimeout,
 		// Pushed off the turns' path; see docs/CLUSTER.md.
 		PushCheckpoints: cfg.Checkpoints.Push,
 		Events:          hooks, // docs/WEBHOOKS.md

@@ -271,7 +271,7 @@ func TestShutdownEndsRunningTurns(t *testing.T) {
 	e := newEnv(t)
 	p := serveDaemon(t, e, "--shutdown-grace", "500ms")
 	c := connect(t, p, e.token(t), "c1")
-	_, chat := newSession(t, c, e, "s1")
+	_, chat := newSessionWith(t, c, e, "s1", bypass)
 
 	// The command records its pid, then becomes sleep under that pid.
 	pidFile := filepath.Join(e.root, "sleep.pid")
@@ -324,7 +324,7 @@ func TestBackgroundCommandEndsWithItsStep(t *testing.T) {
 	e := newEnv(t)
 	p := serveDaemon(t, e)
 	c := connect(t, p, e.token(t), "c1")
-	_, chat := newSession(t, c, e, "s1")
+	_, chat := newSessionWith(t, c, e, "s1", bypass)
 
 	pidFile := filepath.Join(e.root, "sleep.pid")
 	send(t, c, chat, "t1", "run sleep 300 & echo $! > "+pidFile)
