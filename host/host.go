@@ -475,6 +475,11 @@ func (h *Host) loadSessions(clean bool) error {
 // on it.
 const stopWindow = time.Second
 
+// outboxDrain bounds the wait at Close for the sessions' outboxes to hand
+// on what the shutdown queued (a journal that fails gives up its appends
+// past the grace, so they drain).
+const outboxDrain = 10 * time.Second
+
 // Close ends every connection, stops every session's turns and agents,
 // and closes the catalogue. The Host cannot be used after.
 //
@@ -543,6 +548,7 @@ func (h *Host) Close(ctx context.Context) error {
 	// The turns' checkpoints follow them; past ctx they are cancelled.
 	awaitCaptures(ctx, sessions)
 	h.writeRestartPoints(sessions)
+	awaitOutboxes(sessions, outboxDrain)
 	h.letGoAll()
 	// The checkpoints just recorded are pushed, within a bound.
 	h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow))

@@ -50,6 +50,9 @@ type outbox struct {
 	// room, when set, is closed once the queue is taken to be handed on:
 	// what waits for a full queue to have room again (awaitRoom).
 	room chan struct{}
+	// drained, when set, is closed once nothing is queued or being
+	// handed on (emptyLocked).
+	drained chan struct{}
 	// written counts the bytes of its actions written to its journal,
 	// by whichever goroutine hands it on (restart.go).
 	written atomic.Int64
@@ -76,6 +79,10 @@ func (o *outbox) take(done []effect) []effect {
 		if done != nil {
 			o.handling = false
 		}
+		if !o.handling && o.drained != nil {
+			close(o.drained)
+			o.drained = nil
+		}
 		return nil
 	}
 	if o.handling && done == nil {
@@ -90,6 +97,18 @@ func (o *outbox) take(done []effect) []effect {
 		o.room = nil
 	}
 	return batch
+}
+
+// emptyLocked returns, while the outbox holds effects or hands some on, a
+// channel closed once it is empty; nil when it is empty now.
+func (o *outbox) emptyLocked() chan struct{} {
+	if len(o.queue) == 0 && !o.handling {
+		return nil
+	}
+	if o.drained == nil {
+		o.drained = make(chan struct{})
+	}
+	return o.drained
 }
 
 // maxBacklog is how many effects a session's outbox queues, behind the

@@ -274,6 +274,27 @@ func (h *Host) writeRestartPoints(sessions []*session) {
 	}
 }
 
+// awaitOutboxes waits, up to d, for the sessions' outboxes to have handed
+// everything on: at shutdown, the restart points and records just queued
+// are written before the host's context ends.
+func awaitOutboxes(sessions []*session, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, s := range sessions {
+		s.mu.Lock()
+		empty := s.out.emptyLocked()
+		s.mu.Unlock()
+		if empty == nil {
+			continue
+		}
+		select {
+		case <-empty:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // into brings a record up to date with the session as its journal's tail
 // has it: what clients were told of its title, marks, lifecycle and
 // config, and of its chats'. Which chats the session has is the record's
