@@ -21,50 +21,10 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// These run the daemon with the real Claude Code CLI, pointed at
-// claudetest's mock of the Messages API.
-
-// claudeCLIVersion is the version of the CLI the claude backend was
-// written against, the one .ci/run installs.
-const claudeCLIVersion = "2.1.197"
-
-// claudeCLIPath returns the CLI to run: $AHPD_CLAUDE, else the pinned
-// version in the cache .ci/run (and plugins/claude's tests) install it
-// in. Without either the test fails, saying how to get it.
-func claudeCLIPath(tb testing.TB) string {
-	tb.Helper()
-	if path := os.Getenv("AHPD_CLAUDE"); path != "" {
-		if _, err := exec.LookPath(path); err != nil {
-			tb.Fatalf("AHPD_CLAUDE names %s, which does not run: %v", path, err)
-		}
-		return path
-	}
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	dir := filepath.Join(cache, "ahpd-ci", "claude-code-"+claudeCLIVersion)
-	// The package's link to its native binary, else the binary itself.
-	candidates := []string{filepath.Join(dir, "node_modules", ".bin", "claude")}
-	native, _ := filepath.Glob(filepath.Join(dir, "node_modules", "@anthropic-ai", "claude-code-*", "claude"))
-	var tried []string
-	for _, path := range append(candidates, native...) {
-		out, err := exec.Command(path, "--version").Output()
-		if err == nil && strings.HasPrefix(string(out), claudeCLIVersion+" ") {
-			return path
-		}
-		tried = append(tried, fmt.Sprintf("%s: %q, %v", path, strings.TrimSpace(string(out)), err))
-	}
-	tb.Fatalf("the Claude Code CLI %[1]s is needed and is not in %[2]s (%[3]s). Install it with: "+
-		"npm install --prefix %[2]q --no-audit --no-fund @anthropic-ai/claude-code@%[1]s "+
-		"(go test ./plugins/claude and .ci/run do that for you), or set AHPD_CLAUDE to a claude of that version",
-		claudeCLIVersion, dir, strings.Join(tried, "; "))
-	return ""
-}
+// These run the daemon with the real Claude Code CLI (claudetest.CLI:
+// $AHPD_CLAUDE, else the pinned version, installed on first use by
+// whichever test binary asks first), pointed at claudetest's mock of the
+// Messages API.
 
 // claudeFixture is a daemon's surroundings for the claude backend: an env,
 // a mock model, and a config file declaring the CLI, pointed at the mock
@@ -80,7 +40,7 @@ type claudeFixture struct {
 
 func newClaudeFixture(tb testing.TB) *claudeFixture {
 	tb.Helper()
-	f := &claudeFixture{e: newEnv(tb), cli: claudeCLIPath(tb)}
+	f := &claudeFixture{e: newEnv(tb), cli: claudetest.CLI(tb)}
 	exe, err := filepath.EvalSymlinks(f.cli)
 	if err != nil {
 		tb.Fatal(err)

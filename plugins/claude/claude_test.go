@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,83 +24,12 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// These tests run the real Claude Code CLI against claudetest's mock of
-// the Messages API, each in a HOME of its own.
+// These tests run the real Claude Code CLI (claudetest.CLI: $AHPD_CLAUDE,
+// else the pinned version, installed on first use) against claudetest's
+// mock of the Messages API, each in a HOME of its own.
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// cliVersion is the version of the CLI the backend was written against.
-const cliVersion = "2.1.197"
-
-// claudeCLI returns the CLI to test with: $AHPD_CLAUDE; else the pinned
-// version in the cache .ci/run installs it in, installed there with npm
-// if it is missing, so that go test on a fresh machine needs nothing
-// else. Without npm the tests fail, saying how to get the CLI.
-func claudeCLI(t testing.TB) string {
-	t.Helper()
-	if path := os.Getenv("AHPD_CLAUDE"); path != "" {
-		return path
-	}
-	cli.once.Do(func() { cli.path, cli.err = installCLI() })
-	if cli.err != nil {
-		t.Fatalf("the Claude Code CLI %s is needed and could not be installed: %v. Install it with: "+
-			"npm install --prefix \"$HOME/.cache/ahpd-ci/claude-code-%[1]s\" --no-audit --no-fund @anthropic-ai/claude-code@%[1]s, "+
-			"or set AHPD_CLAUDE to a claude of that version", cliVersion, cli.err)
-	}
-	return cli.path
-}
-
-var cli struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// installCLI finds the pinned CLI in the cache, or installs it there.
-func installCLI() (string, error) {
-	cache := os.Getenv("XDG_CACHE_HOME")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", err
-		}
-		cache = filepath.Join(home, ".cache")
-	}
-	dir := filepath.Join(cache, "ahpd-ci", "claude-code-"+cliVersion)
-	if path, ok := cachedCLI(dir); ok {
-		return path, nil
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	out, err := exec.Command(npm, "install", "--prefix", dir, "--no-audit", "--no-fund", "@anthropic-ai/claude-code@"+cliVersion).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("npm install: %v\n%s", err, out)
-	}
-	if path, ok := cachedCLI(dir); ok {
-		return path, nil
-	}
-	return "", fmt.Errorf("no runnable claude %s in %s after npm install", cliVersion, dir)
-}
-
-// cachedCLI returns the CLI in dir if it runs and is the pinned version:
-// the package's link to its native binary, else the binary itself.
-func cachedCLI(dir string) (string, bool) {
-	candidates := []string{filepath.Join(dir, "node_modules", ".bin", "claude")}
-	native, _ := filepath.Glob(filepath.Join(dir, "node_modules", "@anthropic-ai", "claude-code-*", "claude"))
-	for _, path := range append(candidates, native...) {
-		out, err := exec.Command(path, "--version").Output()
-		if err == nil && strings.HasPrefix(string(out), cliVersion+" ") {
-			return path, true
-		}
-	}
-	return "", false
 }
 
 // fixture is a mock model, a HOME and a working directory, and a backend
@@ -117,7 +44,7 @@ type fixture struct {
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	f := &fixture{cli: claudeCLI(t), mock: claudetest.NewServer(), home: t.TempDir(), dir: t.TempDir()}
+	f := &fixture{cli: claudetest.CLI(t), mock: claudetest.NewServer(), home: t.TempDir(), dir: t.TempDir()}
 	t.Cleanup(f.mock.Close)
 	f.backend = f.newBackend()
 	return f
@@ -731,7 +658,7 @@ func TestCheck(t *testing.T) {
 	if err := missing.Check(context.Background()); err == nil || !strings.Contains(err.Error(), claude.InstallHint) {
 		t.Errorf("Check with a missing CLI: %v", err)
 	}
-	if err := claude.New(claude.Options{Command: claudeCLI(t)}).Check(context.Background()); err != nil {
+	if err := claude.New(claude.Options{Command: claudetest.CLI(t)}).Check(context.Background()); err != nil {
 		t.Errorf("Check with the CLI: %v", err)
 	}
 	_, err := missing.Start(context.Background(), plugins.StartOptions{Conversation: plugins.Conversation{ID: "c1", Dir: t.TempDir()}})
