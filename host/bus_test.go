@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -108,7 +109,7 @@ func BenchmarkFanout(b *testing.B) {
 			for _, d := range ts {
 				select {
 				case <-d.ended:
-				case <-time.After(30 * time.Second):
+				case <-time.After(testwait.Hang):
 					b.Fatalf("a subscriber got %d frames and not the turn's end", d.frames.Load())
 				}
 			}
@@ -121,7 +122,7 @@ func BenchmarkFanout(b *testing.B) {
 // want frames.
 func waitDelivered(tb testing.TB, ts []*discard, want int64) {
 	tb.Helper()
-	timeout := time.After(30 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for _, d := range ts {
 		for d.frames.Load() < want {
 			select {

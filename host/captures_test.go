@@ -8,7 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
@@ -95,7 +94,7 @@ func TestCloseWaitsForCaptures(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 		defer cancel()
 		closed <- th.h.Close(ctx)
 	}()

@@ -81,7 +81,7 @@ func (th *testHost) stop() {
 	if th.h == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	if err := th.h.Close(ctx); err != nil {
 		th.t.Errorf("closing the host: %v", err)

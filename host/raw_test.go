@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
@@ -47,7 +47,7 @@ func startBenchHostIn(b *testing.B, state string, opts ...hostOption) *testHost 
 	}
 	srv := httptest.NewServer(h.Handler(false, ""))
 	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 		defer cancel()
 		_ = h.Close(ctx)
 		srv.Close()
@@ -64,7 +64,7 @@ type rawClient struct {
 
 func dialRaw(b testing.TB, url, chat string) *rawClient {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
@@ -113,7 +113,7 @@ func (r *rawClient) waitFor(b testing.TB, s string) { r.waitForBytes(b, []byte(s
 
 func (r *rawClient) waitForBytes(b testing.TB, want []byte) {
 	b.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	for {
 		_, data, err := r.ws.Read(ctx)

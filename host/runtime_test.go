@@ -28,7 +28,7 @@ func withLimits(l host.Limits) hostOption {
 // rawWS dials the host without a client on top: it reads only when told.
 func rawWS(t *testing.T, url string) *websocket.Conn {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	ws, _, err := websocket.Dial(ctx, url, nil)
 	if err != nil {
@@ -55,7 +55,7 @@ func writeJSON(t *testing.T, ws *websocket.Conn, v any) {
 // with the close frame.
 func readUntilClosed(t *testing.T, ws *websocket.Conn) ([]string, websocket.CloseError) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	var msgs []string
 	for {
@@ -74,7 +74,7 @@ func readUntilClosed(t *testing.T, ws *websocket.Conn) ([]string, websocket.Clos
 // readOne reads the next message.
 func readOne(t *testing.T, ws *websocket.Conn) protocol.RPCMessage {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
 	defer cancel()
 	_, data, err := ws.Read(ctx)
 	if err != nil {
@@ -232,7 +232,7 @@ func TestLifetime(t *testing.T) {
 	c := th.client("old")
 	select {
 	case <-c.Done():
-	case <-time.After(20 * time.Second):
+	case <-time.After(hosttest.Timeout):
 		t.Fatal("the connection outlived its lifetime")
 	}
 	var ce websocket.CloseError

@@ -164,13 +164,10 @@ func act(c *hosttest.Client, r *rand.Rand, session, chat, id string) {
 func converged(t *testing.T, c *hosttest.Client, ch string, want protocol.ChannelState) {
 	t.Helper()
 	w := masked(t, want)
-	// A client of a loaded host may be seconds behind: up to Timeout.
-	for range 4 {
-		if c.WaitOrNot(ch+" to catch up", func([]hosttest.Message) bool {
-			return reflect.DeepEqual(masked(t, c.State(ch)), w)
-		}) {
-			break
-		}
+	// A client of a loaded host may be a long way behind.
+	if !c.WaitOrNot(ch+" to catch up", func([]hosttest.Message) bool {
+		return reflect.DeepEqual(masked(t, c.State(ch)), w)
+	}) {
+		sameState(t, c.State(ch), want)
 	}
-	sameState(t, c.State(ch), want)
 }

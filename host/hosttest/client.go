@@ -18,12 +18,14 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/protocol/protocoltest"
 )
 
-// Timeout bounds every wait of a test client.
-const Timeout = 20 * time.Second
+// Timeout bounds every wait of a test client: a guard against a hang
+// (testwait.Hang), not a budget.
+const Timeout = testwait.Hang
 
 // Client is one connection to a host.
 type Client struct {
@@ -539,10 +541,11 @@ func (c *Client) Wait(what string, cond func(msgs []Message) bool) {
 }
 
 // WaitOrNot is Wait reporting, rather than failing the test, when cond
-// does not come to hold in time.
+// does not come to hold in time (or the connection ends), for a caller
+// that then says how what it waited for differs.
 func (c *Client) WaitOrNot(what string, cond func(msgs []Message) bool) bool {
 	c.t.Helper()
-	deadline := time.After(Timeout / 4)
+	deadline := time.After(Timeout)
 	for {
 		c.mu.Lock()
 		msgs := append([]Message(nil), c.messages...)
