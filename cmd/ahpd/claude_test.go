@@ -142,7 +142,7 @@ func (f *claudeFixture) cliPIDs(tb testing.TB, dir string) []int {
 // waitCLIs waits until n CLI processes work in dir and returns them.
 func (f *claudeFixture) waitCLIs(tb testing.TB, dir string, n int, why string) []int {
 	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for {
 		pids := f.cliPIDs(tb, dir)
 		if len(pids) == n {

@@ -170,7 +170,7 @@ func TestQuietSessionSleepsInTheDaemon(t *testing.T) {
 	send(t, c, chat, "t1", "say hi")
 	c.Close()
 	probe := connect(t, p, e.token(t), "probe")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for {
 		raw := probe.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
 		if string(raw) == `{"status":"inactive"}` {

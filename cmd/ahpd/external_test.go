@@ -226,7 +226,7 @@ func TestExternalClaudeSession(t *testing.T) {
 // reply.
 func runExternalCLI(t *testing.T, f *claudeFixture, dir, reply string, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, f.cli, args...)
 	cmd.Dir = dir

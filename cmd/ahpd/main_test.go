@@ -23,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -87,12 +88,12 @@ func build(out string) error {
 	return nil
 }
 
-// Bounds of the waits on a daemon. They are generous for a daemon built
-// with the race detector on a loaded machine; a healthy one takes a
-// fraction of them.
+// Bounds of the waits on a daemon: guards against a hang (testwait.Hang),
+// never budgets. A daemon built with the race detector on a loaded
+// machine takes many times what a healthy one does on a quiet one.
 const (
-	startTimeout = 10 * time.Second
-	exitTimeout  = 5 * time.Second
+	startTimeout = testwait.Hang
+	exitTimeout  = testwait.Hang
 )
 
 // env is a daemon's surroundings: a home, an XDG state home and a state

@@ -64,7 +64,7 @@ func TestDaemonsRunTheirOwnNATS(t *testing.T) {
 	for _, id := range ids {
 		// The nodes wait for each other, then agree on the journal's
 		// stream: longer than a daemon of its own takes to start.
-		procs[id].awaitListeningIn(time.Minute)
+		procs[id].awaitListening()
 	}
 	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
 	session := "ahp-session:/own-nats"
@@ -128,9 +128,11 @@ func awaitStreams(t *testing.T, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(startTimeout)
 	for _, name := range []string{"AHPD_JOURNAL", "KV_ahpd_leases", "KV_ahpd_hosts", "KV_ahpd_sessions"} {
 		for {
+			// An attempt is cut short and made again: a request lost while
+			// the cluster elects its leaders is never answered.
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			st, err := js.Stream(ctx, name)
 			if err == nil {
@@ -144,7 +146,7 @@ func awaitStreams(t *testing.T, addr string) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("stream %s did not answer again in a minute: %v", name, err)
+				t.Fatalf("stream %s did not answer again in %v: %v", name, startTimeout, err)
 			}
 		}
 	}

@@ -56,7 +56,7 @@ func pidsOf(t testing.TB, path string) []int {
 // waitRunning waits until n processes run the program at path.
 func waitRunning(t testing.TB, path string, n int, why string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for processesOf(t, path) != n {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: %d processes of %s, want %d", why, processesOf(t, path), filepath.Base(path), n)
@@ -230,7 +230,7 @@ plugins:
 
 func waitStatus(t *testing.T, c *hosttest.Client, session, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for {
 		raw := c.MustCall("ahpd/sessionStatus", map[string]any{"channel": session})
 		if strings.Contains(string(raw), `"`+want+`"`) {

@@ -391,7 +391,7 @@ func (s *scraper) get() map[string]float64 {
 // waitFor waits for a metric to fall to want.
 func (s *scraper) waitFor(name string, want float64) {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for s.get()[name] > want {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%s stayed at %v, above %v", name, s.get()[name], want)
@@ -403,7 +403,7 @@ func (s *scraper) waitFor(name string, want float64) {
 // waitAtLeast waits for a counter to reach want.
 func (s *scraper) waitAtLeast(name string, want float64) {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for s.get()[name] < want {
 		if time.Now().After(deadline) {
 			s.t.Fatalf("%s stayed at %v, under %v", name, s.get()[name], want)

@@ -123,7 +123,7 @@ func TestUsersInTheDaemon(t *testing.T) {
 
 	// Revoking gus's token: the daemon sees the file change and refuses it.
 	ahpdUser(t, e, users, 0, "revoke", "gus", "--all")
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(startTimeout)
 	for handshake(t, p.url(gus), nil) != 401 {
 		if time.Now().After(deadline) {
 			t.Fatal("the revoked token still opens a connection")
