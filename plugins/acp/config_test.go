@@ -4,10 +4,10 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
@@ -57,7 +57,7 @@ func TestConfigOptionsAndModels(t *testing.T) {
 	turn := pluginstest.NewTurn("")
 	msg := userMessage("config")
 	msg.Model = &protocol.ModelSelection{ID: "m2"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if err := a.Prompt(ctx, msg, turn); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/acp"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
@@ -79,6 +80,9 @@ type fixture struct {
 	env   map[string]string
 	log   *syncBuffer
 	b     *acp.Backend
+	// startTimeout is the backend's StartTimeout: testwait.Hang unless a
+	// test changes it before making a backend.
+	startTimeout time.Duration
 }
 
 func newFixture(t testing.TB, env map[string]string) *fixture {
@@ -88,6 +92,8 @@ func newFixture(t testing.TB, env map[string]string) *fixture {
 		state: t.TempDir(),
 		env:   map[string]string{},
 		log:   &syncBuffer{changed: make(chan struct{}, 1)},
+
+		startTimeout: testwait.Hang,
 	}
 	f.env["TESTAGENT_STATE"] = f.state
 	for k, v := range env {
@@ -111,7 +117,7 @@ func (f *fixture) backend(command string) *acp.Backend {
 		DisplayName:  "Test agent",
 		Command:      command,
 		Env:          f.env,
-		StartTimeout: 10 * time.Second,
+		StartTimeout: f.startTimeout,
 	}, logger)
 }
 
@@ -124,7 +130,7 @@ func (f *fixture) path(name string) string { return filepath.Join(f.dir, name) }
 // start starts an agent; it is closed when the test ends.
 func (f *fixture) start(t testing.TB, b *acp.Backend, id string, resume bool) plugins.Agent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	a, err := b.Start(ctx, plugins.StartOptions{Conversation: f.conv(id), Resume: resume})
 	if err != nil {
@@ -137,9 +143,22 @@ func (f *fixture) start(t testing.TB, b *acp.Backend, id string, resume bool) pl
 // prompt runs one turn of text to its end.
 func prompt(t *testing.T, a plugins.Agent, text string, turn *pluginstest.Turn) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	return a.Prompt(ctx, userMessage(text), turn)
+}
+
+// ended waits for the error of a turn running on its own goroutine,
+// failing the test if the turn never ends.
+func ended(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the turn did not end in %v", testwait.Hang)
+		return nil
+	}
 }
 
 // mustPrompt runs a turn that must complete.
@@ -178,7 +197,7 @@ func (b *syncBuffer) Write(p []byte) (int, error) {
 // writes to its stderr comes to it.
 func (b *syncBuffer) waitFor(t testing.TB, text string) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for !strings.Contains(b.String(), text) {
 		select {
 		case <-b.changed:
