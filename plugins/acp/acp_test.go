@@ -457,7 +457,7 @@ func TestTerminal(t *testing.T) {
 	}
 
 	// A terminal the agent never releases ends with the agent.
-	got = mustPrompt(t, a, `run-leave sh -c 'echo $$ > pid; exec sleep 60'`).Response()
+	got = mustPrompt(t, a, `run-leave sh -c 'echo $$ > pid; exec sleep 3600'`).Response()
 	if !strings.HasPrefix(got, "left term-") {
 		t.Fatalf("run-leave: %q", got)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins/agentproc"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 )
@@ -59,13 +60,13 @@ func waitExited(t *testing.T, p *agentproc.Process) {
 	t.Helper()
 	select {
 	case <-p.Exited():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the child did not exit")
 	}
 }
 
 func TestKillReachesGrandchild(t *testing.T) {
-	p := start(t, "sleep 100 & echo $!; wait", agentproc.Options{})
+	p := start(t, "sleep 3600 & echo $!; wait", agentproc.Options{})
 	pid := readPID(t, p)
 	p.Kill()
 	select {
@@ -83,7 +84,7 @@ func TestKillReachesGrandchild(t *testing.T) {
 
 func TestExitKillsWhatWasLeft(t *testing.T) {
 	// sh exits at once; sleep, in its group, would outlive it.
-	p := start(t, "sleep 100 & echo $!", agentproc.Options{})
+	p := start(t, "sleep 3600 & echo $!", agentproc.Options{})
 	pid := readPID(t, p)
 	waitExited(t, p)
 	if err := p.WaitErr(); err != nil {
@@ -97,10 +98,10 @@ func TestExitKillsWhatWasLeft(t *testing.T) {
 func TestStopEndsBackgroundChild(t *testing.T) {
 	// An agent that leaves a child running and exits when its stdin ends,
 	// as the backends' stop asks it to: the child goes with it.
-	p := start(t, "sleep 100 & echo $!; read x", agentproc.Options{})
+	p := start(t, "sleep 3600 & echo $!; read x", agentproc.Options{})
 	pid := readPID(t, p)
 	p.CloseStdin()
-	p.WaitExit(10 * time.Second)
+	p.WaitExit(testwait.Hang)
 	if sig, ok := exitSignal(p.WaitErr()); ok {
 		t.Errorf("the agent was killed (%s), not let exit", sig)
 	}
@@ -113,10 +114,17 @@ func TestWaitExit(t *testing.T) {
 	// A child that ends when its stdin does.
 	p := start(t, "read x", agentproc.Options{})
 	p.CloseStdin()
-	begin := time.Now()
-	p.WaitExit(10 * time.Second)
-	if d := time.Since(begin); d > 5*time.Second {
-		t.Errorf("WaitExit took %v for a child that exits", d)
+	// It returns when the child exits, not at the end of its bound (an
+	// hour), when it would kill it.
+	waited := make(chan struct{})
+	go func() {
+		p.WaitExit(time.Hour)
+		close(waited)
+	}()
+	select {
+	case <-waited:
+	case <-time.After(testwait.Hang):
+		t.Fatal("WaitExit did not return when the child exited")
 	}
 	if err := p.WaitErr(); err == nil || !strings.Contains(err.Error(), "exit status 1") {
 		// read fails at the end of input.
@@ -124,7 +132,7 @@ func TestWaitExit(t *testing.T) {
 	}
 
 	// A child that does not.
-	p = start(t, "exec sleep 100", agentproc.Options{})
+	p = start(t, "exec sleep 3600", agentproc.Options{})
 	p.WaitExit(50 * time.Millisecond)
 	if sig, ok := exitSignal(p.WaitErr()); !ok || sig != "SIGKILL" {
 		t.Errorf("WaitErr() = %v, want it killed", p.WaitErr())
@@ -184,7 +192,7 @@ func TestStderrLog(t *testing.T) {
 func TestCloseStderrStopsReader(t *testing.T) {
 	// The child holds stderr open while it runs: only closing our end
 	// stops the reader before then.
-	p := start(t, "echo started >&2; exec sleep 100", agentproc.Options{TailSize: 100})
+	p := start(t, "echo started >&2; exec sleep 3600", agentproc.Options{TailSize: 100})
 	select {
 	case <-p.StderrDone():
 		t.Fatal("the stderr reader stopped while the child runs")
@@ -193,7 +201,7 @@ func TestCloseStderrStopsReader(t *testing.T) {
 	p.CloseStderr()
 	select {
 	case <-p.StderrDone():
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("CloseStderr did not stop the reader")
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/claude/claudetest"
@@ -77,7 +78,7 @@ func (f *fixture) start(t testing.TB, b *claude.Backend, id string, resume bool,
 // prompt runs one turn, bounded so that a hung turn fails the test.
 func prompt(t testing.TB, a plugins.Agent, turn *pluginstest.Turn, text string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	return a.Prompt(ctx, userMessage(text), turn)
 }
@@ -113,7 +114,7 @@ func gone(pid int) bool {
 // text.
 func waitForFile(t testing.TB, path, text string) {
 	t.Helper()
-	pluginstest.WaitFileFor(t, path, 10*time.Second, func(data []byte) bool { return strings.Contains(string(data), text) })
+	pluginstest.WaitFileFor(t, path, testwait.Hang, func(data []byte) bool { return strings.Contains(string(data), text) })
 }
 
 func TestTextTurn(t *testing.T) {
@@ -276,17 +277,21 @@ func TestKill(t *testing.T) {
 	}
 }
 
+// TestInterrupt cancels a turn while the model streams a reply that would
+// take a minute: the CLI is interrupted, not killed, the turn ends with
+// part of the reply, and the same CLI takes the next turn.
 func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	a := f.start(t, f.backend, newID(), false, nil)
+	slow := strings.Repeat("slow words ", 3000)
 	f.mock.Enqueue(
-		claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: strings.Repeat("slow words ", 200)}}, ChunkSize: 11, ChunkDelay: 20 * time.Millisecond},
+		claudetest.Response{Blocks: []claudetest.Block{{Type: "text", Text: slow}}, ChunkSize: 11, ChunkDelay: 20 * time.Millisecond},
 		claudetest.Text("after the interrupt"),
 	)
 
 	turn := pluginstest.NewTurn("turn-1")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("talk slowly"), turn) }()
@@ -296,16 +301,12 @@ func TestInterrupt(t *testing.T) {
 		t.Fatalf("Prompt ended before any text: %v", err)
 	}
 	pid := claude.PID(a)
-	start := time.Now()
 	cancel()
 	err := <-errc
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("interrupted Prompt = %v, want context.Canceled", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the interrupt took %v", d)
-	}
-	if n := len(turn.Response()); n == 0 || n >= len(strings.Repeat("slow words ", 200)) {
+	if n := len(turn.Response()); n == 0 || n >= len(slow) {
 		t.Errorf("the interrupted turn got %d bytes of text", n)
 	}
 
@@ -591,7 +592,7 @@ func TestCancelDuringPermissionPrompt(t *testing.T) {
 
 	// The user never answers; the turn is cancelled while the CLI waits.
 	turn := pluginstest.NewTurn("turn-1")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- a.Prompt(ctx, userMessage("write"), turn) }()
@@ -636,12 +637,10 @@ func TestCloseDuringTurn(t *testing.T) {
 		t.Fatalf("Prompt ended before asking: %v", err)
 	}
 	pid := claude.PID(a)
-	start := time.Now()
+	// Close is bounded by the backend itself: the CLI has a few seconds
+	// to exit once its stdin is closed, and is killed then.
 	if err := a.Close(); err != nil {
 		t.Errorf("Close: %v", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("Close took %v", d)
 	}
 	if err := <-errc; err == nil || errors.Is(err, context.Canceled) {
 		t.Errorf("Prompt cut short by Close = %v", err)
@@ -681,7 +680,7 @@ func TestContinueAfterExit(t *testing.T) {
 		t.Fatalf("Prompt: %v", err)
 	}
 	waitForFile(t, claude.TranscriptPath(a), "a first, good turn")
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 
 	// Killed at once: the prompt never reached the transcript.
@@ -711,9 +710,9 @@ func TestContinueAfterExit(t *testing.T) {
 		OnRequest: func(*claudetest.Request) {
 			// The CLI writes its transcript every 100 ms. This runs
 			// on the mock's goroutine, which cannot fail the test: it
-			// kills the CLI once the prompt is down, or after ten
-			// seconds whatever the transcript holds.
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			// kills the CLI once the prompt is down, or, should it
+			// never be, when the test gives up waiting.
+			wctx, cancel := context.WithTimeout(ctx, testwait.Hang)
 			defer cancel()
 			_, _ = pluginstest.WaitFile(wctx, transcript, func(data []byte) bool { return strings.Contains(string(data), "this turn dies late") })
 			syscall.Kill(claude.PID(a), syscall.SIGKILL)

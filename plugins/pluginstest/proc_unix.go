@@ -10,12 +10,16 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
-// ProcessGone reports whether pid ends within a few seconds. A killed
-// process nobody has reaped yet is a zombie: it runs no more.
+// ProcessGone reports whether pid ends, waiting for it up to
+// testwait.Hang: a killed process may take a while to go on a loaded
+// machine. A killed process nobody has reaped yet is a zombie: it runs no
+// more.
 func ProcessGone(pid int) bool {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(testwait.Hang); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
 			return true
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/plugins/script"
@@ -59,9 +60,22 @@ func (f *fixture) start(t *testing.T, approve string) plugins.Agent {
 // prompt runs one turn of text, bounded so a hung turn fails the test.
 func prompt(t *testing.T, a plugins.Agent, text string, turn plugins.Turn) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	return a.Prompt(ctx, userMessage(text), turn)
+}
+
+// ended waits for the error of a turn running on its own goroutine,
+// failing the test if the turn never ends.
+func ended(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(testwait.Hang):
+		t.Fatalf("the turn did not end in %v", testwait.Hang)
+		return nil
+	}
 }
 
 func userMessage(text string) protocol.Message {
