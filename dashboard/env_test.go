@@ -25,6 +25,7 @@ import (
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
 	"github.com/ahpd/ahpd/internal/lockcheck"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
@@ -112,7 +113,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {
 			t.Errorf("closing the host: %v", err)
@@ -191,7 +192,7 @@ func (e *env) startSessionWith(t testing.TB, c *client.Client, id, title, input 
 		t.Fatal(err)
 	}
 	send(t, c, chat, "t-"+id, input)
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case ev := <-w.Events():
@@ -216,7 +217,7 @@ func send(t testing.TB, c *client.Client, chat, turnID, input string) {
 // waitChat waits until chat's state satisfies cond.
 func waitChat(t testing.TB, c *client.Client, chat string, cond func(*protocol.ChatState) bool) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if _, err := c.WaitState(ctx, chat, func(st protocol.ChannelState) bool {
 		cs, ok := st.(*protocol.ChatState)

@@ -2,7 +2,6 @@ package dashboard_test
 
 import (
 	"context"
-	"time"
 
 	"net/http"
 	"net/url"
@@ -10,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -243,7 +243,7 @@ func TestCheckpointsShown(t *testing.T) {
 	waitChat(t, mo, chat, idle)
 	// The turn's checkpoint is recorded just after it ends, and then its
 	// changes are counted on the session.
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if _, err := mo.WaitState(ctx, uri, func(st protocol.ChannelState) bool {
 		ss, ok := st.(*protocol.SessionState)
