@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -76,7 +77,7 @@ func newHarness(t *testing.T, dir string, clock *FakeClock, opts Options) *harne
 func (h *harness) waitEnded(n int) []protocol.AutomationRunState {
 	h.t.Helper()
 	var out []protocol.AutomationRunState
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for len(out) < n {
 		select {
 		case c := <-h.changes:

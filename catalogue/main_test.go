@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/catalogue/corpus"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/claude"
 	"github.com/ahpd/ahpd/plugins/script"
@@ -71,7 +72,7 @@ func (c *changes) batches() int {
 // position after it.
 func (c *changes) wait(t *testing.T, from int, ok func(Change) bool) (Change, int) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Hang)
 	for {
 		c.mu.Lock()
 		for i := from; i < len(c.all); i++ {
@@ -113,7 +114,7 @@ func open(t *testing.T, cfg Config) *Catalogue {
 	t.Cleanup(func() { c.Close() })
 	select {
 	case <-c.Ready():
-	case <-time.After(10 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("first scan did not end")
 	}
 	return c

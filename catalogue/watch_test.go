@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // userLine is a prompt line as the CLI appends it.
@@ -164,7 +166,7 @@ func TestOverflow(t *testing.T) {
 // eventFor waits until the catalogue has handled an event for path.
 func eventFor(t *testing.T, events <-chan string, path string) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		select {
 		case p := <-events:

@@ -12,13 +12,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
@@ -82,7 +82,7 @@ func (d *daemon) newHost() *host.Host {
 }
 
 func (d *daemon) stopHost() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if err := d.current.Load().Close(ctx); err != nil {
 		d.t.Errorf("closing the host: %v", err)
@@ -95,7 +95,7 @@ func (d *daemon) restart() {
 }
 
 func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	t.Cleanup(cancel)
 	return ctx
 }

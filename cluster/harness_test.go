@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster/clustertest"
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -62,7 +63,7 @@ func join(t *testing.T, c *clustertest.Cluster, node int, id string, fake bool, 
 	}
 	j.Member = m
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 		defer cancel()
 		_ = m.Close(ctx) // may fail: tests cut members off
 	})
@@ -81,10 +82,10 @@ func watchKey(t *testing.T, kv jetstream.KeyValue, key string) jetstream.KeyWatc
 }
 
 // next is the watcher's next entry (skipping the end-of-initial-values
-// nil), failing the test after 20 s.
+// nil), failing the test after testwait.Hang.
 func next(t *testing.T, w jetstream.KeyWatcher) jetstream.KeyValueEntry {
 	t.Helper()
-	timeout := time.NewTimer(20 * time.Second)
+	timeout := time.NewTimer(testwait.Hang)
 	defer timeout.Stop()
 	for {
 		select {
@@ -96,7 +97,7 @@ func next(t *testing.T, w jetstream.KeyWatcher) jetstream.KeyValueEntry {
 				return e
 			}
 		case <-timeout.C:
-			t.Fatal("no change to the watched key within 20 s")
+			t.Fatal("no change to the watched key")
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ahpd/ahpd/cluster/clustertest"
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 var recordCount = flag.Int("cluster-records", 1000, "records written and listed in TestRecordsListsEveryRecord")
@@ -255,10 +256,11 @@ func TestWatchRecordsTellsChanges(t *testing.T) {
 	}
 }
 
-// nextChange is the watch's next change, failing the test after 20 s.
+// nextChange is the watch's next change, failing the test after
+// testwait.Hang.
 func nextChange(t *testing.T, changes <-chan RecordChange) RecordChange {
 	t.Helper()
-	timeout := time.NewTimer(20 * time.Second)
+	timeout := time.NewTimer(testwait.Hang)
 	defer timeout.Stop()
 	select {
 	case ch, ok := <-changes:
@@ -267,16 +269,16 @@ func nextChange(t *testing.T, changes <-chan RecordChange) RecordChange {
 		}
 		return ch
 	case <-timeout.C:
-		t.Fatal("no change within 20 s")
+		t.Fatal("no change to the records")
 	}
 	return RecordChange{}
 }
 
 // waitClosed fails the test unless changes is closed (after draining what
-// it holds) within 20 s.
+// it holds).
 func waitClosed(t *testing.T, changes <-chan RecordChange) {
 	t.Helper()
-	timeout := time.NewTimer(20 * time.Second)
+	timeout := time.NewTimer(testwait.Hang)
 	defer timeout.Stop()
 	for {
 		select {
@@ -285,7 +287,7 @@ func waitClosed(t *testing.T, changes <-chan RecordChange) {
 				return
 			}
 		case <-timeout.C:
-			t.Fatal("the watch did not end within 20 s")
+			t.Fatal("the watch did not end")
 		}
 	}
 }
@@ -362,10 +364,10 @@ func watchConsumers(t *testing.T, nc *nats.Conn, stream string) *consumerAdvisor
 	return c
 }
 
-// next applies the next advisory, failing the test after 20 s.
+// next applies the next advisory, failing the test after testwait.Hang.
 func (c *consumerAdvisories) next(t *testing.T) {
 	t.Helper()
-	timeout := time.NewTimer(20 * time.Second)
+	timeout := time.NewTimer(testwait.Hang)
 	defer timeout.Stop()
 	select {
 	case m := <-c.events:

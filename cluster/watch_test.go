@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/cluster/clustertest"
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // A watching host is told of a session released and of one whose holder
@@ -41,7 +42,7 @@ func TestFreedTellsReleasesAndExpiries(t *testing.T) {
 			if got != w {
 				t.Fatalf("freed %q, want %q", got, w)
 			}
-		case <-time.After(20 * time.Second):
+		case <-time.After(testwait.Hang):
 			t.Fatalf("%q not freed", w)
 		}
 	}

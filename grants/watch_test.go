@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // syncBuffer is a log destination safe to read while the watcher writes,
@@ -60,7 +62,7 @@ func newLogger() (*slog.Logger, *syncBuffer) {
 // timeout only ends a test that would otherwise hang.
 func eventually(t *testing.T, live *Live, logs *syncBuffer, what string, cond func() bool) {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testwait.Hang)
 	for {
 		changed, wrote := live.Changed(), logs.next()
 		if cond() {
@@ -216,7 +218,7 @@ func TestWatchChanged(t *testing.T) {
 	must(t, d.Save(path))
 	select {
 	case <-changed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("Changed did not fire for a revoked token")
 	}
 	if err := a.Recheck(cred); !errors.Is(err, ErrTokenRevoked) {
@@ -236,7 +238,7 @@ func TestWatchChanged(t *testing.T) {
 	must(t, os.Remove(path))
 	select {
 	case <-changed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("Changed did not fire for a removed file")
 	}
 }

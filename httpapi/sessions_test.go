@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // TestSessionLifecycle walks a session through every session endpoint
@@ -140,7 +142,7 @@ func TestSuspendWhileBusy(t *testing.T) {
 	// sees the watcher go a moment after the stream closes: until then a
 	// suspend is refused as busy, or lets the agent go but keeps the
 	// turns (residency active).
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(testwait.Hang)
 	for {
 		code, r := e.call("mo", "POST", "/v1/sessions/busy/suspend", nil)
 		if code == 200 && r["residency"] == "suspended" {

@@ -10,11 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // waitLimit bounds how long a test waits for an event before it fails
 // (a guard against hanging, not a pause).
-const waitLimit = 30 * time.Second
+const waitLimit = testwait.Hang
 
 func followOK(t *testing.T, j *Journal, session string, after uint64) *Follower {
 	t.Helper()

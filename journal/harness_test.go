@@ -5,9 +5,10 @@ import (
 	"context"
 	"net"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // harness opens journals either on an embedded server in a store
@@ -61,7 +62,7 @@ func (h *harness) startServer() {
 		h.t.Fatal(err)
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(testwait.Hang) {
 		srv.Shutdown()
 		h.t.Fatal("NATS server not ready")
 	}
@@ -118,7 +119,7 @@ func (h *harness) restart(j *Journal, cfg Config) *Journal {
 
 func closeJournal(t testing.TB, j *Journal) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	if err := j.Close(ctx); err != nil {
 		t.Errorf("Close: %v", err)

@@ -6,14 +6,16 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
-// waitFor polls cond until it holds, failing the test after 10 s.
+// waitFor polls cond until it holds, failing the test after testwait.Hang.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testwait.Hang)
 	for !cond() {
 		select {
 		case <-tick.C:

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // The helper process: the test binary run again to make one tree in
@@ -110,8 +112,8 @@ func (h *helper) made(t *testing.T) string {
 			t.Fatal("the helper made no tree")
 		}
 		return line
-	case <-time.After(30 * time.Second):
-		t.Fatal("the helper made no tree in 30s")
+	case <-time.After(testwait.Hang):
+		t.Fatal("the helper made no tree")
 	}
 	return ""
 }
@@ -121,7 +123,7 @@ func (h *helper) wait(t *testing.T) *os.ProcessState {
 	t.Helper()
 	select {
 	case <-h.done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatal("the helper did not exit")
 	}
 	return h.cmd.ProcessState
@@ -166,7 +168,7 @@ func waitUnclaimed(t *testing.T, path string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(testwait.Hang):
 		t.Fatalf("the claim of %s is still held", path)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/journal"
 )
 
@@ -31,8 +32,9 @@ const (
 )
 
 // readyTimeout bounds the wait for the nodes to route to each other and
-// elect a JetStream meta leader.
-const readyTimeout = 30 * time.Second
+// elect a JetStream meta leader, and a test's step on the cluster: a guard
+// against a hang (testwait.Hang), not a budget.
+const readyTimeout = testwait.Hang
 
 // Cluster is a running cluster of embedded NATS servers.
 type Cluster struct {
