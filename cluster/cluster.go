@@ -263,7 +263,10 @@ func (m *Member) bucket(ctx context.Context, name, desc string) (jetstream.KeyVa
 		LimitMarkerTTL: markerTTL,
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = m.js.KeyValue(ctx, name)
+		err = whileSettling(ctx, func() (err error) {
+			kv, err = m.js.KeyValue(ctx, name)
+			return err
+		})
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cluster: bucket %s: %w", name, err)

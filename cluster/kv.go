@@ -60,6 +60,36 @@ func retryBusy(ctx context.Context, op func() error) error {
 	}
 }
 
+// settleWait bounds how long a stream that should exist may be reported
+// missing before that is believed.
+const settleWait = 30 * time.Second
+
+// whileSettling runs op until it does not fail with the stream not found,
+// waiting 50 ms, then twice as long each time up to a second, for at most
+// settleWait in all. A replicated stream another host made, or one whose
+// group is electing a leader (a loaded machine misses heartbeats), can be
+// reported missing for a while: a member of its group answers while the
+// group has no leader, before it has made the stream itself. A stream
+// that is really gone is reported so once the wait is out.
+func whileSettling(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(settleWait)
+	wait := 50 * time.Millisecond
+	for {
+		err := op()
+		if !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
 // newest is a key's newest message: its value and revision, and whether
 // it is a value (live) or the marker a removal or an expiry left.
 type newest struct {

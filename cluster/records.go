@@ -214,13 +214,20 @@ func (m *Member) WatchRecords(ctx context.Context) (<-chan RecordChange, error) 
 	// new": the ordered consumer recreates itself after a gap from where
 	// it was, and one that had delivered nothing yet would otherwise skip
 	// what was written in between.
-	st, err := m.js.Stream(ctx, stream)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: watching session records: %w", err)
-	}
-	cons, err := m.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   st.CachedInfo().State.LastSeq + 1,
+	// The bucket was just made or bound, by this host or another: its
+	// stream exists, though a member of its group may say otherwise for a
+	// while (whileSettling).
+	var cons jetstream.Consumer
+	err = whileSettling(ctx, func() error {
+		st, err := m.js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		cons, err = m.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:   st.CachedInfo().State.LastSeq + 1,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: watching session records: %w", err)
