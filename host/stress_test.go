@@ -17,7 +17,7 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-var stressFor = flag.Duration("stress", 30*time.Second, "how long TestStress's clients act")
+var stressFor = flag.Duration("stress", 10*time.Second, "how long TestStress's clients act (go test ./host -run TestStress -stress=2m for a long run)")
 
 // TestStress has 20 clients act at random on 10 sessions (turns, cancels,
 // steering and queued messages, titles, marks) for -stress, with no
