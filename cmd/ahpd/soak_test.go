@@ -88,10 +88,10 @@ limits:
 		runtimeMemory(end), end["go_goroutines"],
 		end[`ahpd_connections_cut_total{reason="slow"}`], end[`ahpd_connections_cut_total{reason="violation"}`])
 	// A leak grows with the connections, hundreds a round; the scraper's
-	// own keep-alive connection may come or go.
-	if end["go_goroutines"] > startGoroutines+2 {
-		t.Errorf("%.0f goroutines after the rounds, %.0f before", end["go_goroutines"], startGoroutines)
-	}
+	// own keep-alive connection may come or go. On a loaded machine the
+	// last connections' goroutines may still be ending after settle saw
+	// their count stop falling for a moment: they are waited for.
+	m.waitFor("go_goroutines", startGoroutines+2)
 	// The live heap is what ahpd holds, and must come back within 10%;
 	// its resident memory also has the runtime's own (stacks, spans it
 	// keeps), which moves by a MB or two between runs of a small daemon.
