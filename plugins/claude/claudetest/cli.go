@@ -106,6 +106,10 @@ func install(dir string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp) // nothing left once renamed
+	// MkdirTemp makes it 0700; npm's own directory would be 0755.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	cmd := exec.Command(npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", "--no-update-notifier",
 		"@anthropic-ai/claude-code@"+CLIVersion)
 	var out bytes.Buffer
