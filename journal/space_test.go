@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/internal/fulldisk"
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 // TestFullDisk fills a real file system under the embedded server: a
@@ -34,7 +35,7 @@ func fill(t *testing.T, dir string) func() { return fulldisk.Fill(t, dir) }
 // longer than it takes).
 func appendRefused(t *testing.T, j *Journal, data []byte) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	start := time.Now()
 	_, err := j.Append(ctx, s1, data)
