@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -88,21 +89,42 @@ func TestNATSStallLosesNothing(t *testing.T) {
 	const n = 5
 	chats := make([]string, n)
 	sessions := make([]string, n)
+	// Each reply halts halfway, at a command waiting for the gate file,
+	// which the test makes once NATS is stopped: the second halves stream
+	// during the stall however slow the machine (a reply that ran through
+	// before every session had started once missed it).
+	gate := filepath.Join(e.root, "gate")
 	for i := range n {
 		sessions[i], chats[i] = newSession(t, c, e, fmt.Sprintf("st%d", i))
 		var script strings.Builder
 		for l := range 300 {
+			if l == 150 {
+				fmt.Fprintf(&script, "run while [ ! -e %s ]; do sleep 0.01; done\n", gate)
+			}
 			fmt.Fprintf(&script, "say session %d line %d of a reply that outlasts a stall\nwait 10ms\n", i, l)
 		}
 		startTurn(c, chats[i], "t1", script.String())
 	}
 	for i := range n {
-		c.WaitState(chats[i], "the replies to stream", func(st protocol.ChannelState) bool {
+		c.WaitState(chats[i], "the replies to stream to the gate", func(st protocol.ChannelState) bool {
 			at := st.(*protocol.ChatState).ActiveTurn
-			return at != nil && strings.Contains(text(at.ResponseParts), "line 10 ")
+			if at == nil || !strings.Contains(text(at.ResponseParts), "line 149 ") {
+				return false
+			}
+			for _, part := range at.ResponseParts {
+				if tp, ok := part.(*protocol.ToolCallResponsePart); ok {
+					if _, ok := tp.ToolCall.(*protocol.ToolCallRunningState); ok {
+						return true
+					}
+				}
+			}
+			return false
 		})
 	}
 	if err := nats.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	stalled := time.NewTimer(*natsStall) // the fault's length, not a wait for something
