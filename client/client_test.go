@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -82,7 +83,7 @@ func (d *daemon) newHost() *host.Host {
 }
 
 func (d *daemon) stopHost() {
-	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := d.current.Load().Close(ctx); err != nil {
 		d.t.Errorf("closing the host: %v", err)

@@ -63,7 +63,7 @@ func join(t *testing.T, c *clustertest.Cluster, node int, id string, fake bool, 
 	}
 	j.Member = m
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = m.Close(ctx) // may fail: tests cut members off
 	})

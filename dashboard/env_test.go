@@ -113,7 +113,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	srv.Start()
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {
 			t.Errorf("closing the host: %v", err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
@@ -94,7 +95,7 @@ func TestCloseWaitsForCaptures(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		closed <- th.h.Close(ctx)
 	}()

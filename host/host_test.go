@@ -81,7 +81,9 @@ func (th *testHost) stop() {
 	if th.h == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
+	// Close's context is the grace running turns have, not a bound on
+	// Close: a test stopping a host with a turn running waits it out.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := th.h.Close(ctx); err != nil {
 		th.t.Errorf("closing the host: %v", err)

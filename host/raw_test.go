@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -47,7 +48,7 @@ func startBenchHostIn(b *testing.B, state string, opts ...hostOption) *testHost 
 	}
 	srv := httptest.NewServer(h.Handler(false, ""))
 	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), hosttest.Timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = h.Close(ctx)
 		srv.Close()

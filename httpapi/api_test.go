@@ -19,7 +19,6 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
-	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 
@@ -79,7 +78,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		srv.CloseClientConnections()
-		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := h.Close(ctx); err != nil {
 			t.Errorf("closing the host: %v", err)

@@ -9,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
-	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 )
@@ -92,7 +92,7 @@ func newOpenAPI(t *testing.T) http.Handler {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = h.Close(ctx)
 	})
