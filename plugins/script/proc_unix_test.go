@@ -7,9 +7,11 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
+	"github.com/ahpd/ahpd/plugins/script"
 )
 
 func TestRunStopsBackground(t *testing.T) {
@@ -41,9 +43,13 @@ func TestRunStopsBackground(t *testing.T) {
 // startWaiting starts an agent and a turn whose run step starts sleep
 // and waits for it, writing "bye" to the file cleaned when it is sent
 // SIGTERM. It returns the agent, sleep's pid once it runs, and the
-// turn's result to come.
+// turn's result to come. The grace between SIGTERM and SIGKILL is an
+// hour: the trap runs to its end however slow the machine (it did not
+// within a second under a CPU hog), and a stop that sent no SIGTERM
+// first would not end in the test's time.
 func startWaiting(ctx context.Context, t *testing.T, f *fixture, turn *pluginstest.Turn) (plugins.Agent, int, <-chan error) {
 	t.Helper()
+	script.SetStopGrace(t, time.Hour)
 	a := f.start(t, "allow") // the commands run without asking
 	errc := make(chan error, 1)
 	// The trap reaps sleep, which SIGTERM reaches too, then exits.

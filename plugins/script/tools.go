@@ -190,8 +190,10 @@ func within(dir, path string) bool {
 }
 
 // stopGrace is how long what a command leaves running, or a cancelled
-// command, has between SIGTERM and SIGKILL.
-const stopGrace = time.Second
+// command, has between SIGTERM and SIGKILL. A variable for tests only
+// (SetStopGrace), which need a command's trap to run however slow the
+// machine.
+var stopGrace = time.Second
 
 // run runs command with sh in the working directory, once the session's
 // permissions or a person allow it. A command that fails is a failed
