@@ -31,7 +31,10 @@ func cliCmd(e *env, args ...string) *exec.Cmd {
 	cmd := exec.Command(ahpdBin, append(args, "--state-dir", e.state)...)
 	cmd.Env = e.environ()
 	cmd.Dir = e.work
-	cmd.WaitDelay = time.Second
+	// Once the command exits, what it wrote is copied out of the pipes:
+	// a loaded machine may take more than a second to get to it. A
+	// descendant holding a pipe would make Run fail, after this long.
+	cmd.WaitDelay = exitTimeout
 	return cmd
 }
 

@@ -251,7 +251,7 @@ func runExternalCLI(t *testing.T, f *claudeFixture, dir, reply string, args ...s
 	cmd.Env = append(append(cmd.Env, extra...), "PWD="+dir, "CLAUDE_CONFIG_DIR="+filepath.Join(f.e.home, ".claude"))
 	var stderr lockedBuffer
 	cmd.Stderr = &stderr
-	cmd.WaitDelay = time.Second
+	cmd.WaitDelay = exitTimeout // what it wrote is copied out after it exits
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("claude %q: %v; stdout %s; stderr:\n%s", args, err, out, stderr.String())
