@@ -156,6 +156,11 @@ type Journal struct {
 	// each fetch of a read; true makes that fetch come back empty, as one
 	// from a lagging consumer can.
 	fetchFault func() bool
+	// fetchCut, set by tests before the journal is used, is asked after
+	// each message a fetch hands over, with how many it has; true makes
+	// the read give up on that fetch there, as on one whose answer it
+	// stopped waiting for, which the server may go on delivering to.
+	fetchCut func(got int) bool
 
 	mu       sync.Mutex
 	closed   bool

@@ -242,25 +242,30 @@ func (j *Journal) scan(ctx context.Context, sp scanSpec, each func(*delivery) (i
 	if err != nil {
 		return fmt.Errorf("journal: reading: %w", err)
 	}
-	name := cons.CachedInfo().Name
-	defer j.dropConsumer(name)
+	r := reader{j: j, cfg: cfg, name: cons.CachedInfo().Name, sp: sp, last: sp.after, need: sp.want}
+	defer func() { j.dropConsumer(r.name) }()
 	if cons.CachedInfo().NumPending == 0 {
 		// Nothing to read. This count, unlike the consumer's later ones,
 		// is the store's own: the server counts it in the store as it
 		// makes the consumer, before any delivery.
 		return nil
 	}
-	r := reader{j: j, name: name, sp: sp, last: sp.after, need: sp.want}
 	return r.run(ctx, each)
 }
 
 // reader is one scan's progress through its consumer.
 type reader struct {
 	j    *Journal
+	cfg  jetstream.ConsumerConfig
 	name string // the consumer's
 	sp   scanSpec
 	last uint64 // the sequence of the last message handed over
 	need int    // what each last said it still wants
+	// abandoned is set when a fetch was given up on before the server
+	// ended it: the server may have gone on delivering to it, and what
+	// it delivered the consumer counts as taken (it acknowledges
+	// nothing), so the consumer is replaced (renew).
+	abandoned bool
 }
 
 func (r *reader) run(ctx context.Context, each func(*delivery) (int, error)) error {
@@ -272,6 +277,11 @@ func (r *reader) run(ctx context.Context, each func(*delivery) (int, error)) err
 		}
 		if done {
 			return nil
+		}
+		if r.abandoned {
+			if err := r.renew(ctx); err != nil {
+				return err
+			}
 		}
 		if got > 0 {
 			empty, pause = 0, fetchPause
@@ -349,7 +359,10 @@ func (r *reader) fetch(ctx context.Context, each func(*delivery) (int, error)) (
 			if ctx.Err() != nil {
 				return got, false, fmt.Errorf("journal: reading: %w", ctx.Err())
 			}
-			return got, false, nil // the answer was lost; asked again
+			// The answer was lost, or is slower than the bound (a loaded
+			// machine): asked again, of a new consumer.
+			r.abandoned = true
+			return got, false, nil
 		}
 		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
 			switch status := m.Header.Get("Status"); status {
@@ -385,7 +398,27 @@ func (r *reader) fetch(ctx context.Context, each func(*delivery) (int, error)) (
 		if got == batch {
 			return got, false, nil
 		}
+		if f := r.j.fetchCut; f != nil && f(got) {
+			r.abandoned = true
+			return got, false, nil
+		}
 	}
+}
+
+// renew replaces the reader's consumer with one that starts after the
+// last message handed over. The old one is deleted first, which ends the
+// fetch given up on, if it still runs.
+func (r *reader) renew(ctx context.Context) error {
+	r.abandoned = false
+	r.j.dropConsumer(r.name)
+	cfg := r.cfg
+	cfg.OptStartSeq = r.last + 1
+	cons, err := r.j.createConsumer(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("journal: reading: %w", err)
+	}
+	r.name = cons.CachedInfo().Name
+	return nil
 }
 
 // left reports whether the stream still holds a message on the scan's
