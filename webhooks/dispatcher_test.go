@@ -26,6 +26,7 @@ import (
 
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/events"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 // wait bounds every wait of these tests on something the code under test
 // does: never reached by a test that passes, it turns a hang into a
 // failure that says what was awaited.
-const wait = 20 * time.Second
+const wait = testwait.Hang
 
 var secret = []byte("0123456789abcdef0123456789abcdef")
 

@@ -6,10 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
@@ -19,7 +19,7 @@ import (
 // closed when the test ends.
 func (f *fixture) startWith(t *testing.T, permissions string) plugins.Agent {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
 	config := protocol.Object{"permissions": jsontext.Value(permissions)}
 	a, err := f.b.Start(ctx, plugins.StartOptions{Conversation: f.conv("perm"), Config: config})
