@@ -130,8 +130,18 @@ func TestWorktreeCrashLeavesNothing(t *testing.T) {
 			p = serveDaemon(t, e, "--without-connection-token")
 			p.waitStderr("took away what an unfinished worktree creation left", startTimeout)
 			assertTrees(t, repo, nil)
-			if entries, err := os.ReadDir(loc); err == nil {
-				t.Errorf("%s is left, holding %v", loc, names(entries))
+			// The sweep logs once the tree and the branch are gone; the
+			// claim and the folder of trees go after (a loaded machine
+			// has been seen between the two).
+			for deadline := time.Now().Add(startTimeout); ; time.Sleep(10 * time.Millisecond) {
+				entries, err := os.ReadDir(loc)
+				if err != nil {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Errorf("%s is left, holding %v", loc, names(entries))
+					break
+				}
 			}
 
 			// The session goes on: its next send makes its tree, under
