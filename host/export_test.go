@@ -290,6 +290,9 @@ func (p *Pushes) Ends() ([]PushEnd, <-chan struct{}) {
 // WithPushDrain sets how long Close lets pushes of checkpoints finish.
 func WithPushDrain(o *Options, d time.Duration) { o.pushDrain = d }
 
+// WithKillWait sets how long Close waits for the agents it killed.
+func WithKillWait(o *Options, d time.Duration) { o.killWait = d }
+
 // Relays is how many relays of other hosts' connections the host keeps.
 func (h *Host) Relays() int {
 	h.relays.mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
@@ -64,8 +65,19 @@ func startHost(t testing.TB, state string, opts ...hostOption) *testHost {
 		DefaultDirectory: work,
 		Auth:             &grants.Authenticator{Host: "test"},
 	}
+	// What Close killed must end, however slow the machine: past the
+	// host's second for it, a loaded one reported agents that "did not
+	// stop even when killed" (a guard against a hang, not a budget).
+	host.WithKillWait(&o, hosttest.Timeout)
 	for _, opt := range opts {
 		opt(&o)
+	}
+	// A test that moves a fake clock past Limits.Idle had its quiet
+	// clients cut by the connections' watchdog, which runs on that clock,
+	// or not, as the machine's speed decided whether their answer to its
+	// ping came first: unless the test sets an idle limit, there is none.
+	if _, fake := o.Clock.(*clock.Fake); fake && o.Limits.Idle == 0 {
+		o.Limits.Idle = -1
 	}
 	h, err := host.New(o)
 	if err != nil {
