@@ -129,33 +129,12 @@ func hasPart(parts []protocol.ResponsePart, id string) bool {
 				return true
 			}
 		case *protocol.ToolCallResponsePart:
-			if toolCallID(p.ToolCall) == id {
+			if protocol.ToolCallIDOf(p.ToolCall) == id {
 				return true
 			}
 		}
 	}
 	return false
-}
-
-// toolCallID is the id of a tool call in any state.
-func toolCallID(tc protocol.ToolCallState) string {
-	switch tc := tc.(type) {
-	case *protocol.ToolCallStreamingState:
-		return tc.ToolCallID
-	case *protocol.ToolCallPendingConfirmationState:
-		return tc.ToolCallID
-	case *protocol.ToolCallRunningState:
-		return tc.ToolCallID
-	case *protocol.ToolCallPendingResultConfirmationState:
-		return tc.ToolCallID
-	case *protocol.ToolCallCompletedState:
-		return tc.ToolCallID
-	case *protocol.ToolCallCancelledState:
-		return tc.ToolCallID
-	case *protocol.ToolCallAuthRequiredState:
-		return tc.ToolCallID
-	}
-	return ""
 }
 
 // RequestText is an input request's message, else its questions joined.

@@ -38,6 +38,12 @@ func baseOf(tc ToolCallState) toolCallBase {
 	return toolCallBase{}
 }
 
+// ToolCallIDOf is the id of a tool call in any state; "" for a state this
+// version does not know.
+func ToolCallIDOf(tc ToolCallState) string {
+	return baseOf(tc).id
+}
+
 func toolCallID(tc ToolCallState) string {
 	if tc == nil {
 		return "\x00"
