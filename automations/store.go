@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -66,7 +67,7 @@ func (s *store) save(r *record) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return fmt.Errorf("save automation %s: %w", r.Resource, err)
 	}
-	return writeAtomic(p, data)
+	return atomicfile.Write(p, data, nil)
 }
 
 // remove deletes r's file.
@@ -122,37 +123,4 @@ func (s *store) load() ([]*record, []error) {
 		}
 	}
 	return out, errs
-}
-
-// writeAtomic writes data to path so that a crash leaves the old file or
-// the new one, never half of one: a temporary file beside it, synced,
-// renamed over, and the folder synced.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
-	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json"
+
+	"github.com/ahpd/ahpd/internal/atomicfile"
 )
 
 // The index is what the catalogue knew of each transcript when it last
@@ -205,33 +207,5 @@ func writeIndex(path string, idx *indexFile) (err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("writing %s: %w", f.Name(), err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("syncing %s: %w", f.Name(), err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("closing %s: %w", f.Name(), err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, err := os.Open(dir); err == nil {
-		// The rename is durable once the folder is; a folder that
-		// cannot be synced still holds a whole index.
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.Write(path, data, nil)
 }

@@ -7,10 +7,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ahpd/ahpd/internal/atomicfile"
 )
 
 // FormatVersion is the version of the users file this package reads and
@@ -153,48 +154,5 @@ func (d *Directory) Save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, data, 0o600)
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it,
-// renames it over path and syncs the directory, so that after a crash
-// path holds the old contents or the new.
-func writeAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	// The file is in place; syncing the directory makes the rename
-	// survive a crash.
-	df, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer df.Close()
-	if err := df.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, &atomicfile.Options{Perm: 0o600})
 }

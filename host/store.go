@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
 
+	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
@@ -204,7 +204,7 @@ func (s *fileStore) load() ([]*record, error) {
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".json") {
-			if strings.HasPrefix(name, ".tmp-") {
+			if atomicfile.IsTemp(name) {
 				// A write that never finished: the file it was to replace
 				// is still whole.
 				_ = os.Remove(filepath.Join(s.dir, name))
@@ -261,7 +261,7 @@ func (s *fileStore) save(id string, data []byte) error {
 	if err := s.moveAside(name, path); err != nil {
 		return err
 	}
-	if err := writeAtomic(s.create, path, data); err != nil {
+	if err := atomicfile.Write(path, data, &atomicfile.Options{CreateTemp: s.create}); err != nil {
 		return fmt.Errorf("writing session %s: %w", id, err)
 	}
 	return nil
@@ -293,58 +293,17 @@ func encodeRecord(rec *record) ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// tempFile is the file a write goes through before it is renamed into
-// place: an *os.File.
-type tempFile interface {
-	io.Writer
-	Sync() error
-	Close() error
-	Name() string
-}
+// createTemp makes the temporary files records are written through
+// (nil: os.CreateTemp); tests give one that fails as a full disk does.
+type createTemp = atomicfile.CreateTemp
 
-// createTemp makes a temporary file in dir, as os.CreateTemp does.
-type createTemp func(dir, pattern string) (tempFile, error)
+// tempFile is what createTemp makes.
+type tempFile = atomicfile.File
 
-func osCreateTemp(dir, pattern string) (tempFile, error) { return os.CreateTemp(dir, pattern) }
-
-// writeFileAtomic writes data to path: to a temporary file beside it,
-// synced, renamed over the old one, and the directory synced, so a crash
-// leaves the old file or the new one, never half of either.
+// writeFileAtomic writes data to path so that a crash leaves the old file
+// or the new one, never half of either.
 func writeFileAtomic(path string, data []byte) error {
-	return writeAtomic(nil, path, data)
-}
-
-// writeAtomic is writeFileAtomic through the temporary files create makes
-// (nil: os.CreateTemp). A write that fails takes its temporary file away:
-// on a full disk the old file stays whole and nothing is left beside it.
-// An error from syncing the directory comes after the rename, so the new
-// file may be in place.
-func writeAtomic(create createTemp, path string, data []byte) error {
-	if create == nil {
-		create = osCreateTemp
-	}
-	dir, name := filepath.Split(path)
-	tmp, err := create(dir, ".tmp-"+name+"-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		if rerr := os.Remove(tmp.Name()); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = errors.Join(err, fmt.Errorf("removing the temporary file: %w", rerr))
-		}
-		return err
-	}
-	return syncDir(filepath.Clean(dir))
+	return atomicfile.Write(path, data, nil)
 }
 
 func (s *fileStore) remove(id string) error {
@@ -352,14 +311,5 @@ func (s *fileStore) remove(id string) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(s.dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.SyncDir(s.dir)
 }

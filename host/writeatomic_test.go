@@ -5,8 +5,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"slices"
 	"syscall"
 	"testing"
 )
@@ -40,53 +38,6 @@ func (f failingFile) Close() error {
 		return errInjected
 	}
 	return err
-}
-
-// TestWriteAtomicLeavesNothingOnFailure checks that a write that fails at
-// any step leaves the old file whole and no temporary file beside it. The
-// rename is made to fail for real: the path is a directory that is not
-// empty.
-func TestWriteAtomicLeavesNothingOnFailure(t *testing.T) {
-	for _, step := range []string{"write", "sync", "close", "rename"} {
-		t.Run(step, func(t *testing.T) {
-			dir := t.TempDir()
-			path := filepath.Join(dir, "s1.json")
-			old := []byte(`{"old":true}`)
-			if step == "rename" {
-				if err := os.MkdirAll(filepath.Join(path, "in-the-way"), 0o700); err != nil {
-					t.Fatal(err)
-				}
-			} else if err := os.WriteFile(path, old, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			create := func(dir, pattern string) (tempFile, error) {
-				f, err := os.CreateTemp(dir, pattern)
-				if err != nil {
-					return nil, err
-				}
-				return failingFile{File: f, step: step}, nil
-			}
-			if err := writeAtomic(create, path, []byte(`{"new":true}`)); err == nil {
-				t.Fatal("the write did not fail")
-			}
-			entries, err := os.ReadDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var names []string
-			for _, e := range entries {
-				names = append(names, e.Name())
-			}
-			if !slices.Equal(names, []string{"s1.json"}) {
-				t.Errorf("the folder holds %v, want s1.json alone", names)
-			}
-			if step != "rename" {
-				if data, _ := os.ReadFile(path); string(data) != string(old) {
-					t.Errorf("the old file became %q", data)
-				}
-			}
-		})
-	}
 }
 
 // TestFileStoreSaveFails checks that the file store's save reports a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/events"
+	"github.com/ahpd/ahpd/internal/atomicfile"
 )
 
 // The deliveries that wait, kept across restarts: an append-only file of
@@ -267,32 +268,14 @@ func (st *store) append(lines [][]byte) error {
 // append to.
 func (st *store) rewrite(lines [][]byte) error {
 	st.broken = true
-	tmp, err := os.CreateTemp(st.dir, storeFile+".*.tmp")
-	if err != nil {
-		return err
-	}
 	data := bytes.Join(lines, nil)
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), st.path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.Write(st.path, data, nil); err != nil {
 		return err
-	}
-	if dir, err := os.Open(st.dir); err == nil {
-		_ = dir.Sync() // the rename lasts a crash
-		_ = dir.Close()
 	}
 	if st.f != nil {
 		_ = st.f.Close()
 	}
+	var err error
 	st.f, err = os.OpenFile(st.path, os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		st.f = nil

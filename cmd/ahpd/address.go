@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/internal/atomicfile"
 )
 
 // clientURL is the address a local client dials for a listener: an
@@ -31,19 +32,7 @@ func clientURL(addr net.Addr) string {
 func recordAddress(stateDir, url string) (func(), error) {
 	path := filepath.Join(stateDir, client.AddressFile)
 	data := []byte(url + "\n")
-	tmp, err := os.CreateTemp(stateDir, ".address-*")
-	if err != nil {
-		return nil, fmt.Errorf("recording the address: %w", err)
-	}
-	_, err = tmp.Write(data)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, data, nil); err != nil {
 		return nil, fmt.Errorf("recording the address: %w", err)
 	}
 	return func() {
