@@ -49,6 +49,28 @@ var routed = map[string]bool{
 	"ahpd/sessionStatus":      true,
 }
 
+// hostLocal are the methods the host a connection is on answers itself,
+// clustered or not, with why that is right. Every method of the table
+// (methods) is routed or here (TestEveryMethodRoutedOrLocal), so a new
+// one cannot be left to run on a host that does not hold its session
+// unawares.
+var hostLocal = map[string]string{
+	"initialize":                       "the connection's own",
+	"ping":                             "the connection's own",
+	"reconnect":                        "the connection's own",
+	"unsubscribe":                      "the connection's own subscriptions, those a holder serves included",
+	"listSessions":                     "the cluster's records and this host's catalogue, which every host reads",
+	"resolveSessionConfig":             "a backend's schema, the same on every host",
+	"sessionConfigCompletions":         "a backend's schema, the same on every host",
+	"ahpd/sessionEvents":               "the shared journal, which every host reads",
+	"ahpd/replaySession":               "the shared journal, which every host reads",
+	"ahpd/sessionEventCounts":          "the shared journal, which every host reads",
+	"ahpd/webhookLog":                  "this host's own deliveries",
+	"listAutomationTriggerDefinitions": "the engine's triggers, the same on every host",
+	"runAutomation":                    "a manual run runs on the host asked (CLUSTER.md)",
+	"fetchAutomationRuns":              "the runs this host made",
+}
+
 // asked are the routed methods that only read: they go to the session's
 // holder when it has one, and are answered here when nobody holds it,
 // taking nothing.
