@@ -222,6 +222,11 @@ func TestBrowser(t *testing.T) {
 	tab(t, ctx, "the asking session's page",
 		chromedp.Navigate(e.srv.URL+"/ui/session?uri=ahp-session:/asks"),
 		chromedp.WaitVisible(chromedp.CSS(`form.answer input[name="q.answer"]`)),
+		// Typed once the stream's first update has redrawn the form:
+		// typing into the form it replaces fails in the browser's
+		// protocol (a node that is gone), though the page keeps what
+		// was typed.
+		poll(`document.documentElement.dataset.synced === "on"`),
 		chromedp.SendKeys(chromedp.CSS(`form.answer input[name="q.answer"]`), "notes.txt"),
 	)
 	follow(t, ctx, "pressing Answer", `form.answer button[value="accept"]`)

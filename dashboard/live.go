@@ -55,9 +55,12 @@ func (s *sseWriter) write(text string) error {
 
 // follow calls update whenever c's states change, at most once per
 // throttle, and every KeepAlive, until the request ends, the host closes
-// the connection or update fails. update is called once first.
+// the connection or update fails. update is called once first, and then a
+// "synced" event says the page now shows the host as it is: the first
+// update redraws every part the page was drawn with, so the page's script
+// says "Live." (and marks the page data-synced) only after it.
 func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, throttle time.Duration, update func() error) {
-	if update() != nil {
+	if update() != nil || s.send("synced", struct{}{}) != nil {
 		return
 	}
 	keep := time.NewTicker(d.opts.KeepAlive)

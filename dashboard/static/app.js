@@ -41,14 +41,21 @@
     if (!el || !el.dataset.live || !window.EventSource) { return; }
     var state = document.querySelector(".live-state");
     var es = new EventSource(el.dataset.live);
-    es.addEventListener("open", function () { if (state) { state.textContent = "Live."; } });
-    es.addEventListener("error", function () { if (state) { state.textContent = "Reconnecting…"; } });
+    var root = document.documentElement;
+    es.addEventListener("synced", function () {
+      root.dataset.synced = "on";
+      if (state) { state.textContent = "Live."; }
+    });
+    es.addEventListener("error", function () {
+      delete root.dataset.synced;
+      if (state) { state.textContent = "Reconnecting…"; }
+    });
     es.addEventListener("rows", function (e) { put("rows", JSON.parse(e.data).rows); });
     ["conversation", "timeline", "actions", "status"].forEach(function (name) {
       es.addEventListener(name, function (e) { put(name, JSON.parse(e.data).html); });
     });
     es.addEventListener("end", function () { es.close(); });
-    document.documentElement.dataset.live = "on";
+    root.dataset.live = "on";
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
