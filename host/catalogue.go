@@ -3,6 +3,7 @@ package host
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -65,6 +66,17 @@ func (h *Host) openCatalogue() {
 		OnChange:  h.catalogueChanged,
 		Logger:    h.log,
 	})
+}
+
+// closeCatalogue stops the catalogue's watching, when it has one.
+func (h *Host) closeCatalogue() error {
+	if h.cat == nil {
+		return nil
+	}
+	if err := h.cat.Close(); err != nil {
+		return fmt.Errorf("closing the catalogue: %w", err)
+	}
+	return nil
 }
 
 // rootConfig is the root config a host with a catalogue offers: the

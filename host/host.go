@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,8 +334,22 @@ func New(opts Options) (*Host, error) {
 		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
 		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
 	}
+	// What New starts it stops, in reverse, when a later step fails: a
+	// failed New leaves nothing running.
+	var started []func()
+	unwind := func(err error) (*Host, error) {
+		for _, stop := range slices.Backward(started) {
+			stop()
+		}
+		return nil, err
+	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
+	started = append(started, h.writer.close)
 	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
+	started = append(started, h.pushes.close)
+	// The host's goroutines (the trees' sweep, the cluster's watches) end
+	// with its context.
+	started = append(started, func() { stop(); h.wg.Wait() })
 	_, memory := st.(memoryStore)
 	h.keepsRecords = !memory
 	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
@@ -352,25 +367,22 @@ func New(opts Options) (*Host, error) {
 		err = h.loadSessions(opts.Cluster != nil || h.stoppedCleanly(newest))
 	}
 	if err != nil {
-		stop()
-		h.pushes.close()
-		h.writer.close()
-		return nil, err
+		return unwind(err)
 	}
 	h.openCatalogue()
+	started = append(started, func() { _ = h.closeCatalogue() })
 	if opts.Cluster == nil {
 		// Another host may have made a tree this one has no record of yet.
 		h.sweepTrees()
 	}
 	h.keepScheduling() // before the automations' first pass
+	started = append(started, h.letGoAll)
 	if err := h.openAutomations(); err != nil {
-		stop()
-		h.pushes.close()
-		return nil, err
+		return unwind(err)
 	}
+	started = append(started, h.closeAutomations)
 	if err := h.joinCluster(); err != nil {
-		stop()
-		return nil, err
+		return unwind(err)
 	}
 	if records != nil {
 		h.wg.Add(1)
@@ -556,12 +568,10 @@ func (h *Host) Close(ctx context.Context) error {
 	h.letGoAll()
 	// The checkpoints just recorded are pushed, within a bound.
 	h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow))
-	if h.cat != nil {
-		if err := h.cat.Close(); err != nil {
-			mu.Lock()
-			errs = append(errs, fmt.Errorf("closing the catalogue: %w", err))
-			mu.Unlock()
-		}
+	if err := h.closeCatalogue(); err != nil {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
 	}
 	h.closeRelays()
 	h.endConnections()
