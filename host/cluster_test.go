@@ -343,6 +343,36 @@ func startTakenRemote(t testing.TB, c *hosttest.Client, on *clusterHost, session
 	})
 }
 
+// TestClusterReadsItsWrites: a session made and put to sleep through one
+// host is known at once to another, which has not yet heard of it through
+// its watch of the records: asked about it straight after, it answers for
+// it rather than that there is no such session. The other host's watch
+// is held back for the whole test.
+func TestClusterReadsItsWrites(t *testing.T) {
+	nc := clustertest.Start(t, 1)
+	shared := t.TempDir()
+	b := startClusterHostReaching(t, nc, 0, "b", shared)
+	held := make(chan struct{})
+	c := startClusterHostReaching(t, nc, 0, "c", shared, func(o *host.Options) { host.WithRecordsHeld(o, held) })
+	defer close(held)
+	cb, cc := b.client("cb"), c.client("cc")
+	for i := range 3 {
+		session := fmt.Sprintf("ahp-session:/ryw%d", i)
+		chat := protocol.DefaultChatURI(session)
+		cb.MustCall("createSession", map[string]any{
+			"channel": session, "provider": "script",
+			"workingDirectories": []string{"file://" + shared},
+		})
+		cb.Subscribe(chat)
+		send(t, cb, chat, "t1", "say one")
+		cb.MustCall("unsubscribe", map[string]any{"channel": chat})
+		cb.MustCall("ahpd/suspendSession", map[string]any{"channel": session})
+		if st, on := clusterStatus(t, cc, session); st != "inactive" || on != "" {
+			t.Fatalf("round %d: through the other host, status = %s on %q, want inactive on none", i, st, on)
+		}
+	}
+}
+
 // TestClusterWakeRace: two hosts reaching a sleeping session's folder are
 // asked to wake it at once (one of them twice); exactly one takes it, the
 // other forwards to it, and messages through both reach the one holding it.

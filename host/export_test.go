@@ -293,6 +293,10 @@ func WithPushDrain(o *Options, d time.Duration) { o.pushDrain = d }
 // WithKillWait sets how long Close waits for the agents it killed.
 func WithKillWait(o *Options, d time.Duration) { o.killWait = d }
 
+// WithRecordsHeld has the host take no record change from the cluster's
+// watch until held is closed.
+func WithRecordsHeld(o *Options, held <-chan struct{}) { o.recordsHeld = held }
+
 // Relays is how many relays of other hosts' connections the host keeps.
 func (h *Host) Relays() int {
 	h.relays.mu.Lock()

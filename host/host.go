@@ -155,6 +155,9 @@ type Options struct {
 	// what it killed before it gives up on it, for tests: on a loaded
 	// machine a killed turn takes more than a second to end.
 	killWait time.Duration
+	// recordsHeld, when set, holds back the cluster's record changes from
+	// the watch until it is closed (a watch slower than any request).
+	recordsHeld <-chan struct{}
 }
 
 // Host serves sessions to clients.

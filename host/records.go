@@ -90,6 +90,13 @@ func (h *Host) followRecords() (<-chan cluster.RecordChange, error) {
 // closes.
 func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
 	defer h.wg.Done()
+	if held := h.opts.recordsHeld; held != nil {
+		select {
+		case <-held:
+		case <-h.ctx.Done():
+			return
+		}
+	}
 	for c := range ch {
 		if c.Host == h.hostID() {
 			continue
@@ -103,15 +110,17 @@ func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
 			h.log.Debug("passing over a record another host wrote that this one cannot read", "session", c.Session, "err", err)
 			continue
 		}
-		h.recordChanged(rec)
+		h.recordChanged(rec, c.Rev)
 	}
 }
 
-// recordChanged takes a record another host wrote: a session it made is
-// added here, one this host has asleep is made again from it. A session
-// this host holds, or has a client using, is left alone: this host is its
-// writer, or will make it again when it takes it (fresh).
-func (h *Host) recordChanged(rec *record) {
+// recordChanged takes a record another host wrote, of revision rev: a
+// session it made is added here, one this host has asleep is made again
+// from it. A session this host holds, or has a client using, is left
+// alone: this host is its writer, or will make it again when it takes it
+// (fresh). So is one made from this revision of the record or a later one
+// (learnRecord reads records ahead of the watch).
+func (h *Host) recordChanged(rec *record, rev uint64) {
 	id := idOf(rec.URI)
 	if h.leases.get(id) != nil {
 		return
@@ -119,9 +128,9 @@ func (h *Host) recordChanged(rec *record) {
 	old := h.byID(id)
 	if old != nil {
 		old.mu.Lock()
-		unused := old.unusedLocked()
+		unused, newer := old.unusedLocked(), old.recordRev >= rev
 		old.unlock()
-		if !unused {
+		if !unused || newer {
 			return
 		}
 	}
@@ -130,6 +139,7 @@ func (h *Host) recordChanged(rec *record) {
 		h.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
 		return
 	}
+	s.recordRev = rev // s is not shared yet
 	if !h.replaceSession(old, s) {
 		return
 	}

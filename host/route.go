@@ -99,6 +99,9 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 	if id == "" {
 		return false, nil, nil
 	}
+	if req.Method() != "createSession" {
+		h.learnRecord(ctx, id)
+	}
 	var dead, tried []string // hosts placement chose that did not answer (twice, once)
 	for {
 		holder, placed, err := h.where(ctx, c, req.Method(), id, p, dead)
@@ -222,6 +225,28 @@ func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p ch
 		}
 	}
 	return h.claim(ctx, id)
+}
+
+// learnRecord reads the record of a session this host does not know from
+// the cluster, and takes it as a change another host made, before a
+// request for it is routed: a client that made a session on one host and
+// asks another about it at once must not be told there is no such
+// session because the record has not come through this host's watch yet
+// (the watch brings the same record later, and older ones, which are
+// passed over: recordChanged).
+func (h *Host) learnRecord(ctx context.Context, id string) {
+	if h.byID(id) != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
+	data, rev, ok, err := h.opts.Cluster.Record(ctx, id)
+	if err != nil || !ok {
+		return
+	}
+	if rec, err := decodeRecord(data); err == nil && idOf(rec.URI) == id {
+		h.recordChanged(rec, rev)
+	}
 }
 
 // foldersOf returns the folders of a session this host has a record of.

@@ -65,6 +65,11 @@ type session struct {
 	// saveGen numbers the encodings of the record: a write's result is
 	// taken for the newest only.
 	saveGen uint64
+	// recordRev is the cluster revision of the record another host wrote
+	// that the session was made from (0: none, or not known): a change
+	// the cluster's watch brings no newer than it is passed over
+	// (records.go).
+	recordRev uint64
 
 	// Residency (residency.go). A client using the session pins it, so it
 	// never falls asleep under a client; falling is closed when a session
