@@ -244,8 +244,15 @@ func (h *Host) learnRecord(ctx context.Context, id string) {
 	if err != nil || !ok {
 		return
 	}
-	if rec, err := decodeRecord(data); err == nil && idOf(rec.URI) == id {
-		h.recordChanged(rec, rev)
+	rec, err := decodeRecord(data)
+	if err != nil || idOf(rec.URI) != id {
+		return
+	}
+	h.recordChanged(rec, rev)
+	// A removal the watch brought between the read and now found nothing
+	// to remove: asked again, the bucket says so.
+	if _, _, still, err := h.opts.Cluster.Record(ctx, id); err == nil && !still {
+		h.recordRemoved(id)
 	}
 }
 
