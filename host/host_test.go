@@ -30,6 +30,15 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(lockcheck.Checked(m))
 }
 
+// slow skips a test of seconds in a -short run, which is for a quick look
+// at the package (docs/ARCHITECTURE.md); the full suite, and CI, run it.
+func slow(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("takes seconds: runs without -short")
+	}
+}
+
 // testHost is a host serving on a real WebSocket on 127.0.0.1.
 type testHost struct {
 	t     testing.TB

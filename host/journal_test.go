@@ -117,6 +117,7 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 // actions than the host keeps in memory is replayed them from the
 // journal, not sent snapshots, and ends where a fresh snapshot is.
 func TestAwayClientIsReplayedFromTheJournal(t *testing.T) {
+	slow(t)
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j), func(o *host.Options) { o.Replay = 16 })
 	c := th.client("c1")

@@ -23,6 +23,7 @@ var oversizedMB = flag.Int("oversized-mb", 8, "the size of TestOversizedIdentifi
 // each error). The cost, under the race detector, is in the bytes: 8 MB
 // proves the same as 30 in a quarter of the time.
 func TestOversizedIdentifiers(t *testing.T) {
+	slow(t)
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -95,6 +96,7 @@ func echoOf(t *testing.T, c *hosttest.Client, seq int64) *protocol.ActionEnvelop
 // git repository, and it comes back after a restart. "a..b" was taken and
 // every turn in it failed.
 func TestOddSessionIDs(t *testing.T) {
+	slow(t)
 	state := t.TempDir()
 	th := startHost(t, state)
 	repo := newRepo(t)

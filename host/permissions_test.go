@@ -145,6 +145,7 @@ func TestPermissionsInTheTurn(t *testing.T) {
 // TestPermissionsDefault: the daemon's permissions are a session's when
 // its config sets none, and its config's replace them.
 func TestPermissionsDefault(t *testing.T) {
+	slow(t)
 	th := startHost(t, "", func(o *host.Options) {
 		o.Permissions = plugins.Permissions{Mode: plugins.ModeBypass, Deny: []string{"write(secret*)"}}
 	})

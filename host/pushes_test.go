@@ -204,6 +204,7 @@ func TestPushCheckpointsNoSuchRemote(t *testing.T) {
 // as a shared layout of repositories has it), so its next checkpoint
 // follows the ones before instead of starting a new history.
 func TestFetchCheckpointsOnWake(t *testing.T) {
+	slow(t)
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
 	git(t, repo, "push", "-q", "origin", "HEAD:refs/heads/main")
