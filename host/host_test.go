@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 // slow skips a test of seconds in a -short run, which is for a quick look
-// at the package (docs/ARCHITECTURE.md); the full suite, and CI, run it.
+// at the package (README.md, Test); the full suite, and CI, run it.
 func slow(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
