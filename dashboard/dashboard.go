@@ -20,11 +20,19 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
+// Connector opens AHP connections to a host from inside the process,
+// acting for a person: *host.Host is one (host.Connect). The dashboard
+// reaches the host through it alone, so a page can do nothing that
+// person could not do over a WebSocket.
+type Connector interface {
+	Connect(cred grants.Credential) (io.ReadWriteCloser, error)
+}
+
 // Options configure the dashboard. Host is required; the rest may be
 // zero.
 type Options struct {
 	// Host is the host the pages show.
-	Host *host.Host
+	Host Connector
 	// Auth names who signs in from their token, as it does for the
 	// host's WebSocket clients; nil takes everybody as the host.
 	Auth *grants.Authenticator

@@ -18,10 +18,18 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
+// Connector opens AHP connections to a host from inside the process,
+// acting for a person: *host.Host is one (host.Connect). The API reaches
+// the host through it alone, so a request can do nothing its token's
+// person could not do over a WebSocket.
+type Connector interface {
+	Connect(cred grants.Credential) (io.ReadWriteCloser, error)
+}
+
 // Options configure the API. Host is required; the rest may be zero.
 type Options struct {
 	// Host is the host requests act on.
-	Host *host.Host
+	Host Connector
 	// Auth names who a request acts for from its token, as it does for
 	// the host's WebSocket clients; nil takes every request as the host.
 	Auth *grants.Authenticator
