@@ -1,11 +1,18 @@
-// Package host is ahpd's session host. It owns the sessions (their
-// registry, the order they are made and disposed in, their chats), the
-// serverSeq journal and the fan-out of every change to the connections
-// subscribed to it, the store that keeps sessions across restarts, and the
-// JSON-RPC surface clients reach it by, over WebSocket and stdio.
+// Package host is ahpd's session host. It owns the sessions: their
+// registry and listing order, their state and their chats' (one lock per
+// session guards both), the outbox through which a change reaches the rest
+// of the host once that lock is let go, the store of their records (files
+// in the state directory, or the cluster's records), their residency and
+// their git work. With a journal, every action a session emits is written
+// to it before any client is sent it (journal.go). It owns the connections
+// and the JSON-RPC surface, over WebSocket, stdio and in-process streams
+// (Connect); with a cluster, each method runs on the host that holds its
+// session or on the host the connection is on, as route.go declares.
 //
 // It knows no backend's details: agents are reached through package
-// plugins, and a chat's turns are run by package chats.
+// plugins, a chat's turns are run by package chats, frames are numbered and
+// sent by package fanout, and git is reached through packages worktree and
+// checkpoints.
 package host
 
 import (

@@ -16,11 +16,14 @@ import (
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
-// session is one session: its state, its chats, and what the store keeps
-// of it. s.mu is the session's one lock: it guards the session state, every
-// chat's state (package chats relies on it through chats.Owner), and the
-// record. Publishing happens under it, so a session's changes go out in the
-// order they happened.
+// session is one session: its state, its chats, the record the store
+// keeps of it, its residency, and its queues of git work and checkpoint
+// captures. s.mu is the session's one lock: it guards the session state,
+// every chat's state (package chats relies on it through chats.Owner), the
+// record and those queues. A change made under it queues what it means for
+// the rest of the host in s.out (actions to journal and publish, record
+// writes, events), and s.unlock hands that on holding no lock, in the
+// order the changes happened (outbox.go).
 type session struct {
 	h        *Host
 	uri      string // the URI the client created it under; every client is answered under it
