@@ -23,6 +23,7 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
+	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
@@ -322,7 +323,9 @@ func connectionToken(cfg *config, log *slog.Logger) (token, kept string, err err
 		return "", "", err
 	}
 	token = hex.EncodeToString(b)
-	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+	// Whole or not at all: a token cut short by a crash would lock out
+	// every client that read it from the file.
+	if err := atomicfile.Write(path, []byte(token+"\n"), &atomicfile.Options{Perm: 0o600}); err != nil {
 		return "", "", fmt.Errorf("keeping the connection token: %w", err)
 	}
 	log.Info("generated a connection token", "file", path)
