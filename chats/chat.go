@@ -6,7 +6,8 @@
 // A chat's state has no lock of its own. Its owner (the host's session)
 // holds one lock for the session and every chat in it; the methods
 // documented as "called with the owner's lock held" rely on it, and
-// everything the turn runner does goes through Owner.Emit, which takes it.
+// everything the turn runner does to the state runs inside Owner.Do,
+// which takes it, and changes the state through Owner.Emit.
 // The chat's own lock, agentMu, covers only its agent's start and close,
 // and is never held with the owner's.
 package chats
