@@ -12,6 +12,8 @@ import (
 	"github.com/ahpd/ahpd/host/hosttest"
 
 	"github.com/ahpd/ahpd/protocol"
+
+	"github.com/ahpd/ahpd/internal/testwait"
 )
 
 var oversizedMB = flag.Int("oversized-mb", 8, "the size of TestOversizedIdentifiers' identifiers, in MB (a hostile guest sent 30, under the 32 MB message limit)")
@@ -65,14 +67,19 @@ func TestOversizedIdentifiers(t *testing.T) {
 	if raw, _ := e.Action.(*protocol.Unknown); raw == nil || len(raw.Raw) > 1024 {
 		t.Errorf("the refusal carried %T back", e.Action)
 	}
-	runtime.GC()
-	var after runtime.MemStats
-	runtime.ReadMemStats(&after)
 	// About two copies of an identifier may stay, as the 64 MB allowed
-	// with 30 MB did: not the dozens that quoting them in errors kept.
-	if grown := int64(after.HeapAlloc) - int64(before.HeapAlloc); grown > int64(2*size+4<<20) {
-		t.Errorf("the heap grew by %d MB and stayed, with identifiers of %d MB", grown>>20, size>>20)
-	}
+	// with 30 MB did: not the dozens that quoting them in errors kept. The
+	// rest goes once the host is done with the requests, which may be
+	// after their answers came (a connection's reader holds its last
+	// frame until the next; under load it failed once at 25 MB measured
+	// straight after), so it is waited for.
+	bound := int64(2*size + 4<<20)
+	testwait.Until(t, fmt.Sprintf("the heap to come back within %d MB of where it was, with identifiers of %d MB", bound>>20, size>>20), func() bool {
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		return int64(after.HeapAlloc)-int64(before.HeapAlloc) <= bound
+	})
 }
 
 // echoOf waits for the echo of the client's action seq.
