@@ -171,10 +171,10 @@ func (c *Chat) State() *protocol.ChatState { return c.state }
 
 // ForgetTurns drops the finished turns the state holds, as a chat falling
 // asleep does: they are the heap a sleeping session must not keep, and
-// they come back from the backend's transcript (chat/turnsLoaded). It is
-// the one change not made by an action: nobody watches a chat as it
-// falls asleep, so there is nobody to tell. Called with the owner's lock
-// held, with no turn running.
+// the owner puts them back when the chat is loaded again (RestoreTurns).
+// It and RestoreTurns are the changes not made by an action: nobody
+// watches a chat as it falls asleep, so there is nobody to tell. Called
+// with the owner's lock held, with no turn running.
 //
 // A chat whose agent took the conversation with it (it could not resume
 // it, and died or was let go) keeps its turns: no backend has them.
