@@ -1,9 +1,9 @@
 // Package clustertest starts a NATS cluster of embedded servers on
 // loopback for tests: each node with its own JetStream store directory,
 // client and route ports chosen free, routes to every other node, and a
-// user and password that clients must present. It is for tests only (this
-// package's and the host's); everything it starts is shut down when the
-// test ends.
+// user and password that clients must present. It is for tests only (the
+// cluster's, the host's and the daemon's); everything it starts is shut
+// down when the test ends.
 //
 // It owns the servers, not the connections made to them: Connect's are
 // closed at cleanup too, but a caller's own connections are the caller's.
