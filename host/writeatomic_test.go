@@ -2,43 +2,11 @@ package host
 
 import (
 	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"syscall"
 	"testing"
 )
-
-// failingFile is a real temporary file one of whose steps fails.
-type failingFile struct {
-	*os.File
-	step string
-}
-
-var errInjected = errors.New("injected failure")
-
-func (f failingFile) Write(p []byte) (int, error) {
-	if f.step == "write" {
-		n, _ := f.File.Write(p[:len(p)/2])
-		return n, &fs.PathError{Op: "write", Path: f.Name(), Err: syscall.ENOSPC}
-	}
-	return f.File.Write(p)
-}
-
-func (f failingFile) Sync() error {
-	if f.step == "sync" {
-		return errInjected
-	}
-	return f.File.Sync()
-}
-
-func (f failingFile) Close() error {
-	err := f.File.Close()
-	if f.step == "close" {
-		return errInjected
-	}
-	return err
-}
 
 // TestFileStoreSaveFails checks that the file store's save reports a
 // failed write, wrapped with the session it was for, and leaves the
@@ -52,7 +20,7 @@ func TestFileStoreSaveFails(t *testing.T) {
 		case err != nil:
 			return nil, err
 		case full:
-			return failingFile{File: f, step: "write"}, nil
+			return fullFile{f}, nil
 		}
 		return f, nil
 	})
