@@ -33,6 +33,15 @@ func (d *Dashboard) sessionAction(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusBadRequest, Message: "op is one of wake, suspend, cancel, archive or unarchive."})
 		return
 	}
+	d.writeSession(w, r, uri, chat, op, func(ctx context.Context, c *client.Client) error {
+		return run(ctx, c, uri, chat)
+	})
+}
+
+// writeSession does a form's write to a session: through the person's
+// own connection, refused first if their grants refuse op (checkWrite),
+// then back to the session's page (its chat's, when the form named one).
+func (d *Dashboard) writeSession(w http.ResponseWriter, r *http.Request, uri, chat, op string, do func(context.Context, *client.Client) error) {
 	c, err := d.connect(r)
 	if err != nil {
 		d.fail(w, r, err)
@@ -43,7 +52,7 @@ func (d *Dashboard) sessionAction(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	if err := run(r.Context(), c, uri, chat); err != nil {
+	if err := do(r.Context(), c); err != nil {
 		d.fail(w, r, err)
 		return
 	}

@@ -119,25 +119,9 @@ func (d *Dashboard) respond(w http.ResponseWriter, r *http.Request, op, idField 
 		d.fail(w, r, &pageError{Status: http.StatusBadRequest, Message: "That is not a session's URI."})
 		return
 	}
-	c, err := d.connect(r)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	defer c.Close()
-	if err := d.checkWrite(r.Context(), c, viewerOf(r), uri, op); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if err := answer(r.Context(), c, uri, id, f, build); err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	q := url.Values{}
-	if chat != "" {
-		q.Set("chat", chat)
-	}
-	http.Redirect(w, r, sessionLink(uri, q), http.StatusSeeOther)
+	d.writeSession(w, r, uri, chat, op, func(ctx context.Context, c *client.Client) error {
+		return answer(ctx, c, uri, id, f, build)
+	})
 }
 
 // answer finds id in the session and sends build's answer to it.
