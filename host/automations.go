@@ -14,6 +14,7 @@ import (
 
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -93,8 +94,8 @@ func (h *Host) automationCapabilities() *protocol.AutomationCapabilities {
 }
 
 // automationOwner is whose automations a connection sees and makes.
-func (h *Host) automationOwner(c *conn) string {
-	return principalString(h.directory().Owner(c.principal))
+func (h *Host) automationOwner(c *conn.Conn) string {
+	return principalString(h.directory().Owner(c.Principal()))
 }
 
 // isAutomationChannel reports whether a channel is the automation
@@ -107,7 +108,7 @@ func isAutomationChannel(channel string) bool {
 // holding none of the engine's locks). The catalogue is per owner: each
 // change goes to the subscribers it belongs to.
 func (h *Host) automationChanged(ch automations.Change) {
-	mine := func(s fanout.Subscriber) bool { return h.automationOwner(s.(*conn)) == ch.Owner }
+	mine := func(s fanout.Subscriber) bool { return h.automationOwner(s.(*conn.Conn)) == ch.Owner }
 	switch {
 	case ch.Entry != nil:
 		h.bus.PublishTo(automations.CatalogueURI, &protocol.AutomationSetAction{Automation: *ch.Entry}, mine)
@@ -125,7 +126,7 @@ func (h *Host) automationChanged(ch automations.Change) {
 }
 
 // attachAutomation subscribes c to the catalogue or to one of its runs.
-func (h *Host) attachAutomation(c *conn, channel, requestID string) (protocol.Snapshot, error) {
+func (h *Host) attachAutomation(c *conn.Conn, channel, requestID string) (protocol.Snapshot, error) {
 	if err := h.check(c, grants.SessionList, grants.Principal{}); err != nil {
 		return protocol.Snapshot{}, err
 	}
@@ -149,7 +150,7 @@ func (h *Host) attachAutomation(c *conn, channel, requestID string) (protocol.Sn
 }
 
 // automationExists reports whether c may subscribe to an automation channel.
-func (h *Host) automationExists(c *conn, channel string) bool {
+func (h *Host) automationExists(c *conn.Conn, channel string) bool {
 	if channel == automations.CatalogueURI {
 		return true
 	}
@@ -160,7 +161,7 @@ func (h *Host) automationExists(c *conn, channel string) bool {
 // dispatchAutomation takes a client's automation action: the engine does
 // what it asks and publishes the result; the action is echoed to its
 // sender, refused with the reason when it could not be done.
-func (h *Host) dispatchAutomation(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin) {
+func (h *Host) dispatchAutomation(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin) {
 	owner := h.automationOwner(c)
 	var err error
 	switch a := a.(type) {
@@ -214,7 +215,7 @@ func (h *Host) dispatchAutomation(c *conn, channel string, a protocol.Action, or
 	h.refuse(c, channel, a, origin, fmt.Sprintf("%s does not belong on channel %s", a.Type(), channel))
 }
 
-func (h *Host) echoAutomation(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, err error) {
+func (h *Host) echoAutomation(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, err error) {
 	if err != nil {
 		h.refuse(c, channel, a, origin, err.Error())
 		return
@@ -225,7 +226,7 @@ func (h *Host) echoAutomation(c *conn, channel string, a protocol.Action, origin
 // checkAutomationPlaces checks what a definition reaches against the
 // owner's roots and the host's providers now, as createSession would at
 // each run (where it is checked again).
-func (h *Host) checkAutomationPlaces(c *conn, def protocol.AutomationDefinition) error {
+func (h *Host) checkAutomationPlaces(c *conn.Conn, def protocol.AutomationDefinition) error {
 	if p := def.Session.Provider; p != nil {
 		if _, ok := h.opts.Backends.Get(*p); !ok {
 			return fmt.Errorf("no provider %s on this host (it has %s)", protocol.Quote(*p), strings.Join(h.opts.Backends.Providers(), ", "))
@@ -236,12 +237,12 @@ func (h *Host) checkAutomationPlaces(c *conn, def protocol.AutomationDefinition)
 		if err != nil {
 			return fmt.Errorf("session.workingDirectories[%d]: %v", i, err)
 		}
-		if err := h.checkRoots("automation", c.principal, dir); err != nil {
+		if err := h.checkRoots("automation", c.Principal(), dir); err != nil {
 			return err
 		}
 	}
 	for _, p := range automations.WatchedPaths(def) {
-		if err := h.checkRoots("automation", c.principal, p); err != nil {
+		if err := h.checkRoots("automation", c.Principal(), p); err != nil {
 			return err
 		}
 	}
@@ -259,7 +260,7 @@ func automationError(method string, err error) error {
 	return protocol.Errorf(protocol.CodeInternalError, "%s: %v", method, err)
 }
 
-func (h *Host) listAutomationTriggerDefinitions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) listAutomationTriggerDefinitions(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.ListAutomationTriggerDefinitionsParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -267,7 +268,7 @@ func (h *Host) listAutomationTriggerDefinitions(ctx context.Context, c *conn, re
 	return protocol.ListAutomationTriggerDefinitionsResult{Items: automations.TriggerDefinitions()}, nil
 }
 
-func (h *Host) runAutomation(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) runAutomation(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.RunAutomationParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -279,7 +280,7 @@ func (h *Host) runAutomation(ctx context.Context, c *conn, req *jrpc2.Request) (
 	return protocol.RunAutomationResult{Resource: run}, nil
 }
 
-func (h *Host) fetchAutomationRuns(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) fetchAutomationRuns(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.FetchAutomationRunsParams
 	if err := params(req, &p); err != nil {
 		return nil, err

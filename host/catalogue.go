@@ -15,6 +15,7 @@ import (
 
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -427,7 +428,7 @@ const catalogueWait = 10 * time.Second
 // so that a client naming an external session as ahpd starts (a client
 // reconnecting after a restart) finds it rather than being told there is
 // none. It reports whether the host has a catalogue.
-func (h *Host) awaitCatalogue(c *conn) bool {
+func (h *Host) awaitCatalogue(c *conn.Conn) bool {
 	if h.cat == nil {
 		return false
 	}
@@ -440,7 +441,7 @@ func (h *Host) awaitCatalogue(c *conn) bool {
 	defer t.Stop()
 	select {
 	case <-h.cat.Ready():
-	case <-c.ctx.Done():
+	case <-c.Context().Done():
 	case <-t.C:
 	}
 	return true

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -14,9 +15,9 @@ type channel interface {
 	// under the state's lock, the subscription queued in its outbox right
 	// behind the changes the snapshot holds, so the client gets every
 	// change after fromSeq and none before it.
-	attach(ctx context.Context, c *conn, requestID string) (protocol.Snapshot, error)
+	attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error)
 	// dispatch takes a client's action, its grant and kind checked.
-	dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin)
+	dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin)
 }
 
 type rootChannel struct{ h *Host }
@@ -34,7 +35,7 @@ type chatChannel struct {
 
 // resolve returns the channel uri names, as c may see it. An external
 // session is opened: a client names one it was listed.
-func (h *Host) resolve(c *conn, uri string) (channel, error) {
+func (h *Host) resolve(c *conn.Conn, uri string) (channel, error) {
 	kind, err := protocol.ClassifyChannel(uri)
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
@@ -58,7 +59,7 @@ func (h *Host) resolve(c *conn, uri string) (channel, error) {
 	return nil, protocol.Errorf(protocol.CodeNotFound, "this host has no channel %s", uri)
 }
 
-func (r rootChannel) attach(ctx context.Context, c *conn, requestID string) (protocol.Snapshot, error) {
+func (r rootChannel) attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error) {
 	h := r.h
 	h.rootMu.Lock()
 	state := h.root
@@ -68,11 +69,11 @@ func (r rootChannel) attach(ctx context.Context, c *conn, requestID string) (pro
 	return protocol.Snapshot{Resource: protocol.RootURI, State: state, FromSeq: <-seq}, nil
 }
 
-func (r rootChannel) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+func (r rootChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	r.h.dispatchRoot(c, a, origin)
 }
 
-func (sc sessionChannel) attach(ctx context.Context, c *conn, requestID string) (protocol.Snapshot, error) {
+func (sc sessionChannel) attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error) {
 	s := sc.s
 	s.pin(true)
 	defer s.unpin()
@@ -87,17 +88,17 @@ func (sc sessionChannel) attach(ctx context.Context, c *conn, requestID string) 
 	return protocol.Snapshot{Resource: s.uri, State: state, FromSeq: seq()}, nil
 }
 
-func (sc sessionChannel) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+func (sc sessionChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	sc.s.dispatch(c, a, origin)
 }
 
-func (cc chatChannel) attach(ctx context.Context, c *conn, requestID string) (protocol.Snapshot, error) {
+func (cc chatChannel) attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error) {
 	return cc.attachView(ctx, c, requestID, 0)
 }
 
 // attachView is attach giving c the chat's last turns finished turns
 // only, when turns > 0 (view.go).
-func (cc chatChannel) attachView(ctx context.Context, c *conn, requestID string, turns int) (protocol.Snapshot, error) {
+func (cc chatChannel) attachView(ctx context.Context, c *conn.Conn, requestID string, turns int) (protocol.Snapshot, error) {
 	s, e := cc.s, cc.e
 	s.pin(true)
 	defer s.unpin()
@@ -114,6 +115,6 @@ func (cc chatChannel) attachView(ctx context.Context, c *conn, requestID string,
 	return protocol.Snapshot{Resource: cc.uri, State: state, FromSeq: seq()}, nil
 }
 
-func (cc chatChannel) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+func (cc chatChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	cc.s.dispatchChat(c, cc.e, a, origin)
 }

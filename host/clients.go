@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -34,15 +35,15 @@ type client struct {
 // joinClient records that c is initialized as clientID, speaking version.
 // A client id taken by somebody else with a connection open is refused:
 // the id names the provisional sessions it made.
-func (h *Host) joinClient(c *conn, clientID, version string) error {
+func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
-	if cl != nil && cl.conns > 0 && cl.principal != c.principal {
+	if cl != nil && cl.conns > 0 && cl.principal != c.Principal() {
 		return protocol.Errorf(protocol.CodeInvalidParams, "invalid params for initialize: clientId: %s is in use by another principal", protocol.Quote(clientID))
 	}
-	if cl == nil || cl.principal != c.principal {
-		cl = &client{principal: c.principal}
+	if cl == nil || cl.principal != c.Principal() {
+		cl = &client{principal: c.Principal()}
 		h.clients[clientID] = cl
 	}
 	cl.version = version
@@ -53,11 +54,11 @@ func (h *Host) joinClient(c *conn, clientID, version string) error {
 // rejoinClient records that c reconnects as clientID and returns the
 // version it negotiated. An id the host does not remember, or remembers
 // for somebody else, is -32008.
-func (h *Host) rejoinClient(c *conn, clientID string) (string, error) {
+func (h *Host) rejoinClient(c *conn.Conn, clientID string) (string, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
-	if cl == nil || cl.principal != c.principal {
+	if cl == nil || cl.principal != c.Principal() {
 		return "", protocol.Errorf(protocol.CodeNotFound, "client %s is not known to this host (it restarted, or the client was away too long): send initialize", protocol.Quote(clientID))
 	}
 	cl.conns++

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -286,7 +287,7 @@ func (h *Host) holderOf(ctx context.Context, id string) (string, error) {
 
 // clusterStatus answers ahpd/sessionStatus for the cluster: active, with
 // the host in _meta, when any host holds the session.
-func (h *Host) clusterStatus(ctx context.Context, c *conn, uri string) (statusResult, error) {
+func (h *Host) clusterStatus(ctx context.Context, c *conn.Conn, uri string) (statusResult, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return statusResult{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}

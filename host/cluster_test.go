@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/cluster"
@@ -17,8 +20,6 @@ import (
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterHost is a host sharing sessions through a NATS cluster.

@@ -6,10 +6,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // resolveConfig returns a session's config schema and values: isolation,

@@ -1,12 +1,11 @@
 package host
 
 import (
-	"bufio"
 	"io"
+	"time"
 
 	"github.com/ahpd/ahpd/grants"
-
-	"github.com/ahpd/ahpd/internal/lockcheck"
+	"github.com/ahpd/ahpd/host/conn"
 )
 
 // Connect opens a connection to the host from inside the process, acting
@@ -24,14 +23,12 @@ func (h *Host) Connect(cred grants.Credential) (io.ReadWriteCloser, error) {
 func (h *Host) connect(cred grants.Credential, from string) (io.ReadWriteCloser, error) {
 	toHostR, toHostW := io.Pipe()
 	fromHostR, fromHostW := io.Pipe()
-	t := &stdioTransport{mu: lockcheck.Mutex{Class: "transport"}, r: bufio.NewReaderSize(toHostR, 64<<10), w: fromHostW, limit: h.opts.Limits.MessageBytes}
-	c, err := h.admit(t, true, cred)
+	c, err := h.admit(conn.Lines(toHostR, fromHostW, h.opts.Limits.MessageBytes), true, cred, from)
 	if err != nil {
 		return nil, err
 	}
-	c.forwardedFrom = from
-	go h.serve(c)
-	return &selfStream{Reader: fromHostR, w: toHostW, r: fromHostR, done: c.done}, nil
+	c.Start(h.dispatch)
+	return &selfStream{Reader: fromHostR, w: toHostW, r: fromHostR, done: c.Done()}, nil
 }
 
 // selfStream is the far end of a connection the host serves to itself:
@@ -50,4 +47,29 @@ func (s *selfStream) Close() error {
 	_ = s.r.Close()
 	<-s.done
 	return nil
+}
+
+// finishTime is how long shutdown waits for connections to answer what
+// they took and write their last words before it cuts them.
+const finishTime = 3 * time.Second
+
+// endConnections finishes every connection: none takes a request more,
+// those taken are answered and what is queued is written. One not done in
+// finishTime is cut.
+func (h *Host) endConnections() {
+	conns := h.connList()
+	for _, c := range conns {
+		c.DrainInput("ahpd is shutting down")
+	}
+	late := time.NewTimer(finishTime)
+	defer late.Stop()
+	for _, c := range conns {
+		select {
+		case <-c.Done():
+		case <-late.C:
+			late.Reset(0)
+			h.metrics.cutFor(conn.CutShutdown)
+			c.Cut(conn.ClosePolicy, "ahpd is shutting down")
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -23,7 +24,7 @@ type createSpec struct {
 // readCreate checks a createSession request and settles what the session
 // is made of: its provider, its folders (inside the caller's roots), its
 // config, and whose it is and what it is charged to, for good.
-func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec, error) {
+func (h *Host) readCreate(c *conn.Conn, p *protocol.CreateSessionParams) (*createSpec, error) {
 	su, err := protocol.ParseSessionURI(p.Channel)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: channel: %v", err)
@@ -48,7 +49,7 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 	if spec.dirs, err = h.createDirs(c, p.WorkingDirectories); err != nil {
 		return nil, err
 	}
-	config, ignored := h.resolveConfig(backend, p.Config, c.principal, spec.dirs[0])
+	config, ignored := h.resolveConfig(backend, p.Config, c.Principal(), spec.dirs[0])
 	if len(ignored) > 0 && strictConfig(p.Meta) {
 		if why := strictRefusal(config, p.Config, spec.provider); why != "" {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: %s", why)
@@ -59,7 +60,7 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 	}
 	spec.config = config
 	dir := h.directory()
-	spec.owner = principalString(dir.Owner(c.principal))
+	spec.owner = principalString(dir.Owner(c.Principal()))
 	// A scope asked for is checked as asked, not replaced by the default.
 	var requested string
 	if v, ok := p.Config[keyScope]; ok {
@@ -69,7 +70,7 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 	} else {
 		_ = jsonUnmarshal(config.Values[keyScope], &requested)
 	}
-	scope, err := dir.Scope(c.principal, requested)
+	scope, err := dir.Scope(c.Principal(), requested)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: config.scope: %v", err)
 	}
@@ -79,7 +80,7 @@ func (h *Host) readCreate(c *conn, p *protocol.CreateSessionParams) (*createSpec
 
 // createDirs returns a new session's folders: those asked for, each once
 // and inside the caller's roots, or the host's default.
-func (h *Host) createDirs(c *conn, uris []protocol.URI) ([]string, error) {
+func (h *Host) createDirs(c *conn.Conn, uris []protocol.URI) ([]string, error) {
 	dirs := []string{h.opts.DefaultDirectory}
 	if len(uris) > 0 {
 		dirs = dirs[:0]
@@ -94,7 +95,7 @@ func (h *Host) createDirs(c *conn, uris []protocol.URI) ([]string, error) {
 		}
 	}
 	for _, dir := range dirs {
-		if err := h.checkRoots("createSession", c.principal, dir); err != nil {
+		if err := h.checkRoots("createSession", c.Principal(), dir); err != nil {
 			return nil, err
 		}
 	}
@@ -103,7 +104,7 @@ func (h *Host) createDirs(c *conn, uris []protocol.URI) ([]string, error) {
 
 // addSession makes the provisional session of spec and registers it,
 // unless one of its id exists or the host is closing.
-func (h *Host) addSession(c *conn, spec *createSpec) (*session, error) {
+func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session, error) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()

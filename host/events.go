@@ -11,6 +11,7 @@ import (
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/events"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -49,7 +50,7 @@ type eventLogParams struct {
 
 // webhookLog is ahpd/webhookLog: the sink's log of deliveries. It shows
 // every user's sessions, so it needs host:configure (admins).
-func (h *Host) webhookLog(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) webhookLog(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p eventLogParams
 	if raw := req.ParamString(); raw != "" {
 		if err := jsonUnmarshal([]byte(raw), &p); err != nil {

@@ -4,17 +4,20 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ahpd/ahpd/host/conn"
 )
 
 // Methods lists the JSON-RPC methods the host serves, for the grants table
 // test, which must walk every one.
-func Methods() []string { return assigner{}.Names() }
+func Methods() []string { return slices.Sorted(maps.Keys(methods)) }
 
 // Held reports whether the host holds the session uri names, for tests
 // that check a read opened nothing.
@@ -105,8 +108,8 @@ func WithReleases(o *Options, released chan<- struct{}) {
 func (h *Host) Leaving(clientID string) []<-chan struct{} {
 	var done []<-chan struct{}
 	for _, c := range h.connList() {
-		if c.client() == clientID {
-			done = append(done, c.done)
+		if c.Client() == clientID {
+			done = append(done, c.Done())
 		}
 	}
 	return done
@@ -119,8 +122,8 @@ func (h *Host) Leaving(clientID string) []<-chan struct{} {
 func (h *Host) Stopped(clientID string) []<-chan struct{} {
 	var stopped []<-chan struct{}
 	for _, c := range h.connList() {
-		if c.client() == clientID {
-			stopped = append(stopped, c.writerEnd)
+		if c.Client() == clientID {
+			stopped = append(stopped, c.Stopped())
 		}
 	}
 	return stopped
@@ -160,16 +163,14 @@ func (f fullFile) Write(p []byte) (int, error) {
 // line at once.
 func (h *Host) PeakInLine() int {
 	h.mu.Lock()
-	conns := make([]*conn, 0, len(h.conns))
+	conns := make([]*conn.Conn, 0, len(h.conns))
 	for c := range h.conns {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
 	peak := 0
 	for _, c := range conns {
-		c.line.mu.Lock()
-		peak = max(peak, c.line.peak)
-		c.line.mu.Unlock()
+		peak = max(peak, c.PeakInLine())
 	}
 	return peak
 }

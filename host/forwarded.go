@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -341,49 +342,29 @@ func (h *Host) closeRelays() {
 }
 
 // relaysGone tells the hosts a connection forwarded to that it ended.
-func (h *Host) relaysGone(c *conn) {
+func (h *Host) relaysGone(c *conn.Conn) {
 	if !h.clustered() {
 		return
 	}
 	var n relayClosed
-	n.Closed.From, n.Closed.Conn = h.hostID(), c.id
+	n.Closed.From, n.Closed.Conn = h.hostID(), c.ID()
 	data, err := json.Marshal(n)
 	if err != nil {
 		return
 	}
-	for _, to := range c.forwardedHosts() {
+	for _, to := range c.ForwardedHosts() {
 		if err := h.opts.Cluster.Note(to, data); err != nil {
 			h.log.Debug("could not tell a host a connection ended", "host", to, "err", err)
 		}
 	}
 }
 
-// noteForwardedTo records that c forwarded a request to a host.
-func (c *conn) noteForwardedTo(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.forwardedTo == nil {
-		c.forwardedTo = map[string]bool{}
-	}
-	c.forwardedTo[id] = true
-}
-
-func (c *conn) forwardedHosts() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]string, 0, len(c.forwardedTo))
-	for id := range c.forwardedTo {
-		out = append(out, id)
-	}
-	return out
-}
-
 // connByID returns the connection of an id, or nil when it is gone.
-func (h *Host) connByID(id int64) *conn {
+func (h *Host) connByID(id int64) *conn.Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for c := range h.conns {
-		if c.id == id {
+		if c.ID() == id {
 			return c
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -28,7 +29,7 @@ func (h *Host) directory() *grants.Directory { return h.opts.Auth.Directory() }
 // allow checks a command against the connection's principal. The
 // operation comes from the method and, for subscribe, the channel's kind;
 // the owner is that of the session the command names.
-func (h *Host) allow(c *conn, method, params string) error {
+func (h *Host) allow(c *conn.Conn, method, params string) error {
 	if method == "dispatchAction" {
 		return nil // each action is checked as it is taken
 	}
@@ -50,12 +51,12 @@ func (h *Host) allow(c *conn, method, params string) error {
 	return h.check(c, op, h.ownerOf(c, p.Channel))
 }
 
-func (h *Host) check(c *conn, op grants.Operation, owner grants.Principal) error {
-	return h.directory().Check(c.principal, op, owner)
+func (h *Host) check(c *conn.Conn, op grants.Operation, owner grants.Principal) error {
+	return h.directory().Check(c.Principal(), op, owner)
 }
 
 // checkAction checks a client action; a refusal says why, for the echo.
-func (h *Host) checkAction(c *conn, channel string, a protocol.Action) string {
+func (h *Host) checkAction(c *conn.Conn, channel string, a protocol.Action) string {
 	op, ok := grants.ForAction(string(a.Type()))
 	if !ok {
 		return string(a.Type()) + " is not in the grants table"
@@ -68,7 +69,7 @@ func (h *Host) checkAction(c *conn, channel string, a protocol.Action) string {
 
 // ownerOf returns the owner of the session a channel belongs to. It looks
 // only at the sessions the host holds: checking a grant opens nothing.
-func (h *Host) ownerOf(c *conn, channel string) grants.Principal {
+func (h *Host) ownerOf(c *conn.Conn, channel string) grants.Principal {
 	uri := channel
 	switch kind, _ := protocol.ClassifyChannel(channel); kind {
 	case protocol.ChannelSession:

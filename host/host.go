@@ -4,14 +4,15 @@
 // of the host once that lock is let go, the store of their records (files
 // in the state directory, or the cluster's records), their residency and
 // their git work. With a journal, every action a session emits is written
-// to it before any client is sent it (journal.go). It owns the connections
-// and the JSON-RPC surface, over WebSocket, stdio and in-process streams
-// (Connect); with a cluster, each method runs on the host that holds its
+// to it before any client is sent it (journal.go). It owns the JSON-RPC
+// surface (rpc.go: the method table, and the checks before each handler)
+// and admits connections over WebSocket, stdio and in-process streams
+// (Connect), each a conn.Conn; with a cluster, each method runs on the host that holds its
 // session or on the host the connection is on, as route.go declares.
 //
 // It knows no backend's details: agents are reached through package
 // plugins, a chat's turns are run by package chats, frames are numbered and
-// sent by package fanout, and git is reached through packages worktree and
+// handed out by package fanout and written by package conn, and git is reached through packages worktree and
 // checkpoints.
 package host
 
@@ -34,6 +35,7 @@ import (
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/events"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
@@ -101,7 +103,7 @@ type Options struct {
 	ClientWindow time.Duration
 	// Limits bound what one connection may use; the zero value is the
 	// defaults.
-	Limits Limits
+	Limits conn.Limits
 	// AgentProcesses, when set, counts the agent processes running, for
 	// /metrics: the backends start them, and the host does not know how.
 	AgentProcesses func() int64
@@ -188,7 +190,7 @@ type Host struct {
 	mu       lockcheck.Mutex
 	sessions map[string]*session // by session id
 	order    *sessionOrder       // the same sessions in listing order (order.go)
-	conns    map[*conn]struct{}
+	conns    map[*conn.Conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
 	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
@@ -332,7 +334,7 @@ func New(opts Options) (*Host, error) {
 		roots:    roots,
 		sessions: map[string]*session{},
 		order:    newSessionOrder(),
-		conns:    map[*conn]struct{}{},
+		conns:    map[*conn.Conn]struct{}{},
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
 		pokes:    make(chan struct{}, 1),
@@ -413,7 +415,7 @@ func New(opts Options) (*Host, error) {
 // queue, forever.
 func (h *Host) watchdog() {
 	defer h.wg.Done()
-	tick := time.NewTicker(h.opts.Limits.tick())
+	tick := time.NewTicker(h.opts.Limits.Tick())
 	defer tick.Stop()
 	var mem memoryWatch
 	for {
@@ -424,7 +426,7 @@ func (h *Host) watchdog() {
 			conns := h.connList()
 			now := h.now()
 			for _, c := range conns {
-				c.check(now)
+				c.Check(now)
 			}
 			h.giveBackMemory(now, &mem)
 		}
@@ -621,11 +623,11 @@ func closedWithin(ch <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-func (h *Host) connClosed(c *conn) {
-	for _, ch := range c.subscriptions() {
+func (h *Host) connClosed(c *conn.Conn) {
+	for _, ch := range c.Subscriptions() {
 		h.bus.Unsubscribe(c, ch)
 	}
-	if id := c.client(); id != "" {
+	if id := c.Client(); id != "" {
 		h.leaveClient(id)
 		if !h.clientConnected(id) {
 			h.dropActiveClient(id)
@@ -641,10 +643,10 @@ func (h *Host) connClosed(c *conn) {
 }
 
 // connList returns the open connections.
-func (h *Host) connList() []*conn {
+func (h *Host) connList() []*conn.Conn {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	conns := make([]*conn, 0, len(h.conns))
+	conns := make([]*conn.Conn, 0, len(h.conns))
 	for c := range h.conns {
 		conns = append(conns, c)
 	}
@@ -653,12 +655,13 @@ func (h *Host) connList() []*conn {
 
 // newConnection registers a connection on a transport, acting for p: one
 // no change to the users directory withdraws.
-func (h *Host) newConnection(t transport, stdio bool, p grants.Principal) (*conn, error) {
-	return h.admit(t, stdio, grants.Credential{Principal: p})
+func (h *Host) newConnection(t conn.Transport, stdio bool, p grants.Principal) (*conn.Conn, error) {
+	return h.admit(t, stdio, grants.Credential{Principal: p}, "")
 }
 
-// admit registers a connection on a transport, acting for who cred names.
-func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, error) {
+// admit registers a connection on a transport, acting for who cred names;
+// from is the host whose connection it stands for, or "".
+func (h *Host) admit(t conn.Transport, stdio bool, cred grants.Credential, from string) (*conn.Conn, error) {
 	for {
 		// Checked again here: a token revoked since the handshake read the
 		// directory is refused. A change to the directory after this check
@@ -669,7 +672,7 @@ func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, er
 		if err := h.opts.Auth.Recheck(cred); err != nil {
 			return nil, err
 		}
-		if c, again, err := h.register(t, stdio, cred, changed); !again {
+		if c, again, err := h.register(t, stdio, cred, from, changed); !again {
 			return c, err
 		}
 	}
@@ -677,7 +680,7 @@ func (h *Host) admit(t transport, stdio bool, cred grants.Credential) (*conn, er
 
 // register makes and registers a connection, unless the host is closing
 // or the users directory changed since changed was taken (again).
-func (h *Host) register(t transport, stdio bool, cred grants.Credential, changed <-chan struct{}) (c *conn, again bool, err error) {
+func (h *Host) register(t conn.Transport, stdio bool, cred grants.Credential, from string, changed <-chan struct{}) (c *conn.Conn, again bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closing {
@@ -689,8 +692,14 @@ func (h *Host) register(t transport, stdio bool, cred grants.Credential, changed
 	default:
 	}
 	h.nextConn++
-	c = newConn(h, h.nextConn, t, stdio, cred.Principal)
-	c.cred = cred
+	c = conn.New(h.ctx, conn.Config{
+		ID: h.nextConn, Transport: t, Stdio: stdio,
+		Principal: cred.Principal, Credential: cred, ForwardedFrom: from,
+		Limits: h.opts.Limits, Clock: h.opts.Clock, Log: h.log,
+		Attached: isSessionURI,
+		OnCut:    h.metrics.cutFor,
+		OnClosed: h.connClosed,
+	})
 	h.conns[c] = struct{}{}
 	h.wg.Add(1)
 	return c, false, nil
@@ -698,7 +707,7 @@ func (h *Host) register(t transport, stdio bool, cred grants.Credential, changed
 
 // session returns the session a session URI (either form) names, when c
 // may see it: a provisional session is its creator's alone.
-func (h *Host) session(c *conn, uri string) (*session, error) {
+func (h *Host) session(c *conn.Conn, uri string) (*session, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
@@ -724,7 +733,7 @@ func (h *Host) held(uri string) *session {
 }
 
 // chat returns the session and chat a chat URI names, when c may see them.
-func (h *Host) chat(c *conn, uri string) (*session, *chatEntry, error) {
+func (h *Host) chat(c *conn.Conn, uri string) (*session, *chatEntry, error) {
 	cu, err := protocol.ParseChatURI(uri)
 	if err != nil {
 		return nil, nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/coder/websocket"
 )
 
 // openJournal opens an embedded journal closed after the host that uses it.

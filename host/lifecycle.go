@@ -15,6 +15,7 @@ import (
 
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -25,14 +26,14 @@ const defaultTitle = "New Session"
 
 // newSession makes a provisional session: there for the client that made
 // it, announced to everyone when its first turn reaches the backend.
-func (h *Host) newSession(c *conn, su protocol.SessionURI, provider string, backend plugins.Backend, dirs []string, config protocol.SessionConfigState) *session {
+func (h *Host) newSession(c *conn.Conn, su protocol.SessionURI, provider string, backend plugins.Backend, dirs []string, config protocol.SessionConfigState) *session {
 	now := protocol.FormatTime(h.now())
 	uri := su.String()
 	s := &session{
 		mu: lockcheck.Mutex{Class: "session"}, out: outbox{journal: uri},
 		h: h, uri: uri, id: su.ID, provider: provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
-		provisional: true, creatorID: c.client(), creator: c.principal, used: h.now(), lastAction: h.now(),
+		provisional: true, creatorID: c.Client(), creator: c.Principal(), used: h.now(), lastAction: h.now(),
 	}
 	s.awake.Store(true)
 	s.setWorkDir(dirs[0])
@@ -334,7 +335,7 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 // unsubscribeAll drops every subscription of a channel that is gone.
 func (h *Host) unsubscribeAll(channel string) {
 	for _, sub := range h.bus.Drop(channel) {
-		sub.(*conn).forget(channel)
+		sub.(*conn.Conn).Forget(channel)
 	}
 }
 

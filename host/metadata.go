@@ -8,6 +8,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -37,7 +38,7 @@ type metadataResult struct {
 	Metadata map[string]string `json:"metadata"`
 }
 
-func (h *Host) setSessionMetadata(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) setSessionMetadata(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p metadataParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, invalidParams(req.Method(), err)

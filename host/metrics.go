@@ -9,22 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
-
-// Why connections are cut, as the reason label of
-// ahpd_connections_cut_total.
-const (
-	cutSlow      = "slow"       // its outbound queue overflowed
-	cutStalled   = "stalled"    // a write took longer than writeTimeout
-	cutDeadline  = "deadline"   // initialize, idle or lifetime deadline
-	cutViolation = "violation"  // a binary frame, a message too big
-	cutRevoked   = "revoked"    // its token no longer lets it in
-	cutWrite     = "write"      // a write failed
-	cutShutdown  = "unfinished" // it did not finish in time at shutdown
-)
-
-var cutReasons = []string{cutSlow, cutStalled, cutDeadline, cutViolation, cutRevoked, cutWrite, cutShutdown}
 
 // metrics are the host's counters. Gauges are not kept here: the collector
 // reads them off the host when it is scraped, so they cost nothing between
@@ -53,7 +40,7 @@ func newMetrics() *metrics {
 		Help:    "How long an append of a run of actions to the journal took, failed ones included.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50 µs to 13 s
 	})
-	for _, r := range cutReasons {
+	for _, r := range conn.CutReasons {
 		m.cut[r] = new(atomic.Int64)
 	}
 	for _, s := range []protocol.TurnState{protocol.TurnStateComplete, protocol.TurnStateCancelled, protocol.TurnStateError} {
@@ -62,7 +49,8 @@ func newMetrics() *metrics {
 	return m
 }
 
-// cutFor counts a connection cut.
+// cutFor counts a connection cut, by one of conn.CutReasons: the reason
+// label of ahpd_connections_cut_total.
 func (m *metrics) cutFor(reason string) {
 	if n := m.cut[reason]; n != nil {
 		n.Add(1)
@@ -109,12 +97,11 @@ func (h *Host) gauges() gaugeValues {
 	conns, sessions := h.connList(), h.sessionList()
 	g.Connections, g.Sessions = len(conns), len(sessions)
 	for _, c := range conns {
-		c.mu.Lock()
-		g.Subscriptions += len(c.subs)
-		g.QueuedMessages += len(c.queue)
-		g.QueuedBytes += c.queued
-		g.MaxQueuedBytes = max(g.MaxQueuedBytes, c.queued)
-		c.mu.Unlock()
+		st := c.Stats()
+		g.Subscriptions += st.Subscriptions
+		g.QueuedMessages += st.QueuedMessages
+		g.QueuedBytes += st.QueuedBytes
+		g.MaxQueuedBytes = max(g.MaxQueuedBytes, st.QueuedBytes)
 	}
 	for _, s := range sessions {
 		if s.awake.Load() {
@@ -188,7 +175,7 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))
 	ch <- prometheus.MustNewConstMetric(descLiveHeap, prometheus.GaugeValue, float64(m.liveHeap.Load()))
 	ch <- prometheus.MustNewConstMetric(descQuietRSS, prometheus.GaugeValue, float64(m.quietRSS.Load()))
-	for _, r := range cutReasons {
+	for _, r := range conn.CutReasons {
 		ch <- prometheus.MustNewConstMetric(descCut, prometheus.CounterValue, float64(m.cut[r].Load()), r)
 	}
 	for s, n := range m.turns {

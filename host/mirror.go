@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -210,7 +211,7 @@ func (m *mirror) apply(e journal.Entry) {
 
 // attach subscribes c to one of the mirror's channels and returns its
 // snapshot, a chat's with its last turns finished turns when turns > 0.
-func (m *mirror) attach(c *conn, channel, requestID string, turns int) (protocol.Snapshot, error) {
+func (m *mirror) attach(c *conn.Conn, channel, requestID string, turns int) (protocol.Snapshot, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.states[channel]
@@ -315,11 +316,11 @@ func (h *Host) closeMirrors() {
 
 // subscribeRemote answers a subscribe to a channel of a session another
 // host holds, from its mirror here.
-func (h *Host) subscribeRemote(ctx context.Context, c *conn, holder, id, uri string, p *protocol.SubscribeParams, requestID string) (any, error) {
+func (h *Host) subscribeRemote(ctx context.Context, c *conn.Conn, holder, id, uri string, p *protocol.SubscribeParams, requestID string) (any, error) {
 	if err := h.mayWatch(ctx, c, holder, id, uri); err != nil {
 		return nil, err
 	}
-	delay, err := deliveryDelay(p.Delivery)
+	delay, err := conn.DeliveryDelay(p.Delivery)
 	if err != nil {
 		return nil, err
 	}
@@ -327,7 +328,7 @@ func (h *Host) subscribeRemote(ctx context.Context, c *conn, holder, id, uri str
 	if err != nil {
 		return nil, err
 	}
-	if err := c.roomToWatch(p.Channel); err != nil {
+	if err := c.RoomToWatch(p.Channel); err != nil {
 		return nil, err
 	}
 	m, err := h.mirrorOf(ctx, id, uri)
@@ -338,8 +339,8 @@ func (h *Host) subscribeRemote(ctx context.Context, c *conn, holder, id, uri str
 	if err != nil {
 		return nil, err
 	}
-	c.setReadOnly(p.Channel, p.Meta)
-	c.setDelay(p.Channel, delay)
+	c.SetReadOnly(p.Channel, p.Meta)
+	c.SetDelay(p.Channel, delay)
 	return &protocol.SubscribeResult{Snapshot: &snap}, nil
 }
 
@@ -348,7 +349,7 @@ func (h *Host) subscribeRemote(ctx context.Context, c *conn, holder, id, uri str
 // sharing sessions, a channel of a session another host holds is served
 // from its mirror, and one nobody holds is taken here first, as subscribe
 // does (route.go).
-func (h *Host) attachRouted(ctx context.Context, c *conn, channel, requestID string) (protocol.Snapshot, error) {
+func (h *Host) attachRouted(ctx context.Context, c *conn.Conn, channel, requestID string) (protocol.Snapshot, error) {
 	if h.clustered() {
 		if id, uri := h.sessionOfChannel(channel); id != "" {
 			holder, _, err := h.where(ctx, c, "subscribe", id, channelParam{Channel: channel}, nil)
@@ -356,7 +357,7 @@ func (h *Host) attachRouted(ctx context.Context, c *conn, channel, requestID str
 				return protocol.Snapshot{}, err
 			}
 			if holder != "" && holder != h.hostID() {
-				if err := c.roomToWatch(channel); err != nil {
+				if err := c.RoomToWatch(channel); err != nil {
 					return protocol.Snapshot{}, err
 				}
 				if err := h.mayWatch(ctx, c, holder, id, uri); err != nil {
@@ -420,7 +421,7 @@ func (h *Host) holdMirrors(channels []string) (release func(), ok bool) {
 // so; one it has none of (just made elsewhere, not yet stored, and seen by
 // its creator alone) is the holder's to say: it is asked the session's
 // status as c.
-func (h *Host) mayWatch(ctx context.Context, c *conn, holder, id, uri string) error {
+func (h *Host) mayWatch(ctx context.Context, c *conn.Conn, holder, id, uri string) error {
 	if h.byID(id) != nil {
 		return nil
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -22,7 +23,7 @@ import (
 // chat with a turn running or waiting is not moved until it is done.
 
 // moveChat moves a chat, as the protocol's moveChat asks.
-func (h *Host) moveChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) moveChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.MoveChatParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -228,7 +229,7 @@ func (s *session) adopt(rec *chatRecord, state *protocol.ChatState, order []stri
 // folders and settings as its own, where it is the default chat. The new
 // session is stored before the chat leaves its old one: a move that
 // cannot be kept fails and changes nothing.
-func (h *Host) moveToNewSession(c *conn, src *session, e *chatEntry) (any, error) {
+func (h *Host) moveToNewSession(c *conn.Conn, src *session, e *chatEntry) (any, error) {
 	if err := h.check(c, grants.SessionCreate, grants.Principal{}); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"iter"
 	"sync/atomic"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/protocol"
@@ -208,7 +209,7 @@ func (h *Host) handOnAll(mu *lockcheck.Mutex, o *outbox, batch []effect) {
 
 // echoLocked queues the echo of a client's action that changed nothing
 // (bus.echo), in its place among the session's changes.
-func (s *session) echoLocked(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+func (s *session) echoLocked(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
 	s.out.later(func() { s.h.bus.Echo(c, channel, a, origin, reason) })
 }
 
@@ -216,7 +217,7 @@ func (s *session) echoLocked(c *conn, channel string, a protocol.Action, origin 
 // changes made so far, which a snapshot taken now holds. The function it
 // returns, called once the lock is let go, waits for the subscription and
 // returns the serverSeq the snapshot is at.
-func (s *session) subscribeLocked(c *conn, channel, requestID string) func() int64 {
+func (s *session) subscribeLocked(c *conn.Conn, channel, requestID string) func() int64 {
 	seq := make(chan int64, 1)
 	s.out.later(func() { seq <- s.h.bus.Subscribe(c, channel, requestID) })
 	return func() int64 { return <-seq }

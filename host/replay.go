@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
@@ -87,7 +88,7 @@ func (m *journalMarks) forget(key string) {
 // tooFarBehind when the gap is past what is kept (no journal, retention,
 // an entry the journal could not take, more than maxJournalReplay), notReplayable when
 // it cannot be read (a channel not journaled, the journal unreadable).
-func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
+func (h *Host) replayFromJournal(ctx context.Context, c *conn.Conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
 	j := h.opts.Journal
 	switch {
 	case seen < 0:
@@ -127,7 +128,7 @@ func (h *Host) replayFromJournal(ctx context.Context, c *conn, seen int64, chann
 }
 
 // journalOf names the journal a channel's actions are written to.
-func (h *Host) journalOf(c *conn, channel string) (string, bool) {
+func (h *Host) journalOf(c *conn.Conn, channel string) (string, bool) {
 	ch, err := h.resolve(c, channel)
 	if err != nil {
 		return "", false

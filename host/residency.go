@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -307,7 +308,7 @@ func (h *Host) Status(uri string) (string, error) { return h.status(nil, uri) }
 
 // status is Status as c may know it: another client's provisional session
 // is unknown to it.
-func (h *Host) status(c *conn, uri string) (string, error) {
+func (h *Host) status(c *conn.Conn, uri string) (string, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return "", &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}

@@ -1,5 +1,7 @@
 package host
 
+import "github.com/ahpd/ahpd/host/conn"
+
 // Revocation: a connection is let in by the token it presents at its
 // handshake, and stays open long after. When the users directory changes,
 // every open connection is checked again, and one whose token was revoked,
@@ -35,10 +37,10 @@ func (h *Host) watchUsers() {
 func (h *Host) recheckConns() {
 	conns := h.connList()
 	for _, c := range conns {
-		if err := h.opts.Auth.Recheck(c.cred); err != nil {
-			c.log.Info("closing a connection the users directory no longer accepts", "why", err)
-			c.h.metrics.cutFor(cutRevoked)
-			c.cut(closePolicy, err.Error())
+		if err := h.opts.Auth.Recheck(c.Credential()); err != nil {
+			c.Log().Info("closing a connection the users directory no longer accepts", "why", err)
+			h.metrics.cutFor(conn.CutRevoked)
+			c.Cut(conn.ClosePolicy, err.Error())
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -192,7 +193,7 @@ func (h *Host) checkRoots(method string, p grants.Principal, dir string) error {
 // actionRootsRefusal says why a client's action may not add the
 // working directory it names, or "". A directory that is not a file URI
 // is refused too, since it cannot be checked.
-func (h *Host) actionRootsRefusal(c *conn, a protocol.Action) string {
+func (h *Host) actionRootsRefusal(c *conn.Conn, a protocol.Action) string {
 	var uri string
 	switch a := a.(type) {
 	case *protocol.SessionWorkingDirectorySetAction:
@@ -204,20 +205,20 @@ func (h *Host) actionRootsRefusal(c *conn, a protocol.Action) string {
 	default:
 		return ""
 	}
-	if !h.heldToRoots(c.principal) {
+	if !h.heldToRoots(c.Principal()) {
 		return ""
 	}
 	dir, err := dirOf(uri)
 	if err != nil {
 		return err.Error()
 	}
-	return h.rootsRefusal(c.principal, dir)
+	return h.rootsRefusal(c.Principal(), dir)
 }
 
 // workRefusal says why c may not set s's agents to work, or "": the
 // session's folder is outside the roots c is held to.
-func (h *Host) workRefusal(c *conn, s *session) string {
-	if !h.heldToRoots(c.principal) {
+func (h *Host) workRefusal(c *conn.Conn, s *session) string {
+	if !h.heldToRoots(c.Principal()) {
 		return ""
 	}
 	s.mu.Lock()

@@ -12,6 +12,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -87,7 +88,7 @@ type channelParam struct {
 
 // route runs before a routed method's handler. It reports whether it
 // answered the request itself (forwarded), with what.
-func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, any, error) {
+func (h *Host) route(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (bool, any, error) {
 	if !h.clustered() || !routed[req.Method()] {
 		return false, nil, nil
 	}
@@ -106,7 +107,7 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 	for {
 		holder, placed, err := h.where(ctx, c, req.Method(), id, p, dead)
 		if err != nil {
-			c.log.Debug("could not route a request", "method", req.Method(), "session", id, "err", err)
+			c.Log().Debug("could not route a request", "method", req.Method(), "session", id, "err", err)
 			return true, nil, h.routeFailed(c, req, p.Channel, err)
 		}
 		if holder == "" || holder == h.hostID() {
@@ -120,7 +121,7 @@ func (h *Host) route(ctx context.Context, c *conn, req *jrpc2.Request) (bool, an
 			v, err := h.subscribeRemote(ctx, c, holder, id, uri, &sp, req.ID())
 			return true, v, err
 		}
-		c.log.Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
+		c.Log().Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
 		v, err := h.forward(ctx, c, holder, req)
 		if placed && errors.Is(err, errUnreachable) && len(dead) < maxPlacements {
 			// Gone, its record not expired yet; or just started, its
@@ -167,13 +168,13 @@ var errUnreachable = errors.New("the host does not answer")
 // or, when nobody holds it, this host (taking it) or the one placement
 // chooses (placed), leaving out the hosts in dead. A request forwarded
 // here runs here or fails.
-func (h *Host) where(ctx context.Context, c *conn, method, id string, p channelParam, dead []string) (holder string, placed bool, err error) {
+func (h *Host) where(ctx context.Context, c *conn.Conn, method, id string, p channelParam, dead []string) (holder string, placed bool, err error) {
 	holder, err = h.holderOf(ctx, id)
 	if err == nil && holder == "" && !asked[method] {
 		holder, err = h.takeOrPlace(ctx, c, method, id, p, dead)
 		placed = true
 	}
-	if err == nil && holder != "" && holder != h.hostID() && c.forwardedFrom != "" {
+	if err == nil && holder != "" && holder != h.hostID() && c.ForwardedFrom() != "" {
 		err = protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
 	}
 	return holder, placed, err
@@ -182,7 +183,7 @@ func (h *Host) where(ctx context.Context, c *conn, method, id string, p channelP
 // routeFailed answers a request that could not reach its session's host.
 // A client's action is refused, as the host would refuse it: a client
 // sends it as a notification, and would not learn of an error.
-func (h *Host) routeFailed(c *conn, req *jrpc2.Request, channel string, err error) error {
+func (h *Host) routeFailed(c *conn.Conn, req *jrpc2.Request, channel string, err error) error {
 	if req.Method() != "dispatchAction" {
 		return err
 	}
@@ -190,7 +191,7 @@ func (h *Host) routeFailed(c *conn, req *jrpc2.Request, channel string, err erro
 	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil {
 		return nil
 	}
-	origin := &protocol.ActionOrigin{ClientID: c.client(), ClientSeq: p.ClientSeq}
+	origin := &protocol.ActionOrigin{ClientID: c.Client(), ClientSeq: p.ClientSeq}
 	reason := err.Error()
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
@@ -204,7 +205,7 @@ func (h *Host) routeFailed(c *conn, req *jrpc2.Request, channel string, err erro
 // or on the host named. A session this host knows nothing of, and that no
 // host holds, is left to the handler (createSession makes it; anything
 // else answers that there is no such session).
-func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p channelParam, dead []string) (string, error) {
+func (h *Host) takeOrPlace(ctx context.Context, c *conn.Conn, method, id string, p channelParam, dead []string) (string, error) {
 	folders, known := h.foldersOf(id)
 	if method == "createSession" {
 		folders, known = dirsOf(p.WorkingDirectories), true
@@ -212,7 +213,7 @@ func (h *Host) takeOrPlace(ctx context.Context, c *conn, method, id string, p ch
 	if !known {
 		return "", nil
 	}
-	if c.forwardedFrom == "" {
+	if c.ForwardedFrom() == "" {
 		where, err := h.placeFor(ctx, folders, dead)
 		if errors.Is(err, cluster.ErrNoHost) {
 			return "", protocol.Errorf(protocol.CodeInternalError, "no host of the cluster reaches the session's folders (labels repos=)")
@@ -336,7 +337,7 @@ type forwardedError struct {
 
 // forward sends a request to the host holding its session and answers as
 // it does.
-func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.Request) (any, error) {
+func (h *Host) forward(ctx context.Context, c *conn.Conn, holder string, req *jrpc2.Request) (any, error) {
 	var params json.RawMessage
 	if ps := req.ParamString(); ps != "" {
 		params = json.RawMessage(ps)
@@ -346,16 +347,16 @@ func (h *Host) forward(ctx context.Context, c *conn, holder string, req *jrpc2.R
 
 // forwardCall sends one request of c's to the host holding its session
 // and answers as that host does.
-func (h *Host) forwardCall(ctx context.Context, c *conn, holder, method string, params json.RawMessage) (any, error) {
+func (h *Host) forwardCall(ctx context.Context, c *conn.Conn, holder, method string, params json.RawMessage) (any, error) {
 	fr := forwardedRequest{
-		From: h.hostID(), Conn: c.id, Principal: c.principal.String(), Client: c.client(),
-		Version: c.negotiated(), Method: method, Params: params,
+		From: h.hostID(), Conn: c.ID(), Principal: c.Principal().String(), Client: c.Client(),
+		Version: c.Negotiated(), Method: method, Params: params,
 	}
 	data, err := json.Marshal(fr)
 	if err != nil {
 		return nil, fmt.Errorf("encoding a forwarded request: %w", err)
 	}
-	c.noteForwardedTo(holder)
+	c.NoteForwardedTo(holder)
 	out, err := h.opts.Cluster.Request(ctx, holder, data)
 	switch {
 	case errors.Is(err, cluster.ErrNoResponder), errors.Is(err, cluster.ErrTimeout):
@@ -386,7 +387,7 @@ func (h *Host) forwardCall(ctx context.Context, c *conn, holder, method string, 
 // takeNotes passes on to c what the holder sent its side of c: actions
 // sent to the sender alone (refused, or accepted and changing nothing),
 // numbered here.
-func (h *Host) takeNotes(c *conn, notes []json.RawMessage) {
+func (h *Host) takeNotes(c *conn.Conn, notes []json.RawMessage) {
 	for _, n := range notes {
 		var msg struct {
 			Method string                  `json:"method"`

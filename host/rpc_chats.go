@@ -10,12 +10,13 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 // createChat adds a chat, under the URI the client chose, to a session.
-func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.CreateChatParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -64,7 +65,7 @@ func (h *Host) createChat(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	if p.InitialMessage != nil {
 		start := &protocol.ChatTurnStartedAction{TurnID: "turn-" + randomID(), StartedAt: now, Message: *p.InitialMessage}
 		if s.emitChatLocked(e.chat, start, nil) {
-			rec.Senders = map[string]string{start.TurnID: c.client()}
+			rec.Senders = map[string]string{start.TurnID: c.Client()}
 			e.chat.React(start)
 		}
 	}
@@ -147,7 +148,7 @@ func (s *session) removeChatLocked(e *chatEntry) {
 
 // disposeChat ends one chat of a session; the session keeps its default
 // chat while it is the last one.
-func (h *Host) disposeChat(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) disposeChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.DisposeChatParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -196,7 +197,7 @@ func deleteString(list []string, s string) []string {
 
 // fetchTurns pages older turns into a chat with chat/turnsLoaded, so every
 // client watching the chat gets the page.
-func (h *Host) fetchTurns(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) fetchTurns(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.FetchTurnsParams
 	if err := params(req, &p); err != nil {
 		return nil, err

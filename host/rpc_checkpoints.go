@@ -8,6 +8,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/checkpoints"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -41,7 +42,7 @@ type checkpointsResult struct {
 	More bool `json:"more,omitempty"`
 }
 
-func (h *Host) sessionCheckpoints(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p checkpointsParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, invalidParams(req.Method(), err)

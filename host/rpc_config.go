@@ -6,6 +6,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -13,7 +14,7 @@ import (
 
 // resolveSessionConfig answers the schema and values a session would have,
 // before one exists.
-func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) resolveSessionConfig(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.ResolveSessionConfigParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -26,13 +27,13 @@ func (h *Host) resolveSessionConfig(ctx context.Context, c *conn, req *jrpc2.Req
 	if err != nil {
 		return nil, err
 	}
-	state, _ := h.resolveConfig(backend, p.Config, c.principal, folder)
+	state, _ := h.resolveConfig(backend, p.Config, c.Principal(), folder)
 	return &protocol.ResolveSessionConfigResult{Schema: state.Schema, Values: state.Values}, nil
 }
 
 // sessionConfigCompletions answers the values of a key whose list is too
 // long to send with the schema.
-func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.SessionConfigCompletionsParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 	if err != nil {
 		return nil, err
 	}
-	state, _ := h.resolveConfig(backend, p.Config, c.principal, folder)
+	state, _ := h.resolveConfig(backend, p.Config, c.Principal(), folder)
 	prop, ok := state.Schema.Properties.Get(p.Property)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for sessionConfigCompletions: property: no config key %s", protocol.Quote(p.Property))
@@ -79,7 +80,7 @@ func (h *Host) sessionConfigCompletions(ctx context.Context, c *conn, req *jrpc2
 // configFolder returns the folder a config question is about: the one
 // named, else the host's default. A folder outside the roots c is held to
 // is refused: answering would read its repository.
-func (h *Host) configFolder(c *conn, method string, uri *protocol.URI) (string, error) {
+func (h *Host) configFolder(c *conn.Conn, method string, uri *protocol.URI) (string, error) {
 	if uri == nil {
 		return h.opts.DefaultDirectory, nil
 	}
@@ -87,7 +88,7 @@ func (h *Host) configFolder(c *conn, method string, uri *protocol.URI) (string, 
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: workingDirectory: %v", method, err)
 	}
-	if err := h.checkRoots(method, c.principal, dir); err != nil {
+	if err := h.checkRoots(method, c.Principal(), dir); err != nil {
 		return "", err
 	}
 	return dir, nil

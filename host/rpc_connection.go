@@ -7,52 +7,13 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// initialized reports whether initialize (or reconnect) has answered.
-func (c *conn) initialized() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ready
-}
-
-// setClient records who the client is, once: a connection is initialized
-// (or reconnected) one time, and its version stays what was negotiated,
-// since everything sent on it is gated by it. A second call changes
-// nothing and answers the error to send.
-func (c *conn) setClient(clientID, version string) error {
-	if !c.hello.CompareAndSwap(nil, &hello{clientID: clientID, version: version}) {
-		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection is already initialized as %s: open a new connection to start again", protocol.Quote(c.client()))
-	}
-	c.mu.Lock()
-	c.ready = true
-	c.mu.Unlock()
-	return nil
-}
-
-// hello is who the client said it is, set once: it is read without a
-// lock, also by a session checking who may see it.
-type hello struct{ clientID, version string }
-
-// negotiated returns the protocol version the connection speaks, or "".
-func (c *conn) negotiated() string {
-	if h := c.hello.Load(); h != nil {
-		return h.version
-	}
-	return ""
-}
-
-func (c *conn) client() string {
-	if h := c.hello.Load(); h != nil {
-		return h.clientID
-	}
-	return ""
-}
-
 // initialize negotiates the protocol version and answers with snapshots of
 // the channels the client subscribes to at once.
-func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) initialize(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.InitializeParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -65,23 +26,23 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 	case err != nil:
 		// Nothing in common: the answer says what this host speaks, and
 		// the connection ends once it is out.
-		c.closeAfter(req.ID(), "no protocol version in common")
+		c.CloseAfter(req.ID(), "no protocol version in common")
 		return nil, err
 	}
 	if err := checkClientID("initialize", p.ClientID); err != nil {
 		return nil, err
 	}
-	if c.initialized() {
-		return nil, c.setClient(p.ClientID, version) // refused: initialized once
+	if c.Initialized() {
+		return nil, c.SetClient(p.ClientID, version) // refused: initialized once
 	}
 	if err := h.joinClient(c, p.ClientID, version); err != nil {
 		return nil, err
 	}
-	if err := c.setClient(p.ClientID, version); err != nil {
+	if err := c.SetClient(p.ClientID, version); err != nil {
 		h.leaveClient(p.ClientID)
 		return nil, err
 	}
-	c.log.Info("client connected", "client", p.ClientID, "version", version, "info", clientName(p.ClientInfo))
+	c.Log().Info("client connected", "client", p.ClientID, "version", version, "info", clientName(p.ClientInfo))
 
 	res := protocol.InitializeResult{
 		ProtocolVersion:  version,
@@ -95,7 +56,7 @@ func (h *Host) initialize(ctx context.Context, c *conn, req *jrpc2.Request) (any
 		snap, err := h.attachRouted(ctx, c, ch, req.ID())
 		if err != nil {
 			// A channel that is gone is left out, as reconnect leaves it out.
-			c.log.Debug("initial subscription refused", "channel", ch, "err", err)
+			c.Log().Debug("initial subscription refused", "channel", ch, "err", err)
 			continue
 		}
 		res.Snapshots = append(res.Snapshots, snap)
@@ -136,7 +97,7 @@ type reconnectParams struct {
 // reconnect resumes a client's subscriptions: the changes it missed when
 // they are still held, else fresh snapshots. A client the host does not
 // remember is -32008, and starts again with initialize.
-func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) reconnect(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p reconnectParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for reconnect: %v", err)
@@ -147,14 +108,14 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if err := checkClientID("reconnect", p.ClientID); err != nil {
 		return nil, err
 	}
-	if c.initialized() {
-		return nil, c.setClient(p.ClientID, "") // refused: initialized once
+	if c.Initialized() {
+		return nil, c.SetClient(p.ClientID, "") // refused: initialized once
 	}
 	version, err := h.rejoinClient(c, p.ClientID)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.setClient(p.ClientID, version); err != nil {
+	if err := c.SetClient(p.ClientID, version); err != nil {
 		h.leaveClient(p.ClientID)
 		return nil, err
 	}
@@ -171,7 +132,7 @@ func (h *Host) reconnect(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	}
 	// Sessions past Limits.AttachedSessions are not resumed, as a
 	// subscribe of them would be refused (too_many_attached).
-	live, over := c.roomFor(live)
+	live, over := c.RoomFor(live)
 	missing = append(missing, over...)
 	release, replayable := h.holdMirrors(live)
 	defer release()

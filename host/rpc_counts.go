@@ -7,6 +7,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -27,7 +28,7 @@ type countsResult struct {
 	Counts map[string]uint64 `json:"counts"`
 }
 
-func (h *Host) sessionEventCounts(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) sessionEventCounts(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p countsParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, invalidParams(req.Method(), err)

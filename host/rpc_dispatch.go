@@ -10,6 +10,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -26,19 +27,19 @@ type dispatchParams struct {
 // to its sender alone with rejectionReason. An accepted action that
 // changes nothing goes back to its sender alone, with the serverSeq
 // unchanged.
-func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) dispatchAction(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p dispatchParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil || p.Channel == "" || p.Action == nil {
-		c.log.Debug("dropping a malformed dispatchAction", "err", err)
+		c.Log().Debug("dropping a malformed dispatchAction", "err", err)
 		return nil, nil
 	}
 	if len(p.Channel) > protocol.MaxURIBytes() {
 		// No channel has such a name: an action on a channel that does
 		// not exist is ignored.
-		c.log.Debug("dropping a dispatchAction on an oversized channel", "bytes", len(p.Channel))
+		c.Log().Debug("dropping a dispatchAction on an oversized channel", "bytes", len(p.Channel))
 		return nil, nil
 	}
-	origin := &protocol.ActionOrigin{ClientID: c.client(), ClientSeq: p.ClientSeq}
+	origin := &protocol.ActionOrigin{ClientID: c.Client(), ClientSeq: p.ClientSeq}
 	a, err := protocol.UnmarshalAction(p.Action)
 	if err != nil {
 		h.refuse(c, p.Channel, echoable(p.Action), origin, "invalid action: "+err.Error())
@@ -46,12 +47,12 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn, req *jrpc2.Request) 
 	}
 	// The grant is checked once the action is known to be a client's, and
 	// before anything about the channel is said to somebody not allowed it.
-	reason := checkType(a, c.negotiated())
+	reason := checkType(a, c.Negotiated())
 	if reason == "" {
 		reason = h.checkAction(c, p.Channel, a)
 	}
-	if reason == "" && c.readOnlyFor(p.Channel) {
-		reason = readOnlyReason
+	if reason == "" && c.ReadOnlyFor(p.Channel) {
+		reason = conn.ReadOnlyReason
 	}
 	if reason == "" && isAutomationChannel(p.Channel) {
 		h.dispatchAutomation(c, p.Channel, a, origin) // automations.go
@@ -138,13 +139,13 @@ func checkChannel(channel string, a protocol.Action) string {
 	return ""
 }
 
-func (h *Host) refuse(c *conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+func (h *Host) refuse(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
 	reason = boundedMessage(reason)
-	c.log.Debug("refused a client action", "channel", channel, "reason", reason)
+	c.Log().Debug("refused a client action", "channel", channel, "reason", reason)
 	h.bus.Echo(c, channel, a, origin, reason)
 }
 
-func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+func (h *Host) dispatchRoot(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	h.rootMu.Lock()
 	if cc, ok := a.(*protocol.RootConfigChangedAction); ok {
 		kept, reason := h.rootConfigChange(cc)
@@ -165,7 +166,7 @@ func (h *Host) dispatchRoot(c *conn, a protocol.Action, origin *protocol.ActionO
 }
 
 // dispatch takes a client's session action.
-func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOrigin) {
+func (s *session) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
 	s.awaitRoom()
 	s.pin(false)
 	defer s.unpin()
@@ -182,7 +183,7 @@ func (s *session) dispatch(c *conn, a protocol.Action, origin *protocol.ActionOr
 
 // dispatchLocked applies a client's session action and returns the chats
 // whose agents are to be told of changed config.
-func (s *session) dispatchLocked(c *conn, a protocol.Action, origin *protocol.ActionOrigin) []*chatEntry {
+func (s *session) dispatchLocked(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) []*chatEntry {
 	if s.disposed {
 		return nil
 	}
@@ -271,7 +272,7 @@ func (s *session) afterSessionActionLocked(a protocol.Action) []*chatEntry {
 }
 
 // dispatchChat takes a client's chat action.
-func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
+func (s *session) dispatchChat(c *conn.Conn, e *chatEntry, a protocol.Action, origin *protocol.ActionOrigin) {
 	switch a.(type) {
 	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction, *protocol.ChatPendingMessageSetAction:
 		// Each sets the agent to work, in the session's folder, and the
@@ -325,7 +326,7 @@ func (s *session) dispatchChat(c *conn, e *chatEntry, a protocol.Action, origin 
 		}
 		e.rec.Senders[t.TurnID] = origin.ClientID
 		if t.Message.Origin.Kind == protocol.MessageKindUser {
-			s.adoptLocked(c.principal) // a person's turn went out in it
+			s.adoptLocked(c.Principal()) // a person's turn went out in it
 		}
 		s.titleFromFirstMessageLocked(t.Message)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/timeline"
 )
@@ -32,7 +33,7 @@ const (
 	maxEvents     = 1000
 )
 
-func (h *Host) sessionEvents(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) sessionEvents(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p eventsParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, invalidParams(req.Method(), err)
@@ -94,7 +95,7 @@ type replayResult struct {
 	Chats   []*protocol.ChatState  `json:"chats"`
 }
 
-func (h *Host) replaySession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) replaySession(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p replayParams
 	if err := jsonUnmarshal([]byte(req.ParamString()), &p); err != nil {
 		return nil, invalidParams(req.Method(), err)

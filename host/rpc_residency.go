@@ -6,6 +6,7 @@ import (
 	"github.com/creachadair/jrpc2"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -52,7 +53,7 @@ func sessionArgs(req *jrpc2.Request) (sessionParams, error) {
 }
 
 // sessionStatus is the probe: it reads, and changes nothing.
-func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) sessionStatus(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	p, err := sessionArgs(req)
 	if err != nil {
 		return nil, err
@@ -76,7 +77,7 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn, req *jrpc2.Request) (
 	return res, nil
 }
 
-func (h *Host) suspendSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) suspendSession(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	p, err := sessionArgs(req)
 	if err != nil {
 		return nil, err
@@ -92,7 +93,7 @@ func (h *Host) suspendSession(ctx context.Context, c *conn, req *jrpc2.Request) 
 	return statusResult{Status: status}, nil
 }
 
-func (h *Host) resumeSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) resumeSession(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	p, err := sessionArgs(req)
 	if err != nil {
 		return nil, err

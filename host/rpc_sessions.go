@@ -6,6 +6,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -16,7 +17,7 @@ const (
 )
 
 // createSession makes a provisional session under the URI the client chose.
-func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) createSession(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.CreateSessionParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -53,7 +54,7 @@ func (h *Host) createSession(ctx context.Context, c *conn, req *jrpc2.Request) (
 }
 
 // disposeSession ends a session and deletes the backend's copy of it.
-func (h *Host) disposeSession(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) disposeSession(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.DisposeSessionParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func (h *Host) disposeSession(ctx context.Context, c *conn, req *jrpc2.Request) 
 
 // listSessions answers a page of the catalogue, most recently modified
 // first.
-func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.ListSessionsParams
 	if err := params(req, &p); err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (h *Host) listSessions(ctx context.Context, c *conn, req *jrpc2.Request) (a
 	if err != nil {
 		return nil, err
 	}
-	rows, last, more := h.listPage(principalString(c.principal), mine, after, limit)
+	rows, last, more := h.listPage(principalString(c.Principal()), mine, after, limit)
 	if p.Limit == nil && more {
 		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
 	}

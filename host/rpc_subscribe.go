@@ -5,15 +5,16 @@ import (
 
 	"github.com/creachadair/jrpc2"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
-func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) subscribe(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.SubscribeParams
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
-	delay, err := deliveryDelay(p.Delivery)
+	delay, err := conn.DeliveryDelay(p.Delivery)
 	if err != nil {
 		return nil, err
 	}
@@ -25,25 +26,25 @@ func (h *Host) subscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any,
 	if err != nil {
 		return nil, err
 	}
-	c.setReadOnly(p.Channel, p.Meta)
-	c.setDelay(p.Channel, delay)
+	c.SetReadOnly(p.Channel, p.Meta)
+	c.SetDelay(p.Channel, delay)
 	return &protocol.SubscribeResult{Snapshot: &snap}, nil
 }
 
-func (h *Host) unsubscribe(ctx context.Context, c *conn, req *jrpc2.Request) (any, error) {
+func (h *Host) unsubscribe(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (any, error) {
 	var p protocol.UnsubscribeParams
 	if err := params(req, &p); err != nil {
 		return nil, err
 	}
 	h.bus.Unsubscribe(c, p.Channel)
-	c.forget(p.Channel)
+	c.Forget(p.Channel)
 	h.poke()
 	return nil, nil
 }
 
 // exists reports whether c may subscribe to channel, under the URI it
 // names: a session named in its other form is not the one subscribed.
-func (h *Host) exists(c *conn, uri string) bool {
+func (h *Host) exists(c *conn.Conn, uri string) bool {
 	if isAutomationChannel(uri) {
 		return h.automationExists(c, uri)
 	}
@@ -57,8 +58,8 @@ func (h *Host) exists(c *conn, uri string) bool {
 // attach subscribes c to a channel and returns its snapshot: of a chat,
 // with its last turns finished turns only when turns > 0 (view.go); other
 // channels hold no turns and ignore it.
-func (h *Host) attach(ctx context.Context, c *conn, uri, requestID string, turns int) (protocol.Snapshot, error) {
-	if err := c.roomToWatch(uri); err != nil {
+func (h *Host) attach(ctx context.Context, c *conn.Conn, uri, requestID string, turns int) (protocol.Snapshot, error) {
+	if err := c.RoomToWatch(uri); err != nil {
 		return protocol.Snapshot{}, err
 	}
 	if isAutomationChannel(uri) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -106,7 +107,7 @@ type chatEntry struct {
 
 	// views are the subscribers given a view of the chat's last turns,
 	// with the index of the oldest they hold (view.go; guarded by s.mu).
-	views map[*conn]int
+	views map[*conn.Conn]int
 
 	// start is what the chat's agent starts with next. The agent starts
 	// holding no session lock, so it reads an immutable value set whole.
@@ -457,14 +458,14 @@ func (s *session) announceLocked() {
 
 // visibleTo reports whether c may see the session: a provisional one is
 // its creator's alone, on whichever connection the creating client is.
-func (s *session) visibleTo(c *conn) bool {
+func (s *session) visibleTo(c *conn.Conn) bool {
 	s.mu.Lock()
 	defer s.unlock()
 	return s.visibleToLocked(c)
 }
 
-func (s *session) visibleToLocked(c *conn) bool {
-	return !s.provisional || (s.creatorID == c.client() && s.creator == c.principal)
+func (s *session) visibleToLocked(c *conn.Conn) bool {
+	return !s.provisional || (s.creatorID == c.Client() && s.creator == c.Principal())
 }
 
 // hold readies the session for the host's shutdown: no turn starts in it

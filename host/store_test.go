@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/fsnotify/fsnotify"
 )
 
 // A full disk cannot be made safely in a test, so the store's temporary

@@ -1,24 +1,16 @@
 package host
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
-
-	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
 // Handler serves AHP over WebSocket: one JSON-RPC message per text frame.
@@ -55,16 +47,13 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 			h.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)
 			return
 		}
-		// wsTransport bounds messages itself, to say why it refuses one.
-		ws.SetReadLimit(-1)
-		c, err := h.admit(&wsTransport{ws: ws, limit: h.opts.Limits.MessageBytes}, false, cred)
+		c, err := h.admit(conn.WebSocket(ws, h.opts.Limits.MessageBytes), false, cred, "")
 		if err != nil {
 			_ = ws.Close(websocket.StatusGoingAway, err.Error())
 			return
 		}
-		c.log.Debug("websocket connected", "remote", r.RemoteAddr)
-		h.serve(c)
-		<-c.done
+		c.Log().Debug("websocket connected", "remote", r.RemoteAddr)
+		c.Serve(h.dispatch)
 	})
 }
 
@@ -96,172 +85,13 @@ func localHost(hostport, listen string) bool {
 	return false
 }
 
-type wsTransport struct {
-	ws    *websocket.Conn
-	limit int
-}
-
-// read is not bound to ctx. A connection's context ends as it starts to
-// close, and coder/websocket drops the socket the moment a read's context
-// ends, before the close frame saying why could go out; close ends the
-// read instead, once that frame is sent.
-func (t *wsTransport) read(context.Context) ([]byte, error) {
-	typ, r, err := t.ws.Reader(context.Background())
-	if err != nil {
-		return nil, readEnded(err)
-	}
-	if typ != websocket.MessageText {
-		return nil, &violation{closeUnsupported, "a binary frame: AHP is JSON-RPC in text frames"}
-	}
-	data, err := readMessage(r, t.limit)
-	if err != nil {
-		return nil, readEnded(err)
-	}
-	return data, nil
-}
-
-// readEnded says how reading ended: a violation stays one; anything else
-// is the peer going, which is not the client's fault to answer.
-func readEnded(err error) error {
-	var v *violation
-	if errors.As(err, &v) {
-		return err
-	}
-	return fmt.Errorf("%w: %v", io.EOF, err)
-}
-
-func (t *wsTransport) write(ctx context.Context, msg []byte) error {
-	return t.ws.Write(ctx, websocket.MessageText, msg)
-}
-
-func (t *wsTransport) close(code closeCode, reason string) error {
-	if len(reason) > 120 {
-		reason = reason[:120] // a close frame's reason is at most 123 bytes
-	}
-	// The close frame says why; a client that does not answer it, one
-	// that stopped reading say, is not waited on long.
-	done := make(chan error, 1)
-	go func() { done <- t.ws.Close(websocket.StatusCode(code), reason) }()
-	timer := time.NewTimer(closeWait)
-	defer timer.Stop()
-	select {
-	case err := <-done:
-		return err
-	case <-timer.C:
-		err := t.ws.CloseNow()
-		<-done
-		return err
-	}
-}
-
-// closeWait bounds the WebSocket closing handshake.
-const closeWait = 2 * time.Second
-
-func (t *wsTransport) ping(ctx context.Context) error { return t.ws.Ping(ctx) }
-
-// chunk is the unit a message is read in: a message of any size costs
-// its own size once, and no more, however it grows.
-const chunk = 64 << 10
-
-var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
-
-// readMessage reads r to its end into a slice of exactly its size, or
-// refuses it past limit bytes.
-func readMessage(r io.Reader, limit int) ([]byte, error) {
-	var parts []*[chunk]byte
-	defer func() {
-		for _, p := range parts {
-			chunks.Put(p)
-		}
-	}()
-	total := 0
-	for {
-		p := chunks.Get().(*[chunk]byte)
-		parts = append(parts, p)
-		n, err := io.ReadFull(r, p[:])
-		total += n
-		if total > limit {
-			return nil, &violation{closeTooBig, fmt.Sprintf("a message of more than %d bytes", limit)}
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	out := make([]byte, total)
-	for i, p := range parts {
-		copy(out[i*chunk:], p[:min(chunk, total-i*chunk)])
-	}
-	return out, nil
-}
-
 // ServeStdio serves one connection on r and w, one JSON-RPC message per
 // line, until r ends or the host closes. It is the host's own connection.
 func (h *Host) ServeStdio(r io.Reader, w io.Writer) error {
-	t := &stdioTransport{mu: lockcheck.Mutex{Class: "transport"}, r: bufio.NewReaderSize(r, 64<<10), w: w, limit: h.opts.Limits.MessageBytes}
-	c, err := h.newConnection(t, true, h.opts.Auth.Root())
+	c, err := h.newConnection(conn.Lines(r, w, h.opts.Limits.MessageBytes), true, h.opts.Auth.Root())
 	if err != nil {
 		return err
 	}
-	h.serve(c)
-	<-c.done
-	return nil
-}
-
-type stdioTransport struct {
-	r     *bufio.Reader
-	limit int
-	mu    lockcheck.Mutex
-	w     io.Writer
-}
-
-func (t *stdioTransport) read(ctx context.Context) ([]byte, error) {
-	for {
-		line, err := t.readLine()
-		if err != nil {
-			return nil, err
-		}
-		if line = bytes.TrimSpace(line); len(line) > 0 {
-			return line, nil
-		}
-	}
-}
-
-func (t *stdioTransport) readLine() ([]byte, error) {
-	var line []byte
-	for {
-		part, err := t.r.ReadSlice('\n')
-		line = append(line, part...)
-		if len(line) > t.limit {
-			return nil, &violation{closeTooBig, fmt.Sprintf("a message of more than %d bytes", t.limit)}
-		}
-		switch {
-		case err == nil:
-			return line, nil
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF) && len(line) > 0:
-			return line, nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-func (t *stdioTransport) write(ctx context.Context, msg []byte) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	buf := make([]byte, 0, len(msg)+1)
-	buf = append(append(buf, msg...), '\n')
-	_, err := t.w.Write(buf)
-	return err
-}
-
-func (t *stdioTransport) close(closeCode, string) error {
-	if c, ok := t.w.(io.Closer); ok {
-		return c.Close()
-	}
+	c.Serve(h.dispatch)
 	return nil
 }

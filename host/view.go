@@ -3,6 +3,7 @@ package host
 import (
 	"slices"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -79,9 +80,9 @@ func viewPage(cs *protocol.ChatState, cursor string) (page *protocol.ChatTurnsLo
 // setViewLocked records that c holds the chat's turns from oldest on
 // (-1: all the chat holds). Entries of connections that ended go. Called
 // with s.mu held.
-func (e *chatEntry) setViewLocked(c *conn, oldest int) {
+func (e *chatEntry) setViewLocked(c *conn.Conn, oldest int) {
 	for v := range e.views {
-		if v.ctx.Err() != nil {
+		if v.Context().Err() != nil {
 			delete(e.views, v)
 		}
 	}
@@ -90,7 +91,7 @@ func (e *chatEntry) setViewLocked(c *conn, oldest int) {
 		return
 	}
 	if e.views == nil {
-		e.views = map[*conn]int{}
+		e.views = map[*conn.Conn]int{}
 	}
 	e.views[c] = oldest
 }
@@ -101,7 +102,7 @@ func (e *chatEntry) setViewLocked(c *conn, oldest int) {
 func (e *chatEntry) viewsLackLocked(cs *protocol.ChatState) []protocol.Turn {
 	from, upTo := heldFrom(cs), 0
 	for c, oldest := range e.views {
-		if c.ctx.Err() == nil {
+		if c.Context().Err() == nil {
 			upTo = max(upTo, oldest)
 		}
 	}

@@ -1,4 +1,4 @@
-package host
+package conn
 
 import (
 	"testing"
@@ -9,13 +9,13 @@ import (
 // once, however often the watchdog looks at it before it is gone: a peer
 // that does not answer the close keeps it for seconds.
 func TestCutCountedOnce(t *testing.T) {
-	h := newTestHost(t)
+	h := newTestBus()
 	conns, _ := subscribers(t, h, "ahp-session:/s", 1)
 	late := time.Now().Add(time.Hour) // past every deadline
 	for range 3 {
-		conns[0].check(late)
+		conns[0].Check(late)
 	}
-	if n := h.metrics.cut[cutDeadline].Load(); n != 1 {
+	if n := h.cuts[CutDeadline].Load(); n != 1 {
 		t.Errorf("one connection past its deadline counted %d times", n)
 	}
 }

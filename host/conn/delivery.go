@@ -1,4 +1,4 @@
-package host
+package conn
 
 import (
 	"time"
@@ -19,12 +19,12 @@ import (
 // once from then on.
 //
 // The writer goroutine keeps the one timer, for the held frame's
-// deadline, so nothing outlives the connection; the time is the host's
-// clock (Options.Clock), which tests move.
+// deadline, so nothing outlives the connection; the time is the
+// connection's clock (Config.Clock), which tests move.
 
-// deliveryDelay reads a subscription's delivery preferences: how long its
+// DeliveryDelay reads a subscription's delivery preferences: how long its
 // channel's text may be held.
-func deliveryDelay(d *protocol.SubscriptionDeliveryOptions) (time.Duration, error) {
+func DeliveryDelay(d *protocol.SubscriptionDeliveryOptions) (time.Duration, error) {
 	if d == nil || d.MaxLatencyMs == nil {
 		return 0, nil
 	}
@@ -35,9 +35,9 @@ func deliveryDelay(d *protocol.SubscriptionDeliveryOptions) (time.Duration, erro
 	return time.Duration(min(ms, fanout.MaxLatency.Milliseconds())) * time.Millisecond, nil
 }
 
-// setDelay records how long channel's text may be held for c: 0 sends
+// SetDelay records how long channel's text may be held for c: 0 sends
 // what is held of it and delivers at once.
-func (c *conn) setDelay(channel string, d time.Duration) {
+func (c *Conn) SetDelay(channel string, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if d <= 0 {
@@ -52,7 +52,7 @@ func (c *conn) setDelay(channel string, d time.Duration) {
 }
 
 // undelayLocked ends channel's delay, sending what is held of it.
-func (c *conn) undelayLocked(channel string) {
+func (c *Conn) undelayLocked(channel string) {
 	if _, ok := c.delay[channel]; !ok {
 		return
 	}
@@ -66,17 +66,17 @@ func (c *conn) undelayLocked(channel string) {
 // heldAt returns the time to stamp a frame with, read before taking the
 // connection's lock (no lock is taken under it, the clock's included):
 // the zero time when no subscription of c allows a delay.
-func (c *conn) heldAt() time.Time {
+func (c *Conn) heldAt() time.Time {
 	if !c.delays.Load() {
 		return time.Time{}
 	}
-	return c.h.now()
+	return c.now()
 }
 
 // coalesceLocked offers f to what is held and queues what is to go now. It
 // reports whether f is still to be queued. A frame held anew wakes the
 // writer, to set its timer for it.
-func (c *conn) coalesceLocked(f *fanout.Frame, now time.Time) bool {
+func (c *Conn) coalesceLocked(f *fanout.Frame, now time.Time) bool {
 	before := c.coalesce.Deadline()
 	first, then := c.coalesce.Offer(f, c.delay[f.Channel()], now)
 	if first != nil {
@@ -89,8 +89,8 @@ func (c *conn) coalesceLocked(f *fanout.Frame, now time.Time) bool {
 }
 
 // sendDue queues the held frame when its deadline has come.
-func (c *conn) sendDue() {
-	now := c.h.now()
+func (c *Conn) sendDue() {
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || c.finishing != "" {

@@ -1,4 +1,4 @@
-package host
+package conn
 
 import (
 	"bytes"
@@ -49,9 +49,9 @@ func (in *inbound) init() {
 	in.drained = make(chan struct{})
 }
 
-// drainInput stops the connection taking requests; those taken are answered and
-// the connection finishes (conn.finish) with why.
-func (c *conn) drainInput(why string) {
+// DrainInput stops the connection taking requests; those taken are answered and
+// the connection finishes (Conn.Finish) with why.
+func (c *Conn) DrainInput(why string) {
 	c.in.drainOnce.Do(func() {
 		c.mu.Lock()
 		c.in.why = why
@@ -59,19 +59,19 @@ func (c *conn) drainInput(why string) {
 		c.mu.Unlock()
 		close(c.in.draining)
 		if !served {
-			c.finish(why) // nothing reads it: what is queued is all there is
+			c.Finish(why) // nothing reads it: what is queued is all there is
 		}
 	})
 }
 
 // read moves messages from the transport to recv until reading fails or
 // the connection ends.
-func (c *conn) read() {
+func (c *Conn) read() {
 	defer close(c.in.readerEnd)
 	for {
-		data, err := c.t.read(c.ctx)
+		data, err := c.t.Read(c.ctx)
 		if err == nil {
-			c.heard.Store(c.h.now().UnixNano())
+			c.heard.Store(c.now().UnixNano())
 		}
 		select {
 		case c.in.msgs <- message{data, err}:
@@ -86,7 +86,7 @@ func (c *conn) read() {
 
 // recv is the connection's jrpc2 Recv: the next message to take, once
 // there is room in the line for it.
-func (c *conn) recv() ([]byte, error) {
+func (c *Conn) recv() ([]byte, error) {
 	if c.in.eofSent {
 		select {
 		case <-c.in.drained:
@@ -116,12 +116,12 @@ func (c *conn) recv() ([]byte, error) {
 
 // stopTaking ends input: at once for a rule broken, after the requests
 // already taken for a close.
-func (c *conn) stopTaking(err error) ([]byte, error) {
-	var v *violation
+func (c *Conn) stopTaking(err error) ([]byte, error) {
+	var v *Violation
 	if errors.As(err, &v) {
-		c.log.Info("connection cut", "client", c.client(), "code", int(v.code), "why", v.reason)
-		c.h.metrics.cutFor(cutViolation)
-		c.abort(v.code, v.reason)
+		c.log.Info("connection cut", "client", c.Client(), "code", int(v.Code), "why", v.Reason)
+		c.cutFor(CutViolation)
+		c.Abort(v.Code, v.Reason)
 		return nil, err
 	}
 	c.in.eofSent = true
@@ -143,7 +143,7 @@ const maxRequestID = 256
 // refuses what jrpc2 would refuse without handling it, so that every
 // request it lets through takes a place in the line (Assign) and the line
 // counts exactly the requests taken and not done.
-func (c *conn) admit(data []byte) ([]byte, bool) {
+func (c *Conn) admit(data []byte) ([]byte, bool) {
 	data = bytes.TrimSpace(data)
 	if len(data) > 0 && data[0] == '[' {
 		return c.admitBatch(data)
@@ -161,7 +161,7 @@ func (c *conn) admit(data []byte) ([]byte, bool) {
 }
 
 // admitBatch admits a batch whole or answers it with one error.
-func (c *conn) admitBatch(data []byte) ([]byte, bool) {
+func (c *Conn) admitBatch(data []byte) ([]byte, bool) {
 	reqs, err := readBatch(data)
 	if err != nil {
 		return data, true // jrpc2 answers it
@@ -194,7 +194,7 @@ func (c *conn) admitBatch(data []byte) ([]byte, bool) {
 
 // refusal says why a request is not taken, or "". size is the bytes of
 // its message, or 0 within a batch (bounded as a whole).
-func (c *conn) refusal(r *request, size int) string {
+func (c *Conn) refusal(r *request, size int) string {
 	switch {
 	case r.problem != "":
 		return r.problem
@@ -221,7 +221,7 @@ func (c *conn) refusal(r *request, size int) string {
 
 // take counts requests admitted: each takes a place in the line, and the
 // ids of those that are answered are in use until they are.
-func (c *conn) take(reqs []request) {
+func (c *Conn) take(reqs []request) {
 	c.mu.Lock()
 	for _, r := range reqs {
 		if r.id != nil {
@@ -233,7 +233,7 @@ func (c *conn) take(reqs []request) {
 }
 
 // answer sends an error response of the host's own.
-func (c *conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
+func (c *Conn) answer(id jsontext.Value, code protocol.ErrorCode, msg string) {
 	if id == nil {
 		id = jsontext.Value("null")
 	}

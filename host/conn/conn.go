@@ -1,4 +1,4 @@
-package host
+package conn
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/protocol"
@@ -17,28 +18,7 @@ import (
 // writeTimeout bounds one write: a client that stopped reading is cut.
 const writeTimeout = 30 * time.Second
 
-// transport carries whole JSON-RPC messages: WebSocket text frames, or
-// lines on stdio.
-type transport interface {
-	// read returns the next message: io.EOF when the peer closed, a
-	// *violation when it broke the rules.
-	read(ctx context.Context) ([]byte, error)
-	write(ctx context.Context, msg []byte) error
-	// close ends the transport; code and reason say why, where they can
-	// be said.
-	close(code closeCode, reason string) error
-}
-
-// violation is a client breaking the transport's rules: the connection
-// ends with code.
-type violation struct {
-	code   closeCode
-	reason string
-}
-
-func (v *violation) Error() string { return v.reason }
-
-// conn is one client connection. Its state after initialize (clientId,
+// Conn is one client connection. Its state after initialize (clientId,
 // version) is set once by the initialize handler and read after.
 //
 // A connection ends one of two ways. Finished (the client closed, or ahpd
@@ -48,19 +28,22 @@ func (v *violation) Error() string { return v.reason }
 // cancelled, the queue dropped, and the transport closes with the code
 // that says why. Either way it is done, and the host forgets it, only once
 // its goroutines have ended.
-type conn struct {
-	h      *Host
-	id     int64
-	t      transport
-	log    *slog.Logger
-	stdio  bool // the host's own connection: no deadlines
-	limits Limits
+type Conn struct {
+	id       int64
+	t        Transport
+	log      *slog.Logger
+	stdio    bool // the host's own connection: no deadlines
+	limits   Limits
+	clock    clock.Clock
+	attached func(channel string) bool
+	onCut    func(reason string)
+	onClosed func(*Conn)
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
-	// forwardedFrom, set before it serves, is the host whose connection
-	// this one stands for (forwarded.go); "" for a connection of its own.
+	// forwardedFrom is the host whose connection this one stands for; ""
+	// for a connection of its own.
 	forwardedFrom string
-	cred          grants.Credential // what it presented, rechecked as users change (revoke.go)
+	cred          grants.Credential // what it presented, rechecked as users change
 	ctx           context.Context
 	cancel        context.CancelFunc
 	started       time.Time
@@ -70,7 +53,7 @@ type conn struct {
 	pinging atomic.Bool  // a WebSocket ping is out
 	delays  atomic.Bool  // delay is not empty: frames are stamped with the time (delivery.go)
 	hello   atomic.Pointer[hello]
-	line    line    // the order its requests are taken in (rpc.go)
+	line    line    // the order its requests are taken in (line.go)
 	in      inbound // what reads the client's messages (inbound.go)
 
 	mu        lockcheck.Mutex
@@ -84,20 +67,20 @@ type conn struct {
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
 	subs      map[string]bool   // the channels this connection watches
-	sessions  int               // how many of subs are sessions' (attach.go)
+	sessions  int               // how many of subs count against Limits.AttachedSessions
 	readOnly  map[string]bool   // those it subscribed to read-only (readonly.go)
 	closed    bool
 	closeWhy  string
-	closeCode closeCode
+	closeCode CloseCode
 	finishing string // set once the connection is to end when its queue is written
 	wake      chan struct{}
 	writerEnd chan struct{}
-	serveEnd  chan struct{} // closed when its JSON-RPC server has stopped (rpc.go)
+	serveEnd  chan struct{} // closed when its JSON-RPC server has stopped (serve.go)
 	served    bool          // serve began: done waits for it
 	done      chan struct{} // closed when nothing of the connection runs
 
-	// forwardedTo are the hosts it forwarded requests to (route.go),
-	// told when it ends.
+	// forwardedTo are the hosts it forwarded requests to, told when it
+	// ends.
 	forwardedTo map[string]bool
 
 	// Under mu: how long each channel's text may be held, and what is
@@ -106,16 +89,59 @@ type conn struct {
 	coalesce fanout.Coalescer
 }
 
-func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *conn {
-	ctx, cancel := context.WithCancel(h.ctx)
-	now := h.now()
-	c := &conn{
+// Config is what a connection is made of. Transport is required; a nil
+// func does nothing, a nil Clock is the real one, and zero Limits take
+// their defaults.
+type Config struct {
+	ID        int64
+	Transport Transport
+	// Stdio marks the host's own connection: it has no deadlines.
+	Stdio     bool
+	Principal grants.Principal
+	// Credential is what it presented, kept for rechecks.
+	Credential grants.Credential
+	// ForwardedFrom is the host whose connection this one stands for, or
+	// "".
+	ForwardedFrom string
+	Limits        Limits
+	Clock         clock.Clock
+	Log           *slog.Logger
+	// Attached reports whether a channel counts against
+	// Limits.AttachedSessions; nil counts none.
+	Attached func(channel string) bool
+	// OnCut is told each time the connection is cut, with one of the
+	// Cut reasons, to count it.
+	OnCut func(reason string)
+	// OnClosed is called once nothing of the connection runs but the
+	// call itself; Done closes after it returns.
+	OnClosed func(*Conn)
+}
+
+// New makes a connection of cfg under ctx and starts its writer. It reads
+// nothing until Serve.
+func New(ctx context.Context, cfg Config) *Conn {
+	ctx, cancel := context.WithCancel(ctx)
+	clk := cfg.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	now := clk.Now()
+	c := &Conn{
 		mu:   lockcheck.Mutex{Class: "conn"},
 		line: line{mu: lockcheck.Mutex{Class: "line"}},
-		h:    h, id: id, t: t, stdio: stdio, principal: p, ctx: ctx, cancel: cancel,
-		limits:    h.opts.Limits,
+		id:   cfg.ID, t: cfg.Transport, stdio: cfg.Stdio, principal: cfg.Principal, cred: cfg.Credential,
+		forwardedFrom: cfg.ForwardedFrom, ctx: ctx, cancel: cancel,
+		limits:    cfg.Limits.WithDefaults(),
+		clock:     clk,
+		attached:  cfg.Attached,
+		onCut:     cfg.OnCut,
+		onClosed:  cfg.OnClosed,
 		started:   now,
-		log:       h.log.With("conn", id, "principal", p.String()),
+		log:       log.With("conn", cfg.ID, "principal", cfg.Principal.String()),
 		holds:     map[string]bool{},
 		asked:     map[string]bool{},
 		subs:      map[string]bool{},
@@ -130,15 +156,81 @@ func newConn(h *Host, id int64, t transport, stdio bool, p grants.Principal) *co
 	return c
 }
 
-// send queues a frame of a channel the connection watches. While a
+// ID is the connection's number, unique in its host.
+func (c *Conn) ID() int64 { return c.id }
+
+// Principal is who the connection acts for.
+func (c *Conn) Principal() grants.Principal { return c.principal }
+
+// Credential is what the connection presented.
+func (c *Conn) Credential() grants.Credential { return c.cred }
+
+// ForwardedFrom is the host whose connection this one stands for, or "".
+func (c *Conn) ForwardedFrom() string { return c.forwardedFrom }
+
+// Log is the connection's logger.
+func (c *Conn) Log() *slog.Logger { return c.log }
+
+// Context ends when the connection starts to end.
+func (c *Conn) Context() context.Context { return c.ctx }
+
+// Done is closed when nothing of the connection runs.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// Stopped is closed once the connection writes no more: it was cut, or
+// is ending. It may take longer to be done, while its peer does not
+// answer the close.
+func (c *Conn) Stopped() <-chan struct{} { return c.writerEnd }
+
+// Limits are the connection's, defaults filled.
+func (c *Conn) Limits() Limits { return c.limits }
+
+func (c *Conn) now() time.Time { return c.clock.Now() }
+
+// cutFor counts a cut.
+func (c *Conn) cutFor(reason string) {
+	if c.onCut != nil {
+		c.onCut(reason)
+	}
+}
+
+// countsAttached reports whether channel counts against
+// Limits.AttachedSessions.
+func (c *Conn) countsAttached(channel string) bool {
+	return c.attached != nil && c.attached(channel)
+}
+
+// Stats are a connection's figures, for the host's gauges.
+type Stats struct {
+	Subscriptions  int
+	QueuedMessages int
+	QueuedBytes    int
+}
+
+// Stats reads the connection's figures.
+func (c *Conn) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return Stats{len(c.subs), len(c.queue), c.queued}
+}
+
+// Ended reports whether the connection has ended (or begun to), with the
+// code and the reason it closes with.
+func (c *Conn) Ended() (code CloseCode, why string, ended bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode, c.closeWhy, c.closed
+}
+
+// Send queues a frame of a channel the connection watches. While a
 // response carrying a snapshot is on its way, frames wait behind it: a
 // client must have the snapshot before the changes that follow it, and
 // sees serverSeq only rise.
-func (c *conn) Send(f *fanout.Frame) {
+func (c *Conn) Send(f *fanout.Frame) {
 	now := c.heldAt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	version := c.negotiated()
+	version := c.Negotiated()
 	if !knownTo(f.Action(), version) || (f.Method() != "" && version != "" && !protocol.NotificationKnownTo(f.Method(), version)) {
 		return
 	}
@@ -149,9 +241,9 @@ func (c *conn) Send(f *fanout.Frame) {
 	c.enqueueLocked(f, now)
 }
 
-// wants reports whether an action of type t goes to this connection: its
+// Wants reports whether an action of type t goes to this connection: its
 // protocol version knows t.
-func (c *conn) Wants(t protocol.ActionType) bool { return knownTo(t, c.negotiated()) }
+func (c *Conn) Wants(t protocol.ActionType) bool { return knownTo(t, c.Negotiated()) }
 
 // knownTo reports whether a connection speaking version knows action type
 // t; "" is an echo or a response, which every version knows.
@@ -161,7 +253,7 @@ func knownTo(t protocol.ActionType, version string) bool {
 
 // respond queues a response, then the frames held for it. The ids it
 // answers are free for the client to use again.
-func (c *conn) respond(data []byte) {
+func (c *Conn) respond(data []byte) {
 	ids := replyIDs(data)
 	now := c.heldAt()
 	c.mu.Lock()
@@ -182,8 +274,8 @@ func (c *conn) respond(data []byte) {
 	c.releaseLocked(now)
 }
 
-// closeAfter ends the connection once the response to requestID is out.
-func (c *conn) closeAfter(requestID, why string) {
+// CloseAfter ends the connection once the response to requestID is out.
+func (c *Conn) CloseAfter(requestID, why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing == nil {
@@ -194,10 +286,10 @@ func (c *conn) closeAfter(requestID, why string) {
 
 // Hold records a subscription to channel, made for the request requestID:
 // frames wait until that request's response is out (fanout.Subscriber).
-func (c *conn) Hold(channel, requestID string) {
+func (c *Conn) Hold(channel, requestID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.subs[channel] && isSessionURI(channel) {
+	if !c.subs[channel] && c.countsAttached(channel) {
 		c.sessions++
 	}
 	c.subs[channel] = true
@@ -206,8 +298,8 @@ func (c *conn) Hold(channel, requestID string) {
 	}
 }
 
-// release stops holding for a request that failed.
-func (c *conn) release(requestID string) {
+// Release stops holding for a request that failed.
+func (c *Conn) Release(requestID string) {
 	now := c.heldAt()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -215,7 +307,7 @@ func (c *conn) release(requestID string) {
 	c.releaseLocked(now)
 }
 
-func (c *conn) releaseLocked(now time.Time) {
+func (c *Conn) releaseLocked(now time.Time) {
 	if len(c.holds) > 0 {
 		return
 	}
@@ -227,11 +319,11 @@ func (c *conn) releaseLocked(now time.Time) {
 	c.held = nil
 }
 
-// roomToWatch refuses a subscription past Limits.Subscriptions, or a
+// RoomToWatch refuses a subscription past Limits.Subscriptions, or a
 // session's past Limits.AttachedSessions. A
 // connection's requests are taken one at a time, so none comes between
 // this and the subscription.
-func (c *conn) roomToWatch(channel string) error {
+func (c *Conn) RoomToWatch(channel string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.subs[channel] {
@@ -240,16 +332,16 @@ func (c *conn) roomToWatch(channel string) error {
 	if len(c.subs) >= c.limits.Subscriptions {
 		return protocol.Errorf(protocol.CodeInvalidRequest, "this connection watches %d channels, the most it may: unsubscribe from one first", len(c.subs))
 	}
-	if c.sessions >= c.limits.AttachedSessions && isSessionURI(channel) {
-		return tooManyAttached(c.sessions)
+	if c.sessions >= c.limits.AttachedSessions && c.countsAttached(channel) {
+		return TooManyAttached(c.sessions)
 	}
 	return nil
 }
 
-func (c *conn) forget(channel string) {
+func (c *Conn) Forget(channel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.subs[channel] && isSessionURI(channel) {
+	if c.subs[channel] && c.countsAttached(channel) {
 		c.sessions--
 	}
 	delete(c.subs, channel)
@@ -257,7 +349,7 @@ func (c *conn) forget(channel string) {
 	c.undelayLocked(channel)
 }
 
-func (c *conn) subscriptions() []string {
+func (c *Conn) Subscriptions() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]string, 0, len(c.subs))
@@ -269,7 +361,7 @@ func (c *conn) subscriptions() []string {
 
 // enqueueLocked queues a frame, or holds it back a while when its
 // subscription allows (delivery.go); now is when it came, or zero.
-func (c *conn) enqueueLocked(f *fanout.Frame, now time.Time) {
+func (c *Conn) enqueueLocked(f *fanout.Frame, now time.Time) {
 	if c.closed || c.finishing != "" {
 		return
 	}
@@ -281,7 +373,7 @@ func (c *conn) enqueueLocked(f *fanout.Frame, now time.Time) {
 
 // queueLocked adds a frame to the queue: merged into the last one when the
 // client is behind, or cutting the client when it is too far behind.
-func (c *conn) queueLocked(f *fanout.Frame) {
+func (c *Conn) queueLocked(f *fanout.Frame) {
 	if c.mergeLocked(f) {
 		return
 	}
@@ -294,11 +386,11 @@ func (c *conn) queueLocked(f *fanout.Frame) {
 		// reconnect and be replayed what it missed, or sent snapshots.
 		// The close reason starts with the word a reconnect past the
 		// journal's retention is told (attach.go).
-		why := fmt.Sprintf("%s: client too slow, %d messages (%d bytes) were waiting to be sent; reconnect to catch up", tooFarBehind, len(c.queue), c.queued)
-		c.log.Warn("cut a client that fell behind", "client", c.client(), "queued", len(c.queue), "bytes", c.queued)
-		c.h.metrics.cutFor(cutSlow)
+		why := fmt.Sprintf("%s: client too slow, %d messages (%d bytes) were waiting to be sent; reconnect to catch up", TooFarBehind, len(c.queue), c.queued)
+		c.log.Warn("cut a client that fell behind", "client", c.Client(), "queued", len(c.queue), "bytes", c.queued)
+		c.cutFor(CutSlow)
 		c.queue, c.queued, c.largest = nil, 0, 0
-		c.abortLocked(closePolicy, why)
+		c.abortLocked(ClosePolicy, why)
 		return
 	}
 	c.queue = append(c.queue, f)
@@ -309,7 +401,7 @@ func (c *conn) queueLocked(f *fanout.Frame) {
 
 // wakeLocked tells the writer there is something to write, or a held frame
 // to set its timer for.
-func (c *conn) wakeLocked() {
+func (c *Conn) wakeLocked() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -321,7 +413,7 @@ func (c *conn) wakeLocked() {
 // client that is behind gets a reply in fewer, longer deltas rather than
 // falling further behind, and its state is the same. A merged frame is
 // this connection's own (frames are shared), encoded when written.
-func (c *conn) mergeLocked(f *fanout.Frame) bool {
+func (c *Conn) mergeLocked(f *fanout.Frame) bool {
 	if len(c.queue) == 0 {
 		return false
 	}
@@ -337,7 +429,7 @@ func (c *conn) mergeLocked(f *fanout.Frame) bool {
 }
 
 // writer sends queued frames in order until the connection ends.
-func (c *conn) writer() {
+func (c *Conn) writer() {
 	defer close(c.writerEnd)
 	var timer heldTimer // when the text held is due (delivery.go)
 	defer timer.stop()
@@ -352,8 +444,8 @@ func (c *conn) writer() {
 		}
 		if err := c.writeQueued(); err != nil {
 			if c.ctx.Err() == nil {
-				c.h.metrics.cutFor(cutWrite)
-				c.abort(closeInternal, "write failed: "+err.Error())
+				c.cutFor(CutWrite)
+				c.Abort(CloseInternal, "write failed: "+err.Error())
 			}
 			return
 		}
@@ -362,22 +454,22 @@ func (c *conn) writer() {
 		due := c.coalesce.Deadline()
 		c.mu.Unlock()
 		if done {
-			c.end(closeNormal, why)
+			c.end(CloseNormal, why)
 			return
 		}
-		timer.set(c.h.opts.Clock, due)
+		timer.set(c.clock, due)
 	}
 }
 
-// finish ends the connection once what is queued has been written, so that
+// Finish ends the connection once what is queued has been written, so that
 // the last answers reach the client; nothing more is queued.
-func (c *conn) finish(why string) {
+func (c *Conn) Finish(why string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.finishLocked(why)
 }
 
-func (c *conn) finishLocked(why string) {
+func (c *Conn) finishLocked(why string) {
 	if c.closed || c.finishing != "" {
 		return
 	}
@@ -391,7 +483,7 @@ func (c *conn) finishLocked(why string) {
 // writeQueued writes what is queued. Two buffers take turns: the writer owns one
 // batch while senders fill the other, so queueing allocates nothing once
 // both have grown.
-func (c *conn) writeQueued() error {
+func (c *Conn) writeQueued() error {
 	for {
 		c.mu.Lock()
 		batch := c.queue
@@ -403,7 +495,7 @@ func (c *conn) writeQueued() error {
 			// writeTimeout; a context per write would cost allocations on
 			// the path every subscriber of every delta takes.
 			c.writing.Store(time.Now().UnixNano())
-			err := c.t.write(c.ctx, data)
+			err := c.t.Write(c.ctx, data)
 			c.writing.Store(0)
 			if err != nil {
 				return err
@@ -421,20 +513,20 @@ func (c *conn) writeQueued() error {
 }
 
 // stuck reports whether a write has been under way longer than d.
-func (c *conn) stuck(now time.Time, d time.Duration) bool {
+func (c *Conn) stuck(now time.Time, d time.Duration) bool {
 	start := c.writing.Load()
 	return start != 0 && now.Sub(time.Unix(0, start)) > d
 }
 
-// abort ends the connection now: work under way is cancelled and what is
+// Abort ends the connection now: work under way is cancelled and what is
 // queued dropped.
-func (c *conn) abort(code closeCode, reason string) {
+func (c *Conn) Abort(code CloseCode, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.abortLocked(code, reason)
 }
 
-func (c *conn) abortLocked(code closeCode, reason string) {
+func (c *Conn) abortLocked(code CloseCode, reason string) {
 	if c.closed {
 		return
 	}
@@ -445,13 +537,13 @@ func (c *conn) abortLocked(code closeCode, reason string) {
 
 // end closes the connection with code once its queue is written or
 // dropped.
-func (c *conn) end(code closeCode, reason string) {
+func (c *Conn) end(code CloseCode, reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.endLocked(code, reason)
 }
 
-func (c *conn) endLocked(code closeCode, reason string) {
+func (c *Conn) endLocked(code CloseCode, reason string) {
 	if c.closed {
 		return
 	}
@@ -464,9 +556,9 @@ func (c *conn) endLocked(code closeCode, reason string) {
 // wind closes the transport once the writer has stopped and, when the
 // connection was served, once its server and reader have too; then the
 // host forgets the connection and it is done.
-func (c *conn) wind(served bool, code closeCode, reason string) {
+func (c *Conn) wind(served bool, code CloseCode, reason string) {
 	<-c.writerEnd
-	_ = c.t.close(code, reason)
+	_ = c.t.Close(code, reason)
 	if served {
 		<-c.serveEnd
 		if !c.stdio {
@@ -474,6 +566,8 @@ func (c *conn) wind(served bool, code closeCode, reason string) {
 			<-c.in.readerEnd
 		}
 	}
-	c.h.connClosed(c)
+	if c.onClosed != nil {
+		c.onClosed(c)
+	}
 	close(c.done)
 }

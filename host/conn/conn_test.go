@@ -1,18 +1,17 @@
-package host
+package conn
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -27,12 +26,12 @@ type discard struct {
 	wrote     chan struct{} // told after each frame, for waitDelivered
 }
 
-func (d *discard) read(ctx context.Context) ([]byte, error) {
+func (d *discard) Read(ctx context.Context) ([]byte, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
 
-func (d *discard) write(ctx context.Context, msg []byte) error {
+func (d *discard) Write(ctx context.Context, msg []byte) error {
 	if d.block != nil {
 		select {
 		case <-d.block:
@@ -51,33 +50,41 @@ func (d *discard) write(ctx context.Context, msg []byte) error {
 	return nil
 }
 
-func (d *discard) close(closeCode, string) error { return nil }
+func (d *discard) Close(CloseCode, string) error { return nil }
 
-func newTestHost(tb testing.TB) *Host {
-	tb.Helper()
-	h, err := New(Options{Sessions: "memory", DefaultDirectory: tb.TempDir(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = h.Close(context.Background()) })
-	return h
+// testBus is a bus with subscribers of their own, counting the cuts
+// they are told of.
+type testBus struct {
+	*fanout.Bus
+	cuts map[string]*atomic.Int64
 }
 
-// subscribers connects n connections to channel.
-func subscribers(tb testing.TB, h *Host, channel string, n int) ([]*conn, []*discard) {
+func newTestBus() *testBus {
+	b := &testBus{Bus: fanout.New(0, 0), cuts: map[string]*atomic.Int64{}}
+	for _, r := range CutReasons {
+		b.cuts[r] = new(atomic.Int64)
+	}
+	return b
+}
+
+func (b *testBus) cut(reason string) { b.cuts[reason].Add(1) }
+
+// subscribers connects n connections to channel; each ends with the test.
+func subscribers(tb testing.TB, bus *testBus, channel string, n int) ([]*Conn, []*discard) {
 	tb.Helper()
-	conns := make([]*conn, n)
+	conns := make([]*Conn, n)
 	ts := make([]*discard, n)
 	for i := range n {
 		ts[i] = &discard{wrote: make(chan struct{}, 1)}
-		c, err := h.newConnection(ts[i], false, grants.Principal{})
-		if err != nil {
+		c := New(context.Background(), Config{ID: int64(i + 1), Transport: ts[i], OnCut: bus.cut})
+		tb.Cleanup(func() {
+			c.Abort(CloseNormal, "the test is over")
+			<-c.Done()
+		})
+		if err := c.SetClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion); err != nil {
 			tb.Fatal(err)
 		}
-		if err := c.setClient(fmt.Sprintf("c%d", i), protocol.ProtocolVersion); err != nil {
-			tb.Fatal(err)
-		}
-		h.bus.Subscribe(c, channel, "")
+		bus.Subscribe(c, channel, "")
 		conns[i] = c
 	}
 	return conns, ts
@@ -91,7 +98,7 @@ func BenchmarkFanout(b *testing.B) {
 	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("subscribers=%d", n), func(b *testing.B) {
-			h := newTestHost(b)
+			h := newTestBus()
 			_, ts := subscribers(b, h, channel, n)
 			for _, d := range ts {
 				d.ended = make(chan struct{})
@@ -99,12 +106,12 @@ func BenchmarkFanout(b *testing.B) {
 			a := &protocol.ChatDeltaAction{TurnID: "t1", PartID: "p1", Content: "a token "}
 			b.ReportAllocs()
 			for b.Loop() {
-				h.bus.Publish(channel, a, nil)
+				h.Publish(channel, a, nil)
 			}
 			// Deltas to one part merge for a subscriber that is behind, so
 			// the frames are fewer than the deltas: the turn's end, which
 			// merges with nothing, comes after all of them.
-			h.bus.Publish(channel, &protocol.ChatTurnCompleteAction{TurnID: "t1"}, nil)
+			h.Publish(channel, &protocol.ChatTurnCompleteAction{TurnID: "t1"}, nil)
 			b.StopTimer()
 			for _, d := range ts {
 				select {
@@ -138,7 +145,7 @@ func waitDelivered(tb testing.TB, ts []*discard, want int64) {
 // the others nor holds more than its bounded queue: it is dropped.
 func TestSlowSubscriber(t *testing.T) {
 	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
-	h := newTestHost(t)
+	h := newTestBus()
 	conns, ts := subscribers(t, h, channel, 3)
 	ts[0].block = make(chan struct{}) // never reads
 	// Not streamed text, which a client that is behind gets merged.
@@ -151,23 +158,22 @@ func TestSlowSubscriber(t *testing.T) {
 		if n > 4*DefaultQueuedMessages {
 			t.Fatalf("the stuck subscriber was not dropped after %d frames", n)
 		}
-		h.bus.Publish(channel, a, nil)
+		h.Publish(channel, a, nil)
 		n++
 		select {
-		case <-conns[0].writerEnd:
+		case <-conns[0].Done():
 			dropped = true
 		default:
 		}
 	}
 	waitDelivered(t, ts[1:], n)
-	conns[0].mu.Lock()
-	queued, why, code := len(conns[0].queue), conns[0].closeWhy, conns[0].closeCode
-	conns[0].mu.Unlock()
-	if queued != 0 || code != closePolicy || !strings.HasPrefix(why, "too_far_behind: client too slow") {
+	queued := conns[0].Stats().QueuedMessages
+	code, why, _ := conns[0].Ended()
+	if queued != 0 || code != ClosePolicy || !strings.HasPrefix(why, "too_far_behind: client too slow") {
 		t.Errorf("the stuck subscriber holds %d frames (closed with %d: %q)", queued, code, why)
 	}
-	if h.metrics.cut[cutSlow].Load() != 1 {
-		t.Errorf("cut for being slow: %d, want 1", h.metrics.cut[cutSlow].Load())
+	if h.cuts[CutSlow].Load() != 1 {
+		t.Errorf("cut for being slow: %d, want 1", h.cuts[CutSlow].Load())
 	}
 	close(ts[0].block)
 }
@@ -177,7 +183,7 @@ func TestSlowSubscriber(t *testing.T) {
 // part, holding every byte.
 func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 	const channel = "ahp-chat://default/YWhwLXNlc3Npb246L3M"
-	h := newTestHost(t)
+	h := newTestBus()
 	conns, ts := subscribers(t, h, channel, 1)
 	ts[0].block = make(chan struct{})
 	defer close(ts[0].block)
@@ -186,9 +192,9 @@ func TestStuckSubscriberGetsTextMerged(t *testing.T) {
 		if i >= 2*DefaultQueuedMessages {
 			part = "p2"
 		}
-		h.bus.Publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
+		h.Publish(channel, &protocol.ChatDeltaAction{TurnID: "t1", PartID: part, Content: "tok "}, nil)
 	}
-	seq := h.bus.Current()
+	seq := h.Current()
 	c := conns[0]
 	c.mu.Lock()
 	defer c.mu.Unlock()
