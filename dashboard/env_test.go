@@ -19,6 +19,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/automations/asowner"
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/dashboard"
 	"github.com/ahpd/ahpd/grants"
@@ -99,7 +101,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth, Journal: j})
+	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth, Journal: j,
+		Automations: host.AutomationOptions{NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

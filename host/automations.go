@@ -3,12 +3,12 @@ package host
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 
@@ -33,6 +33,36 @@ type AutomationOptions struct {
 	// HistoryLimit is how many ended runs each automation keeps; 0 is
 	// automations.DefaultHistoryLimit.
 	HistoryLimit int
+	// NewRunner makes the runner of the runs from what it is given of the
+	// host (package asowner's runs them as their owners); nil refuses
+	// every run, saying the host runs none.
+	NewRunner func(RunnerHost) automations.Runner
+}
+
+// RunnerHost is what the runner of automation runs is given of the host.
+type RunnerHost interface {
+	// Connect opens a connection acting for cred (Host.Connect).
+	Connect(cred grants.Credential) (io.ReadWriteCloser, error)
+	// Root is who a run without an owner acts for.
+	Root() grants.Principal
+	// Now is the host's time.
+	Now() time.Time
+}
+
+// runnerHost is the host as its runner sees it.
+type runnerHost struct{ h *Host }
+
+func (r runnerHost) Connect(cred grants.Credential) (io.ReadWriteCloser, error) {
+	return r.h.Connect(cred)
+}
+func (r runnerHost) Root() grants.Principal { return r.h.opts.Auth.Root() }
+func (r runnerHost) Now() time.Time         { return r.h.now() }
+
+// noRunner refuses every run: a host made without a runner.
+type noRunner struct{}
+
+func (noRunner) Run(context.Context, automations.RunRequest) automations.Outcome {
+	return automations.Outcome{Err: errors.New("this host runs no automations: it was made without a runner (host.AutomationOptions.NewRunner)")}
 }
 
 // automationHost is the host's side of the automations engine.
@@ -56,8 +86,12 @@ func (h *Host) openAutomations() error {
 	if h.clustered() {
 		scheduling = h.scheduling // one host of the cluster runs the schedules
 	}
+	var runner automations.Runner = noRunner{}
+	if n := h.opts.Automations.NewRunner; n != nil {
+		runner = n(runnerHost{h})
+	}
 	e, err := automations.Open(automations.Options{
-		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: automationRunner{h},
+		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: runner,
 		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit,
 		Logger: h.log.With("part", "automations"), Scheduling: scheduling,
 	})
@@ -316,10 +350,4 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	owner := s.rec.Owner
 	s.unlock()
 	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: owner, Session: s.uri, Provider: s.provider, Run: run})
-}
-
-func newAutomationID() string {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +217,46 @@ func TestAutomationChainsOverRealSessions(t *testing.T) {
 	if n := len(c.State(automations.CatalogueURI).(*protocol.AutomationState).Entries[1].Runs) +
 		len(c.State(automations.CatalogueURI).(*protocol.AutomationState).Entries[0].Runs); n != 2 {
 		t.Errorf("%d runs in all, want 2", n)
+	}
+}
+
+// TestAutomationWithoutRunner checks a host made without a runner takes
+// automations and fails their runs saying why, starting no session.
+func TestAutomationWithoutRunner(t *testing.T) {
+	th := startHost(t, "", func(o *host.Options) { o.Automations.NewRunner = nil })
+	c := hosttest.Dial(t, th.url)
+	defer c.Close()
+	c.Initialize("automator", protocol.RootURI)
+	c.Subscribe(automations.CatalogueURI)
+	provider := "script"
+	const uri = "ahp-automation:/by-hand"
+	c.Dispatch(automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: protocol.AutomationDefinition{
+		Title:   "by hand",
+		Message: protocol.Message{Text: "say hello", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + th.work}},
+		Enabled: true,
+	}})
+	c.WaitState(automations.CatalogueURI, "the automation is created", func(st protocol.ChannelState) bool {
+		return len(st.(*protocol.AutomationState).Entries) == 1
+	})
+	if _, err := c.Call("runAutomation", map[string]any{"channel": automations.CatalogueURI, "automation": uri, "requestId": "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	var failed *protocol.AutomationFailedRunLifecycle
+	c.WaitState(automations.CatalogueURI, "the run failed", func(st protocol.ChannelState) bool {
+		for _, r := range st.(*protocol.AutomationState).Entries[0].Runs {
+			if f, ok := r.Lifecycle.(*protocol.AutomationFailedRunLifecycle); ok {
+				failed = f
+				return r.PrimarySession == nil
+			}
+		}
+		return false
+	})
+	if !strings.Contains(failed.Error.Message, "runs no automations") {
+		t.Errorf("the run failed with %q", failed.Error.Message)
+	}
+	raw := c.MustCall("listSessions", map[string]any{"channel": protocol.RootURI})
+	if strings.Contains(string(raw), "ahp-session") {
+		t.Errorf("a run without a runner left a session: %s", raw)
 	}
 }

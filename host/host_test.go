@@ -15,6 +15,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/automations/asowner"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
@@ -73,6 +75,7 @@ func startHost(t testing.TB, state string, opts ...hostOption) *testHost {
 		Version:          "test",
 		DefaultDirectory: work,
 		Auth:             &grants.Authenticator{Host: "test"},
+		Automations:      host.AutomationOptions{NewRunner: runAsOwner},
 	}
 	// What Close killed must end, however slow the machine: past the
 	// host's second for it, a loaded one reported agents that "did not
@@ -320,3 +323,6 @@ func BenchmarkStreamToSubscribers(b *testing.B) {
 	}
 	b.ReportMetric(float64(10000*subscribers*b.N)/b.Elapsed().Seconds(), "deliveries/s")
 }
+
+// runAsOwner runs automations as ahpd does (automations/asowner).
+func runAsOwner(h host.RunnerHost) automations.Runner { return asowner.New(h) }

@@ -45,6 +45,7 @@ func TestNewFailsLeavingNothing(t *testing.T) {
 		Version:          "test",
 		DefaultDirectory: work,
 		Auth:             &grants.Authenticator{Host: "test"},
+		Automations:      host.AutomationOptions{NewRunner: runAsOwner},
 	}
 	withTranscripts(&o)
 	o.Automations.Declared = []automations.Declared{decl, decl}

@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/automations/asowner"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
@@ -68,7 +70,8 @@ func newEnv(t *testing.T) *env {
 	}
 	auth := &grants.Authenticator{Host: "test", ConnectionToken: "root-token", Users: dir}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth})
+	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth,
+		Automations: host.AutomationOptions{NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

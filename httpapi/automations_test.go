@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/automations/asowner"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/httpapi"
 	"github.com/ahpd/ahpd/plugins"
@@ -87,7 +89,8 @@ func newOpenAPI(t *testing.T) http.Handler {
 	}
 	_ = os.MkdirAll(filepath.Join(state, "work"), 0o755)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, DefaultDirectory: filepath.Join(state, "work")})
+	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, DefaultDirectory: filepath.Join(state, "work"),
+		Automations: host.AutomationOptions{NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

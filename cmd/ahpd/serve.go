@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/automations/asowner"
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/dashboard"
 	"github.com/ahpd/ahpd/grants"
@@ -120,7 +122,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		// Pushed off the turns' path; see docs/CLUSTER.md.
 		PushCheckpoints: cfg.Checkpoints.Push,
 		Events:          hooks, // docs/WEBHOOKS.md
-		Automations:     host.AutomationOptions{Declared: declaredAutomations(cfg, auth)},
+		Automations:     host.AutomationOptions{Declared: declaredAutomations(cfg, auth), NewRunner: runAsOwner},
 		Transcripts: host.Transcripts{
 			Listers: backends.TranscriptListers(),
 			Index:   filepath.Join(cfg.StateDir, "catalogue-index.json"),
@@ -370,3 +372,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	}
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
+
+// runAsOwner runs the host's automation runs as their owners
+// (automations/asowner).
+func runAsOwner(h host.RunnerHost) automations.Runner { return asowner.New(h) }

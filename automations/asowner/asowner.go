@@ -1,9 +1,22 @@
-package host
+// Package asowner runs automations' runs as their owners: over an AHP
+// connection the host opens for the owner, a run creates its session,
+// watches its chat and starts the turn, exactly as a client of theirs
+// would, so every grant and root is checked as if they had sent the
+// message, and the run is seen by every client like any other session.
+//
+// It is the automations engine's Runner (automations.Runner), given to the
+// host by whoever makes it (host.AutomationOptions.NewRunner). It must not
+// decide anything a client could not: what it may do is the host's to
+// check.
+package asowner
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/ahpd/ahpd/automations"
@@ -12,18 +25,30 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// automationRunner runs an automation's run as its owner: over a
-// connection of the host's own, acting for the owner, it creates the
-// session, subscribes to its chat and starts the turn, exactly as a
-// client of theirs would. So every grant and root is checked as if they
-// had sent the message, and the run is seen by every client like any
-// other session.
-type automationRunner struct{ h *Host }
+// Host is what a run needs of the host.
+type Host interface {
+	// Connect opens a connection to the host acting for cred, as
+	// host.Host.Connect does.
+	Connect(cred grants.Credential) (io.ReadWriteCloser, error)
+	// Root is who a run without an owner acts for.
+	Root() grants.Principal
+	// Now is the host's time, for the turns' times.
+	Now() time.Time
+}
+
+// New returns the runner of h's automations.
+func New(h Host) automations.Runner { return runner{h} }
+
+type runner struct{ h Host }
+
+// keepMeta is the createSession _meta key that has a session listed as
+// soon as it is made (host: ahpd.keep).
+const keepMeta = "ahpd.keep"
 
 // Run implements automations.Runner.
-func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) automations.Outcome {
+func (r runner) Run(ctx context.Context, req automations.RunRequest) automations.Outcome {
 	h := r.h
-	p := h.opts.Auth.Root()
+	p := h.Root()
 	if req.Owner != "" {
 		var err error
 		if p, err = grants.Parse(req.Owner); err != nil {
@@ -34,7 +59,7 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 	if err != nil {
 		return automations.Outcome{Err: err}
 	}
-	c, err := ahpclient.Open(ctx, stream, &ahpclient.Options{ClientID: "ahpd-automation-" + newAutomationID(), Versions: []string{"1.0.0"}})
+	c, err := ahpclient.Open(ctx, stream, &ahpclient.Options{ClientID: "ahpd-automation-" + newID(), Versions: []string{"1.0.0"}})
 	if err != nil {
 		_ = stream.Close()
 		return automations.Outcome{Err: err}
@@ -49,8 +74,8 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 	if _, err := c.Subscribe(ctx, chat); err != nil {
 		return automations.Outcome{Err: fmt.Errorf("watch the run's chat: %w", err)}
 	}
-	turnID := "automation-" + newAutomationID()
-	started := h.now()
+	turnID := "automation-" + newID()
+	started := h.Now()
 	err = c.DispatchWait(ctx, chat, &protocol.ChatTurnStartedAction{TurnID: turnID, StartedAt: protocol.FormatTime(started), Message: req.Definition.Message})
 	var refused *ahpclient.RejectedError
 	if errors.As(err, &refused) {
@@ -69,17 +94,17 @@ func (r automationRunner) Run(ctx context.Context, req automations.RunRequest) a
 	// it ended.
 	stop, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := c.Dispatch(stop, chat, &protocol.ChatTurnCancelledAction{TurnID: turnID, Duration: h.now().Sub(started).Milliseconds()}); err == nil {
+	if _, err := c.Dispatch(stop, chat, &protocol.ChatTurnCancelledAction{TurnID: turnID, Duration: h.Now().Sub(started).Milliseconds()}); err == nil {
 		_, _ = c.WaitState(stop, chat, turnEnded(turnID))
 	}
 	return automations.Outcome{Err: context.Cause(ctx)}
 }
 
 // createSession makes the run's session from the automation's template.
-func (r automationRunner) createSession(ctx context.Context, c *ahpclient.Client, tmpl protocol.AutomationSessionTemplate) (string, error) {
+func (r runner) createSession(ctx context.Context, c *ahpclient.Client, tmpl protocol.AutomationSessionTemplate) (string, error) {
 	// A template naming no provider runs on the host's default as it is
 	// now: createSession picks it.
-	session := protocol.NewSessionURI(newAutomationID()).String()
+	session := protocol.NewSessionURI(newID()).String()
 	create := protocol.CreateSessionParams{Channel: session, Provider: tmpl.Provider, WorkingDirectories: tmpl.WorkingDirectories, Config: tmpl.Config,
 		Meta: protocol.Object{keepMeta: []byte("true")}} // listed as soon as made
 	if err := c.Call(ctx, "createSession", create, nil); err != nil {
@@ -109,4 +134,10 @@ func outcome(cs *protocol.ChatState) error {
 		return fmt.Errorf("the turn failed: %s", e.Error.Message)
 	}
 	return errors.New("the turn failed")
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
