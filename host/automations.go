@@ -346,8 +346,5 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	default:
 		return
 	}
-	s.mu.Lock()
-	owner := s.rec.Owner
-	s.unlock()
-	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: owner, Session: s.uri, Provider: s.provider, Run: run})
+	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: s.owner(), Session: s.uri, Provider: s.provider, Run: run})
 }

@@ -253,16 +253,24 @@ func (h *Host) noteCutoff() {
 	}
 	var own []time.Time
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		if !s.rec.External {
-			if t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt); err == nil {
-				own = append(own, t)
-			}
+		if t, ok := s.ownModifiedAt(); ok {
+			own = append(own, t)
 		}
-		s.unlock()
 	}
 	cutoff := catalogue.OwnCutoff(own)
 	h.cutoff.CompareAndSwap(nil, &cutoff)
+}
+
+// ownModifiedAt is when a session of ahpd's own was last modified; ok is
+// false for a backend's own session, or a time that does not parse.
+func (s *session) ownModifiedAt() (time.Time, bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.rec.External {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt)
+	return t, err == nil
 }
 
 // cutoffAt returns the cutoff noteCutoff fixed.
@@ -491,9 +499,7 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 	h.sessions[su.ID] = s
 	h.mu.Unlock()
 	h.order.add(s, s.summary.ModifiedAt)
-	s.mu.Lock()
-	s.persistLocked()
-	s.unlock()
+	s.persist()
 	h.log.Info("opened an external session", "session", uri, "dir", dir)
 	return s
 }

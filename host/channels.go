@@ -77,10 +77,16 @@ func (sc sessionChannel) attach(ctx context.Context, c *conn.Conn, requestID str
 	s := sc.s
 	s.pin(true)
 	defer s.unpin()
+	return s.attach(c, sc.uri, requestID)
+}
+
+// attach subscribes c to the session's channel and returns its snapshot;
+// uri is the name it was asked under, for the error.
+func (s *session) attach(c *conn.Conn, uri, requestID string) (protocol.Snapshot, error) {
 	s.mu.Lock()
 	if s.disposed {
 		s.unlock()
-		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", sc.uri)
+		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}
 	state := s.state
 	seq := s.subscribeLocked(c, s.uri, requestID)
@@ -103,16 +109,22 @@ func (cc chatChannel) attachView(ctx context.Context, c *conn.Conn, requestID st
 	s.pin(true)
 	defer s.unpin()
 	s.loadTurns(ctx, e)
+	return s.attachChat(c, cc.uri, e, requestID, turns)
+}
+
+// attachChat subscribes c to chat e's channel (uri) and returns a view of
+// its last turns (view.go), unless the chat is gone meanwhile.
+func (s *session) attachChat(c *conn.Conn, uri string, e *chatEntry, requestID string, turns int) (protocol.Snapshot, error) {
 	s.mu.Lock()
-	if s.disposed || s.chats[cc.uri] != e {
+	if s.disposed || s.chats[uri] != e {
 		s.unlock()
-		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", cc.uri)
+		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", uri)
 	}
 	state, oldest := viewOf(e.chat.State(), turns)
 	e.setViewLocked(c, oldest)
-	seq := s.subscribeLocked(c, cc.uri, requestID)
+	seq := s.subscribeLocked(c, uri, requestID)
 	s.unlock()
-	return protocol.Snapshot{Resource: cc.uri, State: state, FromSeq: seq()}, nil
+	return protocol.Snapshot{Resource: uri, State: state, FromSeq: seq()}, nil
 }
 
 func (cc chatChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {

@@ -23,15 +23,8 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	if s == nil {
 		return nil
 	}
-	s.mu.Lock()
-	if !s.unusedLocked() {
-		s.unlock()
-		return nil
-	}
-	// A copy of its own: the old copy's chat records stay the old copy's.
-	data, err := json.Marshal(&s.rec)
-	s.unlock()
-	if err != nil {
+	data, unused, err := s.unusedRecord()
+	if !unused || err != nil {
 		return err
 	}
 	var rec record
@@ -70,6 +63,19 @@ func (s *session) unusedLocked() bool {
 // replaceSession puts ns in the place of old (nil: a session new here),
 // unless the host's copy changed meanwhile; old is marked disposed, so
 // whoever still has it does nothing with it.
+// unusedRecord encodes the session's record, when nothing holds the
+// session: a copy of its own for a new copy to be made from, as the old
+// copy's chat records stay the old copy's.
+func (s *session) unusedRecord() (data []byte, unused bool, err error) {
+	s.mu.Lock()
+	defer s.unlock()
+	if !s.unusedLocked() {
+		return nil, false, nil
+	}
+	data, err = json.Marshal(&s.rec)
+	return data, true, err
+}
+
 func (h *Host) replaceSession(old, ns *session) bool {
 	h.mu.Lock()
 	if h.sessions[ns.id] != old {
@@ -85,10 +91,16 @@ func (h *Host) replaceSession(old, ns *session) bool {
 	h.mu.Unlock()
 	if old != nil {
 		h.order.remove(old)
-		old.mu.Lock()
-		old.disposed = true
-		old.unlock()
+		old.markDisposed()
 	}
 	h.order.add(ns, ns.summary.ModifiedAt)
 	return true
+}
+
+// markDisposed marks the session disposed of, so that whoever still has it
+// does nothing with it.
+func (s *session) markDisposed() {
+	s.mu.Lock()
+	defer s.unlock()
+	s.disposed = true
 }

@@ -102,11 +102,9 @@ func (h *Host) forgetClients(now time.Time) {
 	}
 	var gone []*session
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		if s.provisional && !s.disposed && forgotten[s.creatorID] {
+		if s.unusedBy(forgotten) {
 			gone = append(gone, s)
 		}
-		s.unlock()
 	}
 	for _, s := range gone {
 		if err := h.dispose(h.ctx, s); err != nil {
@@ -121,13 +119,27 @@ func (h *Host) forgetClients(now time.Time) {
 // connection.
 func (h *Host) dropActiveClient(clientID string) {
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		for _, ac := range s.state.ActiveClients {
-			if ac.ClientID == clientID {
-				s.emitSessionLocked(&protocol.SessionActiveClientRemovedAction{ClientID: clientID}, nil)
-				break
-			}
-		}
-		s.unlock()
+		s.dropActiveClient(clientID)
 	}
+}
+
+// dropActiveClient removes clientID from the session's active clients,
+// when it is one.
+func (s *session) dropActiveClient(clientID string) {
+	s.mu.Lock()
+	defer s.unlock()
+	for _, ac := range s.state.ActiveClients {
+		if ac.ClientID == clientID {
+			s.emitSessionLocked(&protocol.SessionActiveClientRemovedAction{ClientID: clientID}, nil)
+			return
+		}
+	}
+}
+
+// unusedBy reports whether the session is one of clients' making that
+// none of them sent a turn in.
+func (s *session) unusedBy(clients map[string]bool) bool {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.provisional && !s.disposed && clients[s.creatorID]
 }

@@ -200,15 +200,7 @@ func (h *Host) watchLease(id string, ls *cluster.Lease) {
 // stopHere ends what a session does on this host, for a host that lost
 // its lease: its turns are cancelled and it falls asleep.
 func (h *Host) stopHere(s *session) {
-	s.mu.Lock()
-	var running []<-chan struct{}
-	for _, e := range s.chats {
-		if !e.chat.Idle() {
-			running = append(running, e.chat.Cancel())
-		}
-	}
-	s.unlock()
-	for _, d := range running {
+	for _, d := range s.cancelTurns() {
 		select {
 		case <-d:
 		case <-h.ctx.Done():
@@ -234,10 +226,7 @@ func (h *Host) releaseUnused(now time.Time) {
 	}
 	for _, id := range h.leases.takenBefore(now.Add(-unusedLease)) {
 		if s := h.byID(id); s != nil {
-			s.mu.Lock()
-			unused := s.unusedLocked()
-			s.unlock()
-			if !unused {
+			if !s.unused() {
 				continue
 			}
 		}
@@ -439,4 +428,18 @@ func (h *Host) keepScheduling() {
 	}
 	h.scheduler.Store(ls)
 	h.log.Info("this host runs the automation schedules of the cluster")
+}
+
+// cancelTurns cancels the turns running in the session's chats and
+// returns what is closed as each has ended.
+func (s *session) cancelTurns() []<-chan struct{} {
+	s.mu.Lock()
+	defer s.unlock()
+	var running []<-chan struct{}
+	for _, e := range s.chats {
+		if !e.chat.Idle() {
+			running = append(running, e.chat.Cancel())
+		}
+	}
+	return running
 }

@@ -164,10 +164,7 @@ func (h *Host) automationEvent(ch automations.Change) {
 	ev := events.Event{Kind: events.AutomationRunFinished, Time: h.now(), Run: run}
 	if ch.Run.PrimarySession != nil {
 		if s := h.held(*ch.Run.PrimarySession); s != nil {
-			s.mu.Lock()
-			ev.Session = s.aboutLocked()
-			s.queueEventLocked(ev)
-			s.unlock()
+			s.tell(ev)
 			return
 		}
 		ev.Session = events.Session{URI: *ch.Run.PrimarySession}
@@ -176,4 +173,13 @@ func (h *Host) automationEvent(ch automations.Change) {
 		}
 	}
 	h.opts.Events.Event(ev)
+}
+
+// tell queues ev, about the session, to be told once the session's lock
+// is let go, in order with the session's other events.
+func (s *session) tell(ev events.Event) {
+	s.mu.Lock()
+	defer s.unlock()
+	ev.Session = s.aboutLocked()
+	s.queueEventLocked(ev)
 }

@@ -89,9 +89,7 @@ func (h *Host) ownerOf(c *conn.Conn, channel string) grants.Principal {
 	if s == nil || !s.visibleTo(c) {
 		return grants.Principal{}
 	}
-	s.mu.Lock()
-	defer s.unlock()
-	owner, _ := grants.Parse(s.rec.Owner)
+	owner, _ := grants.Parse(s.owner())
 	return owner
 }
 

@@ -102,20 +102,7 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 		}
 		k := w.keys[w.i]
 		w.i++
-		s := k.s
-		s.mu.Lock()
-		// A session nobody sent a turn in is listed to nobody: VS Code
-		// makes one for every empty chat it shows.
-		listed := !s.disposed && !s.provisional && (!w.mine || (w.me != "" && s.rec.Owner == w.me))
-		if s.rec.External {
-			listed = listed && w.ext.byURI[s.uri]
-		}
-		var sum protocol.SessionSummary
-		if listed {
-			sum = s.summary
-		}
-		s.unlock()
-		if listed {
+		if sum, listed := k.s.listed(w.mine, w.me, w.ext.byURI); listed {
 			w.key = k.pageKey
 			return true, sum
 		}
@@ -179,3 +166,21 @@ func (k cursorKey) open(cursor string) (pageKey, error) {
 }
 
 var errForeignCursor = errors.New("not a cursor this host issued: start again without one")
+
+// listed returns the session's summary when a listing shows it: of every
+// session, or with mine of those me owns; a backend's own session only
+// when shown (the external rows the listing shows, by URI).
+func (s *session) listed(mine bool, me string, shown map[string]bool) (protocol.SessionSummary, bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	// A session nobody sent a turn in is listed to nobody: VS Code makes
+	// one for every empty chat it shows.
+	listed := !s.disposed && !s.provisional && (!mine || (me != "" && s.rec.Owner == me))
+	if s.rec.External {
+		listed = listed && shown[s.uri]
+	}
+	if !listed {
+		return protocol.SessionSummary{}, false
+	}
+	return s.summary, true
+}

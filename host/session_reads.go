@@ -57,3 +57,10 @@ func (s *session) persist() {
 	defer s.unlock()
 	s.persistLocked()
 }
+
+// chatOf returns the session's chat of a URI, or nil.
+func (s *session) chatOf(uri string) *chatEntry {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.chatLocked(uri)
+}
