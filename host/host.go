@@ -509,7 +509,8 @@ const stopWindow = time.Second
 const outboxDrain = 10 * time.Second
 
 // Close ends every connection, stops every session's turns and agents,
-// and closes the catalogue. The Host cannot be used after.
+// and closes the catalogue: the steps of shutdownSteps, in order. The Host
+// cannot be used after.
 //
 // The sessions stop all at once. From the start no turn starts; running
 // turns get until ctx ends to finish on their own, then are cancelled,
@@ -517,7 +518,8 @@ const outboxDrain = 10 * time.Second
 // stopWindow after ctx ended is killed: an agent that ignores the cancel
 // and the end of its stdin does not hold the shutdown up. So Close takes
 // at most the time ctx allows plus stopWindow, and one more stopWindow
-// for a backend whose agents cannot be killed (plugins.Killer).
+// for a backend whose agents cannot be killed (plugins.Killer). Close
+// returns once every step has run, with what went wrong.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closing {
@@ -528,14 +530,61 @@ func (h *Host) Close(ctx context.Context) error {
 	h.mu.Unlock()
 	// Past the grace, a journal that fails is not waited for.
 	defer context.AfterFunc(ctx, h.health.stopTrying)()
-	h.closeAutomations() // its runs end now, recorded as stopped by the shutdown
-	h.mu.Lock()
-	sessions := make([]*session, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		sessions = append(sessions, s)
+	var errs []error
+	for _, step := range h.shutdownSteps() {
+		if err := step.run(ctx); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	h.mu.Unlock()
+	return errors.Join(errs...)
+}
 
+// shutdownStep is one step of Close.
+type shutdownStep struct {
+	name string // what it stops, for a reader of the list
+	run  func(ctx context.Context) error
+}
+
+// shutdownSteps is what Close does, in order: what makes work (runs,
+// agents) stops first; then what records it (checkpoints, restart points,
+// the outboxes) finishes; then what others see of it (leases, pushes, the
+// catalogue, relays, connections); then the host's own goroutines, the
+// writer last, so that every change handed to it is written.
+func (h *Host) shutdownSteps() []shutdownStep {
+	do := func(f func()) func(context.Context) error {
+		return func(context.Context) error { f(); return nil }
+	}
+	var sessions []*session // those there are once no run makes more
+	return []shutdownStep{
+		{"automations", do(h.closeAutomations)}, // its runs end now, recorded as stopped by the shutdown
+		{"sessions", do(func() { sessions = h.sessionList() })},
+		{"agents", func(ctx context.Context) error { return h.stopAgents(ctx, sessions) }},
+		// The turns' checkpoints follow them; past ctx they are cancelled.
+		{"checkpoints", func(ctx context.Context) error { awaitCaptures(ctx, sessions); return nil }},
+		{"restart points", do(func() { h.writeRestartPoints(sessions) })},
+		{"outboxes", do(func() { awaitOutboxes(sessions, outboxDrain) })},
+		{"leases", do(h.letGoAll)},
+		// The checkpoints just recorded are pushed, within a bound.
+		{"pushes", do(func() { h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow)) })},
+		{"catalogue", func(context.Context) error { return h.closeCatalogue() }},
+		{"relays", do(h.closeRelays)},
+		{"connections", do(h.endConnections)},
+		{"journal retries", do(h.health.stopTrying)},
+		{"background work", do(h.stop)},
+		{"mirrors", do(h.closeMirrors)},
+		{"the last checkpoints", do(func() { awaitCaptures(context.Background(), sessions) })},
+		{"pusher", do(h.pushes.close)},
+		// Every change has been handed to the writer: what it still holds
+		// is written before Close returns.
+		{"writer", do(h.writer.close)},
+		{"goroutines", do(h.wg.Wait)},
+		{"clean stop mark", do(h.markStoppedCleanly)},
+	}
+}
+
+// stopAgents stops every session's agents, in parallel: asked to stop,
+// then, once ctx is done and stopWindow more has gone by, killed.
+func (h *Host) stopAgents(ctx context.Context, sessions []*session) error {
 	for _, s := range sessions {
 		s.hold()
 	}
@@ -573,30 +622,6 @@ func (h *Host) Close(ctx context.Context) error {
 			}
 		}
 	}
-	// The turns' checkpoints follow them; past ctx they are cancelled.
-	awaitCaptures(ctx, sessions)
-	h.writeRestartPoints(sessions)
-	awaitOutboxes(sessions, outboxDrain)
-	h.letGoAll()
-	// The checkpoints just recorded are pushed, within a bound.
-	h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow))
-	if err := h.closeCatalogue(); err != nil {
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
-	}
-	h.closeRelays()
-	h.endConnections()
-	h.health.stopTrying()
-	h.stop()
-	h.closeMirrors()
-	awaitCaptures(context.Background(), sessions)
-	h.pushes.close()
-	// Every change has been handed to the writer: what it still holds is
-	// written before Close returns.
-	h.writer.close()
-	h.wg.Wait()
-	h.markStoppedCleanly()
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(errs...)
@@ -744,9 +769,7 @@ func (h *Host) chat(c *conn.Conn, uri string) (*session, *chatEntry, error) {
 			return nil, nil, err
 		}
 	}
-	s.mu.Lock()
-	e := s.chatLocked(uri)
-	s.unlock()
+	e := s.chatOf(uri)
 	if e == nil {
 		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "no chat %s in session %s", uri, s.uri)
 	}
