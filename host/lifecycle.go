@@ -267,26 +267,14 @@ func (e *chatEntry) timed(turns []protocol.Turn) []protocol.Turn {
 func (h *Host) dispose(ctx context.Context, s *session) error {
 	s.pin(false) // not while it falls asleep
 	defer s.unpin()
-	s.mu.Lock()
-	if s.disposed {
-		s.unlock()
+	done, list, gone := s.cancelChats()
+	if gone {
 		return nil
 	}
-	var done []<-chan struct{}
-	var list []*chatEntry
-	for _, uri := range s.order {
-		e := s.chats[uri]
-		done = append(done, e.chat.Cancel())
-		list = append(list, e)
-	}
-	s.unlock()
 	for _, d := range done {
 		<-d
 	}
-	s.mu.Lock()
-	s.disposed = true
-	announced := s.announced
-	s.unlock()
+	announced := s.noteDisposed()
 
 	var errs []error
 	for _, e := range list {
@@ -320,16 +308,48 @@ func (h *Host) dispose(ctx context.Context, s *session) error {
 		h.forgetChatHome(e.rec.URI)
 	}
 	h.unsubscribeAll(s.uri)
-	s.mu.Lock()
-	if s.running {
-		s.running = false
-		h.addActive(-1)
-	}
-	s.unlock()
+	s.endRunning()
 	if announced {
 		h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: s.uri}, nil)
 	}
 	return errors.Join(errs...)
+}
+
+// cancelChats cancels the turns of each of the session's chats, for
+// dispose to wait on without the lock; gone is true, and nothing is
+// cancelled, when the session was disposed of already.
+func (s *session) cancelChats() (done []<-chan struct{}, list []*chatEntry, gone bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.disposed {
+		return nil, nil, true
+	}
+	for _, uri := range s.order {
+		e := s.chats[uri]
+		done = append(done, e.chat.Cancel())
+		list = append(list, e)
+	}
+	return done, list, false
+}
+
+// noteDisposed marks the session disposed of once its turns have stopped,
+// and reports whether clients were told of it, so must be told it is gone.
+func (s *session) noteDisposed() (announced bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.disposed = true
+	return s.announced
+}
+
+// endRunning takes a disposed session out of root's count of active ones,
+// if it was counted there.
+func (s *session) endRunning() {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.running {
+		s.running = false
+		s.h.addActive(-1)
+	}
 }
 
 // unsubscribeAll drops every subscription of a channel that is gone.

@@ -53,13 +53,20 @@ func (h *Host) setSessionMetadata(ctx context.Context, c *conn.Conn, req *jrpc2.
 	if err != nil {
 		return nil, err
 	}
+	return s.setMetadata(req.Method(), p.Metadata)
+}
+
+// setMetadata merges changes into the session's metadata, telling its
+// clients and keeping it, all under the one lock so that no other merge
+// comes in between the read and the write.
+func (s *session) setMetadata(method string, changes map[string]*string) (any, error) {
 	s.mu.Lock()
 	defer s.unlock()
 	merged := maps.Clone(s.rec.Metadata)
 	if merged == nil {
 		merged = map[string]string{}
 	}
-	for k, v := range p.Metadata {
+	for k, v := range changes {
 		if v == nil {
 			delete(merged, k)
 		} else {
@@ -67,7 +74,7 @@ func (h *Host) setSessionMetadata(ctx context.Context, c *conn.Conn, req *jrpc2.
 		}
 	}
 	if len(merged) > MaxMetadataKeys {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: metadata: a session holds at most %d keys", req.Method(), MaxMetadataKeys)
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: metadata: a session holds at most %d keys", method, MaxMetadataKeys)
 	}
 	if len(merged) == 0 {
 		merged = nil

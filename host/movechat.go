@@ -80,6 +80,13 @@ func moveRefused(chat, why string) error {
 func (h *Host) reorderChat(s *session, e *chatEntry, after *protocol.URI) (any, error) {
 	s.pin(false)
 	defer s.unpin()
+	return s.placeChat(e, after)
+}
+
+// placeChat moves one of the session's chats after another (first without
+// one) and keeps the new order; the check that it may move and the move
+// are under one lock, so that no turn starts in between.
+func (s *session) placeChat(e *chatEntry, after *protocol.URI) (any, error) {
 	s.mu.Lock()
 	defer s.unlock()
 	uri := e.rec.URI
@@ -150,27 +157,11 @@ func (h *Host) transferChat(src, dst *session, e *chatEntry, after *protocol.URI
 	dst.pin(true)
 	defer dst.unpin()
 
-	src.mu.Lock()
-	if why := src.movableLocked(e); why != "" {
-		src.unlock()
+	why, srcDir, provider := src.moveSource(e)
+	if why != "" {
 		return nil, moveRefused(uri, why)
 	}
-	srcDir, provider := src.workDir(), src.provider
-	src.unlock()
-	dst.mu.Lock()
-	switch {
-	case dst.disposed:
-		dst.unlock()
-		return nil, moveRefused(uri, "the destination session is gone")
-	case dst.provider != provider:
-		dst.unlock()
-		return nil, moveRefused(uri, "the destination session runs on "+protocol.Quote(dst.provider)+" and the chat's conversation is "+protocol.Quote(provider)+"'s")
-	case dst.workDir() != srcDir:
-		dst.unlock()
-		return nil, moveRefused(uri, "the destination session works in another folder, where the backend cannot carry the conversation")
-	}
-	order, err := placed(dst.catalogueLocked(), uri, after)
-	dst.unlock()
+	order, err := dst.destinationOrder(uri, provider, srcDir, after)
 	if err != nil {
 		return nil, err
 	}
@@ -179,11 +170,46 @@ func (h *Host) transferChat(src, dst *session, e *chatEntry, after *protocol.URI
 	if err != nil {
 		return nil, err
 	}
-	dst.mu.Lock()
-	dst.adopt(rec, state, order)
-	dst.unlock()
+	dst.receive(rec, state, order)
 	h.setChatHome(uri, dst)
 	return &protocol.MoveChatResult{Session: dst.uri}, nil
+}
+
+// moveSource says why the chat cannot leave the session now, or "", with
+// the folder and provider a destination must share for the conversation
+// to go along.
+func (s *session) moveSource(e *chatEntry) (why, dir, provider string) {
+	s.mu.Lock()
+	defer s.unlock()
+	if why := s.movableLocked(e); why != "" {
+		return why, "", ""
+	}
+	return "", s.workDir(), s.provider
+}
+
+// destinationOrder checks that the session can take the chat of uri, of a
+// conversation of provider kept in dir, and returns its catalogue order
+// with the chat placed after the anchor (first without one).
+func (s *session) destinationOrder(uri, provider, dir string, after *protocol.URI) ([]string, error) {
+	s.mu.Lock()
+	defer s.unlock()
+	switch {
+	case s.disposed:
+		return nil, moveRefused(uri, "the destination session is gone")
+	case s.provider != provider:
+		return nil, moveRefused(uri, "the destination session runs on "+protocol.Quote(s.provider)+" and the chat's conversation is "+protocol.Quote(provider)+"'s")
+	case s.workDir() != dir:
+		return nil, moveRefused(uri, "the destination session works in another folder, where the backend cannot carry the conversation")
+	}
+	return placed(s.catalogueLocked(), uri, after)
+}
+
+// receive takes in a chat another session released, at its place in
+// order (adopt, under the lock).
+func (s *session) receive(rec *chatRecord, state *protocol.ChatState, order []string) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.adopt(rec, state, order)
 }
 
 // release takes an idle chat out of its session: its agent goes (its
@@ -234,17 +260,13 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session, e *chatEntry) (any, 
 		return nil, err
 	}
 	uri := e.rec.URI
-	src.mu.Lock()
-	if why := src.movableLocked(e); why != "" {
-		src.unlock()
+	why, b := src.newSessionBasis(e)
+	if why != "" {
 		return nil, moveRefused(uri, why)
 	}
-	su, _ := protocol.ParseSessionURI(src.uri)
-	dirs := slices.Clone(src.rec.WorkingDirectories)
-	config := *src.state.Config
-	owner, scope := src.rec.Owner, src.rec.Scope
-	rec, state := e.rec, e.chat.State()
-	src.unlock()
+	su, dirs, config := b.su, b.dirs, b.config
+	owner, scope := b.owner, b.scope
+	rec, state := b.rec, b.state
 
 	id := su.ID + "-" + randomID()
 	nsu := protocol.NewSessionURI(id)
@@ -260,9 +282,7 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session, e *chatEntry) (any, 
 	h.mu.Unlock()
 	s.rec.Owner, s.rec.Scope = owner, scope
 
-	s.mu.Lock()
-	ne := s.homeLocked(rec, state)
-	s.unlock()
+	ne := s.home(rec, state)
 	if err := s.storeNow(); err != nil {
 		return nil, storeFailed(err)
 	}
@@ -274,9 +294,7 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session, e *chatEntry) (any, 
 	} else if now != state {
 		// The chat changed (a title, its marks) while the new session was
 		// stored: it takes the chat as it is now.
-		s.mu.Lock()
-		ne = s.homeLocked(rec, now)
-		s.unlock()
+		ne = s.home(rec, now)
 	}
 	h.mu.Lock()
 	h.sessions[nsu.ID] = s
@@ -284,18 +302,65 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session, e *chatEntry) (any, 
 	h.mu.Unlock()
 	h.order.add(s, s.summary.ModifiedAt)
 
+	s.announceHome(ne)
+	h.poke()
+	return &protocol.MoveChatResult{Session: s.uri}, nil
+}
+
+// newBasis is what a session made for a moved chat takes of the chat's
+// old session, read at once (newSessionBasis).
+type newBasis struct {
+	su           protocol.SessionURI
+	dirs         []string
+	config       protocol.SessionConfigState
+	owner, scope string
+	rec          *chatRecord
+	state        *protocol.ChatState
+}
+
+// newSessionBasis says why the chat cannot leave the session now, or "",
+// with what a new session for it takes of this one, read under the same
+// lock as the check.
+func (s *session) newSessionBasis(e *chatEntry) (string, newBasis) {
 	s.mu.Lock()
+	defer s.unlock()
+	if why := s.movableLocked(e); why != "" {
+		return why, newBasis{}
+	}
+	su, _ := protocol.ParseSessionURI(s.uri)
+	return "", newBasis{
+		su:     su,
+		dirs:   slices.Clone(s.rec.WorkingDirectories),
+		config: *s.state.Config,
+		owner:  s.rec.Owner,
+		scope:  s.rec.Scope,
+		rec:    e.rec,
+		state:  e.chat.State(),
+	}
+}
+
+// home makes the chat of rec and state the only chat of a new session
+// nobody has seen yet (homeLocked, under the lock).
+func (s *session) home(rec *chatRecord, state *protocol.ChatState) *chatEntry {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.homeLocked(rec, state)
+}
+
+// announceHome tells everyone of a new session a chat moved into, now it
+// is listed: its chat ne, the default, is no longer movable, and the
+// session takes its place in the order and is kept.
+func (s *session) announceHome(ne *chatEntry) {
+	s.mu.Lock()
+	defer s.unlock()
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
 	at := s.summary.ModifiedAt
-	s.out.later(func() { h.order.move(s, at) })
+	s.out.later(func() { s.h.order.move(s, at) })
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()
-	s.unlock()
-	h.poke()
-	return &protocol.MoveChatResult{Session: s.uri}, nil
 }
 
 // homeLocked makes the chat of rec and state the only chat of a new

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+
+	"github.com/ahpd/ahpd/worktree"
 )
 
 // Trees a crash left.
@@ -53,14 +55,19 @@ func (h *Host) treeRecorded(path string) bool {
 		return true
 	}
 	for _, s := range list {
-		s.mu.Lock()
-		t := s.rec.Tree
-		s.unlock()
-		if t != nil && filepath.Clean(t.Path) == path {
+		if t := s.tree(); t != nil && filepath.Clean(t.Path) == path {
 			return true
 		}
 	}
 	return false
+}
+
+// tree is the worktree the session's record holds, or nil: a sweep keeps
+// the trees records hold.
+func (s *session) tree() *worktree.Tree {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.rec.Tree
 }
 
 // sweepTrees sweeps, in the background, the repositories of the stored
@@ -69,15 +76,7 @@ func (h *Host) sweepTrees() {
 	seen := map[string]bool{}
 	var dirs []string
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		dir := ""
-		switch {
-		case s.rec.Tree != nil:
-			dir = s.rec.Tree.Repo
-		case stringValue(s.rec.Config[keyIsolation]) == isolationTree:
-			dir = s.rec.folder()
-		}
-		s.unlock()
+		dir := s.sweepDir()
 		if dir != "" && !seen[dir] {
 			seen[dir] = true
 			dirs = append(dirs, dir)
@@ -101,4 +100,18 @@ func (h *Host) sweepTrees() {
 			}
 		}
 	}()
+}
+
+// sweepDir is the repository a crash may have left a tree of the session's
+// in: its tree's, or its folder when it is to make one; "" for neither.
+func (s *session) sweepDir() string {
+	s.mu.Lock()
+	defer s.unlock()
+	switch {
+	case s.rec.Tree != nil:
+		return s.rec.Tree.Repo
+	case stringValue(s.rec.Config[keyIsolation]) == isolationTree:
+		return s.rec.folder()
+	}
+	return ""
 }

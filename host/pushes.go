@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/checkpoints"
+	"github.com/ahpd/ahpd/worktree"
 )
 
 // Pushing sessions' checkpoints to a remote (Options.PushCheckpoints), so
@@ -194,9 +195,7 @@ func (p *pusher) noteLocked(s *session, st *pushState, err error) {
 // one, to the remote; or, for a removal, takes its checkpoint refs away
 // there (not its branch: that may hold work of a person's).
 func (p *pusher) push(s *session, repo *checkpoints.Repo, removal bool) error {
-	s.mu.Lock()
-	disposed, wt := s.disposed, s.rec.Tree
-	s.unlock()
+	disposed, wt := s.pushTarget()
 	if disposed && !removal {
 		return nil // its refs are going; the removal follows
 	}
@@ -214,6 +213,14 @@ func (p *pusher) push(s *session, repo *checkpoints.Repo, removal bool) error {
 		branch = wt.Branch // the session works in its tree: repo is that tree
 	}
 	return repo.Push(ctx, p.remote, s.id, branch)
+}
+
+// pushTarget reports, read together, whether the session is disposed of
+// (its refs are going, not pushed) and its worktree, whose branch goes too.
+func (s *session) pushTarget() (disposed bool, wt *worktree.Tree) {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.disposed, s.rec.Tree
 }
 
 // haveRemote checks, when the remote is a name, that repo has it; a

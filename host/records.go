@@ -127,10 +127,7 @@ func (h *Host) recordChanged(rec *record, rev uint64) {
 	}
 	old := h.byID(id)
 	if old != nil {
-		old.mu.Lock()
-		unused, newer := old.unusedLocked(), old.recordRev >= rev
-		old.unlock()
-		if !unused || newer {
+		if !old.takesRecord(rev) {
 			return
 		}
 	}
@@ -143,10 +140,7 @@ func (h *Host) recordChanged(rec *record, rev uint64) {
 	if !h.replaceSession(old, s) {
 		return
 	}
-	s.mu.Lock()
-	sum := s.summary
-	external := s.rec.External
-	s.unlock()
+	sum, external := s.listedSummary()
 	if external {
 		return
 	}
@@ -154,12 +148,28 @@ func (h *Host) recordChanged(rec *record, rev uint64) {
 		h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 		return
 	}
-	old.mu.Lock()
-	before := old.summary
-	old.unlock()
+	before := old.currentSummary()
 	if changes, changed := summaryChanges(before, sum); changed {
 		h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}, nil)
 	}
+}
+
+// takesRecord reports whether the session may be made again from another
+// host's record of revision rev: nothing here holds it, and it was made
+// from an older revision.
+func (s *session) takesRecord(rev uint64) bool {
+	s.mu.Lock()
+	defer s.unlock()
+	unused, newer := s.unusedLocked(), s.recordRev >= rev
+	return unused && !newer
+}
+
+// listedSummary is the session's summary with whether it is a backend's
+// own, which root's list does not show, both read at once.
+func (s *session) listedSummary() (sum protocol.SessionSummary, external bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.summary, s.rec.External
 }
 
 // recordRemoved forgets a session another host disposed of.
@@ -178,14 +188,20 @@ func (h *Host) recordRemoved(id string) {
 	}
 	h.order.remove(s)
 	h.dropMirror(id)
-	s.mu.Lock()
-	s.disposed = true
-	uri := s.uri
-	chats := append([]string(nil), s.order...)
-	s.unlock()
+	uri, chats := s.markRemoved()
 	for _, ch := range chats {
 		h.unsubscribeAll(ch)
 	}
 	h.unsubscribeAll(uri)
 	h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: uri}, nil)
+}
+
+// markRemoved marks a session another host disposed of as disposed here,
+// so whoever still has it does nothing with it, and returns its URI and
+// its chats' for their subscribers to be dropped.
+func (s *session) markRemoved() (uri string, chats []string) {
+	s.mu.Lock()
+	defer s.unlock()
+	s.disposed = true
+	return s.uri, append([]string(nil), s.order...)
 }

@@ -221,9 +221,7 @@ func (h *Host) workRefusal(c *conn.Conn, s *session) string {
 	if !h.heldToRoots(c.Principal()) {
 		return ""
 	}
-	s.mu.Lock()
-	folder := s.rec.folder()
-	s.unlock()
+	folder := s.folder()
 	_, ok, err := inRoots(h.roots, folder)
 	switch {
 	case err != nil:

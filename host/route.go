@@ -263,9 +263,15 @@ func (h *Host) foldersOf(id string) ([]string, bool) {
 	if s == nil {
 		return nil, false
 	}
+	return s.workingDirs(), true
+}
+
+// workingDirs is a copy of the folders the session's record names, for
+// routing to read after the lock is let go.
+func (s *session) workingDirs() []string {
 	s.mu.Lock()
 	defer s.unlock()
-	return append([]string(nil), s.rec.WorkingDirectories...), true
+	return append([]string(nil), s.rec.WorkingDirectories...)
 }
 
 // dirsOf turns createSession's folder URIs into paths, leaving out what
