@@ -73,32 +73,20 @@ func (s *session) watched(chats []string) bool {
 // pinned by a client, or (with unload) is watched, or, unless force (a
 // client suspends it), when an agent could not be resumed later.
 func (h *Host) sleep(s *session, unload, force bool) bool {
-	s.mu.Lock()
-	chats := slices.Clone(s.order)
-	s.unlock()
+	chats := s.chatOrder()
 	// Only a client pinning the session subscribes to it, and none can
 	// while it falls asleep: a session not watched now stays so.
 	if unload && s.watched(chats) {
 		return false
 	}
-	s.mu.Lock()
-	if s.pins > 0 || s.falling != nil || s.asleep || !s.idleLocked() || !slices.Equal(chats, s.order) {
-		s.unlock()
+	entries, falling := s.startFalling(chats)
+	if falling == nil {
 		return false
 	}
-	entries := make([]*chatEntry, 0, len(s.order))
-	for _, uri := range s.order {
-		entries = append(entries, s.chats[uri])
-	}
-	falling := make(chan struct{})
-	s.falling = falling
-	s.unlock()
 	// No client can pin the session until falling is closed, so nothing
 	// starts a turn, loads turns or subscribes while the agents go.
 	defer func() {
-		s.mu.Lock()
-		s.falling = nil
-		s.unlock()
+		s.clearFalling()
 		close(falling)
 	}()
 	for _, e := range entries {
@@ -116,6 +104,44 @@ func (h *Host) sleep(s *session, unload, force bool) bool {
 	}
 	h.log.Debug("session asleep", "session", s.uri, "turnsDropped", unload)
 	return true
+}
+
+// chatOrder is a copy of the session's chat URIs in order: sleep asks the
+// bus whether they are watched holding no lock, and checks again under it
+// that they have not changed meanwhile.
+func (s *session) chatOrder() []string {
+	s.mu.Lock()
+	defer s.unlock()
+	return slices.Clone(s.order)
+}
+
+// startFalling marks the session as falling asleep, so that no client
+// pins it while its agents go, and returns its chats in order with the
+// channel pins wait on, which sleep closes when done. It returns a nil
+// channel, and marks nothing, when the session is pinned, falling asleep
+// or asleep already, not idle, or has chats other than those sleep found
+// unwatched.
+func (s *session) startFalling(chats []string) ([]*chatEntry, chan struct{}) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.pins > 0 || s.falling != nil || s.asleep || !s.idleLocked() || !slices.Equal(chats, s.order) {
+		return nil, nil
+	}
+	entries := make([]*chatEntry, 0, len(s.order))
+	for _, uri := range s.order {
+		entries = append(entries, s.chats[uri])
+	}
+	falling := make(chan struct{})
+	s.falling = falling
+	return entries, falling
+}
+
+// clearFalling ends what startFalling began: pins that came meanwhile
+// wait for the channel to be closed, which the caller does after.
+func (s *session) clearFalling() {
+	s.mu.Lock()
+	s.falling = nil
+	s.unlock()
 }
 
 // unload drops the turns of a session whose agents have gone, and the
@@ -265,17 +291,9 @@ func (h *Host) balance() {
 	h.keepScheduling()
 	var live []resident
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		if !s.asleep && !s.provisional && !s.disposed {
-			// Woken counts as used: a session resumed a moment ago is not
-			// quiet, however long ago its last action was.
-			quiet := s.lastAction
-			if s.used.After(quiet) {
-				quiet = s.used
-			}
-			live = append(live, resident{s, s.used, quiet, s.state.Status&protocol.StatusIsArchived != 0})
+		if r, ok := s.asResident(); ok {
+			live = append(live, r)
 		}
-		s.unlock()
 	}
 	kept := live[:0]
 	for _, r := range live {
@@ -299,6 +317,24 @@ func (h *Host) balance() {
 			over--
 		}
 	}
+}
+
+// asResident is the session as balance orders it, read under its lock at
+// once; ok is false when it is not in the residency count (asleep,
+// provisional or disposed of).
+func (s *session) asResident() (r resident, ok bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.asleep || s.provisional || s.disposed {
+		return resident{}, false
+	}
+	// Woken counts as used: a session resumed a moment ago is not quiet,
+	// however long ago its last action was.
+	quiet := s.lastAction
+	if s.used.After(quiet) {
+		quiet = s.used
+	}
+	return resident{s, s.used, quiet, s.state.Status&protocol.StatusIsArchived != 0}, true
 }
 
 // Status answers the side-effect-free probe: "active" when the session is
@@ -339,29 +375,16 @@ func (h *Host) status(c *conn.Conn, uri string) (string, error) {
 // waiting on somebody is interrupted first; a running turn is refused as
 // busy, or left alone with ifIdle.
 func (h *Host) suspend(ctx context.Context, s *session, ifIdle bool) error {
-	s.mu.Lock()
-	if s.asleep {
-		s.unlock()
+	asleep, waiting, busy := s.cancelWaiting()
+	if asleep {
 		return nil
 	}
-	var waiting []<-chan struct{}
-	busy := false
-	for _, e := range s.chats {
-		switch {
-		case e.chat.Waiting():
-			waiting = append(waiting, e.chat.Cancel())
-		case !e.chat.Idle():
-			busy = true
-		}
-	}
 	if busy && len(waiting) == 0 {
-		s.unlock()
 		if ifIdle {
 			return nil
 		}
 		return protocol.Errorf(protocol.CodeTurnInProgress, "session %s is running a turn: cancel it before suspending the session", s.uri)
 	}
-	s.unlock()
 	for _, d := range waiting {
 		select {
 		case <-d:
@@ -378,15 +401,30 @@ func (h *Host) suspend(ctx context.Context, s *session, ifIdle bool) error {
 	return nil
 }
 
+// cancelWaiting is suspend's look at the session under its lock: whether
+// it is asleep already and, if not, each chat's turn waiting on somebody
+// cancelled (what to wait for before it sleeps) and whether a chat runs a
+// turn. A session with a running turn and none waiting has none cancelled.
+func (s *session) cancelWaiting() (asleep bool, waiting []<-chan struct{}, busy bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.asleep {
+		return true, nil, false
+	}
+	for _, e := range s.chats {
+		switch {
+		case e.chat.Waiting():
+			waiting = append(waiting, e.chat.Cancel())
+		case !e.chat.Idle():
+			busy = true
+		}
+	}
+	return false, waiting, busy
+}
+
 // resume starts a sleeping session's agents and returns at once.
 func (h *Host) resume(s *session) {
-	s.mu.Lock()
-	s.markUsedLocked()
-	list := make([]*chats.Chat, 0, len(s.chats))
-	for _, e := range s.chats {
-		list = append(list, e.chat)
-	}
-	s.unlock()
+	list := s.markResumed()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
@@ -397,4 +435,17 @@ func (h *Host) resume(s *session) {
 		}
 	}()
 	h.poke()
+}
+
+// markResumed counts a use of the session, which wakes it, and returns its
+// chats, whose agents resume starts holding no lock.
+func (s *session) markResumed() []*chats.Chat {
+	s.mu.Lock()
+	defer s.unlock()
+	s.markUsedLocked()
+	list := make([]*chats.Chat, 0, len(s.chats))
+	for _, e := range s.chats {
+		list = append(list, e.chat)
+	}
+	return list
 }

@@ -156,6 +156,14 @@ func (h *Host) writeRestartPoint(s *session, snaps []restartSnap, then func(map[
 		s.restarts.size.Store(int64(size))
 		h.marks.note(s.uri, seq, first)
 	}
+	s.restartPointWritten(snaps, index, seqs, then)
+}
+
+// restartPointWritten notes, under the session's lock, where a restart
+// point just written put each chat's turns (seqs numbering its entries,
+// index[i] being snaps[i]'s state entry), calls then with where they are,
+// and writes the record again when turns are somewhere new.
+func (s *session) restartPointWritten(snaps []restartSnap, index []int, seqs []uint64, then func(map[*chatEntry]uint64)) {
 	s.mu.Lock()
 	defer s.unlock()
 	turnsAt := map[*chatEntry]uint64{}
@@ -266,11 +274,18 @@ func (h *Host) writeRestartPoints(sessions []*session) {
 		return
 	}
 	for _, s := range sessions {
-		s.mu.Lock()
-		if s.out.written.Load() > s.restarts.at {
-			s.restartPointLocked("", nil)
-		}
-		s.unlock()
+		s.restartPointIfWritten()
+	}
+}
+
+// restartPointIfWritten queues a restart point of the session when it has
+// written to its journal since its last one; its outbox writes it once
+// the lock goes.
+func (s *session) restartPointIfWritten() {
+	s.mu.Lock()
+	defer s.unlock()
+	if s.out.written.Load() > s.restarts.at {
+		s.restartPointLocked("", nil)
 	}
 }
 
@@ -281,9 +296,7 @@ func awaitOutboxes(sessions []*session, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for _, s := range sessions {
-		s.mu.Lock()
-		empty := s.out.emptyLocked()
-		s.mu.Unlock()
+		empty := s.outboxEmptied()
 		if empty == nil {
 			continue
 		}
@@ -293,6 +306,16 @@ func awaitOutboxes(sessions []*session, d time.Duration) {
 			return
 		}
 	}
+}
+
+// outboxEmptied is what closes once the session's outbox has handed
+// everything on, nil when it has already. It lets the lock go without
+// handing on what is queued: that is the outbox's own work, which
+// awaitOutboxes waits for only so long.
+func (s *session) outboxEmptied() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.emptyLocked()
 }
 
 // into brings a record up to date with the session as its journal's tail
@@ -381,32 +404,39 @@ const recoverWorkers = 32
 // behind their journal (stale) are written again.
 func (h *Host) endCutTurns(sessions []*session, stale map[*session]bool) {
 	for _, s := range sessions {
-		s.mu.Lock()
-		cut := false
-		for _, uri := range s.order {
-			e := s.chats[uri]
-			at := e.chat.State().ActiveTurn
-			if at == nil {
-				continue
-			}
-			var took int64
-			if start, err := time.Parse(time.RFC3339Nano, at.StartedAt); err == nil {
-				took = h.now().Sub(start).Milliseconds()
-			}
-			s.emitChatLocked(e.chat, &protocol.ChatErrorAction{
-				TurnID: at.ID, Duration: max(0, took),
-				Part: protocol.ErrorResponsePart{Error: protocol.ErrorInfo{
-					ErrorType: hostStopped,
-					Message:   "ahpd stopped while this turn ran; it ends with what it had done",
-				}},
-			}, nil)
-			e.keepCutLocked()
-			cut = true
+		s.endCut(stale[s])
+	}
+}
+
+// endCut is endCutTurns for one session, under its lock: each chat's turn
+// left running ends, and the record is written when a turn ended or it was
+// stale.
+func (s *session) endCut(stale bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	cut := false
+	for _, uri := range s.order {
+		e := s.chats[uri]
+		at := e.chat.State().ActiveTurn
+		if at == nil {
+			continue
 		}
-		if cut || stale[s] {
-			s.persistLocked() // the record catches up with the journal
+		var took int64
+		if start, err := time.Parse(time.RFC3339Nano, at.StartedAt); err == nil {
+			took = s.h.now().Sub(start).Milliseconds()
 		}
-		s.unlock()
+		s.emitChatLocked(e.chat, &protocol.ChatErrorAction{
+			TurnID: at.ID, Duration: max(0, took),
+			Part: protocol.ErrorResponsePart{Error: protocol.ErrorInfo{
+				ErrorType: hostStopped,
+				Message:   "ahpd stopped while this turn ran; it ends with what it had done",
+			}},
+		}, nil)
+		e.keepCutLocked()
+		cut = true
+	}
+	if cut || stale {
+		s.persistLocked() // the record catches up with the journal
 	}
 }
 
@@ -515,15 +545,7 @@ func (h *Host) markStoppedCleanly() {
 // is not left waiting for a turn nobody starts.
 func (h *Host) sendLeftQueued() {
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		var waiting []*chatEntry
-		for _, uri := range s.order {
-			e := s.chats[uri]
-			if cs := e.chat.State(); len(cs.QueuedMessages) > 0 && cs.ActiveTurn == nil {
-				waiting = append(waiting, e)
-			}
-		}
-		s.unlock()
+		waiting := s.leftQueued()
 		for _, e := range waiting {
 			h.wg.Add(1)
 			go func() {
@@ -531,10 +553,32 @@ func (h *Host) sendLeftQueued() {
 				s.pin(true)
 				defer s.unpin()
 				s.loadTurns(h.ctx, e) // the turn builds on them
-				s.mu.Lock()
-				e.chat.TakeQueued()
-				s.unlock()
+				s.takeQueued(e)
 			}()
 		}
 	}
+}
+
+// leftQueued lists, in order, the session's chats with messages queued
+// and no turn running: those sendLeftQueued starts a turn in.
+func (s *session) leftQueued() []*chatEntry {
+	s.mu.Lock()
+	defer s.unlock()
+	var waiting []*chatEntry
+	for _, uri := range s.order {
+		e := s.chats[uri]
+		if cs := e.chat.State(); len(cs.QueuedMessages) > 0 && cs.ActiveTurn == nil {
+			waiting = append(waiting, e)
+		}
+	}
+	return waiting
+}
+
+// takeQueued has a chat of the session start its first queued message, as
+// it would once a turn ended, under the session's lock as any of its
+// changes are.
+func (s *session) takeQueued(e *chatEntry) {
+	s.mu.Lock()
+	e.chat.TakeQueued()
+	s.unlock()
 }

@@ -53,10 +53,18 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if err != nil {
 		return nil, err
 	}
+	return nil, s.openChat(c, &p, rec, cs)
+}
+
+// openChat is the rest of createChat, all under the session's lock: the
+// chat stored (addChatRecord) is made and told of, with its first turn
+// started when the client sent a message with it. A session disposed of
+// meanwhile gets none.
+func (s *session) openChat(c *conn.Conn, p *protocol.CreateChatParams, rec *chatRecord, cs *protocol.ChatState) error {
 	s.mu.Lock()
 	defer s.unlock()
 	if s.disposed {
-		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
+		return protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
 	}
 	now := cs.ModifiedAt
 	e := s.newChat(rec, cs)
@@ -69,13 +77,13 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 			e.chat.React(start)
 		}
 	}
-	if h.clustered() && e.snapDue {
+	if s.h.clustered() && e.snapDue {
 		// Its state in the journal at once, as a session's made
 		// (createSession): another host's client watches it from there.
 		s.snapshotLocked(e, e.chat.State())
 		e.snapDue = false
 	}
-	return nil, nil
+	return nil
 }
 
 // addChatRecord adds a new chat to the session's record and stores it:
@@ -157,21 +165,16 @@ func (h *Host) disposeChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if len(s.chats) == 1 {
-		s.unlock()
+	done, ok := s.cancelChat(e)
+	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "chat %s is the session's last chat: dispose the session instead", p.Channel)
 	}
-	done := e.chat.Cancel()
-	s.unlock()
 	<-done
 	var errs []error
 	if err := e.chat.Close(); err != nil {
 		errs = append(errs, err)
 	}
-	s.mu.Lock()
-	s.removeChatLocked(e)
-	s.unlock()
+	s.removeChat(e)
 	if s.backend != nil && e.rec.Started {
 		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}); err != nil {
 			errs = append(errs, err)
@@ -183,6 +186,27 @@ func (h *Host) disposeChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request
 		h.log.Warn("chat disposed with errors", "chat", p.Channel, "err", err)
 	}
 	return nil, nil
+}
+
+// cancelChat cancels a chat's turn, the first step of disposing of it,
+// and returns what closes once the turn has ended. It cancels nothing,
+// and reports false, when the chat is the session's last: a session keeps
+// one.
+func (s *session) cancelChat(e *chatEntry) (<-chan struct{}, bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	if len(s.chats) == 1 {
+		return nil, false
+	}
+	return e.chat.Cancel(), true
+}
+
+// removeChat is removeChatLocked under the session's lock: disposeChat
+// takes the chat out once its agent has closed.
+func (s *session) removeChat(e *chatEntry) {
+	s.mu.Lock()
+	s.removeChatLocked(e)
+	s.unlock()
 }
 
 func deleteString(list []string, s string) []string {
@@ -209,26 +233,13 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	s.pin(true)
 	defer s.unpin()
 	s.loadTurns(ctx, e)
-	s.mu.Lock()
-	cs := e.chat.State()
-	cursor := cs.TurnsNextCursor
-	conv := plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
-	// A cursor must be the one the chat holds, or one a view of it was
-	// given (view.go): the protocol has a host refuse any other, even
-	// once every turn is loaded.
-	if p.Cursor != nil && (cursor == nil || *p.Cursor != *cursor) {
-		page, ok := viewPage(cs, *p.Cursor)
-		if ok {
-			e.setViewLocked(c, -1)
-			s.emitChatLocked(e.chat, page, nil)
-		}
-		s.unlock()
-		if !ok {
-			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: neither the chat's turnsNextCursor nor one a view of it was given; subscribe to the chat again")
-		}
+	cursor, conv, viewed, refused := s.fetchStart(c, e, p.Cursor)
+	if refused {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: neither the chat's turnsNextCursor nor one a view of it was given; subscribe to the chat again")
+	}
+	if viewed {
 		return &protocol.FetchTurnsResult{}, nil
 	}
-	s.unlock()
 	if cursor == nil {
 		return &protocol.FetchTurnsResult{}, nil // everything is loaded
 	}
@@ -240,25 +251,60 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if err != nil {
 		return nil, fmt.Errorf("reading the chat's turns: %w", err)
 	}
-	s.mu.Lock()
-	turns = e.withCut(e.timed(turns))
-	s.unlock()
+	turns = s.withCutTurns(e, turns)
 	end = min(end, len(turns))
 	start := max(0, end-h.opts.TurnWindow)
 	page := &protocol.ChatTurnsLoadedAction{Turns: turns[start:end]}
 	if start > 0 {
 		page.TurnsNextCursor = new(turnCursor(start))
 	}
+	s.sendTurnsPage(e, page)
+	return &protocol.FetchTurnsResult{}, nil
+}
+
+// fetchStart is fetchTurns' look at the chat under the session's lock:
+// the chat's cursor and its conversation, to read older turns from the
+// backend with. A cursor asked for that is not the chat's must be one a
+// view of it was given (view.go), whose page is sent here (viewed): the
+// protocol has a host refuse any other (refused), even once every turn is
+// loaded.
+func (s *session) fetchStart(c *conn.Conn, e *chatEntry, asked *string) (cursor *string, conv plugins.Conversation, viewed, refused bool) {
 	s.mu.Lock()
-	// A view that lacks turns the chat holds gets them with the page,
-	// before which they go (view.go); then no view lacks any.
+	defer s.unlock()
+	cs := e.chat.State()
+	cursor = cs.TurnsNextCursor
+	conv = plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
+	if asked != nil && (cursor == nil || *asked != *cursor) {
+		page, ok := viewPage(cs, *asked)
+		if ok {
+			e.setViewLocked(c, -1)
+			s.emitChatLocked(e.chat, page, nil)
+		}
+		return cursor, conv, ok, !ok
+	}
+	return cursor, conv, false, false
+}
+
+// withCutTurns is turns read from the backend as the chat shows them:
+// timed, with the turns a stop cut short put back. Both read the chat's
+// record, under the session's lock.
+func (s *session) withCutTurns(e *chatEntry, turns []protocol.Turn) []protocol.Turn {
+	s.mu.Lock()
+	defer s.unlock()
+	return e.withCut(e.timed(turns))
+}
+
+// sendTurnsPage sends a page of older turns read from the backend to the
+// chat's clients. A view that lacks turns the chat holds gets them with
+// the page, before which they go (view.go); then no view lacks any.
+func (s *session) sendTurnsPage(e *chatEntry, page *protocol.ChatTurnsLoadedAction) {
+	s.mu.Lock()
+	defer s.unlock()
 	if lack := e.viewsLackLocked(e.chat.State()); len(lack) > 0 {
 		page.Turns = append(slices.Clip(page.Turns), lack...)
 	}
 	clear(e.views)
 	s.emitChatLocked(e.chat, page, nil)
-	s.unlock()
-	return &protocol.FetchTurnsResult{}, nil
 }
 
 // A turn cursor is the index of the oldest turn loaded.

@@ -67,9 +67,7 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's repository: %w", err)
 	}
-	s.mu.Lock()
-	last := s.rec.Checkpoints - 1
-	s.unlock()
+	last := s.lastCheckpoint()
 	// On a host that has not run the session, its checkpoints may be on
 	// the --push-checkpoints remote alone.
 	h.pushes.fetchMissing(ctx, s, repo, last)
@@ -90,4 +88,13 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.
 	}
 	res.More = len(res.Checkpoints) < len(cps)
 	return res, nil
+}
+
+// lastCheckpoint is the turn of the session's newest checkpoint as its
+// record counts them (-1 for none): when this host lacks it, the refs are
+// fetched from the --push-checkpoints remote (fetchMissing).
+func (s *session) lastCheckpoint() int {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.rec.Checkpoints - 1
 }

@@ -38,19 +38,26 @@ func (h *Host) createSession(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 			return nil, err
 		}
 	}
+	s.announceCreated(p.ActiveClient)
+	h.log.Info("session created", "session", s.uri, "provider", spec.provider, "dir", s.workDir())
+	h.poke()
+	return nil, nil
+}
+
+// announceCreated is what createSession does under the session's lock
+// once the session is made: the active client the client named is set,
+// and in a cluster a restart point is queued.
+func (s *session) announceCreated(active *protocol.SessionActiveClient) {
 	s.mu.Lock()
-	if p.ActiveClient != nil {
-		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *p.ActiveClient}, nil)
+	defer s.unlock()
+	if active != nil {
+		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *active}, nil)
 	}
-	if h.clustered() && s.snapDue {
+	if s.h.clustered() && s.snapDue {
 		// Its state in the journal at once: a client of another host
 		// watches it from there, and may subscribe before its first turn.
 		s.restartPointLocked("", nil)
 	}
-	s.unlock()
-	h.log.Info("session created", "session", s.uri, "provider", spec.provider, "dir", s.workDir())
-	h.poke()
-	return nil, nil
 }
 
 // disposeSession ends a session and deletes the backend's copy of it.
@@ -139,9 +146,7 @@ func keepNow(meta protocol.Object) bool {
 func (h *Host) keep(ctx context.Context, s *session) error {
 	err := s.storeNow()
 	if err == nil {
-		s.mu.Lock()
-		err = s.commitLocked()
-		s.unlock()
+		err = s.commit()
 	}
 	if err != nil {
 		if derr := h.dispose(ctx, s); derr != nil {
@@ -150,4 +155,12 @@ func (h *Host) keep(ctx context.Context, s *session) error {
 		return storeFailed(err)
 	}
 	return nil
+}
+
+// commit is commitLocked under the session's lock: keep makes a session
+// the host's own, and announces it, once its record is stored.
+func (s *session) commit() error {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.commitLocked()
 }
