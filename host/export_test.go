@@ -315,3 +315,15 @@ func WithRelayClosed(o *Options, closed chan<- struct{}) {
 		}
 	}
 }
+
+// Settle waits until the session uri names has settled after its last
+// change: its outbox handed on, its checkpoints recorded and its record
+// written. An assertion about what a turn left behind (a record on disk,
+// a checkpoint) made after Settle does not race the host's own work.
+func (h *Host) Settle(ctx context.Context, uri string) error {
+	s := h.held(uri)
+	if s == nil {
+		return fmt.Errorf("no session %s held", uri)
+	}
+	return s.settle(ctx)
+}

@@ -7,9 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
@@ -198,10 +195,13 @@ func TestFullDiskLaterWriteReported(t *testing.T) {
 	send(t, c, chat, "t1", "title First\nsay one")
 	// The record is written off the turn's path: the disk fills once the
 	// first turn's is there.
-	waitRecord(t, filepath.Join(state, "sessions", "s1.json"), func(data []byte) bool {
-		var rec struct{ Title, Lifecycle string }
-		return json.Unmarshal(data, &rec) == nil && rec.Title == "First" && rec.Lifecycle == "ready"
-	})
+	if err := th.h.Settle(t.Context(), session); err != nil {
+		t.Fatal(err)
+	}
+	var first struct{ Title, Lifecycle string }
+	if data, err := os.ReadFile(filepath.Join(state, "sessions", "s1.json")); err != nil || json.Unmarshal(data, &first) != nil || first.Title != "First" || first.Lifecycle != "ready" {
+		t.Fatalf("the settled record: %v %q", err, data)
+	}
 
 	disk.Set(true)
 	cs := send(t, c, chat, "t2", "title Second\nsay two")
@@ -406,33 +406,5 @@ func TestSlowDiskHoldsNobody(t *testing.T) {
 	c = th.client("c1")
 	if rows := listSessions(t, c, nil).Items; len(rows) != 1 || rows[0].Title != "renamed" {
 		t.Errorf("after a restart: %+v", rows)
-	}
-}
-
-// waitRecord waits until the file at path holds what ok accepts, reading
-// it each time its folder changes.
-func waitRecord(t *testing.T, path string, ok func([]byte) bool) {
-	t.Helper()
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if err := w.Add(filepath.Dir(path)); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(hosttest.Timeout)
-	for {
-		if data, err := os.ReadFile(path); err == nil && ok(data) {
-			return
-		}
-		select {
-		case <-w.Events:
-		case err := <-w.Errors:
-			t.Fatal(err)
-		case <-timeout:
-			data, _ := os.ReadFile(path)
-			t.Fatalf("%s never held what was wanted; it holds %q", path, data)
-		}
 	}
 }

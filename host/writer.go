@@ -73,6 +73,24 @@ func (w *recordWriter) writeNow(id string, data []byte) error {
 	return w.save(id, data)
 }
 
+// flush writes id's record waiting to be written, if any, before it
+// returns, after a write of it under way.
+func (w *recordWriter) flush(id string) {
+	release := w.claim(id, false)
+	w.mu.Lock()
+	q := w.pending[id]
+	delete(w.pending, id)
+	w.mu.Unlock()
+	var err error
+	if q != nil {
+		err = w.save(id, q.data)
+	}
+	release()
+	if q != nil {
+		q.told(err)
+	}
+}
+
 // removeNow removes id's record before it returns.
 func (w *recordWriter) removeNow(id string) error {
 	release := w.claim(id, true)

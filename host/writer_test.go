@@ -114,3 +114,37 @@ func (w *recordWriter) waiting(id string) bool {
 	defer w.mu.Unlock()
 	return w.pending[id] != nil
 }
+
+// flush writes the record waiting, after the write under way, and the
+// session is told of it as of a write of the writer's own.
+func TestRecordWriterFlush(t *testing.T) {
+	st := &countingStore{files: map[string]string{}, gate: make(chan struct{}), entered: make(chan string)}
+	w := newRecordWriter(st, func() {})
+	told := make(chan error, 2)
+	w.queue("s1", []byte("v0"), func(err error) { told <- err })
+	if got := <-st.entered; got != "v0" {
+		t.Fatalf("first write %q", got)
+	}
+	w.queue("s1", []byte("v1"), func(err error) { told <- err })
+	flushed := make(chan struct{})
+	go func() {
+		w.flush("s1")
+		close(flushed)
+	}()
+	st.gate <- struct{}{} // v0 ends
+	if got := <-st.entered; got != "v1" {
+		t.Fatalf("second write %q", got)
+	}
+	st.gate <- struct{}{}
+	<-flushed
+	if v, _, saves := st.get("s1"); v != "v1" || saves != 2 {
+		t.Errorf("after flush: %q in %d saves, want v1 in 2", v, saves)
+	}
+	for range 2 {
+		if err := <-told; err != nil {
+			t.Error(err)
+		}
+	}
+	st.entered = nil
+	w.close()
+}
