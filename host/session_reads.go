@@ -14,14 +14,6 @@ func (s *session) owner() string {
 	return s.rec.Owner
 }
 
-// external reports whether the session is a backend's own, opened from
-// the catalogue.
-func (s *session) external() bool {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.rec.External
-}
-
 // folder is the session's folder: where its work is done.
 func (s *session) folder() string {
 	s.mu.Lock()
@@ -34,13 +26,6 @@ func (s *session) currentSummary() protocol.SessionSummary {
 	s.mu.Lock()
 	defer s.unlock()
 	return s.summary
-}
-
-// isDisposed reports whether the session has been disposed of.
-func (s *session) isDisposed() bool {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.disposed
 }
 
 // unused reports whether nothing holds the session: asleep, unpinned,
