@@ -48,11 +48,16 @@ func (h *Host) AwaitJournal(ctx context.Context, failing bool) error {
 // holds queued.
 func (h *Host) JournalWaiting() (waiting int64, backlog int) {
 	for _, s := range h.sessionList() {
-		s.mu.Lock()
-		backlog = max(backlog, len(s.out.queue))
-		s.mu.Unlock()
+		backlog = max(backlog, s.backlog())
 	}
 	return h.health.waiting.Load(), backlog
+}
+
+// backlog is how many changes the session's outbox holds queued.
+func (s *session) backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.out.queue)
 }
 
 // MaxBacklog is how many changes a session's outbox queues before its
@@ -238,12 +243,16 @@ func (h *Host) Residency(uri string) string {
 	if s == nil {
 		return "not held"
 	}
-	s.mu.Lock()
-	chats := slices.Clone(s.order)
-	out := fmt.Sprintf("asleep %v, idle %v, pins %d, last action %v, used %v, now %v",
-		s.asleep, s.idleLocked(), s.pins, s.lastAction, s.used, h.now())
-	s.unlock()
+	out, chats := s.residency(h.now())
 	return out + fmt.Sprintf(", watched %v", s.watched(chats))
+}
+
+// residency says what keeps the session awake, and lists its chats.
+func (s *session) residency(now time.Time) (string, []string) {
+	s.mu.Lock()
+	defer s.unlock()
+	return fmt.Sprintf("asleep %v, idle %v, pins %d, last action %v, used %v, now %v",
+		s.asleep, s.idleLocked(), s.pins, s.lastAction, s.used, now), slices.Clone(s.order)
 }
 
 // CleanKey is the journal mark a clean stop leaves (restart.go).

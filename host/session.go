@@ -17,6 +17,16 @@ import (
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
+func init() {
+	// A session's lock is its own: only its methods take it, and the
+	// outbox's hand-on (outbox.go), which lets it go and takes it again
+	// to take what was queued meanwhile. Everything else asks a method.
+	lockcheck.Own("session",
+		"github.com/ahpd/ahpd/host.(*session).",
+		"github.com/ahpd/ahpd/host.(*Host).release",
+		"github.com/ahpd/ahpd/host.(*Host).handOnAll")
+}
+
 // session is one session: its state, its chats, the record the store
 // keeps of it, its residency, and its queues of git work and checkpoint
 // captures. s.mu is the session's one lock: it guards the session state,

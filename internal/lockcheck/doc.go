@@ -3,7 +3,9 @@
 // (go test -tags lockcheck) each goroutine's held locks are tracked, and a
 // lock taken while another is held is recorded as a violation, unless the
 // pair of classes was allowed: the proof behind "no function in the
-// session path takes more than one lock" (docs/ARCHITECTURE.md).
+// session path takes more than one lock" (docs/ARCHITECTURE.md). A class
+// may also have an owner (Own): a lock of it taken by a function that is
+// not the owner's is a violation too.
 //
 // It owns nothing but that bookkeeping, and must not be used for locks
 // outside the host's own state (a library's are its own business).
@@ -18,13 +20,18 @@ import (
 // class are the same kind (every session's lock is "session").
 type Class string
 
-// Violation is a lock taken while another was held.
+// Violation is a lock taken while another was held, or (Owner set) by a
+// function that is not of its class's owner (Own).
 type Violation struct {
 	Held, Taken Class
-	Stack       string // where the second lock was taken
+	Owner       string // the prefix of the functions that own Taken, for a lock taken outside them
+	Stack       string // where the lock was taken
 }
 
 func (v Violation) String() string {
+	if v.Owner != "" {
+		return string(v.Taken) + " taken outside its owner " + v.Owner + "\n" + v.Stack
+	}
 	return string(v.Taken) + " taken holding " + string(v.Held) + "\n" + v.Stack
 }
 

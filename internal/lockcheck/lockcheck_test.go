@@ -56,3 +56,48 @@ func TestNesting(t *testing.T) {
 		t.Fatalf("after a was let go elsewhere: %v", v)
 	}
 }
+
+// TestOwned: with the tag, a lock of an owned class taken by a function
+// that is not the owner's is a violation, once per function; the owner's
+// functions, closures in them included, take it freely.
+func TestOwned(t *testing.T) {
+	m := &lockcheck.Mutex{Class: "owned"}
+	lockcheck.Own("owned", "github.com/ahpd/ahpd/internal/lockcheck_test.ownerOf")
+	lockcheck.Violations()
+	ownerOf(m)
+	if v := lockcheck.Violations(); len(v) != 0 {
+		t.Fatalf("the owner taking it: %v", v)
+	}
+	n := 0
+	for range 2 {
+		m.Lock()
+		_ = m.TryLock()
+		n++
+		m.Unlock()
+	}
+	_ = n
+	v := lockcheck.Violations()
+	if !lockcheck.Enabled {
+		if len(v) != 0 {
+			t.Fatalf("untracked build: %v", v)
+		}
+		return
+	}
+	if len(v) != 1 || v[0].Taken != "owned" || v[0].Owner == "" {
+		t.Fatalf("want one violation, by the test: %v", v)
+	}
+}
+
+// ownerOf takes m's lock, as its owner, in a closure too.
+func ownerOf(m *lockcheck.Mutex) {
+	n := 0 // what the lock guards
+	m.Lock()
+	n++
+	m.Unlock()
+	func() {
+		m.Lock()
+		defer m.Unlock()
+		n++
+	}()
+	_ = n
+}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -17,7 +18,9 @@ var (
 	held       = map[int64][]Class{} // by goroutine
 	allowed    = map[[2]Class]bool{}
 	violations []Violation
-	seen       = map[[2]Class]bool{} // one violation of a pair is enough
+	seen       = map[[2]Class]bool{}  // one violation of a pair is enough
+	owners     = map[Class][]string{} // by class: the prefixes of the functions that may take it
+	outsiders  = map[string]bool{}    // the functions seen taking a lock they do not own
 )
 
 // Mutex is a sync.Mutex whose holding is tracked.
@@ -27,11 +30,13 @@ type Mutex struct {
 }
 
 func (m *Mutex) Lock() {
+	owning(m.Class)
 	taking(m.Class)
 	m.m.Lock()
 }
 
 func (m *Mutex) TryLock() bool {
+	owning(m.Class)
 	if !m.m.TryLock() {
 		return false
 	}
@@ -52,6 +57,7 @@ type RWMutex struct {
 }
 
 func (m *RWMutex) Lock() {
+	owning(m.Class)
 	taking(m.Class)
 	m.m.Lock()
 }
@@ -62,6 +68,7 @@ func (m *RWMutex) Unlock() {
 }
 
 func (m *RWMutex) RLock() {
+	owning(m.Class)
 	taking(m.Class)
 	m.m.RLock()
 }
@@ -78,6 +85,55 @@ func Allow(outer, inner Class) {
 	allowed[[2]Class{outer, inner}] = true
 }
 
+// Own says that locks of class are taken only by the functions whose full
+// name (runtime.Func.Name, such as "example.com/pkg.(*T).m" or a closure
+// in it, "example.com/pkg.(*T).m.func1") starts with one of prefixes: a
+// lock of class taken elsewhere is a violation.
+func Own(class Class, prefixes ...string) {
+	mu.Lock()
+	defer mu.Unlock()
+	owners[class] = prefixes
+}
+
+// owning records a violation when the function taking a lock of class is
+// not of its owner's.
+func owning(c Class) {
+	mu.Lock()
+	prefixes, owned := owners[c]
+	mu.Unlock()
+	if !owned {
+		return
+	}
+	var pcs [8]uintptr
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs[:])])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, thisPackage) {
+			for _, p := range prefixes {
+				if strings.HasPrefix(f.Function, p) {
+					return
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !outsiders[f.Function] {
+				outsiders[f.Function] = true
+				buf := make([]byte, 8<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				violations = append(violations, Violation{Taken: c, Owner: strings.Join(prefixes, " or "), Stack: string(buf)})
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// thisPackage is the prefix of this package's functions, which take locks
+// for their callers.
+const thisPackage = "github.com/ahpd/ahpd/internal/lockcheck."
+
 // Violations returns the violations recorded so far, and forgets them.
 func Violations() []Violation {
 	mu.Lock()
@@ -85,6 +141,7 @@ func Violations() []Violation {
 	out := violations
 	violations = nil
 	clear(seen)
+	clear(outsiders)
 	return out
 }
 
