@@ -106,6 +106,7 @@ func agreeAll(t *testing.T, th *testHost, c *hosttest.Client, channels ...string
 // through the reducers; at each step what they hold is what a fresh client
 // of their version is given.
 func TestClientsAgreeWithSnapshots(t *testing.T) {
+	t.Parallel()
 	for _, version := range []string{"0.9.0", "1.0.0"} {
 		t.Run(version, func(t *testing.T) {
 			th := startHost(t, "")

@@ -61,6 +61,7 @@ func cursorOf(cs *protocol.ChatState) string {
 // last 4 after a restart) the cursors number turns as the chat's own do,
 // and a page another client loads first fills the view's gap.
 func TestViewTurns(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		window int  // the host's TurnWindow, and a restart so that it holds that many
@@ -152,6 +153,7 @@ func TestViewTurns(t *testing.T) {
 // more than 50 is taken as 50; a session's channel, which holds no turns,
 // ignores it.
 func TestViewTurnsParams(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
@@ -181,6 +183,7 @@ func TestViewTurnsParams(t *testing.T) {
 // TestViewKeepsTheActiveTurn: a view of one turn taken while a turn runs
 // holds the last finished turn and the one under way.
 func TestViewKeepsTheActiveTurn(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -204,6 +207,7 @@ func TestViewKeepsTheActiveTurn(t *testing.T) {
 // session held already can be subscribed again, and an unsubscribe makes
 // room. A reconnect resumes 20 and names the rest missing.
 func TestTooManyAttached(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	var sessions []string
@@ -261,6 +265,7 @@ func TestTooManyAttached(t *testing.T) {
 
 // TestAttachedSessionsLimit: the limit is Limits.AttachedSessions.
 func TestAttachedSessionsLimit(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "", withLimits(host.Limits{AttachedSessions: 1}))
 	c := th.client("c1")
 	s1, chat := th.newSession(c, "s1", nil)
@@ -276,6 +281,7 @@ func TestAttachedSessionsLimit(t *testing.T) {
 // keeps, in memory without a journal or in a journal that retention
 // trimmed, is sent snapshots, and the answer says too_far_behind.
 func TestReconnectTooFarBehind(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		budget int64 // of the journal's bytes per session; 0: no journal

@@ -35,6 +35,7 @@ func completedRuns(st protocol.ChannelState, uri string) int {
 // with a schedule every second, moves the host's clock three seconds, and
 // finds three runs, each a session whose turn completed.
 func TestAutomationOverTheProtocol(t *testing.T) {
+	t.Parallel()
 	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
 	c := hosttest.Dial(t, th.url)
@@ -103,6 +104,7 @@ func TestAutomationOverTheProtocol(t *testing.T) {
 // TestAutomationRunCancelled cancels a run while its turn runs: the turn
 // is cancelled with it, and the run ends cancelled.
 func TestAutomationRunCancelled(t *testing.T) {
+	t.Parallel()
 	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
 	c := th.client("automator")
@@ -166,6 +168,7 @@ func TestAutomationRunCancelled(t *testing.T) {
 // session starts the automation that waits for it, whose run is a second
 // session with its own completed turn.
 func TestAutomationChainsOverRealSessions(t *testing.T) {
+	t.Parallel()
 	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Automations.Clock = clock })
 	c := th.client("automator")
@@ -223,6 +226,7 @@ func TestAutomationChainsOverRealSessions(t *testing.T) {
 // TestAutomationWithoutRunner checks a host made without a runner takes
 // automations and fails their runs saying why, starting no session.
 func TestAutomationWithoutRunner(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "", func(o *host.Options) { o.Automations.NewRunner = nil })
 	c := hosttest.Dial(t, th.url)
 	defer c.Close()

@@ -58,6 +58,7 @@ func folderSession(t *testing.T, c *hosttest.Client, id, dir string) (session, c
 // come when the captures are done, and turn/1 holds none of the second
 // turn's work.
 func TestTurnEndsBeforeItsCapture(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo, open := gatedRepo(t)
@@ -87,6 +88,7 @@ func TestTurnEndsBeforeItsCapture(t *testing.T) {
 // TestCloseWaitsForCaptures closes the host while a turn's checkpoint is
 // held in git: Close lets it finish rather than cut it off.
 func TestCloseWaitsForCaptures(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo, open := gatedRepo(t)

@@ -121,6 +121,7 @@ func rootNotes(msgs []hosttest.Message, method string) []string {
 // ran by the showExternalSessions mode, opens one, continues it (which
 // adopts it), and keeps the mode and the adoption across a restart.
 func TestExternalSessions(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	scripts := filepath.Join(state, "transcripts", "script")
 	now := time.Now()
@@ -207,6 +208,7 @@ func TestExternalSessions(t *testing.T) {
 // TestExternalRowChanges checks a transcript that grows is told to clients
 // as a summary change, and one that appears as an added session.
 func TestExternalRowChanges(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	scripts := filepath.Join(state, "transcripts", "script")
 	now := time.Now()
@@ -238,6 +240,7 @@ func TestExternalRowChanges(t *testing.T) {
 // TestAdoptionOwner checks the person whose turn adopts an external
 // session becomes its owner.
 func TestAdoptionOwner(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	writeScriptTranscript(t, filepath.Join(state, "transcripts", "script"), "ext1", "fix it", time.Now().Add(-time.Hour))
 	th, tokens := usersHost(t, state, withTranscripts)

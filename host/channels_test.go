@@ -17,6 +17,7 @@ import (
 )
 
 func TestListSessionsPaging(t *testing.T) {
+	t.Parallel()
 	// The host and the client read one clock, moved a second between
 	// sessions: each is modified at a time of its own.
 	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
@@ -71,6 +72,7 @@ func TestListSessionsPaging(t *testing.T) {
 // one goes, a new one is listed once its first turn is sent, and a client
 // paging while a session moves up sees every other session once.
 func TestListingFollowsChanges(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	const n = 20
 	storeSessions(t, state, filepath.Join(state, "work"), n) // s00000 oldest
@@ -126,6 +128,7 @@ func TestListingFollowsChanges(t *testing.T) {
 }
 
 func TestChatsComeAndGo(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
@@ -163,6 +166,7 @@ func TestChatsComeAndGo(t *testing.T) {
 }
 
 func TestFetchTurnsPagesOlderTurns(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	window := func(o *host.Options) { o.TurnWindow = 2 }
 	th := startHost(t, state, window)
@@ -203,6 +207,7 @@ func TestFetchTurnsPagesOlderTurns(t *testing.T) {
 // TestReconnect checks both ways a client catches up: the changes it
 // missed, when the host still holds them, else fresh snapshots.
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "", func(o *host.Options) { o.Replay = 64 })
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
@@ -264,6 +269,7 @@ func TestReconnect(t *testing.T) {
 // TestSubscribeWhileStreaming checks that a client subscribing in the middle
 // of a turn gets every delta after its snapshot and none twice.
 func TestSubscribeWhileStreaming(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -281,6 +287,7 @@ func TestSubscribeWhileStreaming(t *testing.T) {
 }
 
 func TestStdio(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

@@ -13,6 +13,7 @@ import (
 // leaves the oldest out and says so; bad params are refused; a session
 // in a folder that is no repository has none.
 func TestSessionCheckpoints(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -67,6 +68,7 @@ func TestSessionCheckpoints(t *testing.T) {
 // for many at once; a session the host does not know is left out, and
 // too many names are refused.
 func TestSessionEventCounts(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j))
 	c := th.client("c1")

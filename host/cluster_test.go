@@ -113,6 +113,7 @@ func clusterStatus(t testing.TB, c *hosttest.Client, session string) (string, st
 // through A runs on B, seen by B's clients; a refusal comes back to A's
 // client as if A had refused it.
 func TestClusterForwards(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	a := startClusterHost(t, nc, 0, "a")
 	b := startClusterHost(t, nc, 0, "b")
@@ -259,6 +260,7 @@ func TestClusterForwards(t *testing.T) {
 // C, the other host reaching its folder, from its record and journal: every
 // turn is still there, and A's client, watching all along, sees the new one.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	shared := t.TempDir()
 	// C starts first: its serverSeqs start lower than B's, and still the
@@ -350,6 +352,7 @@ func startTakenRemote(t testing.TB, c *hosttest.Client, on *clusterHost, session
 // it rather than that there is no such session. The other host's watch
 // is held back for the whole test.
 func TestClusterReadsItsWrites(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	shared := t.TempDir()
 	b := startClusterHostReaching(t, nc, 0, "b", shared)
@@ -378,6 +381,7 @@ func TestClusterReadsItsWrites(t *testing.T) {
 // asked to wake it at once (one of them twice); exactly one takes it, the
 // other forwards to it, and messages through both reach the one holding it.
 func TestClusterWakeRace(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	shared := t.TempDir()
 	b := startClusterHostReaching(t, nc, 0, "b", shared)
@@ -444,6 +448,7 @@ func TestClusterWakeRace(t *testing.T) {
 // stops the session: its running turn is cancelled and its agent let go,
 // for another host may run it now, and it no longer answers as holder.
 func TestClusterLostLease(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	b := startClusterHost(t, nc, 0, "b")
 	cb := b.client("cb")
@@ -476,6 +481,7 @@ func TestClusterLostLease(t *testing.T) {
 // held; the residency checks give it up once the session has been quiet a
 // while (it falls asleep, or was asleep), and not before.
 func TestClusterReleasesUnusedLease(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	clk := clock.NewFake(time.Now())
 	b := startClusterHost(t, nc, 0, "b", func(o *host.Options) { o.Clock, o.SleepAfter = clk, 10*time.Second })
@@ -510,6 +516,7 @@ func TestClusterReleasesUnusedLease(t *testing.T) {
 // its host) or when it has been idle ten minutes (its host may have died
 // without a word), and a later request opens another.
 func TestClusterRelays(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	clk := clock.NewFake(time.Now())
 	a := startClusterHost(t, nc, 0, "a")
@@ -563,6 +570,7 @@ func TestClusterRelays(t *testing.T) {
 // occurrences once, on the host holding the schedules' lease; when that
 // host stops, another takes the schedules on.
 func TestClusterSchedulesRunOnce(t *testing.T) {
+	t.Parallel()
 	nc := clustertest.Start(t, 1)
 	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	shared := t.TempDir()

@@ -17,6 +17,7 @@ import (
 // automation naming no provider, as it is made rather than at its first
 // run. Without the option the first backend registered is taken.
 func TestDefaultProvider(t *testing.T) {
+	t.Parallel()
 	pick := errors.New("no agent to run it on: install one")
 	th := startHost(t, "", func(o *host.Options) {
 		o.DefaultProvider = func() (string, error) { return "", pick }
@@ -56,6 +57,7 @@ func TestDefaultProvider(t *testing.T) {
 // TestSessionStatusOperations: ahpd/sessionStatus asked for them names
 // the operations the caller may do to the session.
 func TestSessionStatusOperations(t *testing.T) {
+	t.Parallel()
 	th, tokens := usersHost(t, t.TempDir())
 	mo := dialAs(t, th, tokens["mo"], "mo")
 	mia := dialAs(t, th, tokens["mia"], "mia")

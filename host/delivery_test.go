@@ -71,6 +71,7 @@ func lastText(c *hosttest.Client, chat string) string {
 // does not move, so no held text goes out on its timer: the turn's end
 // sends it, before itself, and is not delayed.
 func TestDeliveryMaxLatencyCoalesces(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Clock = clk })
 	slow := th.client("slow")
@@ -105,6 +106,7 @@ func TestDeliveryMaxLatencyCoalesces(t *testing.T) {
 // the host's clock reaches its time, though nothing follows it; a
 // subscription again without the option delivers at once.
 func TestDeliveryHeldTextGoesAtItsTime(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Clock = clk })
 	slow := th.client("slow")
@@ -139,6 +141,7 @@ func TestDeliveryHeldTextGoesAtItsTime(t *testing.T) {
 // invalid params; more than a second is taken as a
 // second.
 func TestDeliveryMaxLatencyBounds(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -159,6 +162,7 @@ func TestDeliveryMaxLatencyBounds(t *testing.T) {
 // writer, which keeps the timer, with it: goleak checks that nothing
 // runs on) while the others' turn goes on.
 func TestDeliveryHeldTextAtTheEnd(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Clock = clk })
 	slow := th.client("slow")

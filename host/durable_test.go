@@ -64,6 +64,7 @@ func (n *natsServer) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.
 // the turn ends whole and work is taken again. Every action a client saw
 // is in the journal.
 func TestJournalDownRefusesWork(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	n := startNATS(t)
 	j, err := journal.Open(context.Background(), journal.Config{URL: n.url()})
@@ -140,6 +141,7 @@ func TestJournalDownRefusesWork(t *testing.T) {
 // queued, so memory stays bounded; once the journal is back the turn ends
 // with every word, in order.
 func TestSlowJournalHoldsTheAgentBack(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	n := startNATS(t)
 	j, err := journal.Open(context.Background(), journal.Config{URL: n.url()})

@@ -49,6 +49,7 @@ func withEvents(sink events.Sink) hostOption {
 // for, once, with what a receiver needs to act on it; of a cancelled turn
 // it says nothing. A session's events come in the order they happened.
 func TestEventsOfTurns(t *testing.T) {
+	t.Parallel()
 	rec := newRecorder()
 	th := startHost(t, "", withEvents(rec))
 	c := th.client("c1")
@@ -180,6 +181,7 @@ func openHooks(t *testing.T, url string, maxPending int) *webhooks.Dispatcher {
 // fails and an automation's run arrive signed, in the order they
 // happened, saying what a receiver needs; ahpd/webhookLog lists them.
 func TestWebhooksEndToEnd(t *testing.T) {
+	t.Parallel()
 	rc := newHookReceiver(t, nil)
 	hooks := openHooks(t, rc.srv.URL+"/hook", 0)
 	clock := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
@@ -251,6 +253,7 @@ func TestWebhooksEndToEnd(t *testing.T) {
 // a session's turns go on and end as ever; what waits for it is bounded
 // (the oldest dropped); once it answers, the rest is delivered in order.
 func TestSessionsNeverWaitOnAReceiver(t *testing.T) {
+	t.Parallel()
 	hold := make(chan struct{})
 	rc := newHookReceiver(t, hold)
 	hooks := openHooks(t, rc.srv.URL, 2)

@@ -46,6 +46,7 @@ func withForgetful() hostOption {
 // it lets the agent go; the chat keeps its turns, and the next turn
 // starts with the note that the agent does not remember them.
 func TestSuspendForgetfulAgent(t *testing.T) {
+	t.Parallel()
 	r := newResidency(time.Minute, 0)
 	th := startHost(t, "", withForgetful(), r.option())
 	c := th.client("c1")

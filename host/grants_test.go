@@ -164,6 +164,7 @@ func (role) failsAnyway(row string) bool {
 // naming the operation). A method or an action type the table does not
 // know fails the test.
 func TestGrantsTable(t *testing.T) {
+	t.Parallel()
 	covered := map[string]bool{"dispatchAction": true}
 	for _, c := range commands {
 		covered[c.method] = true
@@ -393,6 +394,7 @@ func usersHost(t *testing.T, state string, opts ...hostOption) (*testHost, map[s
 // both settled when it is made, kept in the store, and not changed by who
 // sends a later turn.
 func TestOwnerAndScope(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, tokens := usersHost(t, state)
 	mo := dialAs(t, th, tokens["mo"], "mo")

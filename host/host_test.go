@@ -265,6 +265,7 @@ func masked(t *testing.T, s protocol.ChannelState) any {
 }
 
 func TestTurnStreamsAndStateAgrees(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)

@@ -68,6 +68,7 @@ func journaled(t *testing.T, j *journal.Journal, session string) ([]protocol.Act
 // session's channels is in the session's journal, under the serverSeq it
 // was sent with, in serverSeq order; disposing of the session deletes it.
 func TestJournalHoldsWhatClientsSaw(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j))
 	c := th.client("c1")
@@ -118,6 +119,7 @@ func TestJournalHoldsWhatClientsSaw(t *testing.T) {
 // actions than the host keeps in memory is replayed them from the
 // journal, not sent snapshots, and ends where a fresh snapshot is.
 func TestAwayClientIsReplayedFromTheJournal(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j), func(o *host.Options) { o.Replay = 16 })
@@ -155,6 +157,7 @@ func TestAwayClientIsReplayedFromTheJournal(t *testing.T) {
 // TestSeqRisesPastTheJournal: a host whose clock is behind what its
 // journal holds (the clock went back) numbers past the journal's newest.
 func TestSeqRisesPastTheJournal(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
 	env, _ := json.Marshal(map[string]any{"channel": "ahp-session:/old", "serverSeq": ahead,
@@ -173,6 +176,7 @@ func TestSeqRisesPastTheJournal(t *testing.T) {
 // oldest first from after, by kind; every event names its actions; bad
 // params are refused naming the field.
 func TestSessionTimeline(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j))
 	c := th.client("c1")
@@ -327,6 +331,7 @@ func BenchmarkReplayFromJournal(b *testing.B) {
 // the journal right after the action a snapshot was taken at equals that
 // snapshot, for the session and its chat, at every turn's end.
 func TestReplaySessionAtEachTurn(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j))
 	c := th.client("c1")
@@ -378,6 +383,7 @@ func TestReplaySessionAtEachTurn(t *testing.T) {
 // _meta ahpd.readOnly has its actions on it refused with read_only, still
 // sees what others do, and acts again once it subscribes without it.
 func TestReadOnlySubscription(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("writer")
 	session, chat := th.newSession(c, "s1", nil)
@@ -417,6 +423,7 @@ func TestReadOnlySubscription(t *testing.T) {
 // TestTimelineSleepAndWake: a session falling asleep and woken again shows
 // both on its timeline, in their place among its turns.
 func TestTimelineSleepAndWake(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	th := startHost(t, "", withJournal(j))
 	session, chat := runAndLeave(t, th, "s1")

@@ -42,6 +42,7 @@ func methods(msgs []hosttest.Message) []string {
 // until its first turn reaches the backend, and is then announced, then
 // ready.
 func TestProvisionalSession(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("creator")
 	other := th.client("other")
@@ -80,6 +81,7 @@ func TestProvisionalSession(t *testing.T) {
 // turn cannot reach the backend fails its creation, is announced, and
 // starts when a later message can.
 func TestFirstTurnFailureKeepsTheStartOwed(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	dir := filepath.Join(th.state, "gone")
@@ -123,6 +125,7 @@ func TestFirstTurnFailureKeepsTheStartOwed(t *testing.T) {
 }
 
 func TestDisposeSession(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	other := th.client("other")
@@ -153,6 +156,7 @@ func TestDisposeSession(t *testing.T) {
 // TestRestart checks that a new host on the same state directory has the
 // same sessions, titles, createdAt, read and archived bits, and turns.
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th := startHost(t, state)
 	c := th.client("c1")
@@ -211,6 +215,7 @@ func TestRestart(t *testing.T) {
 // TestCorruptStoreFileIsSkipped checks that a file the store cannot read
 // is logged and skipped, and never silently overwritten.
 func TestCorruptStoreFileIsSkipped(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	dir := filepath.Join(state, "sessions")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -238,6 +243,7 @@ func TestCorruptStoreFileIsSkipped(t *testing.T) {
 }
 
 func TestMemoryStoreKeepsNothing(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th := startHost(t, state, func(o *host.Options) { o.Sessions = "memory" })
 	c := th.client("c1")

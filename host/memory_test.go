@@ -19,6 +19,7 @@ import (
 // from the transcript. A client that missed only later changes is still
 // replayed them. Then the host returns the heap to the system.
 func TestSleepLetsGoOfTheReplay(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	releases := make(chan struct{}, 1)
 	th := startHost(t, "", func(o *host.Options) { host.WithReleases(o, releases) })

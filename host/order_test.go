@@ -11,6 +11,7 @@ import (
 // that every walk of the order, from the start and from any cursor, is the
 // registry sorted as a listing sorts it.
 func TestSessionOrder(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	o := newSessionOrder()
 	held := map[*session]string{} // the model: session -> modifiedAt

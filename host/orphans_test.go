@@ -34,6 +34,7 @@ func writeClaim(t *testing.T, repo, path, branch, owner string) string {
 // came before the record). The next tree made in the repository sweeps
 // first: the recorded tree stays, settled; the other goes with its branch.
 func TestWorktreeClaimsAfterRestart(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th := startHost(t, state)
 	c := th.client("c1")

@@ -24,6 +24,7 @@ func queue(c *hosttest.Client, chat, id, text string) {
 // still there when it starts again: the queued message is sent as the
 // next turn, and the steering message reaches the agent in it.
 func TestPendingMessagesOutliveRestart(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	for _, crash := range []bool{false, true} {
 		name := "clean stop"

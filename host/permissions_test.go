@@ -21,6 +21,7 @@ var strict = map[string]any{"ahpd.strictConfig": true}
 // and for a value its key does not take (saying why); one that does not
 // ask keeps what fits, as VS Code needs.
 func TestStrictConfig(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	create := func(id string, config map[string]any, meta map[string]any) *hosttest.RPCError {
@@ -113,6 +114,7 @@ func TestStrictConfig(t *testing.T) {
 // call confirmed by a setting, a denied one cancelled as denied with the
 // reason, both with the rule in _meta; the session never shows a wait.
 func TestPermissionsInTheTurn(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", map[string]any{"permissions": map[string]any{"mode": "acceptEdits", "deny": []string{"execute"}}})
@@ -145,6 +147,7 @@ func TestPermissionsInTheTurn(t *testing.T) {
 // TestPermissionsDefault: the daemon's permissions are a session's when
 // its config sets none, and its config's replace them.
 func TestPermissionsDefault(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	th := startHost(t, "", func(o *host.Options) {
 		o.Permissions = plugins.Permissions{Mode: plugins.ModeBypass, Deny: []string{"write(secret*)"}}
@@ -171,6 +174,7 @@ func TestPermissionsDefault(t *testing.T) {
 // session's inputTimeout ends in chat/error saying so; one answered in
 // time is not cut. The host's clock is fake and moved by the test.
 func TestInputTimeout(t *testing.T) {
+	t.Parallel()
 	clk := clock.NewFake(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	th := startHost(t, "", func(o *host.Options) { o.Clock = clk; o.InputTimeout = time.Hour })
 	c := th.client("c1")

@@ -76,6 +76,7 @@ const cpPrefix = "refs/agents/cp/checkpoints/turn/"
 // reaches the remote under the same name with the same commit, and no
 // push is counted as failed.
 func TestPushCheckpoints(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
 	var pushes host.Pushes
@@ -130,6 +131,7 @@ func (h countingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 // push; the turns succeed all the same, each failure is counted, and the
 // run of them is logged once.
 func TestPushCheckpointsFails(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	nowhere := filepath.Join(t.TempDir(), "no-repository")
 	if err := os.Mkdir(nowhere, 0o755); err != nil {
@@ -180,6 +182,7 @@ func TestPushCheckpointsFails(t *testing.T) {
 // TestPushCheckpointsNoSuchRemote: a repository without the remote named
 // is skipped, not failed.
 func TestPushCheckpointsNoSuchRemote(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	var pushes host.Pushes
 	th := startHost(t, "", func(o *host.Options) { host.WithPushes(o, "backup", &pushes) })
@@ -204,6 +207,7 @@ func TestPushCheckpointsNoSuchRemote(t *testing.T) {
 // as a shared layout of repositories has it), so its next checkpoint
 // follows the ones before instead of starting a new history.
 func TestFetchCheckpointsOnWake(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
@@ -253,6 +257,7 @@ func TestFetchCheckpointsOnWake(t *testing.T) {
 // TestPushCheckpointsRefusesOptions: a remote git could read as an
 // option is refused when the host starts.
 func TestPushCheckpointsRefusesOptions(t *testing.T) {
+	t.Parallel()
 	for _, remote := range []string{"--upload-pack=touch x", "-v", "origin\nx"} {
 		_, err := host.New(host.Options{StateDir: t.TempDir(), Sessions: "memory", DefaultDirectory: t.TempDir(), PushCheckpoints: remote})
 		if err == nil || !strings.Contains(err.Error(), "remote") {
@@ -266,6 +271,7 @@ func TestPushCheckpointsRefusesOptions(t *testing.T) {
 // Close returns, the push has ended with its git, and the cut is neither
 // counted nor warned of as a failure.
 func TestPushCheckpointsStopAtClose(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
 	started, _ := gateRemote(t, bare, "exit 1")
@@ -356,6 +362,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 // TestPushCheckpointsCoalesce: the checkpoints recorded while a session's
 // push is held go in one push after it, which sends the newest refs.
 func TestPushCheckpointsCoalesce(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
 	started, open := gateRemote(t, bare, "exit 0")
@@ -394,6 +401,7 @@ func TestPushCheckpointsCoalesce(t *testing.T) {
 // TestPushCheckpointsRemovedOnDispose: disposing of a session takes its
 // checkpoint refs off the remote too, and only its.
 func TestPushCheckpointsRemovedOnDispose(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	bare := bareRemote(t, repo)
 	var pushes host.Pushes

@@ -16,6 +16,7 @@ import (
 // when the host starts: clients are given the state they were last told,
 // and the record is written again.
 func TestRecordBehindTheJournal(t *testing.T) {
+	t.Parallel()
 	j := openJournal(t)
 	state := t.TempDir()
 	th := startHost(t, state, withJournal(j))

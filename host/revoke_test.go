@@ -20,6 +20,7 @@ import (
 // closed with the reason and its token refused from then on, while every
 // other connection, a lowered role's included, stays open.
 func TestRevocationCutsConnections(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "users.yaml")
 	d := grants.NewDirectory()
 	for _, u := range []struct {

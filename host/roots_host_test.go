@@ -54,6 +54,7 @@ func fileURIs(dirs ...string) []string {
 // TestAllowedRootsOnCreate creates sessions in and out of the roots, as
 // the people each host holds to them and as those it does not.
 func TestAllowedRootsOnCreate(t *testing.T) {
+	t.Parallel()
 	p := newRootsPlace(t)
 	dir := grants.NewDirectory()
 	tokens := map[string]string{}
@@ -140,6 +141,7 @@ func TestAllowedRootsOnCreate(t *testing.T) {
 // TestAllowedRootsOnActions adds and replaces working directories, and
 // sends turns in a session an admin made outside the roots.
 func TestAllowedRootsOnActions(t *testing.T) {
+	t.Parallel()
 	p := newRootsPlace(t)
 	dir := grants.NewDirectory()
 	tokens := map[string]string{}
@@ -218,6 +220,7 @@ func TestAllowedRootsOnActions(t *testing.T) {
 // session made in it still gets its tree, which the host makes beside the
 // repository, and its turns run there.
 func TestAllowedRootsKeepWorktrees(t *testing.T) {
+	t.Parallel()
 	repo := newRepo(t)
 	th := startHost(t, "", withRoots(repo))
 	c := th.client("c1")

@@ -46,6 +46,7 @@ func rootsFixture(t *testing.T) string {
 }
 
 func TestInRoots(t *testing.T) {
+	t.Parallel()
 	base := rootsFixture(t)
 	// Given through a symlink, the root is its target.
 	roots, err := ResolveRoots([]string{filepath.Join(base, "root-link")})
@@ -103,6 +104,7 @@ func TestInRoots(t *testing.T) {
 }
 
 func TestResolveRoots(t *testing.T) {
+	t.Parallel()
 	base := rootsFixture(t)
 	root := filepath.Join(base, "root")
 	tests := []struct {

@@ -12,6 +12,7 @@ import (
 // neither table names a method that does not exist; and the read-only
 // routed methods (asked) are routed.
 func TestEveryMethodRoutedOrLocal(t *testing.T) {
+	t.Parallel()
 	for _, m := range slices.Sorted(maps.Keys(methods)) {
 		_, local := hostLocal[m]
 		switch {

@@ -12,6 +12,7 @@ import (
 )
 
 func TestProtocolErrors(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 
@@ -53,6 +54,7 @@ func TestProtocolErrors(t *testing.T) {
 }
 
 func TestMalformedJSONKeepsTheConnection(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	if err := c.SendRaw([]byte(`{"jsonrpc":"2.0","id":99,"method":`)); err != nil {
@@ -66,6 +68,7 @@ func TestMalformedJSONKeepsTheConnection(t *testing.T) {
 }
 
 func TestVersionNegotiation(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	for _, tc := range []struct {
 		offered []string
@@ -117,6 +120,7 @@ func TestVersionNegotiation(t *testing.T) {
 }
 
 func TestCommandsNeedInitialize(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := hosttest.Dial(t, th.url)
 	c.MustCall("ping", map[string]any{"channel": protocol.RootURI})
@@ -129,6 +133,7 @@ func TestCommandsNeedInitialize(t *testing.T) {
 // TestDispatchRefusals checks that an action a client may not take comes
 // back to that client alone, refused, and changes nothing.
 func TestDispatchRefusals(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	other := th.client("c2")

@@ -17,6 +17,7 @@ import (
 // message stays queued rather than starting a turn on an agent that is
 // going away.
 func TestCloseStartsNoTurn(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, busy := th.newSession(c, "busy", nil)

@@ -14,6 +14,7 @@ import (
 // within a page's size (a turn alone may be larger), and replays to the
 // chat it was, for chats of every size around the page.
 func TestSnapshotPages(t *testing.T) {
+	t.Parallel()
 	const chat = "ahp-chat:/s1/default"
 	for _, tc := range []struct {
 		turns, size int // how many turns, of about how many bytes
@@ -64,6 +65,7 @@ func TestSnapshotPages(t *testing.T) {
 // TestDecodeEntry: each kind of entry is told apart, whether or not an
 // action's content names the other kinds' keys.
 func TestDecodeEntry(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, data string
 		kind       string // "action", "snapshot" or "residency"

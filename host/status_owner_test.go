@@ -10,6 +10,7 @@ import (
 // a session, for anybody who may see it, and nothing on a host with no
 // users, whose sessions nobody owns.
 func TestSessionStatusOwner(t *testing.T) {
+	t.Parallel()
 	th, tokens := usersHost(t, t.TempDir())
 	mo := dialAs(t, th, tokens["mo"], "mo")
 	mia := dialAs(t, th, tokens["mia"], "mia")

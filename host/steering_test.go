@@ -59,6 +59,7 @@ func answer(c *hosttest.Client, chat, reqID, value string) {
 // A steering message reaches the agent in the turn it was sent in: the
 // script stops waiting and does what it was told, then goes on.
 func TestSteeringReachesTheAgentMidTurn(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -101,6 +102,7 @@ func (deafTurn) Steer() (protocol.Message, bool) { return protocol.Message{}, fa
 // An agent that takes no steering while it works is given the message
 // once its reply ends, in the same turn.
 func TestSteeringAnAgentThatCannotBeInterrupted(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "", func(o *host.Options) {
 		reg := plugins.NewRegistry()
 		if err := reg.Register(deaf{script.New(filepath.Join(o.StateDir, "transcripts", "script"))}); err != nil {
@@ -131,6 +133,7 @@ func TestSteeringAnAgentThatCannotBeInterrupted(t *testing.T) {
 // that is then cancelled goes with it. Either way the session is left
 // with nothing in hand, and sleeps.
 func TestSteeringLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	r := newResidency(time.Minute, 0)
 	th := startHost(t, "", r.option())
 	c := th.client("c1")

@@ -78,6 +78,7 @@ func storeErrorMeta(t *testing.T, meta protocol.Object) *protocol.ErrorInfo {
 // is left (no record, no temporary file, no transcript, no worktree, no
 // checkpoint), before or after a restart.
 func TestFullDiskFirstTurnKeepsNothing(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, disk := startFullHost(t, state)
 	c := th.client("creator")
@@ -153,6 +154,7 @@ func TestFullDiskFirstTurnKeepsNothing(t *testing.T) {
 // next message of a session that could not be stored stores it, starts
 // it and announces it.
 func TestFullDiskFirstTurnTriedAgain(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, disk := startFullHost(t, state)
 	c := th.client("creator")
@@ -187,6 +189,7 @@ func TestFullDiskFirstTurnTriedAgain(t *testing.T) {
 // goes on, nothing is left beside the old record, and the next write that
 // succeeds catches up and takes the mark away.
 func TestFullDiskLaterWriteReported(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, disk := startFullHost(t, state)
 	c := th.client("c1")
@@ -281,6 +284,7 @@ func rowMeta(t *testing.T, msgs []hosttest.Message, session string, ok func(prot
 // TestFullDiskCreateChatFails checks that a chat that cannot be stored is
 // not added: createChat fails with the reason and nobody is told of it.
 func TestFullDiskCreateChatFails(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, disk := startFullHost(t, state)
 	c := th.client("c1")
@@ -315,6 +319,7 @@ func TestFullDiskCreateChatFails(t *testing.T) {
 // session that cannot be stored fails and changes nothing: the chat stays
 // where it was and no session is announced.
 func TestFullDiskMoveToNewSessionFails(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th, disk := startFullHost(t, state)
 	c := th.client("c1")
@@ -373,6 +378,7 @@ func chatsRemoved(msgs []hosttest.Message, session string) int {
 // A client never waits on the disk: while a session's record is being
 // synced, its clients subscribe, send and are answered.
 func TestSlowDiskHoldsNobody(t *testing.T) {
+	t.Parallel()
 	disk := host.NewSlowDisk()
 	th := startHost(t, t.TempDir(), func(o *host.Options) { host.WithSlowDisk(o, disk) })
 	c := th.client("c1")

@@ -25,6 +25,7 @@ var stressFor = flag.Duration("stress", 10*time.Second, "how long TestStress's c
 // what it watches equals a fresh snapshot, and, after a restart, the
 // store holds what the clients last saw.
 func TestStress(t *testing.T) {
+	t.Parallel()
 	slow(t)
 	const nSessions, nClients = 10, 20
 	th := startHost(t, "")

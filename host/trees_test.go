@@ -72,6 +72,7 @@ func resolveConfig(t *testing.T, c *hosttest.Client, dir string, config map[stri
 // order for a repository, read-only folder isolation elsewhere, values
 // taken only in their shape, and branches completed as they are typed.
 func TestIsolationConfig(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -170,6 +171,7 @@ func changes(t *testing.T, s *protocol.SessionState) (files, additions, deletion
 // turn in it; the counts are the tree's branch changes, kept across a
 // restart; dispose removes the clean tree and keeps its branch.
 func TestWorktreeSession(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	th := startHost(t, state)
 	c := th.client("c1")
@@ -265,6 +267,7 @@ func directoryMoves(msgs []hosttest.Message) []string {
 // TestWorktreeKeptWithWork checks a disposed session's tree holding
 // uncommitted work stays.
 func TestWorktreeKeptWithWork(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -279,6 +282,7 @@ func TestWorktreeKeptWithWork(t *testing.T) {
 // TestWorktreesAtOnce starts two worktree sessions in one repository at
 // once: both get their trees.
 func TestWorktreesAtOnce(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	repo := newRepo(t)
 	var wg sync.WaitGroup
@@ -301,6 +305,7 @@ func TestWorktreesAtOnce(t *testing.T) {
 // TestWorktreeGitRefuses checks a tree git cannot make fails the send with
 // git's reason, and the session stays in its folder.
 func TestWorktreeGitRefuses(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -318,6 +323,7 @@ func TestWorktreeGitRefuses(t *testing.T) {
 // commit in the folder does not zero them, a cancelled turn gets no
 // checkpoint, and dispose drops only the session's refs.
 func TestFolderSessionChanges(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -391,6 +397,7 @@ func chatChanges(s *protocol.SessionState, chat string) string {
 // TestEditsCounted checks a folder that is no repository counts the files
 // its tools were seen to write, and a second chat carries its own edits.
 func TestEditsCounted(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "e1", map[string]any{"autoApprove": "allow"})
@@ -427,6 +434,7 @@ func TestEditsCounted(t *testing.T) {
 // (Session URIs hold no white space; the checkpoints and worktree packages
 // test ids with it.)
 func TestWorktreeHostileNames(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -463,6 +471,7 @@ func TestWorktreeHostileNames(t *testing.T) {
 // TestWorktreeKeptThroughFolderChanges checks a session that takes other
 // folders keeps its tree, and its dispose still removes it.
 func TestWorktreeKeptThroughFolderChanges(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)

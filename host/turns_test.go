@@ -42,6 +42,7 @@ func pendingTool(t *testing.T, c *hosttest.Client, chat string) string {
 }
 
 func TestToolConfirmation(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil) // autoApprove defaults to asking
@@ -99,6 +100,7 @@ func TestToolConfirmation(t *testing.T) {
 }
 
 func TestQuestionAndAnswer(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -111,6 +113,7 @@ func TestQuestionAndAnswer(t *testing.T) {
 }
 
 func TestCancelAndFailEndTurns(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -141,6 +144,7 @@ func TestCancelAndFailEndTurns(t *testing.T) {
 }
 
 func TestQueuedMessageRunsAfterTheTurn(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)
@@ -159,6 +163,7 @@ func TestQueuedMessageRunsAfterTheTurn(t *testing.T) {
 // TestConfigChangeReachesTheAgent checks that a session-mutable key changed
 // on a running session applies to its next turn.
 func TestConfigChangeReachesTheAgent(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
@@ -178,6 +183,7 @@ func TestConfigChangeReachesTheAgent(t *testing.T) {
 // without a turn: truncation (which also stops a running turn) and the
 // draft, which every client sees.
 func TestTruncateAndDraft(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	_, chat := th.newSession(c, "s1", nil)

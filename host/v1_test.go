@@ -12,6 +12,7 @@ import (
 // TestTitles checks a session takes its first message's words as its
 // title at once, its agent's title after, and keeps a title a person set.
 func TestTitles(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
@@ -52,6 +53,7 @@ func titleOf(text string) string {
 // TestBackgroundWorkAndMarks checks background work shows in the chat, and
 // the default chat's marks and the session's move together.
 func TestBackgroundWorkAndMarks(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	old := hosttest.Dial(t, th.url)
@@ -95,6 +97,7 @@ func TestBackgroundWorkAndMarks(t *testing.T) {
 // TestSummaryChangesCarryCounts checks the counts read when a turn ends
 // reach root/sessionSummaryChanged.
 func TestSummaryChangesCarryCounts(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	repo := newRepo(t)
@@ -118,6 +121,7 @@ func TestSummaryChangesCarryCounts(t *testing.T) {
 // TestRefusalsOfWhatIsNotOffered checks what ahpd does not do yet is
 // refused with a reason, and what it refuses by rule too.
 func TestRefusalsOfWhatIsNotOffered(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)

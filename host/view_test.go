@@ -12,6 +12,7 @@ import (
 // many the chat holds and where its own cursor stands; view.turns past
 // 50 is taken as 50.
 func TestViewOf(t *testing.T) {
+	t.Parallel()
 	chat := func(held, from int) *protocol.ChatState {
 		cs := &protocol.ChatState{}
 		for i := range held {

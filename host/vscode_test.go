@@ -18,6 +18,7 @@ import (
 // build that offers 1.0.0 first) sends when a window opens and a person
 // types their first message, as seen on the wire, and checks each answer.
 func TestVSCodeOpeningConversation(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		offered []string
@@ -226,6 +227,7 @@ func findRow(t *testing.T, rows []protocol.SessionSummary, uri string) protocol.
 // turn in is its creating client's across connections, and goes when the
 // host forgets the client.
 func TestProvisionalSessionFollowsItsClient(t *testing.T) {
+	t.Parallel()
 	th := startHost(t, "", func(o *host.Options) { o.ClientWindow = time.Hour })
 	c := th.client("window-1")
 	session, _ := th.newSession(c, "empty", nil)

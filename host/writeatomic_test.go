@@ -12,6 +12,7 @@ import (
 // failed write, wrapped with the session it was for, and leaves the
 // record it had.
 func TestFileStoreSaveFails(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	full := false
 	st, err := openStore("file", state, slog.New(slog.DiscardHandler), func(dir, pattern string) (tempFile, error) {

@@ -47,6 +47,7 @@ func (s *countingStore) get(id string) (string, bool, int) {
 // A burst of changes while a write is under way is one more write, of the
 // newest record.
 func TestRecordWriterCoalesces(t *testing.T) {
+	t.Parallel()
 	st := &countingStore{files: map[string]string{}, gate: make(chan struct{}), entered: make(chan string)}
 	w := newRecordWriter(st, func() {})
 	told := make(chan error, 200)
@@ -74,6 +75,7 @@ func TestRecordWriterCoalesces(t *testing.T) {
 // A write made now wins over older bytes queued or under way, and a
 // removal is not undone by a write that was waiting.
 func TestRecordWriterKeepsTheLastWord(t *testing.T) {
+	t.Parallel()
 	st := &countingStore{files: map[string]string{}, gate: make(chan struct{}), entered: make(chan string)}
 	w := newRecordWriter(st, func() {})
 	defer w.close()
@@ -118,6 +120,7 @@ func (w *recordWriter) waiting(id string) bool {
 // flush writes the record waiting, after the write under way, and the
 // session is told of it as of a write of the writer's own.
 func TestRecordWriterFlush(t *testing.T) {
+	t.Parallel()
 	st := &countingStore{files: map[string]string{}, gate: make(chan struct{}), entered: make(chan string)}
 	w := newRecordWriter(st, func() {})
 	told := make(chan error, 2)
