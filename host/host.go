@@ -321,6 +321,7 @@ func New(opts Options) (*Host, error) {
 		rootOut:  outbox{journal: protocol.RootURI},
 		extMu:    lockcheck.Mutex{Class: "external"},
 		ownMu:    lockcheck.Mutex{Class: "own"},
+		marks:    journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
 		opts:     opts,
 		log:      opts.Logger,
 		now:      opts.Clock.Now,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/checkpoints"
+	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/worktree"
 )
 
@@ -50,7 +51,7 @@ type pusher struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the workers
 
-	mu      sync.Mutex
+	mu      lockcheck.Mutex
 	queue   []string              // session URIs
 	state   map[string]*pushState // by session URI: a failing one is kept between pushes
 	workers int                   // workers running
@@ -78,7 +79,7 @@ func newPusher(remote string, log *slog.Logger, failed func(), told func(string,
 	ctx, cancel := context.WithCancel(context.Background())
 	return &pusher{
 		remote: remote, log: log.With("remote", checkpoints.Redacted(remote)), failed: failed, told: told,
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, mu: lockcheck.Mutex{Class: "pusher"},
 		state: map[string]*pushState{}, missing: map[string]bool{},
 	}
 }
