@@ -66,7 +66,7 @@ const MaxBacklog = maxBacklog
 
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.
-func (h *Host) Balance() { h.balance() }
+func (h *Host) Balance() { h.tick(h.now()) }
 
 // Passes hears the host's residency checks, for tests to wait on one
 // instead of sleeping.

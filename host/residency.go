@@ -244,8 +244,8 @@ func (h *Host) poke() {
 	}
 }
 
-// keepResidency runs residency checks when poked, and at least every
-// SleepAfter/2 by the host's clock (a minute when that is longer or off).
+// keepResidency runs the host's tick (upkeep, then residency) when poked,
+// and at least every SleepAfter/2 by the host's clock (a minute when that is longer or off).
 // Each next timer is set from when the last check began (from start for
 // the first), so a clock moved on during a check fires the next at once.
 func (h *Host) keepResidency(start time.Time) {
@@ -266,7 +266,7 @@ func (h *Host) keepResidency(start time.Time) {
 		}
 		stop()
 		began = h.now()
-		h.balance()
+		h.tick(began)
 		if h.opts.residencyPassed != nil {
 			h.opts.residencyPassed(began)
 		}
@@ -281,14 +281,34 @@ type resident struct {
 	archived bool
 }
 
+// tick is the host's periodic work, at now by its clock: the upkeep of
+// what clients and other hosts left behind, then residency.
+func (h *Host) tick(now time.Time) {
+	for _, task := range h.upkeep() {
+		task.run(now)
+	}
+	h.balance(now)
+}
+
+// upkeepTask is one task of the host's periodic upkeep.
+type upkeepTask struct {
+	name string // what it keeps, for a reader of the list
+	run  func(now time.Time)
+}
+
+// upkeep is what each tick keeps, in order, before residency.
+func (h *Host) upkeep() []upkeepTask {
+	return []upkeepTask{
+		{"clients away too long", h.forgetClients},                               // clients.go
+		{"mirrors nobody watches", func(time.Time) { h.dropUnwatchedMirrors() }}, // mirror.go
+		{"relays of connections gone quiet", h.dropIdleRelays},                   // forwarded.go
+		{"leases of sessions nobody uses", h.releaseUnused},                      // cluster.go
+		{"the schedules' lease", func(time.Time) { h.keepScheduling() }},         // cluster.go
+	}
+}
+
 // balance puts quiet sessions to sleep and keeps the residency limit.
-func (h *Host) balance() {
-	now := h.now()
-	h.forgetClients(now)
-	h.dropUnwatchedMirrors()
-	h.dropIdleRelays(now)
-	h.releaseUnused(now)
-	h.keepScheduling()
+func (h *Host) balance(now time.Time) {
 	var live []resident
 	for _, s := range h.sessionList() {
 		if r, ok := s.asResident(); ok {
