@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -16,6 +17,7 @@ import (
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -42,6 +44,27 @@ type Transcripts struct {
 // externalMeta is the _meta key that marks an external session.
 const externalMeta = "vscode.external"
 
+// externalSessions is the host's view of the catalogue: which external
+// rows the listings show, and which conversations are the host's own.
+// mu serializes working out which external rows are shown and guards
+// mode and view; nothing else is taken under it.
+type externalSessions struct {
+	cat    *catalogue.Catalogue
+	mu     lockcheck.Mutex
+	mode   catalogue.Mode
+	cutoff atomic.Pointer[time.Time] // set once (noteCutoff)
+	// shown is the external rows clients were last told of: a map
+	// replaced whole, never changed, so it is read without a lock.
+	shown atomic.Pointer[map[catalogue.Key]bool]
+	out   outbox // the view's notifications, handed on as mu is let go
+	// own is the conversations of the host's own sessions: a map replaced
+	// whole (ownMu serializes its writers), read without a lock.
+	ownMu      lockcheck.Mutex
+	own        atomic.Pointer[map[catalogue.Key]bool]
+	ownChanged atomic.Bool   // own grew since the view was made
+	view       *externalView // guarded by mu
+}
+
 // rootConfigFile keeps the root config across restarts.
 const rootConfigFile = "root-config.json"
 
@@ -55,13 +78,13 @@ func (h *Host) openCatalogue() {
 	if len(roots) == 0 {
 		return
 	}
-	h.mode = h.loadMode()
-	h.root.Config = rootConfig(h.mode, h.root.Config.Values)
+	h.ext.mode = h.loadMode()
+	h.root.Config = rootConfig(h.ext.mode, h.root.Config.Values)
 	// The catalogue's first batch may come before Open returns; it waits
-	// on extMu for h.cat.
-	h.extMu.Lock()
+	// on ext.mu for h.ext.cat.
+	h.ext.mu.Lock()
 	defer h.unlockExt()
-	h.cat = catalogue.Open(catalogue.Config{
+	h.ext.cat = catalogue.Open(catalogue.Config{
 		Roots:     roots,
 		IndexPath: t.Index,
 		OnChange:  h.catalogueChanged,
@@ -71,10 +94,10 @@ func (h *Host) openCatalogue() {
 
 // closeCatalogue stops the catalogue's watching, when it has one.
 func (h *Host) closeCatalogue() error {
-	if h.cat == nil {
+	if h.ext.cat == nil {
 		return nil
 	}
-	if err := h.cat.Close(); err != nil {
+	if err := h.ext.cat.Close(); err != nil {
 		return fmt.Errorf("closing the catalogue: %w", err)
 	}
 	return nil
@@ -135,19 +158,19 @@ func (h *Host) saveMode(m catalogue.Mode) {
 // modeChanged applies a new showExternalSessions: every client is told
 // what it now shows and what it no longer does.
 func (h *Host) modeChanged() {
-	if h.cat == nil {
+	if h.ext.cat == nil {
 		return // a host with no catalogue shows no external sessions
 	}
 	h.rootMu.Lock()
 	m, _ := catalogue.ParseMode(stringValue(h.root.Config.Values[catalogue.ConfigKey]))
 	h.unlockRoot()
 	h.noteCutoff()
-	h.extMu.Lock()
+	h.ext.mu.Lock()
 	defer h.unlockExt()
-	if m == h.mode {
+	if m == h.ext.mode {
 		return
 	}
-	h.mode = m
+	h.ext.mode = m
 	h.saveMode(m)
 	h.republishLocked(nil)
 }
@@ -157,24 +180,24 @@ func (h *Host) modeChanged() {
 // shown that changed are told as summary changes.
 func (h *Host) catalogueChanged(changes []catalogue.Change) {
 	h.noteCutoff()
-	h.extMu.Lock()
+	h.ext.mu.Lock()
 	defer h.unlockExt()
 	h.republishLocked(changes)
 }
 
-// unlockExt lets extMu go and hands on the view's notifications.
-func (h *Host) unlockExt() { h.release(&h.extMu, &h.extOut) }
+// unlockExt lets ext.mu go and hands on the view's notifications.
+func (h *Host) unlockExt() { h.release(&h.ext.mu, &h.ext.out) }
 
 // republishLocked tells every client the external rows that are now shown
 // and those no longer shown, then the changes of rows shown throughout.
-// The caller holds extMu.
+// The caller holds ext.mu.
 func (h *Host) republishLocked(changes []catalogue.Change) {
-	if h.cat == nil {
+	if h.ext.cat == nil {
 		return
 	}
-	h.staleViewLocked()
+	h.ext.staleViewLocked()
 	shown := h.visibleLocked()
-	before := h.shownRows()
+	before := h.ext.shownRows()
 	next := make(map[catalogue.Key]bool, len(shown))
 	for i := range shown {
 		k := shown[i].Key()
@@ -201,14 +224,14 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 			})
 		}
 	}
-	h.shown.Store(&next)
+	h.ext.shown.Store(&next)
 }
 
 // notifyExternal queues telling every client of a change to an external
 // row, unless the host holds the session open: its own summary speaks for
-// it then. The caller holds extMu.
+// it then. The caller holds ext.mu.
 func (h *Host) notifyExternal(k catalogue.Key, method string, params any) {
-	h.extOut.later(func() {
+	h.ext.out.later(func() {
 		if !h.heldOpen(k) {
 			h.bus.Notify(protocol.RootURI, method, params, nil)
 		}
@@ -217,8 +240,8 @@ func (h *Host) notifyExternal(k catalogue.Key, method string, params any) {
 
 // shownRows returns the external rows clients were last told of; the map
 // is never changed.
-func (h *Host) shownRows() map[catalogue.Key]bool {
-	if m := h.shown.Load(); m != nil {
+func (x *externalSessions) shownRows() map[catalogue.Key]bool {
+	if m := x.shown.Load(); m != nil {
 		return *m
 	}
 	return nil
@@ -234,12 +257,12 @@ func (h *Host) heldOpen(k catalogue.Key) bool {
 }
 
 // visibleLocked returns the external rows a listing shows now. The caller
-// holds extMu.
+// holds ext.mu.
 func (h *Host) visibleLocked() []catalogue.Row {
 	now := h.now()
-	shown, hidden := catalogue.Visible(h.mode, now, h.cat.Rows(), h.cutoffAt(), h.isOwn)
-	if hidden > 0 && h.mode != catalogue.ShowNone {
-		h.log.Debug("external sessions hidden by showExternalSessions", "mode", h.mode, "hidden", hidden)
+	shown, hidden := catalogue.Visible(h.ext.mode, now, h.ext.cat.Rows(), h.ext.cutoffAt(), h.ext.isOwn)
+	if hidden > 0 && h.ext.mode != catalogue.ShowNone {
+		h.log.Debug("external sessions hidden by showExternalSessions", "mode", h.ext.mode, "hidden", hidden)
 	}
 	return shown
 }
@@ -248,7 +271,7 @@ func (h *Host) visibleLocked() []catalogue.Row {
 // host's own sessions as they were at the first listing, so what it shows
 // does not jump as they move. It reads the sessions holding no other lock.
 func (h *Host) noteCutoff() {
-	if h.cutoff.Load() != nil {
+	if h.ext.cutoff.Load() != nil {
 		return
 	}
 	var own []time.Time
@@ -258,7 +281,7 @@ func (h *Host) noteCutoff() {
 		}
 	}
 	cutoff := catalogue.OwnCutoff(own)
-	h.cutoff.CompareAndSwap(nil, &cutoff)
+	h.ext.cutoff.CompareAndSwap(nil, &cutoff)
 }
 
 // ownModifiedAt is when a session of ahpd's own was last modified; ok is
@@ -274,8 +297,8 @@ func (s *session) ownModifiedAt() (time.Time, bool) {
 }
 
 // cutoffAt returns the cutoff noteCutoff fixed.
-func (h *Host) cutoffAt() time.Time {
-	if t := h.cutoff.Load(); t != nil {
+func (x *externalSessions) cutoffAt() time.Time {
+	if t := x.cutoff.Load(); t != nil {
 		return *t
 	}
 	return time.Time{}
@@ -297,14 +320,14 @@ const viewTTL = time.Minute
 
 // externalRows returns the view of the external rows a listing shows.
 func (h *Host) externalRows() *externalView {
-	if h.cat == nil {
+	if h.ext.cat == nil {
 		return &externalView{}
 	}
 	h.noteCutoff()
-	h.extMu.Lock()
+	h.ext.mu.Lock()
 	defer h.unlockExt()
-	stale := h.ownChanged.Swap(false)
-	if v := h.view; v != nil && !stale && h.now().Sub(v.at) < viewTTL {
+	stale := h.ext.ownChanged.Swap(false)
+	if v := h.ext.view; v != nil && !stale && h.now().Sub(v.at) < viewTTL {
 		return v
 	}
 	rows := h.visibleLocked()
@@ -321,18 +344,18 @@ func (h *Host) externalRows() *externalView {
 	if !slices.IsSortedFunc(v.keys, byListing) {
 		slices.SortFunc(v.keys, byListing)
 	}
-	h.view = v
+	h.ext.view = v
 	return v
 }
 
 // staleViewLocked drops the view; the next listing works it out again.
-// The caller holds extMu.
-func (h *Host) staleViewLocked() { h.view = nil }
+// The caller holds ext.mu.
+func (x *externalSessions) staleViewLocked() { x.view = nil }
 
 // isOwn reports whether a catalogue row is of a session this host runs or
 // ran (an opened external session is not, until it is adopted).
-func (h *Host) isOwn(k catalogue.Key) bool {
-	if m := h.own.Load(); m != nil {
+func (x *externalSessions) isOwn(k catalogue.Key) bool {
+	if m := x.own.Load(); m != nil {
 		return (*m)[k]
 	}
 	return false
@@ -349,7 +372,7 @@ func (s *session) forgetOwn() {
 		}
 	}
 	s.unlock()
-	s.h.changeOwn(func(own map[catalogue.Key]bool) bool {
+	s.h.ext.changeOwn(func(own map[catalogue.Key]bool) bool {
 		for _, k := range keys {
 			delete(own, k)
 		}
@@ -359,19 +382,19 @@ func (s *session) forgetOwn() {
 
 // changeOwn replaces the own set with a copy fn changed. fn reports
 // whether the set grew, which may make a listed row no longer external.
-func (h *Host) changeOwn(fn func(map[catalogue.Key]bool) bool) {
-	h.ownMu.Lock()
-	defer h.ownMu.Unlock()
+func (x *externalSessions) changeOwn(fn func(map[catalogue.Key]bool) bool) {
+	x.ownMu.Lock()
+	defer x.ownMu.Unlock()
 	var next map[catalogue.Key]bool
-	if m := h.own.Load(); m != nil {
+	if m := x.own.Load(); m != nil {
 		next = maps.Clone(*m)
 	} else {
 		next = map[catalogue.Key]bool{}
 	}
 	grew := fn(next)
-	h.own.Store(&next)
+	x.own.Store(&next)
 	if grew {
-		h.ownChanged.Store(true) // the view may list a row that is no longer external
+		x.ownChanged.Store(true) // the view may list a row that is no longer external
 	}
 }
 
@@ -401,10 +424,10 @@ func (s *session) ownKeysLocked() []catalogue.Key {
 
 // noteOwn records conversations as the host's own.
 func (h *Host) noteOwn(keys []catalogue.Key) {
-	if len(keys) == 0 || !slices.ContainsFunc(keys, func(k catalogue.Key) bool { return !h.isOwn(k) }) {
+	if len(keys) == 0 || !slices.ContainsFunc(keys, func(k catalogue.Key) bool { return !h.ext.isOwn(k) }) {
 		return // the usual case: nothing new
 	}
-	h.changeOwn(func(own map[catalogue.Key]bool) bool {
+	h.ext.changeOwn(func(own map[catalogue.Key]bool) bool {
 		added := false
 		for _, k := range keys {
 			if !own[k] {
@@ -437,18 +460,18 @@ const catalogueWait = 10 * time.Second
 // reconnecting after a restart) finds it rather than being told there is
 // none. It reports whether the host has a catalogue.
 func (h *Host) awaitCatalogue(c *conn.Conn) bool {
-	if h.cat == nil {
+	if h.ext.cat == nil {
 		return false
 	}
 	select {
-	case <-h.cat.Ready():
+	case <-h.ext.cat.Ready():
 		return true
 	default:
 	}
 	t := time.NewTimer(catalogueWait)
 	defer t.Stop()
 	select {
-	case <-h.cat.Ready():
+	case <-h.ext.cat.Ready():
 	case <-c.Context().Done():
 	case <-t.C:
 	}
@@ -460,11 +483,11 @@ func (h *Host) awaitCatalogue(c *conn.Conn) bool {
 // backend from its own folder. It stays external until adopted.
 func (h *Host) openExternal(su protocol.SessionURI) *session {
 	provider := su.Provider()
-	if h.cat == nil || provider == "" {
+	if h.ext.cat == nil || provider == "" {
 		return nil
 	}
-	row, ok := h.cat.Lookup(provider, su.ID)
-	if !ok || h.isOwn(row.Key()) {
+	row, ok := h.ext.cat.Lookup(provider, su.ID)
+	if !ok || h.ext.isOwn(row.Key()) {
 		return nil
 	}
 	dir := row.Cwd
@@ -531,7 +554,7 @@ func (s *session) adoptLocked(by grants.Principal) {
 	s.noteOwnLocked()
 	h := s.h
 	k := catalogue.Key{Provider: s.provider, ID: s.id}
-	wasShown := h.shownRows()[k]
+	wasShown := h.ext.shownRows()[k]
 	s.summary.Meta = meta
 	if wasShown {
 		s.announced = true

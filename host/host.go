@@ -202,23 +202,9 @@ type Host struct {
 	root        *protocol.RootState
 	unavailable map[string]string // provider -> why it cannot run
 
-	// The catalogue (catalogue.go). extMu serializes working out which
-	// external rows are shown and guards mode and view; nothing else is
-	// taken under it.
-	cat    *catalogue.Catalogue
-	extMu  lockcheck.Mutex
-	mode   catalogue.Mode
-	cutoff atomic.Pointer[time.Time] // set once (noteCutoff)
-	// shown is the external rows clients were last told of: a map
-	// replaced whole, never changed, so it is read without a lock.
-	shown  atomic.Pointer[map[catalogue.Key]bool]
-	extOut outbox // the view's notifications, handed on as extMu is let go
-	// own is the conversations of the host's own sessions: a map replaced
-	// whole (ownMu serializes its writers), read without a lock.
-	ownMu      lockcheck.Mutex
-	own        atomic.Pointer[map[catalogue.Key]bool]
-	ownChanged atomic.Bool   // own grew since the view was made
-	view       *externalView // guarded by extMu
+	// ext is the external sessions: the catalogue and what listings
+	// show of it (catalogue.go).
+	ext externalSessions
 
 	wg sync.WaitGroup // background work that must end before Close returns
 
@@ -319,8 +305,7 @@ func New(opts Options) (*Host, error) {
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
 		rootOut:  outbox{journal: protocol.RootURI},
-		extMu:    lockcheck.Mutex{Class: "external"},
-		ownMu:    lockcheck.Mutex{Class: "own"},
+		ext:      externalSessions{mu: lockcheck.Mutex{Class: "external"}, ownMu: lockcheck.Mutex{Class: "own"}},
 		marks:    journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
 		opts:     opts,
 		log:      opts.Logger,

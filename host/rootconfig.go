@@ -55,7 +55,7 @@ func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) (*protocol.
 	changed := *a
 	var dropped []string
 	for k, v := range a.Config {
-		if k != catalogue.ConfigKey || h.cat == nil {
+		if k != catalogue.ConfigKey || h.ext.cat == nil {
 			continue
 		}
 		if _, ok := catalogue.ParseMode(stringValue(v)); !ok {
