@@ -22,7 +22,6 @@ import (
 // started: the record writer, the catalogue's watching of transcripts and
 // the sweep of trees. Not parallel: it counts the goroutines left.
 func TestNewFailsLeavingNothing(t *testing.T) {
-	t.Parallel()
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	state := t.TempDir()
 	work := filepath.Join(state, "work")
