@@ -238,8 +238,30 @@ type Host struct {
 	pushes         *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
-// New returns a Host with the sessions its store holds.
+// New returns a Host with the sessions its store holds: its options
+// filled (fill), its parts made (newHost), and then started (start).
 func New(opts Options) (*Host, error) {
+	roots, err := opts.fill()
+	if err != nil {
+		return nil, err
+	}
+	var st store = clusterStore{opts.Cluster}
+	if opts.Cluster == nil {
+		if st, err = openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp); err != nil {
+			return nil, err
+		}
+	}
+	newest := newestSeq(opts)
+	h := newHost(opts, roots, st, newest)
+	if err := h.start(newest); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// fill gives every option left zero its default, checks what cannot be
+// defaulted, and resolves the allowed roots.
+func (opts *Options) fill() (roots []string, err error) {
 	if opts.Backends == nil {
 		opts.Backends = plugins.NewRegistry()
 	}
@@ -258,7 +280,7 @@ func New(opts Options) (*Host, error) {
 	if err := opts.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	if err := checkPermissionOptions(&opts); err != nil {
+	if err := checkPermissionOptions(opts); err != nil {
 		return nil, err
 	}
 	opts.Limits = opts.Limits.WithDefaults()
@@ -279,7 +301,7 @@ func New(opts Options) (*Host, error) {
 		}
 		opts.DefaultDirectory = home
 	}
-	roots, err := ResolveRoots(opts.AllowedRoots)
+	roots, err = ResolveRoots(opts.AllowedRoots)
 	if err != nil {
 		return nil, fmt.Errorf("host: %w", err)
 	}
@@ -292,15 +314,14 @@ func New(opts Options) (*Host, error) {
 		opts.Logger.Info("the default directory is outside the allowed roots: using the first root", "default", opts.DefaultDirectory, "root", dir)
 		opts.DefaultDirectory = dir
 	}
-	var st store = clusterStore{opts.Cluster}
-	if opts.Cluster == nil {
-		if st, err = openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp); err != nil {
-			return nil, err
-		}
-	}
+	return roots, nil
+}
+
+// newHost makes the host's parts, starting nothing; newest is the
+// journal's newest serverSeq, or 0.
+func newHost(opts Options, roots []string, st store, newest int64) *Host {
 	ctx, stop := context.WithCancel(context.Background())
 	giving, giveUp := context.WithCancel(ctx)
-	newest := newestSeq(opts)
 	h := &Host{
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
@@ -332,24 +353,31 @@ func New(opts Options) (*Host, error) {
 		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
 		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
 	}
-	// What New starts it stops, in reverse, when a later step fails: a
-	// failed New leaves nothing running.
+	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
+	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
+	_, memory := st.(memoryStore)
+	h.keepsRecords = !memory
+	return h
+}
+
+// start brings the host up: its sessions loaded, the catalogue, the
+// automations and the cluster opened, its goroutines running. What it
+// starts it stops, in reverse, when a later step fails: a failed start
+// leaves nothing running.
+func (h *Host) start(newest int64) error {
+	opts := h.opts
 	var started []func()
-	unwind := func(err error) (*Host, error) {
+	unwind := func(err error) error {
 		for _, stop := range slices.Backward(started) {
 			stop()
 		}
-		return nil, err
+		return err
 	}
-	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
-	started = append(started, h.writer.close)
-	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
-	started = append(started, h.pushes.close)
+	// The writer and the pusher run from newHost on.
+	started = append(started, h.writer.close, h.pushes.close)
 	// The host's goroutines (the trees' sweep, the cluster's watches) end
 	// with its context.
-	started = append(started, func() { stop(); h.wg.Wait() })
-	_, memory := st.(memoryStore)
-	h.keepsRecords = !memory
+	started = append(started, func() { h.stop(); h.wg.Wait() })
 	h.trees.SetRecords(treeOwner(opts), h.treeRecorded)
 	h.checkBackends()
 	h.root.Agents = h.agentsLocked()
@@ -393,7 +421,7 @@ func New(opts Options) (*Host, error) {
 	if opts.Cluster == nil {
 		h.sendLeftQueued()
 	}
-	return h, nil
+	return nil
 }
 
 // watchdog ends connections past a deadline, and those whose writes
