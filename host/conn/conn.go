@@ -493,8 +493,11 @@ func (c *Conn) writeQueued() error {
 			data := f.Bytes()
 			// The host's watchdog ends a write that takes longer than
 			// writeTimeout; a context per write would cost allocations on
-			// the path every subscriber of every delta takes.
-			c.writing.Store(time.Now().UnixNano())
+			// the path every subscriber of every delta takes. The write is
+			// stamped by the clock the watchdog reads (Config.Clock): by
+			// the wall clock, a test's fake clock set years ahead found
+			// every write under way at a tick stalled.
+			c.writing.Store(c.now().UnixNano())
 			err := c.t.Write(c.ctx, data)
 			c.writing.Store(0)
 			if err != nil {
