@@ -17,6 +17,7 @@ import (
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -56,7 +57,7 @@ type externalSessions struct {
 	// shown is the external rows clients were last told of: a map
 	// replaced whole, never changed, so it is read without a lock.
 	shown atomic.Pointer[map[catalogue.Key]bool]
-	out   outbox // the view's notifications, handed on as mu is let go
+	out   *outbox.Outbox // the view's notifications, handed on as mu is let go
 	// own is the conversations of the host's own sessions: a map replaced
 	// whole (ownMu serializes its writers), read without a lock.
 	ownMu      lockcheck.Mutex
@@ -186,7 +187,7 @@ func (h *Host) catalogueChanged(changes []catalogue.Change) {
 }
 
 // unlockExt lets ext.mu go and hands on the view's notifications.
-func (h *Host) unlockExt() { h.release(&h.ext.mu, &h.ext.out) }
+func (h *Host) unlockExt() { outbox.Release(&h.ext.mu, h.ext.out, h.outboxes()) }
 
 // republishLocked tells every client the external rows that are now shown
 // and those no longer shown, then the changes of rows shown throughout.
@@ -231,7 +232,7 @@ func (h *Host) republishLocked(changes []catalogue.Change) {
 // row, unless the host holds the session open: its own summary speaks for
 // it then. The caller holds ext.mu.
 func (h *Host) notifyExternal(k catalogue.Key, method string, params any) {
-	h.ext.out.later(func() {
+	h.ext.out.Later(func() {
 		if !h.heldOpen(k) {
 			h.bus.Notify(protocol.RootURI, method, params, nil)
 		}
@@ -403,7 +404,7 @@ func (x *externalSessions) changeOwn(fn func(map[catalogue.Key]bool) bool) {
 // s.mu.
 func (s *session) noteOwnLocked() {
 	if keys := s.ownKeysLocked(); keys != nil {
-		s.out.later(func() { s.h.noteOwn(keys) })
+		s.out.Later(func() { s.h.noteOwn(keys) })
 	}
 }
 
@@ -561,7 +562,7 @@ func (s *session) adoptLocked(by grants.Principal) {
 		params := &protocol.SessionSummaryChangedParams{
 			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{externalMeta: jsontext.Value("false")}},
 		}
-		s.out.later(func() { h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		s.out.Later(func() { h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	} else {
 		s.announceLocked()
 	}

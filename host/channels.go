@@ -64,7 +64,7 @@ func (r rootChannel) attach(ctx context.Context, c *conn.Conn, requestID string)
 	h.rootMu.Lock()
 	state := h.root
 	seq := make(chan int64, 1)
-	h.rootOut.later(func() { seq <- h.bus.Subscribe(c, protocol.RootURI, requestID) })
+	h.rootOut.Later(func() { seq <- h.bus.Subscribe(c, protocol.RootURI, requestID) })
 	h.unlockRoot()
 	return protocol.Snapshot{Resource: protocol.RootURI, State: state, FromSeq: <-seq}, nil
 }

@@ -79,7 +79,7 @@ func (h *Host) eventCollectors() []prometheus.Collector {
 // go, behind every change queued so far. Called with s.mu held.
 func (s *session) queueEventLocked(ev events.Event) {
 	sink := s.h.opts.Events
-	s.out.later(func() { sink.Event(ev) })
+	s.out.Later(func() { sink.Event(ev) })
 }
 
 // aboutLocked names the session for an event. Called with s.mu held.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/outbox"
 )
 
 // Methods lists the JSON-RPC methods the host serves, for the grants table
@@ -57,12 +58,12 @@ func (h *Host) JournalWaiting() (waiting int64, backlog int) {
 func (s *session) backlog() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.out.queue)
+	return s.out.Len()
 }
 
 // MaxBacklog is how many changes a session's outbox queues before its
 // agent waits.
-const MaxBacklog = maxBacklog
+const MaxBacklog = outbox.MaxBacklog
 
 // Balance runs a residency check now: quiet sessions sleep, clients away
 // too long are forgotten.

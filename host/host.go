@@ -37,6 +37,7 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
+	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -198,7 +199,7 @@ type Host struct {
 	pokes    chan struct{} // asks for a residency check
 
 	rootMu      lockcheck.Mutex // guards root, unavailable and rootOut
-	rootOut     outbox          // what root's changes ask of the rest of the host (outbox.go)
+	rootOut     *outbox.Outbox  // what root's changes ask of the rest of the host (outbox.go)
 	root        *protocol.RootState
 	unavailable map[string]string // provider -> why it cannot run
 
@@ -325,8 +326,8 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 	h := &Host{
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
-		rootOut:  outbox{journal: protocol.RootURI},
-		ext:      externalSessions{mu: lockcheck.Mutex{Class: "external"}, ownMu: lockcheck.Mutex{Class: "own"}},
+		rootOut:  outbox.New(protocol.RootURI),
+		ext:      externalSessions{mu: lockcheck.Mutex{Class: "external"}, out: outbox.New(""), ownMu: lockcheck.Mutex{Class: "own"}},
 		marks:    journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
 		opts:     opts,
 		log:      opts.Logger,
@@ -820,6 +821,6 @@ func (h *Host) applyRootLocked(a protocol.Action, origin *protocol.ActionOrigin)
 		return false
 	}
 	h.root = next
-	h.rootOut.publish(protocol.RootURI, a, origin)
+	h.rootOut.Publish(protocol.RootURI, a, origin)
 	return true
 }

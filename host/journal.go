@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -84,12 +85,12 @@ func (jh *journalHealth) moved() {
 // publish sends a run of actions to the bus, written down first when the
 // outbox has a journal (a session's, root's) and the host keeps one. It
 // returns the bytes written to the journal.
-func (h *Host) publish(key string, run []effect) int64 {
+func (h *Host) publish(key string, run []outbox.Effect) int64 {
 	if h.opts.Journal == nil || key == "" {
-		h.bus.PublishAll(items(run))
+		h.bus.PublishAll(outbox.Items(run))
 		return 0
 	}
-	bt := h.bus.Reserve(items(run))
+	bt := h.bus.Reserve(outbox.Items(run))
 	size, err := h.writeDown(key, bt.Envelopes())
 	switch {
 	case errors.Is(err, errStopping):

@@ -16,6 +16,7 @@ import (
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -30,7 +31,7 @@ func (h *Host) newSession(c *conn.Conn, su protocol.SessionURI, provider string,
 	now := protocol.FormatTime(h.now())
 	uri := su.String()
 	s := &session{
-		mu: lockcheck.Mutex{Class: "session"}, out: outbox{journal: uri},
+		mu: lockcheck.Mutex{Class: "session"}, out: outbox.New(uri),
 		h: h, uri: uri, id: su.ID, provider: provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		provisional: true, creatorID: c.Client(), creator: c.Principal(), used: h.now(), lastAction: h.now(),
@@ -61,7 +62,7 @@ func (h *Host) restore(rec *record, rc *recovered) (*session, error) {
 	}
 	backend, _ := h.opts.Backends.Get(rec.Provider)
 	s := &session{
-		mu: lockcheck.Mutex{Class: "session"}, out: outbox{journal: rec.URI},
+		mu: lockcheck.Mutex{Class: "session"}, out: outbox.New(rec.URI),
 		h: h, uri: rec.URI, id: su.ID, provider: rec.Provider, backend: backend,
 		chats: map[string]*chatEntry{}, busy: map[*chats.Chat]bool{},
 		rec: *rec, announced: true, stored: true, asleep: true, used: h.now(), lastAction: h.now(),

@@ -357,7 +357,7 @@ func (s *session) announceHome(ne *chatEntry) {
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
 	s.summary = s.computeSummaryLocked()
 	at := s.summary.ModifiedAt
-	s.out.later(func() { s.h.order.move(s, at) })
+	s.out.Later(func() { s.h.order.move(s, at) })
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()

@@ -160,7 +160,7 @@ func (s *session) persistLocked() {
 		s.writtenLocked(gen)
 		return
 	}
-	s.out.later(func() {
+	s.out.Later(func() {
 		s.h.writer.queue(s.id, data, func(err error) {
 			s.mu.Lock()
 			defer s.unlock()

@@ -30,7 +30,7 @@ import (
 func (s *session) markUsedLocked() {
 	s.used = s.h.now()
 	if s.asleep && s.h.opts.Journal != nil {
-		s.out.later(func() { s.h.writeResidency(s.uri, "wake") })
+		s.out.Later(func() { s.h.writeResidency(s.uri, "wake") })
 	}
 	s.setAwakeLocked(true)
 }
@@ -176,7 +176,7 @@ func (s *session) unload(entries []*chatEntry) bool {
 				s.forgetTurnsLocked(turnsAt)
 			}
 		})
-		s.out.later(func() { s.h.writeResidency(s.uri, "sleep") })
+		s.out.Later(func() { s.h.writeResidency(s.uri, "sleep") })
 	}
 	s.unlock()
 	s.h.letGo(s.id) // asleep, it may wake on any host

@@ -55,7 +55,7 @@ type restartLog struct {
 // restartDueLocked reports whether a turn's end should write a new
 // restart point.
 func (s *session) restartDueLocked() bool {
-	since := s.out.written.Load() - s.restarts.at
+	since := s.out.Written() - s.restarts.at
 	return since >= max(minRestartBytes, restartRatio*s.restarts.size.Load())
 }
 
@@ -106,8 +106,8 @@ func (s *session) queueRestartPointLocked(acting string, before protocol.Channel
 		e.snapDue = false
 	}
 	s.snapDue = false
-	s.restarts.at = s.out.written.Load()
-	s.out.later(func() { s.h.writeRestartPoint(s, snaps, then) })
+	s.restarts.at = s.out.Written()
+	s.out.Later(func() { s.h.writeRestartPoint(s, snaps, then) })
 }
 
 // writeRestartPoint encodes and appends a restart point's entries, marks
@@ -284,7 +284,7 @@ func (h *Host) writeRestartPoints(sessions []*session) {
 func (s *session) restartPointIfWritten() {
 	s.mu.Lock()
 	defer s.unlock()
-	if s.out.written.Load() > s.restarts.at {
+	if s.out.Written() > s.restarts.at {
 		s.restartPointLocked("", nil)
 	}
 }
@@ -315,7 +315,7 @@ func awaitOutboxes(sessions []*session, d time.Duration) {
 func (s *session) outboxEmptied() chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.out.emptyLocked()
+	return s.out.EmptyLocked()
 }
 
 // into brings a record up to date with the session as its journal's tail

@@ -11,6 +11,7 @@ import (
 	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -23,8 +24,8 @@ func init() {
 	// to take what was queued meanwhile. Everything else asks a method.
 	lockcheck.Own("session",
 		"github.com/ahpd/ahpd/host.(*session).",
-		"github.com/ahpd/ahpd/host.(*Host).release",
-		"github.com/ahpd/ahpd/host.(*Host).handOnAll")
+		"github.com/ahpd/ahpd/host/outbox.Release",
+		"github.com/ahpd/ahpd/host/outbox.handOnAll")
 }
 
 // session is one session: its state, its chats, the record the store
@@ -51,7 +52,7 @@ type session struct {
 	captures captureQueue // its checkpoints queued, not yet recorded (captures.go; guarded by mu)
 
 	mu  lockcheck.Mutex
-	out outbox // what its changes ask of the rest of the host (outbox.go)
+	out *outbox.Outbox // what its changes ask of the rest of the host (outbox.go)
 	// snapDue says the session's state was made outside its reducer
 	// (built from its record): its journal gets a snapshot before its
 	// next action (snapshots.go).
@@ -227,7 +228,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 	if e != nil && !sameTurns(before, c.State()) {
 		e.turnsChangedLocked() // after the snapshot of before was queued
 	}
-	s.out.publish(c.URI(), a, origin)
+	s.out.Publish(c.URI(), a, origin)
 	switch a := a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
@@ -314,7 +315,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	}
 	s.state = next
 	s.lastAction = s.h.now()
-	s.out.publish(s.uri, a, origin)
+	s.out.Publish(s.uri, a, origin)
 	s.refreshSummaryLocked()
 	switch a.(type) {
 	case *protocol.SessionIsReadChangedAction, *protocol.SessionIsArchivedChangedAction:
@@ -450,7 +451,7 @@ func (s *session) Busy(c *chats.Chat, busy bool) {
 		s.busy[c] = true
 	} else {
 		delete(s.busy, c)
-		s.out.later(s.h.poke) // its background work may be what kept it awake
+		s.out.Later(s.h.poke) // its background work may be what kept it awake
 	}
 }
 
@@ -461,7 +462,7 @@ func (s *session) announceLocked() {
 	}
 	s.announced = true
 	sum := s.summary
-	s.out.later(func() {
+	s.out.Later(func() {
 		s.h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 	})
 }

@@ -40,5 +40,5 @@ func (s *session) quiet() bool {
 			return false
 		}
 	}
-	return s.out.emptyLocked() == nil
+	return s.out.EmptyLocked() == nil
 }

@@ -213,7 +213,7 @@ func turnSize(t *protocol.Turn) int {
 // before the action that follows it in the outbox.
 func (s *session) snapshotLocked(e *chatEntry, state protocol.ChannelState) {
 	gen := e.turnsGen
-	s.out.later(func() {
+	s.out.Later(func() {
 		seq := s.h.bus.Current() // every action of the session before it is numbered, none after
 		entries, err := snapshotEntries(seq, e.rec.URI, state)
 		if err != nil {

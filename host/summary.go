@@ -76,7 +76,7 @@ func (s *session) refreshSummaryLocked() {
 	changes, changed := summaryChanges(s.summary, next)
 	if next.ModifiedAt != s.summary.ModifiedAt {
 		at := next.ModifiedAt
-		s.out.later(func() { s.h.order.move(s, at) })
+		s.out.Later(func() { s.h.order.move(s, at) })
 	}
 	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
@@ -89,7 +89,7 @@ func (s *session) refreshSummaryLocked() {
 	}
 	if changed && s.announced {
 		params := &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}
-		s.out.later(func() { s.h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		s.out.Later(func() { s.h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	}
 }
 
@@ -163,5 +163,5 @@ func (s *session) updateActiveLocked() {
 	if running {
 		delta = 1
 	}
-	s.out.later(func() { s.h.addActive(delta) })
+	s.out.Later(func() { s.h.addActive(delta) })
 }
