@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -74,7 +75,7 @@ func (h *Host) backendStarted(provider string, err error) {
 		delete(h.unavailable, provider)
 	}
 	agents := h.agentsLocked()
-	if sameJSON(agents, h.root.Agents) {
+	if session.SameJSON(agents, h.root.Agents) {
 		return
 	}
 	h.applyRootLocked(&protocol.RootAgentsChangedAction{Agents: agents}, nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -129,7 +130,7 @@ func (h *Host) automationCapabilities() *protocol.AutomationCapabilities {
 
 // automationOwner is whose automations a connection sees and makes.
 func (h *Host) automationOwner(c *conn.Conn) string {
-	return principalString(h.directory().Owner(c.Principal()))
+	return session.PrincipalString(h.directory().Owner(c.Principal()))
 }
 
 // isAutomationChannel reports whether a channel is the automation
@@ -267,7 +268,7 @@ func (h *Host) checkAutomationPlaces(c *conn.Conn, def protocol.AutomationDefini
 		}
 	}
 	for i, uri := range def.Session.WorkingDirectories {
-		dir, err := dirOf(uri)
+		dir, err := session.DirOf(uri)
 		if err != nil {
 			return fmt.Errorf("session.workingDirectories[%d]: %v", i, err)
 		}
@@ -327,15 +328,15 @@ func (h *Host) fetchAutomationRuns(ctx context.Context, c *conn.Conn, req *jrpc2
 
 // automationTurnEnded tells the engine a session's turn ended: turn
 // completed and session failed are events automations trigger on.
-func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
+func (h *Host) automationTurnEnded(s *session.Session, state protocol.TurnState) {
 	if h.autos == nil || h.autos.e == nil {
 		return
 	}
 	// Only the run's own turn chains from it: later turns in its session
 	// are people's.
 	h.autos.mu.Lock()
-	run := h.autos.runOf[s.uri]
-	delete(h.autos.runOf, s.uri)
+	run := h.autos.runOf[s.URI()]
+	delete(h.autos.runOf, s.URI())
 	h.autos.mu.Unlock()
 	var name string
 	switch state {
@@ -346,5 +347,5 @@ func (h *Host) automationTurnEnded(s *session, state protocol.TurnState) {
 	default:
 		return
 	}
-	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: s.owner(), Session: s.uri, Provider: s.provider, Run: run})
+	h.autos.e.Event(automations.Event{Type: automations.TriggerSession, Name: name, Owner: s.Owner(), Session: s.URI(), Provider: s.Provider(), Run: run})
 }

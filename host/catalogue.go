@@ -15,9 +15,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/catalogue"
-	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/outbox"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -41,9 +41,6 @@ type Transcripts struct {
 	// starts, so a start reads only what changed; "" keeps none.
 	Index string
 }
-
-// externalMeta is the _meta key that marks an external session.
-const externalMeta = "vscode.external"
 
 // externalSessions is the host's view of the catalogue: which external
 // rows the listings show, and which conversations are the host's own.
@@ -112,18 +109,18 @@ func rootConfig(mode catalogue.Mode, kept protocol.Object) *protocol.RootConfigS
 		Type:        "string",
 		Title:       "Show external sessions",
 		Description: new("Which sessions found in the agents' own transcripts, that this host never ran, are listed."),
-		Default:     quoteJSON(string(catalogue.DefaultMode)),
+		Default:     session.QuoteJSON(string(catalogue.DefaultMode)),
 		EnumLabels:  []string{"None", "The two most recent", "Last 24 hours", "Last 7 days", "Last 30 days"},
 	}
 	for _, m := range catalogue.Modes() {
-		p.Enum = append(p.Enum, quoteJSON(string(m)))
+		p.Enum = append(p.Enum, session.QuoteJSON(string(m)))
 	}
 	props.Set(catalogue.ConfigKey, p)
 	values := maps.Clone(kept)
 	if values == nil {
 		values = protocol.Object{}
 	}
-	values[catalogue.ConfigKey] = quoteJSON(string(mode))
+	values[catalogue.ConfigKey] = session.QuoteJSON(string(mode))
 	return &protocol.RootConfigState{Schema: protocol.ConfigSchema{Properties: props}, Values: values}
 }
 
@@ -163,7 +160,7 @@ func (h *Host) modeChanged() {
 		return // a host with no catalogue shows no external sessions
 	}
 	h.rootMu.Lock()
-	m, _ := catalogue.ParseMode(stringValue(h.root.Config.Values[catalogue.ConfigKey]))
+	m, _ := catalogue.ParseMode(session.StringValue(h.root.Config.Values[catalogue.ConfigKey]))
 	h.unlockRoot()
 	h.noteCutoff()
 	h.ext.mu.Lock()
@@ -254,7 +251,7 @@ func (h *Host) heldOpen(k catalogue.Key) bool {
 	h.mu.Lock()
 	s := h.sessions[k.ID]
 	h.mu.Unlock()
-	return s != nil && s.provider == k.Provider
+	return s != nil && s.Provider() == k.Provider
 }
 
 // visibleLocked returns the external rows a listing shows now. The caller
@@ -277,24 +274,12 @@ func (h *Host) noteCutoff() {
 	}
 	var own []time.Time
 	for _, s := range h.sessionList() {
-		if t, ok := s.ownModifiedAt(); ok {
+		if t, ok := s.OwnModifiedAt(); ok {
 			own = append(own, t)
 		}
 	}
 	cutoff := catalogue.OwnCutoff(own)
 	h.ext.cutoff.CompareAndSwap(nil, &cutoff)
-}
-
-// ownModifiedAt is when a session of ahpd's own was last modified; ok is
-// false for a backend's own session, or a time that does not parse.
-func (s *session) ownModifiedAt() (time.Time, bool) {
-	s.mu.Lock()
-	defer s.unlock()
-	if s.rec.External {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, s.summary.ModifiedAt)
-	return t, err == nil
 }
 
 // cutoffAt returns the cutoff noteCutoff fixed.
@@ -362,25 +347,6 @@ func (x *externalSessions) isOwn(k catalogue.Key) bool {
 	return false
 }
 
-// forgetOwn forgets the conversations of a session disposed of: their
-// transcripts went with it.
-func (s *session) forgetOwn() {
-	s.mu.Lock()
-	keys := []catalogue.Key{{Provider: s.provider, ID: s.id}}
-	for _, cr := range s.rec.Chats {
-		if cr.Conversation != "" {
-			keys = append(keys, catalogue.Key{Provider: s.provider, ID: cr.Conversation})
-		}
-	}
-	s.unlock()
-	s.h.ext.changeOwn(func(own map[catalogue.Key]bool) bool {
-		for _, k := range keys {
-			delete(own, k)
-		}
-		return false
-	})
-}
-
 // changeOwn replaces the own set with a copy fn changed. fn reports
 // whether the set grew, which may make a listed row no longer external.
 func (x *externalSessions) changeOwn(fn func(map[catalogue.Key]bool) bool) {
@@ -397,30 +363,6 @@ func (x *externalSessions) changeOwn(fn func(map[catalogue.Key]bool) bool) {
 	if grew {
 		x.ownChanged.Store(true) // the view may list a row that is no longer external
 	}
-}
-
-// noteOwnLocked queues noting the conversations of a session of the
-// host's own, whose transcripts are then not external. The caller holds
-// s.mu.
-func (s *session) noteOwnLocked() {
-	if keys := s.ownKeysLocked(); keys != nil {
-		s.out.Later(func() { s.h.noteOwn(keys) })
-	}
-}
-
-// ownKeysLocked lists the session's conversations, or nil for an external
-// session. The caller holds s.mu or has not shared s yet.
-func (s *session) ownKeysLocked() []catalogue.Key {
-	if s.rec.External {
-		return nil
-	}
-	keys := []catalogue.Key{{Provider: s.provider, ID: s.id}}
-	for _, cr := range s.rec.Chats {
-		if cr.Conversation != "" {
-			keys = append(keys, catalogue.Key{Provider: s.provider, ID: cr.Conversation})
-		}
-	}
-	return keys
 }
 
 // noteOwn records conversations as the host's own.
@@ -443,7 +385,7 @@ func (h *Host) noteOwn(keys []catalogue.Key) {
 // externalSummary is an external row as a client lists it.
 func externalSummary(r *catalogue.Row) protocol.SessionSummary {
 	sum := r.Summary()
-	sum.Meta = protocol.Object{externalMeta: jsontext.Value("true")}
+	sum.Meta = protocol.Object{session.ExternalMeta: jsontext.Value("true")}
 	// Opened, it is a session of one chat, its default: the row says so.
 	chat := protocol.DefaultChatURI(sum.Resource)
 	sum.DefaultChat = &chat
@@ -482,7 +424,7 @@ func (h *Host) awaitCatalogue(c *conn.Conn) bool {
 // openExternal holds an external session a client asked for, so it can be
 // watched and continued: it is read from its transcript and resumed by its
 // backend from its own folder. It stays external until adopted.
-func (h *Host) openExternal(su protocol.SessionURI) *session {
+func (h *Host) openExternal(su protocol.SessionURI) *session.Session {
 	provider := su.Provider()
 	if h.ext.cat == nil || provider == "" {
 		return nil
@@ -497,11 +439,11 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 	}
 	created, modified := protocol.FormatTime(row.CreatedAt), protocol.FormatTime(row.ModifiedAt)
 	uri := su.String()
-	rec := &record{
-		AHPD: recordVersion, URI: uri, Provider: provider, Title: row.DisplayTitle(),
+	rec := &session.Record{
+		AHPD: session.RecordVersion, URI: uri, Provider: provider, Title: row.DisplayTitle(),
 		CreatedAt: created, ModifiedAt: modified, WorkingDirectories: []string{dir},
 		Lifecycle: string(protocol.SessionLifecycleReady), DefaultChat: protocol.DefaultChatURI(uri),
-		Chats: []*chatRecord{{URI: protocol.DefaultChatURI(uri), Title: row.DisplayTitle(), ModifiedAt: modified,
+		Chats: []*session.ChatRecord{{URI: protocol.DefaultChatURI(uri), Title: row.DisplayTitle(), ModifiedAt: modified,
 			Conversation: row.ID, Started: true}},
 		External: true, Folder: dir,
 	}
@@ -510,7 +452,6 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 		h.log.Warn("cannot open an external session", "session", uri, "err", err)
 		return nil
 	}
-	s.announced = false // it is listed by the catalogue's rules until adopted
 	h.mu.Lock()
 	if other := h.sessions[su.ID]; other != nil {
 		h.mu.Unlock()
@@ -522,50 +463,8 @@ func (h *Host) openExternal(su protocol.SessionURI) *session {
 	}
 	h.sessions[su.ID] = s
 	h.mu.Unlock()
-	h.order.add(s, s.summary.ModifiedAt)
-	s.persist()
+	h.order.add(s, s.CurrentSummary().ModifiedAt)
+	s.Persist()
 	h.log.Info("opened an external session", "session", uri, "dir", dir)
 	return s
-}
-
-// adoptLocked makes an opened external session the host's own, once a
-// person's turn has gone out in it: the mark goes, every listing shows it,
-// and clients that were not shown it are told of it. The person whose turn
-// it was becomes its owner, as the one who made it here. The caller holds
-// s.mu.
-func (s *session) adoptLocked(by grants.Principal) {
-	if !s.rec.External {
-		return
-	}
-	s.rec.External = false
-	if s.rec.Owner == "" {
-		s.rec.Owner = principalString(s.h.directory().Owner(by))
-	}
-	meta := protocol.Object{}
-	for k, v := range s.state.Meta {
-		if k != externalMeta {
-			meta[k] = v
-		}
-	}
-	if len(meta) == 0 {
-		meta = nil
-	}
-	// Clients watching the session see the mark go too.
-	s.emitSessionLocked(&protocol.SessionMetaChangedAction{Meta: meta}, nil)
-	s.noteOwnLocked()
-	h := s.h
-	k := catalogue.Key{Provider: s.provider, ID: s.id}
-	wasShown := h.ext.shownRows()[k]
-	s.summary.Meta = meta
-	if wasShown {
-		s.announced = true
-		params := &protocol.SessionSummaryChangedParams{
-			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{externalMeta: jsontext.Value("false")}},
-		}
-		s.out.Later(func() { h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
-	} else {
-		s.announceLocked()
-	}
-	s.persistLocked()
-	h.log.Info("adopted an external session", "session", s.uri)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -23,13 +24,13 @@ type channel interface {
 type rootChannel struct{ h *Host }
 
 type sessionChannel struct {
-	s   *session
+	s   *session.Session
 	uri string // as the client named it
 }
 
 type chatChannel struct {
-	s   *session
-	e   *chatEntry
+	s   *session.Session
+	e   *session.ChatEntry
 	uri string
 }
 
@@ -75,27 +76,13 @@ func (r rootChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.
 
 func (sc sessionChannel) attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error) {
 	s := sc.s
-	s.pin(true)
-	defer s.unpin()
-	return s.attach(c, sc.uri, requestID)
-}
-
-// attach subscribes c to the session's channel and returns its snapshot;
-// uri is the name it was asked under, for the error.
-func (s *session) attach(c *conn.Conn, uri, requestID string) (protocol.Snapshot, error) {
-	s.mu.Lock()
-	if s.disposed {
-		s.unlock()
-		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
-	}
-	state := s.state
-	seq := s.subscribeLocked(c, s.uri, requestID)
-	s.unlock()
-	return protocol.Snapshot{Resource: s.uri, State: state, FromSeq: seq()}, nil
+	s.Pin(true)
+	defer s.Unpin()
+	return s.Attach(c, sc.uri, requestID)
 }
 
 func (sc sessionChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
-	sc.s.dispatch(c, a, origin)
+	sc.s.Dispatch(c, a, origin)
 }
 
 func (cc chatChannel) attach(ctx context.Context, c *conn.Conn, requestID string) (protocol.Snapshot, error) {
@@ -106,27 +93,12 @@ func (cc chatChannel) attach(ctx context.Context, c *conn.Conn, requestID string
 // only, when turns > 0 (view.go).
 func (cc chatChannel) attachView(ctx context.Context, c *conn.Conn, requestID string, turns int) (protocol.Snapshot, error) {
 	s, e := cc.s, cc.e
-	s.pin(true)
-	defer s.unpin()
-	s.loadTurns(ctx, e)
-	return s.attachChat(c, cc.uri, e, requestID, turns)
-}
-
-// attachChat subscribes c to chat e's channel (uri) and returns a view of
-// its last turns (view.go), unless the chat is gone meanwhile.
-func (s *session) attachChat(c *conn.Conn, uri string, e *chatEntry, requestID string, turns int) (protocol.Snapshot, error) {
-	s.mu.Lock()
-	if s.disposed || s.chats[uri] != e {
-		s.unlock()
-		return protocol.Snapshot{}, protocol.Errorf(protocol.CodeNotFound, "no chat %s", uri)
-	}
-	state, oldest := viewOf(e.chat.State(), turns)
-	e.setViewLocked(c, oldest)
-	seq := s.subscribeLocked(c, uri, requestID)
-	s.unlock()
-	return protocol.Snapshot{Resource: uri, State: state, FromSeq: seq()}, nil
+	s.Pin(true)
+	defer s.Unpin()
+	s.LoadTurns(ctx, e)
+	return s.AttachChat(c, cc.uri, e, requestID, turns)
 }
 
 func (cc chatChannel) dispatch(c *conn.Conn, a protocol.Action, origin *protocol.ActionOrigin) {
-	cc.s.dispatchChat(c, cc.e, a, origin)
+	cc.s.DispatchChat(c, cc.e, a, origin)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -23,11 +24,11 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	if s == nil {
 		return nil
 	}
-	data, unused, err := s.unusedRecord()
+	data, unused, err := s.UnusedRecord()
 	if !unused || err != nil {
 		return err
 	}
-	var rec record
+	var rec session.Record
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return err
 	}
@@ -39,7 +40,7 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 		return nil
 	}
 	// Its changes here are numbered after the other host's.
-	h.bus.AtLeast(rc.newest)
+	h.bus.AtLeast(rc.Newest)
 	ns, err := h.restore(&rec, rc)
 	if err != nil {
 		return err
@@ -47,60 +48,29 @@ func (h *Host) fresh(ctx context.Context, id string) error {
 	if !h.replaceSession(s, ns) {
 		return nil // changed meanwhile: left to whoever changed it
 	}
-	h.marks.note(ns.uri, rc.mark.ServerSeq, rc.mark.Seq)
-	h.endCutTurns([]*session{ns}, map[*session]bool{ns: rc.stale})
+	h.marks.note(ns.URI(), rc.Mark.ServerSeq, rc.Mark.Seq)
+	h.endCutTurns([]*session.Session{ns}, map[*session.Session]bool{ns: rc.Stale})
 	return nil
 }
 
-// unusedLocked reports whether nothing here uses the session: asleep, no
-// client pinning it, not falling asleep, made and not disposed of. Such a
-// copy may be made again from elsewhere (fresh, recordChanged), and its
-// lease given up (releaseUnused).
-func (s *session) unusedLocked() bool {
-	return s.asleep && s.pins == 0 && s.falling == nil && !s.provisional && !s.disposed
-}
-
-// replaceSession puts ns in the place of old (nil: a session new here),
-// unless the host's copy changed meanwhile; old is marked disposed, so
-// whoever still has it does nothing with it.
-// unusedRecord encodes the session's record, when nothing holds the
-// session: a copy of its own for a new copy to be made from, as the old
-// copy's chat records stay the old copy's.
-func (s *session) unusedRecord() (data []byte, unused bool, err error) {
-	s.mu.Lock()
-	defer s.unlock()
-	if !s.unusedLocked() {
-		return nil, false, nil
-	}
-	data, err = json.Marshal(&s.rec)
-	return data, true, err
-}
-
-func (h *Host) replaceSession(old, ns *session) bool {
+func (h *Host) replaceSession(old, ns *session.Session) bool {
+	chats := ns.ChatOrder()
 	h.mu.Lock()
-	if h.sessions[ns.id] != old {
+	if h.sessions[ns.ID()] != old {
 		h.mu.Unlock()
 		return false
 	}
-	h.sessions[ns.id] = ns
-	for _, cr := range ns.rec.Chats {
-		if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != ns.uri {
-			h.homes[cr.URI] = ns.id // a chat moved into it
+	h.sessions[ns.ID()] = ns
+	for _, chat := range chats {
+		if cu, err := protocol.ParseChatURI(chat); err == nil && cu.Session != ns.URI() {
+			h.homes[chat] = ns.ID() // a chat moved into it
 		}
 	}
 	h.mu.Unlock()
 	if old != nil {
 		h.order.remove(old)
-		old.markDisposed()
+		old.MarkDisposed()
 	}
-	h.order.add(ns, ns.summary.ModifiedAt)
+	h.order.add(ns, ns.CurrentSummary().ModifiedAt)
 	return true
-}
-
-// markDisposed marks the session disposed of, so that whoever still has it
-// does nothing with it.
-func (s *session) markDisposed() {
-	s.mu.Lock()
-	defer s.unlock()
-	s.disposed = true
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -100,17 +101,17 @@ func (h *Host) forgetClients(now time.Time) {
 	if len(forgotten) == 0 {
 		return
 	}
-	var gone []*session
+	var gone []*session.Session
 	for _, s := range h.sessionList() {
-		if s.unusedBy(forgotten) {
+		if s.UnusedBy(forgotten) {
 			gone = append(gone, s)
 		}
 	}
 	for _, s := range gone {
 		if err := h.dispose(h.ctx, s); err != nil {
-			h.log.Warn("dropping an unused session", "session", s.uri, "err", err)
+			h.log.Warn("dropping an unused session", "session", s.URI(), "err", err)
 		}
-		h.log.Info("dropped a session its creator never used", "session", s.uri)
+		h.log.Info("dropped a session its creator never used", "session", s.URI())
 	}
 }
 
@@ -119,27 +120,6 @@ func (h *Host) forgetClients(now time.Time) {
 // connection.
 func (h *Host) dropActiveClient(clientID string) {
 	for _, s := range h.sessionList() {
-		s.dropActiveClient(clientID)
+		s.DropActiveClient(clientID)
 	}
-}
-
-// dropActiveClient removes clientID from the session's active clients,
-// when it is one.
-func (s *session) dropActiveClient(clientID string) {
-	s.mu.Lock()
-	defer s.unlock()
-	for _, ac := range s.state.ActiveClients {
-		if ac.ClientID == clientID {
-			s.emitSessionLocked(&protocol.SessionActiveClientRemovedAction{ClientID: clientID}, nil)
-			return
-		}
-	}
-}
-
-// unusedBy reports whether the session is one of clients' making that
-// none of them sent a turn in.
-func (s *session) unusedBy(clients map[string]bool) bool {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.provisional && !s.disposed && clients[s.creatorID]
 }

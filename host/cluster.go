@@ -9,6 +9,7 @@ import (
 
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
@@ -199,8 +200,8 @@ func (h *Host) watchLease(id string, ls *cluster.Lease) {
 
 // stopHere ends what a session does on this host, for a host that lost
 // its lease: its turns are cancelled and it falls asleep.
-func (h *Host) stopHere(s *session) {
-	for _, d := range s.cancelTurns() {
+func (h *Host) stopHere(s *session.Session) {
+	for _, d := range s.CancelTurns() {
 		select {
 		case <-d:
 		case <-h.ctx.Done():
@@ -226,7 +227,7 @@ func (h *Host) releaseUnused(now time.Time) {
 	}
 	for _, id := range h.leases.takenBefore(now.Add(-unusedLease)) {
 		if s := h.byID(id); s != nil {
-			if !s.unused() {
+			if !s.Unused() {
 				continue
 			}
 		}
@@ -254,7 +255,7 @@ func (h *Host) releaseLease(ls *cluster.Lease) {
 }
 
 // byID returns the session of an id the host has, or nil.
-func (h *Host) byID(id string) *session {
+func (h *Host) byID(id string) *session.Session {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.sessions[id]
@@ -303,7 +304,7 @@ func (h *Host) clusterStatus(ctx context.Context, c *conn.Conn, uri string) (sta
 }
 
 func hostMeta(id string) protocol.Object {
-	return protocol.Object{clusterMeta: quoteJSON(id)}
+	return protocol.Object{clusterMeta: session.QuoteJSON(id)}
 }
 
 // placeFor chooses the host a session with these folders runs on when
@@ -428,18 +429,4 @@ func (h *Host) keepScheduling() {
 	}
 	h.scheduler.Store(ls)
 	h.log.Info("this host runs the automation schedules of the cluster")
-}
-
-// cancelTurns cancels the turns running in the session's chats and
-// returns what is closed as each has ended.
-func (s *session) cancelTurns() []<-chan struct{} {
-	s.mu.Lock()
-	defer s.unlock()
-	var running []<-chan struct{}
-	for _, e := range s.chats {
-		if !e.chat.Idle() {
-			running = append(running, e.chat.Cancel())
-		}
-	}
-	return running
 }

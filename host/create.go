@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -60,15 +61,15 @@ func (h *Host) readCreate(c *conn.Conn, p *protocol.CreateSessionParams) (*creat
 	}
 	spec.config = config
 	dir := h.directory()
-	spec.owner = principalString(dir.Owner(c.Principal()))
+	spec.owner = session.PrincipalString(dir.Owner(c.Principal()))
 	// A scope asked for is checked as asked, not replaced by the default.
 	var requested string
-	if v, ok := p.Config[keyScope]; ok {
+	if v, ok := p.Config[session.KeyScope]; ok {
 		if err := jsonUnmarshal(v, &requested); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: config.scope: want \"team/project\"")
 		}
 	} else {
-		_ = jsonUnmarshal(config.Values[keyScope], &requested)
+		_ = jsonUnmarshal(config.Values[session.KeyScope], &requested)
 	}
 	scope, err := dir.Scope(c.Principal(), requested)
 	if err != nil {
@@ -85,7 +86,7 @@ func (h *Host) createDirs(c *conn.Conn, uris []protocol.URI) ([]string, error) {
 	if len(uris) > 0 {
 		dirs = dirs[:0]
 		for i, uri := range uris {
-			dir, err := dirOf(uri)
+			dir, err := session.DirOf(uri)
 			if err != nil {
 				return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: workingDirectories[%d]: %v", i, err)
 			}
@@ -104,7 +105,7 @@ func (h *Host) createDirs(c *conn.Conn, uris []protocol.URI) ([]string, error) {
 
 // addSession makes the provisional session of spec and registers it,
 // unless one of its id exists or the host is closing.
-func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session, error) {
+func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session.Session, error) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -112,14 +113,14 @@ func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session, error) {
 	}
 	if old := h.sessions[spec.uri.ID]; old != nil {
 		h.mu.Unlock()
-		return nil, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", spec.channel, old.uri)
+		return nil, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", spec.channel, old.URI())
 	}
-	s := h.newSession(c, spec.uri, spec.provider, spec.backend, spec.dirs, spec.config)
-	s.rec.Owner, s.rec.Scope = spec.owner, spec.scope
-	own := s.ownKeysLocked() // before another can reach s
+	s := h.newSession(c, session.Spec{URI: spec.uri, Provider: spec.provider, Backend: spec.backend,
+		Dirs: spec.dirs, Config: spec.config, Owner: spec.owner, Scope: spec.scope})
+	own := s.OwnKeysLocked() // before another can reach s
 	h.sessions[spec.uri.ID] = s
 	h.mu.Unlock()
 	h.noteOwn(own)
-	h.order.add(s, s.summary.ModifiedAt)
+	h.order.add(s, s.CurrentSummary().ModifiedAt)
 	return s, nil
 }

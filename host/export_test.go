@@ -49,16 +49,9 @@ func (h *Host) AwaitJournal(ctx context.Context, failing bool) error {
 // holds queued.
 func (h *Host) JournalWaiting() (waiting int64, backlog int) {
 	for _, s := range h.sessionList() {
-		backlog = max(backlog, s.backlog())
+		backlog = max(backlog, s.Backlog())
 	}
 	return h.health.waiting.Load(), backlog
-}
-
-// backlog is how many changes the session's outbox holds queued.
-func (s *session) backlog() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Len()
 }
 
 // MaxBacklog is how many changes a session's outbox queues before its
@@ -244,16 +237,8 @@ func (h *Host) Residency(uri string) string {
 	if s == nil {
 		return "not held"
 	}
-	out, chats := s.residency(h.now())
-	return out + fmt.Sprintf(", watched %v", s.watched(chats))
-}
-
-// residency says what keeps the session awake, and lists its chats.
-func (s *session) residency(now time.Time) (string, []string) {
-	s.mu.Lock()
-	defer s.unlock()
-	return fmt.Sprintf("asleep %v, idle %v, pins %d, last action %v, used %v, now %v",
-		s.asleep, s.idleLocked(), s.pins, s.lastAction, s.used, now), slices.Clone(s.order)
+	out, chats := s.Residency(h.now())
+	return out + fmt.Sprintf(", watched %v", s.Watched(chats))
 }
 
 // CleanKey is the journal mark a clean stop leaves (restart.go).
@@ -335,5 +320,5 @@ func (h *Host) Settle(ctx context.Context, uri string) error {
 	if s == nil {
 		return fmt.Errorf("no session %s held", uri)
 	}
-	return s.settle(ctx)
+	return s.Settle(ctx)
 }

@@ -80,16 +80,16 @@ func (h *Host) ownerOf(c *conn.Conn, channel string) grants.Principal {
 		}
 		uri = cu.Session
 		if home := h.chatHome(channel); home != nil {
-			uri = home.uri
+			uri = home.URI()
 		}
 	default:
 		return grants.Principal{}
 	}
 	s := h.held(uri)
-	if s == nil || !s.visibleTo(c) {
+	if s == nil || !s.VisibleTo(c) {
 		return grants.Principal{}
 	}
-	owner, _ := grants.Parse(s.owner())
+	owner, _ := grants.Parse(s.Owner())
 	return owner
 }
 

@@ -1,19 +1,22 @@
-// Package host is ahpd's session host. It owns the sessions: their
-// registry and listing order, their state and their chats' (one lock per
-// session guards both), the outbox through which a change reaches the rest
-// of the host once that lock is let go, the store of their records (files
-// in the state directory, or the cluster's records), their residency and
-// their git work. With a journal, every action a session emits is written
-// to it before any client is sent it (journal.go). It owns the JSON-RPC
-// surface (rpc.go: the method table, and the checks before each handler)
-// and admits connections over WebSocket, stdio and in-process streams
-// (Connect), each a conn.Conn; with a cluster, each method runs on the host that holds its
-// session or on the host the connection is on, as route.go declares.
+// Package host is ahpd's session host. It owns the sessions as a whole:
+// their registry and listing order, the store of their records (files in
+// the state directory, or the cluster's records), loading and recovering
+// them, the residency checks across them, and the journal every action a
+// session emits is written to before any client is sent it (journal.go).
+// It owns the JSON-RPC surface (rpc.go: the method table, and the checks
+// before each handler) and admits connections over WebSocket, stdio and
+// in-process streams (Connect), each a conn.Conn; with a cluster, each
+// method runs on the host that holds its session or on the host the
+// connection is on, as route.go declares.
 //
-// It knows no backend's details: agents are reached through package
-// plugins, a chat's turns are run by package chats, frames are numbered and
-// handed out by package fanout and written by package conn, and git is reached through packages worktree and
-// checkpoints.
+// One session, its chats and everything that changes them are package
+// session's: the host reaches a session only through its methods, and the
+// session reaches the host through session.Env (sessionhost.go). It knows
+// no backend's details: agents are reached through package plugins, a
+// chat's turns are run by package chats, a change's effects leave through
+// package outbox, frames are numbered and handed out by package fanout and
+// written by package conn, and git is reached through packages worktree
+// and checkpoints.
 package host
 
 import (
@@ -38,6 +41,7 @@ import (
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/host/outbox"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -172,25 +176,23 @@ type Options struct {
 
 // Host serves sessions to clients.
 type Host struct {
-	opts   Options
-	log    *slog.Logger
-	now    func() time.Time
-	ctx    context.Context
-	stop   context.CancelFunc
-	bus    *fanout.Bus
-	store  store
-	writer *recordWriter // writes records off the sessions' locks
-	// keepsRecords is false for the memory store: records are neither
-	// encoded nor written.
-	keepsRecords bool
-	trees        *worktree.Manager
-	keys         cursorKey
-	metrics      *metrics
-	roots        []string // Options.AllowedRoots, resolved
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	ctx     context.Context
+	stop    context.CancelFunc
+	bus     *fanout.Bus
+	store   store
+	writer  *recordWriter // writes records off the sessions' locks
+	env     *session.Env  // what its sessions share of it (sessionhost.go)
+	trees   *worktree.Manager
+	keys    cursorKey
+	metrics *metrics
+	roots   []string // Options.AllowedRoots, resolved
 
 	mu       lockcheck.Mutex
-	sessions map[string]*session // by session id
-	order    *sessionOrder       // the same sessions in listing order (order.go)
+	sessions map[string]*session.Session // by session id
+	order    *sessionOrder               // the same sessions in listing order (order.go)
 	conns    map[*conn.Conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
@@ -340,7 +342,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		keys:     newCursorKey(),
 		metrics:  newMetrics(),
 		roots:    roots,
-		sessions: map[string]*session{},
+		sessions: map[string]*session.Session{},
 		order:    newSessionOrder(),
 		conns:    map[*conn.Conn]struct{}{},
 		clients:  map[string]*client{},
@@ -356,8 +358,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 	}
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
 	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
-	_, memory := st.(memoryStore)
-	h.keepsRecords = !memory
+	h.env = h.sessionEnv()
 	return h
 }
 
@@ -456,7 +457,7 @@ func (h *Host) loadSessions(clean bool) error {
 	if err != nil {
 		return fmt.Errorf("host: reading sessions: %w", err)
 	}
-	tails := map[string]*recovered{}
+	tails := map[string]*session.Recovered{}
 	if !clean {
 		tails = h.recoverAll(recs)
 	}
@@ -467,8 +468,8 @@ func (h *Host) loadSessions(clean bool) error {
 		h.noteOwn(own)
 	}()
 	var (
-		cut   []*session
-		stale = map[*session]bool{}
+		cut   []*session.Session
+		stale = map[*session.Session]bool{}
 	)
 	for _, rec := range recs {
 		rc := tails[rec.URI]
@@ -483,16 +484,16 @@ func (h *Host) loadSessions(clean bool) error {
 			}
 			continue
 		}
-		h.sessions[s.id] = s
-		h.order.add(s, s.summary.ModifiedAt)
+		h.sessions[s.ID()] = s
+		h.order.add(s, s.CurrentSummary().ModifiedAt)
 		if rc != nil {
-			h.marks.note(s.uri, rc.mark.ServerSeq, rc.mark.Seq)
+			h.marks.note(s.URI(), rc.Mark.ServerSeq, rc.Mark.Seq)
 			cut = append(cut, s)
-			stale[s] = rc.stale
+			stale[s] = rc.Stale
 		}
 		for _, cr := range rec.Chats {
 			if cu, err := protocol.ParseChatURI(cr.URI); err == nil && cu.Session != rec.URI {
-				h.homes[cr.URI] = s.id // a chat moved here from another session
+				h.homes[cr.URI] = s.ID() // a chat moved here from another session
 			}
 		}
 	}
@@ -569,7 +570,7 @@ func (h *Host) shutdownSteps() []shutdownStep {
 	do := func(f func()) func(context.Context) error {
 		return func(context.Context) error { f(); return nil }
 	}
-	var sessions []*session // those there are once no run makes more
+	var sessions []*session.Session // those there are once no run makes more
 	return []shutdownStep{
 		{"automations", do(h.closeAutomations)}, // its runs end now, recorded as stopped by the shutdown
 		{"sessions", do(func() { sessions = h.sessionList() })},
@@ -599,9 +600,9 @@ func (h *Host) shutdownSteps() []shutdownStep {
 
 // stopAgents stops every session's agents, in parallel: asked to stop,
 // then, once ctx is done and stopWindow more has gone by, killed.
-func (h *Host) stopAgents(ctx context.Context, sessions []*session) error {
+func (h *Host) stopAgents(ctx context.Context, sessions []*session.Session) error {
 	for _, s := range sessions {
-		s.hold()
+		s.Hold()
 	}
 	kill, killNow := context.WithCancel(context.Background())
 	defer killNow()
@@ -612,7 +613,7 @@ func (h *Host) stopAgents(ctx context.Context, sessions []*session) error {
 	)
 	for _, s := range sessions {
 		wg.Go(func() {
-			if err := s.shutdown(ctx, kill); err != nil {
+			if err := s.Shutdown(ctx, kill); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -643,9 +644,9 @@ func (h *Host) stopAgents(ctx context.Context, sessions []*session) error {
 }
 
 // awaitCaptures waits for the sessions' captures in flight, or ctx.
-func awaitCaptures(ctx context.Context, sessions []*session) {
+func awaitCaptures(ctx context.Context, sessions []*session.Session) {
 	for _, s := range sessions {
-		if !s.awaitCapturesCtx(ctx) {
+		if !s.AwaitCapturesCtx(ctx) {
 			return
 		}
 	}
@@ -747,7 +748,7 @@ func (h *Host) register(t conn.Transport, stdio bool, cred grants.Credential, fr
 
 // session returns the session a session URI (either form) names, when c
 // may see it: a provisional session is its creator's alone.
-func (h *Host) session(c *conn.Conn, uri string) (*session, error) {
+func (h *Host) session(c *conn.Conn, uri string) (*session.Session, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
@@ -756,7 +757,7 @@ func (h *Host) session(c *conn.Conn, uri string) (*session, error) {
 	if s == nil && su.Provider() != "" && h.awaitCatalogue(c) {
 		s = h.openExternal(su)
 	}
-	if s == nil || !s.visibleTo(c) {
+	if s == nil || !s.VisibleTo(c) {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}
 	return s, nil
@@ -764,7 +765,7 @@ func (h *Host) session(c *conn.Conn, uri string) (*session, error) {
 
 // held returns the session a session URI names among those the host
 // holds, opening nothing; nil if none or the URI is not one.
-func (h *Host) held(uri string) *session {
+func (h *Host) held(uri string) *session.Session {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
 		return nil
@@ -773,28 +774,28 @@ func (h *Host) held(uri string) *session {
 }
 
 // chat returns the session and chat a chat URI names, when c may see them.
-func (h *Host) chat(c *conn.Conn, uri string) (*session, *chatEntry, error) {
+func (h *Host) chat(c *conn.Conn, uri string) (*session.Session, *session.ChatEntry, error) {
 	cu, err := protocol.ParseChatURI(uri)
 	if err != nil {
 		return nil, nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
 	s := h.chatHome(uri)
-	if s == nil || !s.visibleTo(c) {
+	if s == nil || !s.VisibleTo(c) {
 		if s, err = h.session(c, cu.Session); err != nil {
 			return nil, nil, err
 		}
 	}
-	e := s.chatOf(uri)
+	e := s.ChatOf(uri)
 	if e == nil {
-		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "no chat %s in session %s", uri, s.uri)
+		return nil, nil, protocol.Errorf(protocol.CodeNotFound, "no chat %s in session %s", uri, s.URI())
 	}
 	return s, e, nil
 }
 
 // sessionList returns the sessions sorted most recently modified first.
-func (h *Host) sessionList() []*session {
+func (h *Host) sessionList() []*session.Session {
 	h.mu.Lock()
-	list := make([]*session, 0, len(h.sessions))
+	list := make([]*session.Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		list = append(list, s)
 	}

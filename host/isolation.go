@@ -1,10 +1,9 @@
 package host
 
 import (
-	"encoding/json"
-
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -17,30 +16,10 @@ import (
 // name a backend offers.
 
 const (
-	keyIsolation   = "isolation"
-	isolationDir   = "folder"
-	isolationTree  = "worktree"
+	isolationDir = "folder"
+
 	maxCompletions = 100
 )
-
-// hostKeys are the isolation keys in the order a client draws them, after
-// isolation itself and the backend's keys.
-var hostKeys = []string{
-	keyIsolation, worktree.KeyBranch, worktree.KeyBranchPrefix, worktree.KeyIncludeFiles,
-	worktree.KeySymlinkFolders, worktree.KeyCreateNewBranch, worktree.KeyBranchTrack, keyScope,
-}
-
-func isHostKey(k string) bool {
-	if isPermissionKey(k) {
-		return true
-	}
-	for _, h := range hostKeys {
-		if h == k {
-			return true
-		}
-	}
-	return false
-}
 
 // isolationProperties returns the keys a session made in folder is offered:
 // isolation (read-only "folder" outside a git repository) and, in one, the
@@ -53,21 +32,21 @@ func isolationProperties(folder string, given protocol.Object) (first plugins.Pr
 		Type:             "string",
 		Title:            "Isolation",
 		Description:      new("Whether the agent works in the folder itself or in a git worktree of its own, made on the first message."),
-		Enum:             []jsontext.Value{quoteJSON(isolationDir), quoteJSON(isolationTree)},
+		Enum:             []jsontext.Value{session.QuoteJSON(isolationDir), session.QuoteJSON(session.IsolationTree)},
 		EnumLabels:       []string{"Folder", "Worktree"},
 		EnumDescriptions: []string{"Work in the folder itself", "Work in a new git worktree beside the repository"},
-		Default:          quoteJSON(isolationDir),
+		Default:          session.QuoteJSON(isolationDir),
 		SessionMutable:   fixed,
 	}
 	if !repo {
 		iso.Enum, iso.EnumLabels, iso.EnumDescriptions = iso.Enum[:1], iso.EnumLabels[:1], iso.EnumDescriptions[:1]
 		iso.ReadOnly = new(true)
-		return plugins.Property{Key: keyIsolation, Schema: iso}, nil
+		return plugins.Property{Key: session.KeyIsolation, Schema: iso}, nil
 	}
-	first = plugins.Property{Key: keyIsolation, Schema: iso}
+	first = plugins.Property{Key: session.KeyIsolation, Schema: iso}
 
 	var seed string
-	if stringValue(given[keyIsolation]) == isolationTree {
+	if session.StringValue(given[session.KeyIsolation]) == session.IsolationTree {
 		seed, _ = worktree.DefaultBranch(folder)
 	}
 	if seed == "" {
@@ -81,7 +60,7 @@ func isolationProperties(folder string, given protocol.Object) (first plugins.Pr
 		SessionMutable: fixed,
 	}
 	if seed != "" {
-		branch.Enum, branch.EnumLabels, branch.Default = []jsontext.Value{quoteJSON(seed)}, []string{seed}, quoteJSON(seed)
+		branch.Enum, branch.EnumLabels, branch.Default = []jsontext.Value{session.QuoteJSON(seed)}, []string{seed}, session.QuoteJSON(seed)
 	}
 	patterns := func(title, desc string) protocol.SessionConfigPropertySchema {
 		return protocol.SessionConfigPropertySchema{
@@ -101,7 +80,7 @@ func isolationProperties(folder string, given protocol.Object) (first plugins.Pr
 		{Key: worktree.KeyBranch, Schema: branch},
 		{Key: worktree.KeyBranchPrefix, Schema: protocol.SessionConfigPropertySchema{
 			Type: "string", Title: "Branch prefix", Description: new("Put before the name of the branch a worktree makes."),
-			Default: quoteJSON(""), SessionMutable: fixed,
+			Default: session.QuoteJSON(""), SessionMutable: fixed,
 		}},
 		{Key: worktree.KeyIncludeFiles, Schema: patterns("Files to copy", "Git-ignored files to copy into a worktree, as .gitignore patterns (such as .env).")},
 		{Key: worktree.KeySymlinkFolders, Schema: patterns("Folders to link", "Git-ignored folders to link into a worktree, as .gitignore patterns (such as node_modules).")},
@@ -109,28 +88,6 @@ func isolationProperties(folder string, given protocol.Object) (first plugins.Pr
 		{Key: worktree.KeyBranchTrack, Schema: boolean("Track upstream", "Make the new branch track the upstream of the one it starts from.", false)},
 	}
 	return first, rest
-}
-
-// hostValue returns the value given for a host key in the shape its
-// property takes, and whether there is one: a pattern key takes a list of
-// strings, or a single string read as the list it spells.
-func hostValue(key string, p protocol.SessionConfigPropertySchema, v jsontext.Value) (jsontext.Value, bool) {
-	if isPermissionKey(key) {
-		out, err := permissionValue(key, v)
-		return out, err == nil
-	}
-	if key == worktree.KeyIncludeFiles || key == worktree.KeySymlinkFolders {
-		list, ok := worktree.Patterns([]byte(v))
-		if !ok {
-			return nil, false
-		}
-		if list == nil {
-			list = []string{}
-		}
-		out, err := json.Marshal(list)
-		return out, err == nil
-	}
-	return v, fits(p, v)
 }
 
 // branchCompletions answers sessionConfigCompletions for the branch key:
@@ -145,18 +102,4 @@ func branchCompletions(folder, query string) []protocol.SessionConfigValueItem {
 		items = append(items, protocol.SessionConfigValueItem{Value: n, Label: n})
 	}
 	return items
-}
-
-func quoteJSON(s string) jsontext.Value {
-	v, _ := jsontext.AppendQuote(nil, s)
-	return v
-}
-
-// stringValue returns the string a JSON value holds, or "".
-func stringValue(v jsontext.Value) string {
-	var s string
-	if v == nil || jsonUnmarshal(v, &s) != nil {
-		return ""
-	}
-	return s
 }

@@ -254,7 +254,7 @@ func (h *Host) endTurnsForSpace() {
 	}
 	n := 0
 	for _, s := range h.sessionList() {
-		n += s.endTurns(errDiskFull{})
+		n += s.EndTurns(errDiskFull{})
 	}
 	if n > 0 {
 		h.log.Error("the disk that holds the journal is full: the turns running were ended", "turns", n)
@@ -383,19 +383,4 @@ func newestSeq(opts Options) int64 {
 // the journal (newest), so they do even if the clock went back.
 func firstSeq(opts Options, newest int64) int64 {
 	return max(opts.Clock.Now().UnixMicro(), newest)
-}
-
-// endTurns ends the turns running in the session's chats with err, and
-// says how many it ended.
-func (s *session) endTurns(err error) int {
-	s.mu.Lock()
-	defer s.unlock()
-	n := 0
-	for _, e := range s.chats {
-		if !e.chat.Idle() {
-			e.chat.End(err)
-			n++
-		}
-	}
-	return n
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -102,7 +103,7 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 		}
 		k := w.keys[w.i]
 		w.i++
-		if sum, listed := k.s.listed(w.mine, w.me, w.ext.byURI); listed {
+		if sum, listed := k.s.Listed(w.mine, w.me, w.ext.byURI); listed {
 			w.key = k.pageKey
 			return true, sum
 		}
@@ -112,8 +113,8 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 // rowKey is a catalogue row's place in the listing order.
 type rowKey struct {
 	pageKey
-	s   *session       // a session the host holds, or
-	row *catalogue.Row // an external row of the catalogue
+	s   *session.Session // a session the host holds, or
+	row *catalogue.Row   // an external row of the catalogue
 }
 
 // compare orders rows most recently modified first, then by URI, so pages
@@ -166,21 +167,3 @@ func (k cursorKey) open(cursor string) (pageKey, error) {
 }
 
 var errForeignCursor = errors.New("not a cursor this host issued: start again without one")
-
-// listed returns the session's summary when a listing shows it: of every
-// session, or with mine of those me owns; a backend's own session only
-// when shown (the external rows the listing shows, by URI).
-func (s *session) listed(mine bool, me string, shown map[string]bool) (protocol.SessionSummary, bool) {
-	s.mu.Lock()
-	defer s.unlock()
-	// A session nobody sent a turn in is listed to nobody: VS Code makes
-	// one for every empty chat it shows.
-	listed := !s.disposed && !s.provisional && (!mine || (me != "" && s.rec.Owner == me))
-	if s.rec.External {
-		listed = listed && shown[s.uri]
-	}
-	if !listed {
-		return protocol.SessionSummary{}, false
-	}
-	return s.summary, true
-}

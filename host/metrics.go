@@ -104,7 +104,7 @@ func (h *Host) gauges() gaugeValues {
 		g.MaxQueuedBytes = max(g.MaxQueuedBytes, st.QueuedBytes)
 	}
 	for _, s := range sessions {
-		if s.awake.Load() {
+		if s.Awake() {
 			g.Resident++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 
@@ -234,7 +235,7 @@ func (m *mirror) attach(c *conn.Conn, channel, requestID string, turns int) (pro
 	switch x := st.(type) {
 	case *protocol.ChatState:
 		if turns > 0 {
-			st, _ = viewOf(x, turns)
+			st, _ = session.ViewOf(x, turns)
 		}
 	case *protocol.SessionState:
 		st, _ = withActivity(x, m.states)

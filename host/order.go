@@ -3,6 +3,7 @@ package host
 import (
 	"slices"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
@@ -32,7 +33,7 @@ func newSessionOrder() *sessionOrder {
 func before(a rowKey, k pageKey) int { return -a.compare(k) }
 
 // add files a session under its modifiedAt, or moves it there.
-func (o *sessionOrder) add(s *session, modifiedAt string) {
+func (o *sessionOrder) add(s *session.Session, modifiedAt string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.fileLocked(s, modifiedAt)
@@ -40,33 +41,33 @@ func (o *sessionOrder) add(s *session, modifiedAt string) {
 
 // move refiles a session whose modifiedAt moved; one the order does not
 // hold (not yet in the registry, or gone from it) stays out.
-func (o *sessionOrder) move(s *session, modifiedAt string) {
+func (o *sessionOrder) move(s *session.Session, modifiedAt string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if _, ok := o.at[s.uri]; ok {
+	if _, ok := o.at[s.URI()]; ok {
 		o.fileLocked(s, modifiedAt)
 	}
 }
 
-func (o *sessionOrder) fileLocked(s *session, modifiedAt string) {
-	if old, ok := o.at[s.uri]; ok {
+func (o *sessionOrder) fileLocked(s *session.Session, modifiedAt string) {
+	if old, ok := o.at[s.URI()]; ok {
 		if old == modifiedAt {
 			return
 		}
-		o.removeLocked(s.uri, old)
+		o.removeLocked(s.URI(), old)
 	}
-	k := rowKey{pageKey: pageKey{modifiedAt, s.uri}, s: s}
+	k := rowKey{pageKey: pageKey{modifiedAt, s.URI()}, s: s}
 	i, _ := slices.BinarySearchFunc(o.keys, k.pageKey, before)
 	o.keys = slices.Insert(o.keys, i, k)
-	o.at[s.uri] = modifiedAt
+	o.at[s.URI()] = modifiedAt
 }
 
 // remove drops a session.
-func (o *sessionOrder) remove(s *session) {
+func (o *sessionOrder) remove(s *session.Session) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if old, ok := o.at[s.uri]; ok {
-		o.removeLocked(s.uri, old)
+	if old, ok := o.at[s.URI()]; ok {
+		o.removeLocked(s.URI(), old)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/ahpd/ahpd/host/session"
 )
 
 // TestSessionOrder files, moves and drops sessions at random and checks
@@ -14,10 +16,10 @@ func TestSessionOrder(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	o := newSessionOrder()
-	held := map[*session]string{} // the model: session -> modifiedAt
-	var all []*session
+	held := map[*session.Session]string{} // the model: session -> modifiedAt
+	var all []*session.Session
 	for i := range 200 {
-		all = append(all, &session{uri: fmt.Sprintf("ahp-session:/s%03d", i)})
+		all = append(all, session.Stub(fmt.Sprintf("ahp-session:/s%03d", i)))
 	}
 	at := func() string { return fmt.Sprintf("2026-01-01T00:%02d:00.000Z", r.IntN(60)) } // ties are common
 	for step := range 5000 {
@@ -42,7 +44,7 @@ func TestSessionOrder(t *testing.T) {
 		}
 		var want []pageKey
 		for s, m := range held {
-			want = append(want, pageKey{m, s.uri})
+			want = append(want, pageKey{m, s.URI()})
 		}
 		slices.SortFunc(want, pageKey.compare)
 		if got := walk(o, nil, 1+r.IntN(50)); !slices.Equal(got, want) {
@@ -55,8 +57,8 @@ func TestSessionOrder(t *testing.T) {
 			}
 		}
 		for s := range held {
-			if !o.holds(s.uri) {
-				t.Fatalf("step %d: %s is not held", step, s.uri)
+			if !o.holds(s.URI()) {
+				t.Fatalf("step %d: %s is not held", step, s.URI())
 			}
 		}
 	}
@@ -83,7 +85,7 @@ func walk(o *sessionOrder, after *pageKey, n int) []pageKey {
 func BenchmarkSessionOrderMove(b *testing.B) {
 	o := newSessionOrder()
 	for i := range 10000 {
-		s := &session{uri: fmt.Sprintf("ahp-session:/s%05d", i)}
+		s := session.Stub(fmt.Sprintf("ahp-session:/s%05d", i))
 		o.add(s, fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
 	}
 	stamp := 0

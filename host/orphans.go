@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"github.com/ahpd/ahpd/worktree"
+	"github.com/ahpd/ahpd/host/session"
 )
 
 // Trees a crash left.
@@ -45,7 +45,7 @@ func treeOwner(opts Options) string {
 func (h *Host) treeRecorded(path string) bool {
 	path = filepath.Clean(path)
 	h.mu.Lock()
-	list := make([]*session, 0, len(h.sessions))
+	list := make([]*session.Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
 		list = append(list, s)
 	}
@@ -55,19 +55,11 @@ func (h *Host) treeRecorded(path string) bool {
 		return true
 	}
 	for _, s := range list {
-		if t := s.tree(); t != nil && filepath.Clean(t.Path) == path {
+		if t := s.Tree(); t != nil && filepath.Clean(t.Path) == path {
 			return true
 		}
 	}
 	return false
-}
-
-// tree is the worktree the session's record holds, or nil: a sweep keeps
-// the trees records hold.
-func (s *session) tree() *worktree.Tree {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.rec.Tree
 }
 
 // sweepTrees sweeps, in the background, the repositories of the stored
@@ -76,7 +68,7 @@ func (h *Host) sweepTrees() {
 	seen := map[string]bool{}
 	var dirs []string
 	for _, s := range h.sessionList() {
-		dir := s.sweepDir()
+		dir := s.SweepDir()
 		if dir != "" && !seen[dir] {
 			seen[dir] = true
 			dirs = append(dirs, dir)
@@ -100,18 +92,4 @@ func (h *Host) sweepTrees() {
 			}
 		}
 	}()
-}
-
-// sweepDir is the repository a crash may have left a tree of the session's
-// in: its tree's, or its folder when it is to make one; "" for neither.
-func (s *session) sweepDir() string {
-	s.mu.Lock()
-	defer s.unlock()
-	switch {
-	case s.rec.Tree != nil:
-		return s.rec.Tree.Repo
-	case stringValue(s.rec.Config[keyIsolation]) == isolationTree:
-		return s.rec.folder()
-	}
-	return ""
 }

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -19,12 +19,6 @@ import (
 // autoApprove, and inputTimeout. All three may change while a session
 // runs. Their defaults are the daemon's (Options.Permissions,
 // Options.InputTimeout).
-
-const (
-	keyPermissions  = plugins.ConfigPermissions
-	keyAutoApprove  = plugins.ConfigAutoApprove
-	keyInputTimeout = plugins.ConfigInputTimeout
-)
 
 // strictMeta is the createSession _meta key by which a caller asks that
 // its config be taken as it is or refused: a key the session does not
@@ -44,7 +38,7 @@ func checkPermissionOptions(opts *Options) error {
 		return fmt.Errorf("host: permissions: %w", err)
 	}
 	if d := opts.InputTimeout; d != 0 {
-		if _, ok := plugins.InputTimeoutOf(quoteJSON(d.String())); !ok {
+		if _, ok := plugins.InputTimeoutOf(session.QuoteJSON(d.String())); !ok {
 			return fmt.Errorf("host: inputTimeout %v: want 1s to 720h, or 0 for none", d)
 		}
 	}
@@ -58,10 +52,10 @@ func (h *Host) permissionProperties() []plugins.Property {
 	fields := protocol.NewMap[protocol.ConfigPropertySchema]()
 	fields.Set("mode", protocol.ConfigPropertySchema{
 		Type: "string", Title: "Mode",
-		Enum:             []jsontext.Value{quoteJSON(string(plugins.ModeAsk)), quoteJSON(string(plugins.ModeAcceptEdits)), quoteJSON(string(plugins.ModeBypass))},
+		Enum:             []jsontext.Value{session.QuoteJSON(string(plugins.ModeAsk)), session.QuoteJSON(string(plugins.ModeAcceptEdits)), session.QuoteJSON(string(plugins.ModeBypass))},
 		EnumLabels:       []string{"Ask", "Accept edits", "Bypass"},
 		EnumDescriptions: []string{"Ask before anything the lists do not allow", "Edit files inside the session's folder without asking; ask for the rest", "Allow everything deny does not name"},
-		Default:          quoteJSON(string(plugins.ModeAsk)),
+		Default:          session.QuoteJSON(string(plugins.ModeAsk)),
 	})
 	rules := func(title, desc string) protocol.ConfigPropertySchema {
 		return protocol.ConfigPropertySchema{Type: "array", Title: title, Description: new(desc),
@@ -74,7 +68,7 @@ func (h *Host) permissionProperties() []plugins.Property {
 		timeout = plugins.FormatDuration(d)
 	}
 	return []plugins.Property{
-		{Key: keyPermissions, Schema: protocol.SessionConfigPropertySchema{
+		{Key: session.KeyPermissions, Schema: protocol.SessionConfigPropertySchema{
 			Type:           "object",
 			Title:          "Permissions",
 			Description:    new("What the agent may do without asking a person."),
@@ -82,62 +76,24 @@ func (h *Host) permissionProperties() []plugins.Property {
 			Default:        h.opts.Permissions.Encode(),
 			SessionMutable: mutable,
 		}},
-		{Key: keyAutoApprove, Schema: protocol.SessionConfigPropertySchema{
+		{Key: session.KeyAutoApprove, Schema: protocol.SessionConfigPropertySchema{
 			Type:             "string",
 			Title:            "Approve tools",
 			Description:      new("Allow raises the permissions' mode to bypass: nothing deny does not name is asked."),
-			Enum:             []jsontext.Value{quoteJSON("default"), quoteJSON("allow")},
+			Enum:             []jsontext.Value{session.QuoteJSON("default"), session.QuoteJSON("allow")},
 			EnumLabels:       []string{"As the permissions say", "Allow all"},
 			EnumDescriptions: []string{"Ask as the session's permissions say", "Never ask, but for what deny names"},
-			Default:          quoteJSON("default"),
+			Default:          session.QuoteJSON("default"),
 			SessionMutable:   mutable,
 		}},
-		{Key: keyInputTimeout, Schema: protocol.SessionConfigPropertySchema{
+		{Key: session.KeyInputTimeout, Schema: protocol.SessionConfigPropertySchema{
 			Type:           "string",
 			Title:          "Input timeout",
 			Description:    new(`How long a turn waits for a person (a tool call to confirm, a question) before it is stopped, such as "10m"; "0" waits for ever.`),
-			Default:        quoteJSON(timeout),
+			Default:        session.QuoteJSON(timeout),
 			SessionMutable: mutable,
 		}},
 	}
-}
-
-func isPermissionKey(k string) bool {
-	return k == keyPermissions || k == keyAutoApprove || k == keyInputTimeout
-}
-
-// permissionValue returns a value of one of the keys in the form the
-// session keeps (permissions trimmed and with its mode; autoApprove true
-// and VS Code's "autoApprove" as "allow"; inputTimeout as a duration), or
-// why it cannot be taken.
-func permissionValue(key string, v jsontext.Value) (jsontext.Value, error) {
-	switch key {
-	case keyPermissions:
-		p, err := plugins.ParsePermissions(v)
-		if err != nil {
-			return nil, err
-		}
-		return p.Encode(), nil
-	case keyAutoApprove:
-		switch string(bytes.TrimSpace(v)) {
-		case `"default"`, `false`:
-			return quoteJSON("default"), nil
-		}
-		if plugins.AutoApproves(v) {
-			return quoteJSON("allow"), nil
-		}
-		return nil, fmt.Errorf(`want "default" or "allow" (or false, true)`)
-	case keyInputTimeout:
-		d, ok := plugins.InputTimeoutOf(v)
-		if !ok {
-			return nil, fmt.Errorf(`want a duration from 1s to 720h, such as "10m" or a number of seconds, or "0" for none`)
-		}
-		if d == 0 {
-			return quoteJSON("0"), nil
-		}
-		return quoteJSON(plugins.FormatDuration(d)), nil
-	}
-	return v, nil
 }
 
 // badValue is what a session keeps for a value of key it could not take,
@@ -145,35 +101,10 @@ func permissionValue(key string, v jsontext.Value) (jsontext.Value, error) {
 // read ask, keeping the daemon's deny rules (never more than asked,
 // whatever the default allows); the others keep their default.
 func (h *Host) badValue(key string) (jsontext.Value, bool) {
-	if key == keyPermissions {
+	if key == session.KeyPermissions {
 		return h.opts.Permissions.Safe().Encode(), true
 	}
 	return nil, false
-}
-
-// valueProblem says why a config value does not fit its key, for a
-// refusal: the permission keys say what is wrong, the others what they
-// take.
-func valueProblem(key string, p protocol.SessionConfigPropertySchema, v jsontext.Value) string {
-	if isPermissionKey(key) {
-		if _, err := permissionValue(key, v); err != nil {
-			return err.Error()
-		}
-		return ""
-	}
-	var allowed []string
-	if p.EnumDynamic == nil || !*p.EnumDynamic {
-		for _, e := range p.Enum {
-			allowed = append(allowed, string(e))
-		}
-	}
-	switch {
-	case len(allowed) > 0 && len(allowed) <= 20:
-		return "want one of " + strings.Join(allowed, ", ")
-	case p.Type != "":
-		return "want a value of type " + p.Type
-	}
-	return "does not take that value"
 }
 
 // strictRefusal says why createSession refuses config given under
@@ -206,14 +137,14 @@ func strictRefusal(state protocol.SessionConfigState, given protocol.Object, pro
 		p, _ := state.Schema.Properties.Get(k)
 		var why string
 		switch {
-		case isPermissionKey(k):
-			why = valueProblem(k, p, given[k])
-		case isHostKey(k):
-			if _, ok := hostValue(k, p, given[k]); !ok {
-				why = valueProblem(k, p, given[k])
+		case session.IsPermissionKey(k):
+			why = session.ValueProblem(k, p, given[k])
+		case session.IsHostKey(k):
+			if _, ok := session.HostValue(k, p, given[k]); !ok {
+				why = session.ValueProblem(k, p, given[k])
 			}
-		case !fits(p, given[k]):
-			why = valueProblem(k, p, given[k])
+		case !session.Fits(p, given[k]):
+			why = session.ValueProblem(k, p, given[k])
 		}
 		if why != "" {
 			return fmt.Sprintf("config.%s: %s", k, why)
@@ -222,30 +153,4 @@ func strictRefusal(state protocol.SessionConfigState, given protocol.Object, pro
 	return ""
 }
 
-// inputTimeoutLocked is how long a turn of the session may wait for a
-// person: its inputTimeout, else the daemon's (chats.Options.InputTimeout).
-// Called with s.mu held.
-func (s *session) inputTimeoutLocked() time.Duration {
-	if v, ok := s.configValuesLocked()[keyInputTimeout]; ok {
-		if d, ok := plugins.InputTimeoutOf(v); ok {
-			return d
-		}
-	}
-	return s.h.opts.InputTimeout
-}
-
-// EmitBatch applies and publishes a run of a chat's actions, mirroring the
-// chat into the session once, after the last (chats.Batcher): a call the
-// session's permissions deny passes through pending-confirmation, which
-// the session's inputNeeded and catalogue row must not show. Called with
-// s.mu held.
-func (s *session) EmitBatch(c *chats.Chat, as []protocol.Action) {
-	s.mirrorHeld = true
-	for _, a := range as {
-		s.emitChatLocked(c, a, nil)
-	}
-	s.mirrorHeld = false
-	s.mirrorChatLocked(c)
-}
-
-var _ chats.Batcher = (*session)(nil)
+var _ chats.Batcher = (*session.Session)(nil)

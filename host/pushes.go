@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/checkpoints"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/internal/lockcheck"
-	"github.com/ahpd/ahpd/worktree"
 )
 
 // Pushing sessions' checkpoints to a remote (Options.PushCheckpoints), so
@@ -62,7 +62,7 @@ type pusher struct {
 
 // pushState is one session's place in the pusher, guarded by its mu.
 type pushState struct {
-	sess    *session          // the session, as last asked for
+	sess    *session.Session  // the session, as last asked for
 	repo    *checkpoints.Repo // the repository to push from, the newest asked with
 	queued  bool              // in the queue
 	running bool              // a worker is pushing it
@@ -85,13 +85,13 @@ func newPusher(remote string, log *slog.Logger, failed func(), told func(string,
 }
 
 // ask has s's checkpoints pushed from repo, soon. It never waits.
-func (p *pusher) ask(s *session, repo *checkpoints.Repo) { p.enqueue(s, repo, false) }
+func (p *pusher) ask(s *session.Session, repo *checkpoints.Repo) { p.enqueue(s, repo, false) }
 
 // askRemoval has the refs of s, disposed of and its checkpoints deleted
 // from repo, removed from the remote too, soon. It never waits.
-func (p *pusher) askRemoval(s *session, repo *checkpoints.Repo) { p.enqueue(s, repo, true) }
+func (p *pusher) askRemoval(s *session.Session, repo *checkpoints.Repo) { p.enqueue(s, repo, true) }
 
-func (p *pusher) enqueue(s *session, repo *checkpoints.Repo, removal bool) {
+func (p *pusher) enqueue(s *session.Session, repo *checkpoints.Repo, removal bool) {
 	if p == nil || repo == nil {
 		return
 	}
@@ -100,10 +100,10 @@ func (p *pusher) enqueue(s *session, repo *checkpoints.Repo, removal bool) {
 	if p.closed {
 		return
 	}
-	st := p.state[s.uri]
+	st := p.state[s.URI()]
 	if st == nil {
 		st = &pushState{}
-		p.state[s.uri] = st
+		p.state[s.URI()] = st
 	}
 	st.sess, st.repo = s, repo
 	st.removal = st.removal || removal
@@ -112,7 +112,7 @@ func (p *pusher) enqueue(s *session, repo *checkpoints.Repo, removal bool) {
 		st.again = true
 	case !st.queued:
 		st.queued = true
-		p.queue = append(p.queue, s.uri)
+		p.queue = append(p.queue, s.URI())
 		p.startWorkerLocked()
 	}
 }
@@ -158,7 +158,7 @@ func (p *pusher) work() {
 		}
 		if p.told != nil {
 			p.mu.Unlock()
-			p.told(s.uri, err)
+			p.told(s.URI(), err)
 			p.mu.Lock()
 		}
 	}
@@ -172,11 +172,11 @@ func (p *pusher) work() {
 
 // noteLocked logs and counts a push's outcome: a failure once for a run of
 // them, and the end of the run.
-func (p *pusher) noteLocked(s *session, st *pushState, err error) {
+func (p *pusher) noteLocked(s *session.Session, st *pushState, err error) {
 	switch {
 	case err == nil || errors.Is(err, errNoRemote):
 		if st.failing {
-			p.log.Info("pushing the session's checkpoints works again", "session", s.uri)
+			p.log.Info("pushing the session's checkpoints works again", "session", s.URI())
 		}
 		st.failing = false
 	case p.ctx.Err() != nil:
@@ -184,9 +184,9 @@ func (p *pusher) noteLocked(s *session, st *pushState, err error) {
 	default:
 		p.failed()
 		if !st.failing {
-			p.log.Warn("could not push the session's checkpoints; the next turn tries again", "session", s.uri, "err", err)
+			p.log.Warn("could not push the session's checkpoints; the next turn tries again", "session", s.URI(), "err", err)
 		} else {
-			p.log.Debug("could not push the session's checkpoints", "session", s.uri, "err", err)
+			p.log.Debug("could not push the session's checkpoints", "session", s.URI(), "err", err)
 		}
 		st.failing = true
 	}
@@ -195,8 +195,8 @@ func (p *pusher) noteLocked(s *session, st *pushState, err error) {
 // push sends s's checkpoint refs, and its worktree's branch if it has
 // one, to the remote; or, for a removal, takes its checkpoint refs away
 // there (not its branch: that may hold work of a person's).
-func (p *pusher) push(s *session, repo *checkpoints.Repo, removal bool) error {
-	disposed, wt := s.pushTarget()
+func (p *pusher) push(s *session.Session, repo *checkpoints.Repo, removal bool) error {
+	disposed, wt := s.PushTarget()
 	if disposed && !removal {
 		return nil // its refs are going; the removal follows
 	}
@@ -207,21 +207,13 @@ func (p *pusher) push(s *session, repo *checkpoints.Repo, removal bool) error {
 		return err
 	}
 	if removal {
-		return repo.PushRemoval(ctx, p.remote, s.id)
+		return repo.PushRemoval(ctx, p.remote, s.ID())
 	}
 	branch := ""
 	if wt != nil {
 		branch = wt.Branch // the session works in its tree: repo is that tree
 	}
-	return repo.Push(ctx, p.remote, s.id, branch)
-}
-
-// pushTarget reports, read together, whether the session is disposed of
-// (its refs are going, not pushed) and its worktree, whose branch goes too.
-func (s *session) pushTarget() (disposed bool, wt *worktree.Tree) {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.disposed, s.rec.Tree
+	return repo.Push(ctx, p.remote, s.ID(), branch)
 }
 
 // haveRemote checks, when the remote is a name, that repo has it; a
@@ -284,22 +276,22 @@ func (p *pusher) close() {
 // first checkpoint this host records for the session reads the ones
 // before it, on the session's git queue, where nothing waits on it. A
 // fetch that fails is logged; the record goes on without them.
-func (p *pusher) fetchMissing(ctx context.Context, s *session, repo *checkpoints.Repo, last int) {
+func (p *pusher) fetchMissing(ctx context.Context, s *session.Session, repo *checkpoints.Repo, last int) {
 	if p == nil || last < 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, pushTimeout)
 	defer cancel()
-	have, err := repo.HasCheckpoint(ctx, s.id, last)
+	have, err := repo.HasCheckpoint(ctx, s.ID(), last)
 	if err != nil || have {
 		return
 	}
 	if err := p.haveRemote(ctx, repo); err != nil {
 		return
 	}
-	if err := repo.Fetch(ctx, p.remote, s.id); err != nil {
-		p.log.Warn("could not fetch the session's checkpoints; its counts start again from here", "session", s.uri, "err", err)
+	if err := repo.Fetch(ctx, p.remote, s.ID()); err != nil {
+		p.log.Warn("could not fetch the session's checkpoints; its counts start again from here", "session", s.URI(), "err", err)
 		return
 	}
-	p.log.Info("fetched the session's checkpoints", "session", s.uri, "turn", last)
+	p.log.Info("fetched the session's checkpoints", "session", s.URI(), "turn", last)
 }

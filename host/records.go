@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/cluster"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -25,14 +26,14 @@ const recordTimeout = 10 * time.Second
 // session's id.
 type clusterStore struct{ m *cluster.Member }
 
-func (s clusterStore) load() ([]*record, error) {
+func (s clusterStore) load() ([]*session.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	all, err := s.m.Records(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*record, 0, len(all))
+	out := make([]*session.Record, 0, len(all))
 	for id, data := range all {
 		rec, err := decodeRecord(data)
 		if err != nil || idOf(rec.URI) != id {
@@ -57,12 +58,12 @@ func (s clusterStore) remove(id string) error {
 }
 
 // decodeRecord reads a record as the store wrote it.
-func decodeRecord(data []byte) (*record, error) {
-	var rec record
+func decodeRecord(data []byte) (*session.Record, error) {
+	var rec session.Record
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("not a session record: %w", err)
 	}
-	if rec.AHPD != recordVersion {
+	if rec.AHPD != session.RecordVersion {
 		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
 	}
 	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
@@ -120,14 +121,14 @@ func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
 // alone: this host is its writer, or will make it again when it takes it
 // (fresh). So is one made from this revision of the record or a later one
 // (learnRecord reads records ahead of the watch).
-func (h *Host) recordChanged(rec *record, rev uint64) {
+func (h *Host) recordChanged(rec *session.Record, rev uint64) {
 	id := idOf(rec.URI)
 	if h.leases.get(id) != nil {
 		return
 	}
 	old := h.byID(id)
 	if old != nil {
-		if !old.takesRecord(rev) {
+		if !old.TakesRecord(rev) {
 			return
 		}
 	}
@@ -136,11 +137,11 @@ func (h *Host) recordChanged(rec *record, rev uint64) {
 		h.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
 		return
 	}
-	s.recordRev = rev // s is not shared yet
+	s.SetRecordRev(rev) // s is not shared yet
 	if !h.replaceSession(old, s) {
 		return
 	}
-	sum, external := s.listedSummary()
+	sum, external := s.ListedSummary()
 	if external {
 		return
 	}
@@ -148,28 +149,10 @@ func (h *Host) recordChanged(rec *record, rev uint64) {
 		h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 		return
 	}
-	before := old.currentSummary()
-	if changes, changed := summaryChanges(before, sum); changed {
-		h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}, nil)
+	before := old.CurrentSummary()
+	if changes, changed := session.SummaryChanges(before, sum); changed {
+		h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.URI(), Changes: changes}, nil)
 	}
-}
-
-// takesRecord reports whether the session may be made again from another
-// host's record of revision rev: nothing here holds it, and it was made
-// from an older revision.
-func (s *session) takesRecord(rev uint64) bool {
-	s.mu.Lock()
-	defer s.unlock()
-	unused, newer := s.unusedLocked(), s.recordRev >= rev
-	return unused && !newer
-}
-
-// listedSummary is the session's summary with whether it is a backend's
-// own, which root's list does not show, both read at once.
-func (s *session) listedSummary() (sum protocol.SessionSummary, external bool) {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.summary, s.rec.External
 }
 
 // recordRemoved forgets a session another host disposed of.
@@ -188,20 +171,10 @@ func (h *Host) recordRemoved(id string) {
 	}
 	h.order.remove(s)
 	h.dropMirror(id)
-	uri, chats := s.markRemoved()
+	uri, chats := s.MarkRemoved()
 	for _, ch := range chats {
 		h.unsubscribeAll(ch)
 	}
 	h.unsubscribeAll(uri)
 	h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: uri}, nil)
-}
-
-// markRemoved marks a session another host disposed of as disposed here,
-// so whoever still has it does nothing with it, and returns its URI and
-// its chats' for their subscribers to be dropped.
-func (s *session) markRemoved() (uri string, chats []string) {
-	s.mu.Lock()
-	defer s.unlock()
-	s.disposed = true
-	return s.uri, append([]string(nil), s.order...)
 }

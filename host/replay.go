@@ -137,9 +137,9 @@ func (h *Host) journalOf(c *conn.Conn, channel string) (string, bool) {
 	case rootChannel:
 		return protocol.RootURI, true
 	case sessionChannel:
-		return ch.s.uri, h.numbersHere(ch.s.id)
+		return ch.s.URI(), h.numbersHere(ch.s.ID())
 	case chatChannel:
-		return ch.s.uri, h.numbersHere(ch.s.id)
+		return ch.s.URI(), h.numbersHere(ch.s.ID())
 	}
 	return "", false
 }

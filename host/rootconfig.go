@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -58,7 +59,7 @@ func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) (*protocol.
 		if k != catalogue.ConfigKey || h.ext.cat == nil {
 			continue
 		}
-		if _, ok := catalogue.ParseMode(stringValue(v)); !ok {
+		if _, ok := catalogue.ParseMode(session.StringValue(v)); !ok {
 			dropped = append(dropped, k)
 		}
 	}

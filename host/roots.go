@@ -11,6 +11,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -208,7 +209,7 @@ func (h *Host) actionRootsRefusal(c *conn.Conn, a protocol.Action) string {
 	if !h.heldToRoots(c.Principal()) {
 		return ""
 	}
-	dir, err := dirOf(uri)
+	dir, err := session.DirOf(uri)
 	if err != nil {
 		return err.Error()
 	}
@@ -217,11 +218,11 @@ func (h *Host) actionRootsRefusal(c *conn.Conn, a protocol.Action) string {
 
 // workRefusal says why c may not set s's agents to work, or "": the
 // session's folder is outside the roots c is held to.
-func (h *Host) workRefusal(c *conn.Conn, s *session) string {
+func (h *Host) workRefusal(c *conn.Conn, s *session.Session) string {
 	if !h.heldToRoots(c.Principal()) {
 		return ""
 	}
-	folder := s.folder()
+	folder := s.Folder()
 	_, ok, err := inRoots(h.roots, folder)
 	switch {
 	case err != nil:

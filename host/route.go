@@ -13,6 +13,7 @@ import (
 
 	"github.com/ahpd/ahpd/cluster"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -263,15 +264,7 @@ func (h *Host) foldersOf(id string) ([]string, bool) {
 	if s == nil {
 		return nil, false
 	}
-	return s.workingDirs(), true
-}
-
-// workingDirs is a copy of the folders the session's record names, for
-// routing to read after the lock is let go.
-func (s *session) workingDirs() []string {
-	s.mu.Lock()
-	defer s.unlock()
-	return append([]string(nil), s.rec.WorkingDirectories...)
+	return s.WorkingDirs(), true
 }
 
 // dirsOf turns createSession's folder URIs into paths, leaving out what
@@ -279,7 +272,7 @@ func (s *session) workingDirs() []string {
 func dirsOf(uris []string) []string {
 	var out []string
 	for _, u := range uris {
-		if d, err := dirOf(u); err == nil {
+		if d, err := session.DirOf(u); err == nil {
 			out = append(out, filepath.Clean(d))
 		}
 	}
@@ -303,7 +296,7 @@ func (h *Host) sessionOfChannel(channel string) (string, string) {
 		}
 	case protocol.ChannelChat:
 		if s := h.chatHome(channel); s != nil {
-			return s.id, s.uri
+			return s.ID(), s.URI()
 		}
 		if cu, err := protocol.ParseChatURI(channel); err == nil {
 			if su, err := protocol.ParseSessionURI(cu.Session); err == nil {

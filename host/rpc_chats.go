@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -29,8 +27,8 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %v", err)
 	}
-	if su, err := cu.SessionURI(); err != nil || su.ID != s.id {
-		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %s does not belong to session %s", p.Chat, s.uri)
+	if su, err := cu.SessionURI(); err != nil || su.ID != s.ID() {
+		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %s does not belong to session %s", p.Chat, s.URI())
 	}
 	if p.Source != nil {
 		return nil, notImplemented("creating a chat from another chat (fork or side chat)")
@@ -47,111 +45,13 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if why := h.journalRefusal(); why != "" {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "createChat: %s", why)
 	}
-	s.pin(true)
-	defer s.unpin()
-	rec, cs, err := s.addChatRecord(p.Chat)
+	s.Pin(true)
+	defer s.Unpin()
+	rec, cs, err := s.AddChatRecord(p.Chat)
 	if err != nil {
 		return nil, err
 	}
-	return nil, s.openChat(c, &p, rec, cs)
-}
-
-// openChat is the rest of createChat, all under the session's lock: the
-// chat stored (addChatRecord) is made and told of, with its first turn
-// started when the client sent a message with it. A session disposed of
-// meanwhile gets none.
-func (s *session) openChat(c *conn.Conn, p *protocol.CreateChatParams, rec *chatRecord, cs *protocol.ChatState) error {
-	s.mu.Lock()
-	defer s.unlock()
-	if s.disposed {
-		return protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", p.Channel)
-	}
-	now := cs.ModifiedAt
-	e := s.newChat(rec, cs)
-	e.loaded = true // a new conversation has no turns to read
-	s.emitSessionLocked(&protocol.SessionChatAddedAction{Summary: chatSummary(cs)}, nil)
-	if p.InitialMessage != nil {
-		start := &protocol.ChatTurnStartedAction{TurnID: "turn-" + randomID(), StartedAt: now, Message: *p.InitialMessage}
-		if s.emitChatLocked(e.chat, start, nil) {
-			rec.Senders = map[string]string{start.TurnID: c.Client()}
-			e.chat.React(start)
-		}
-	}
-	if s.h.clustered() && e.snapDue {
-		// Its state in the journal at once, as a session's made
-		// (createSession): another host's client watches it from there.
-		s.snapshotLocked(e, e.chat.State())
-		e.snapDue = false
-	}
-	return nil
-}
-
-// addChatRecord adds a new chat to the session's record and stores it:
-// a chat is stored before anyone is told of it, so one a restart would
-// lose is not added. The record lists it while it is written, so a write
-// of the record meanwhile keeps it too; a failed write takes it out again.
-func (s *session) addChatRecord(uri string) (*chatRecord, *protocol.ChatState, error) {
-	s.mu.Lock()
-	switch {
-	case s.disposed:
-		s.unlock()
-		return nil, nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", s.uri)
-	case s.stopping:
-		s.unlock()
-		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
-	case s.chats[uri] != nil || slices.ContainsFunc(s.rec.Chats, func(cr *chatRecord) bool { return cr.URI == uri }):
-		s.unlock()
-		return nil, nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", uri)
-	}
-	now := protocol.FormatTime(s.h.now())
-	rec := &chatRecord{URI: uri, Title: "Chat " + strconv.Itoa(len(s.rec.Chats)+1), ModifiedAt: now,
-		Conversation: s.id + "-" + randomID()}
-	cs := &protocol.ChatState{
-		Resource: uri, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
-		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
-	}
-	s.rec.Chats = append(s.rec.Chats, rec)
-	keep := !(s.provisional && !s.stored)
-	s.unlock()
-	if !keep {
-		return rec, cs, nil
-	}
-	if err := s.storeNow(); err != nil {
-		s.mu.Lock()
-		s.rec.Chats = slices.DeleteFunc(s.rec.Chats, func(cr *chatRecord) bool { return cr == rec })
-		s.unlock()
-		return nil, nil, storeFailed(err)
-	}
-	return rec, cs, nil
-}
-
-// removeChatLocked takes a chat whose agent has gone out of the session,
-// telling every client; the first chat left becomes the default when it
-// was. Called with s.mu held.
-func (s *session) removeChatLocked(e *chatEntry) {
-	uri := e.rec.URI
-	if s.chats[uri] != e {
-		return
-	}
-	delete(s.chats, uri)
-	s.order = deleteString(s.order, uri)
-	s.rec.Chats = slices.DeleteFunc(slices.Clone(s.rec.Chats), func(cr *chatRecord) bool { return cr.URI == uri }) // a copy: the old one may be shared
-	if s.rec.DefaultChat == uri {
-		s.rec.DefaultChat = s.order[0]
-	}
-	for _, a := range protocol.MirrorInputs(s.state, uri, nil) { // nothing waits in a chat that is gone
-		s.emitSessionLocked(a, nil)
-	}
-	s.emitSessionLocked(&protocol.SessionChatRemovedAction{Chat: uri}, nil)
-	if s.state.DefaultChat == nil {
-		s.emitSessionLocked(&protocol.SessionDefaultChatChangedAction{DefaultChat: new(s.order[0])}, nil)
-		if next := s.chats[s.order[0]]; next != nil {
-			// A default chat is not movable.
-			s.emitChatLocked(next.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
-		}
-	}
-	s.updateActiveLocked()
-	s.persistLocked()
+	return nil, s.OpenChat(c, &p, rec, cs)
 }
 
 // disposeChat ends one chat of a session; the session keeps its default
@@ -165,18 +65,18 @@ func (h *Host) disposeChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request
 	if err != nil {
 		return nil, err
 	}
-	done, ok := s.cancelChat(e)
+	done, ok := s.CancelChat(e)
 	if !ok {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "chat %s is the session's last chat: dispose the session instead", p.Channel)
 	}
 	<-done
 	var errs []error
-	if err := e.chat.Close(); err != nil {
+	if err := e.Chat().Close(); err != nil {
 		errs = append(errs, err)
 	}
-	s.removeChat(e)
-	if s.backend != nil && e.rec.Started {
-		if err := s.backend.Delete(ctx, plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}); err != nil {
+	s.RemoveChat(e)
+	if s.Backend() != nil && e.Record().Started {
+		if err := s.Backend().Delete(ctx, plugins.Conversation{ID: e.Record().Conversation, Dir: s.WorkDir()}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -186,37 +86,6 @@ func (h *Host) disposeChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request
 		h.log.Warn("chat disposed with errors", "chat", p.Channel, "err", err)
 	}
 	return nil, nil
-}
-
-// cancelChat cancels a chat's turn, the first step of disposing of it,
-// and returns what closes once the turn has ended. It cancels nothing,
-// and reports false, when the chat is the session's last: a session keeps
-// one.
-func (s *session) cancelChat(e *chatEntry) (<-chan struct{}, bool) {
-	s.mu.Lock()
-	defer s.unlock()
-	if len(s.chats) == 1 {
-		return nil, false
-	}
-	return e.chat.Cancel(), true
-}
-
-// removeChat is removeChatLocked under the session's lock: disposeChat
-// takes the chat out once its agent has closed.
-func (s *session) removeChat(e *chatEntry) {
-	s.mu.Lock()
-	s.removeChatLocked(e)
-	s.unlock()
-}
-
-func deleteString(list []string, s string) []string {
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
 
 // fetchTurns pages older turns into a chat with chat/turnsLoaded, so every
@@ -230,10 +99,10 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if err != nil {
 		return nil, err
 	}
-	s.pin(true)
-	defer s.unpin()
-	s.loadTurns(ctx, e)
-	cursor, conv, viewed, refused := s.fetchStart(c, e, p.Cursor)
+	s.Pin(true)
+	defer s.Unpin()
+	s.LoadTurns(ctx, e)
+	cursor, conv, viewed, refused := s.FetchStart(c, e, p.Cursor)
 	if refused {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: neither the chat's turnsNextCursor nor one a view of it was given; subscribe to the chat again")
 	}
@@ -243,77 +112,21 @@ func (h *Host) fetchTurns(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if cursor == nil {
 		return &protocol.FetchTurnsResult{}, nil // everything is loaded
 	}
-	end, err := parseTurnCursor(*cursor)
-	if err != nil || s.backend == nil {
+	end, err := session.ParseTurnCursor(*cursor)
+	if err != nil || s.Backend() == nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for fetchTurns: cursor: %v", err)
 	}
-	turns, err := s.backend.Turns(ctx, conv)
+	turns, err := s.Backend().Turns(ctx, conv)
 	if err != nil {
 		return nil, fmt.Errorf("reading the chat's turns: %w", err)
 	}
-	turns = s.withCutTurns(e, turns)
+	turns = s.WithCutTurns(e, turns)
 	end = min(end, len(turns))
 	start := max(0, end-h.opts.TurnWindow)
 	page := &protocol.ChatTurnsLoadedAction{Turns: turns[start:end]}
 	if start > 0 {
-		page.TurnsNextCursor = new(turnCursor(start))
+		page.TurnsNextCursor = new(session.TurnCursor(start))
 	}
-	s.sendTurnsPage(e, page)
+	s.SendTurnsPage(e, page)
 	return &protocol.FetchTurnsResult{}, nil
-}
-
-// fetchStart is fetchTurns' look at the chat under the session's lock:
-// the chat's cursor and its conversation, to read older turns from the
-// backend with. A cursor asked for that is not the chat's must be one a
-// view of it was given (view.go), whose page is sent here (viewed): the
-// protocol has a host refuse any other (refused), even once every turn is
-// loaded.
-func (s *session) fetchStart(c *conn.Conn, e *chatEntry, asked *string) (cursor *string, conv plugins.Conversation, viewed, refused bool) {
-	s.mu.Lock()
-	defer s.unlock()
-	cs := e.chat.State()
-	cursor = cs.TurnsNextCursor
-	conv = plugins.Conversation{ID: e.rec.Conversation, Dir: s.workDir()}
-	if asked != nil && (cursor == nil || *asked != *cursor) {
-		page, ok := viewPage(cs, *asked)
-		if ok {
-			e.setViewLocked(c, -1)
-			s.emitChatLocked(e.chat, page, nil)
-		}
-		return cursor, conv, ok, !ok
-	}
-	return cursor, conv, false, false
-}
-
-// withCutTurns is turns read from the backend as the chat shows them:
-// timed, with the turns a stop cut short put back. Both read the chat's
-// record, under the session's lock.
-func (s *session) withCutTurns(e *chatEntry, turns []protocol.Turn) []protocol.Turn {
-	s.mu.Lock()
-	defer s.unlock()
-	return e.withCut(e.timed(turns))
-}
-
-// sendTurnsPage sends a page of older turns read from the backend to the
-// chat's clients. A view that lacks turns the chat holds gets them with
-// the page, before which they go (view.go); then no view lacks any.
-func (s *session) sendTurnsPage(e *chatEntry, page *protocol.ChatTurnsLoadedAction) {
-	s.mu.Lock()
-	defer s.unlock()
-	if lack := e.viewsLackLocked(e.chat.State()); len(lack) > 0 {
-		page.Turns = append(slices.Clip(page.Turns), lack...)
-	}
-	clear(e.views)
-	s.emitChatLocked(e.chat, page, nil)
-}
-
-// A turn cursor is the index of the oldest turn loaded.
-func turnCursor(index int) string { return "before:" + strconv.Itoa(index) }
-
-func parseTurnCursor(s string) (int, error) {
-	n, err := strconv.Atoi(strings.TrimPrefix(s, "before:"))
-	if err != nil || !strings.HasPrefix(s, "before:") || n < 0 {
-		return 0, errors.New("not a turn cursor of this host")
-	}
-	return n, nil
 }

@@ -60,18 +60,18 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.
 		return nil, err
 	}
 	res := checkpointsResult{Checkpoints: []checkpointEntry{}}
-	repo, err := s.repoFor(ctx)
+	repo, err := s.RepoFor(ctx)
 	if errors.Is(err, checkpoints.ErrNotRepository) {
 		return res, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the session's repository: %w", err)
 	}
-	last := s.lastCheckpoint()
+	last := s.LastCheckpoint()
 	// On a host that has not run the session, its checkpoints may be on
 	// the --push-checkpoints remote alone.
 	h.pushes.fetchMissing(ctx, s, repo, last)
-	cps, err := repo.Checkpoints(ctx, s.id)
+	cps, err := repo.Checkpoints(ctx, s.ID())
 	if err != nil {
 		return nil, fmt.Errorf("listing the session's checkpoints: %w", err)
 	}
@@ -88,13 +88,4 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.
 	}
 	res.More = len(res.Checkpoints) < len(cps)
 	return res, nil
-}
-
-// lastCheckpoint is the turn of the session's newest checkpoint as its
-// record counts them (-1 for none): when this host lacks it, the refs are
-// fetched from the --push-checkpoints remote (fetchMissing).
-func (s *session) lastCheckpoint() int {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.rec.Checkpoints - 1
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -84,7 +85,7 @@ func (h *Host) configFolder(c *conn.Conn, method string, uri *protocol.URI) (str
 	if uri == nil {
 		return h.opts.DefaultDirectory, nil
 	}
-	dir, err := dirOf(*uri)
+	dir, err := session.DirOf(*uri)
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: workingDirectory: %v", method, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -49,7 +50,7 @@ func (h *Host) initialize(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 		ServerSeq:        h.bus.Current(),
 		ServerInfo:       &protocol.Implementation{Name: "ahpd", Version: new(h.opts.Version)},
 		Snapshots:        []protocol.Snapshot{},
-		DefaultDirectory: new(fileURI(h.opts.DefaultDirectory)),
+		DefaultDirectory: new(session.FileURI(h.opts.DefaultDirectory)),
 		Automations:      h.automationCapabilities(),
 	}
 	for _, ch := range slices.Compact(slices.Clone(p.InitialSubscriptions)) {

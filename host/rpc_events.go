@@ -48,7 +48,7 @@ func (h *Host) sessionEvents(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if h.opts.Journal == nil {
 		return nil, notImplemented("a timeline on a host that keeps no journal (--sessions memory)")
 	}
-	events, more, err := h.timeline(ctx, s.uri, p)
+	events, more, err := h.timeline(ctx, s.URI(), p)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +114,12 @@ func (h *Host) replaySession(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if p.AtSeq != nil {
 		at = *p.AtSeq
 	}
-	ss, chats, ok, err := h.replayState(ctx, s.uri, at)
+	ss, chats, ok, err := h.replayState(ctx, s.URI(), at)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, protocol.Errorf(protocol.CodeNotFound, "the journal holds no state of session %s as of %d: it began later, or what came before is no longer kept", s.uri, at)
+		return nil, protocol.Errorf(protocol.CodeNotFound, "the journal holds no state of session %s as of %d: it began later, or what came before is no longer kept", s.URI(), at)
 	}
 	if chats == nil {
 		chats = []*protocol.ChatState{}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -38,26 +39,10 @@ func (h *Host) createSession(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 			return nil, err
 		}
 	}
-	s.announceCreated(p.ActiveClient)
-	h.log.Info("session created", "session", s.uri, "provider", spec.provider, "dir", s.workDir())
+	s.AnnounceCreated(p.ActiveClient)
+	h.log.Info("session created", "session", s.URI(), "provider", spec.provider, "dir", s.WorkDir())
 	h.poke()
 	return nil, nil
-}
-
-// announceCreated is what createSession does under the session's lock
-// once the session is made: the active client the client named is set,
-// and in a cluster a restart point is queued.
-func (s *session) announceCreated(active *protocol.SessionActiveClient) {
-	s.mu.Lock()
-	defer s.unlock()
-	if active != nil {
-		s.emitSessionLocked(&protocol.SessionActiveClientSetAction{ActiveClient: *active}, nil)
-	}
-	if s.h.clustered() && s.snapDue {
-		// Its state in the journal at once: a client of another host
-		// watches it from there, and may subscribe before its first turn.
-		s.restartPointLocked("", nil)
-	}
 }
 
 // disposeSession ends a session and deletes the backend's copy of it.
@@ -71,9 +56,9 @@ func (h *Host) disposeSession(ctx context.Context, c *conn.Conn, req *jrpc2.Requ
 		return nil, err
 	}
 	if err := h.dispose(ctx, s); err != nil {
-		h.log.Warn("session disposed with errors", "session", s.uri, "err", err)
+		h.log.Warn("session disposed with errors", "session", s.URI(), "err", err)
 	}
-	h.log.Info("session disposed", "session", s.uri)
+	h.log.Info("session disposed", "session", s.URI())
 	return nil, nil
 }
 
@@ -103,7 +88,7 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	if err != nil {
 		return nil, err
 	}
-	rows, last, more := h.listPage(principalString(c.Principal()), mine, after, limit)
+	rows, last, more := h.listPage(session.PrincipalString(c.Principal()), mine, after, limit)
 	if p.Limit == nil && more {
 		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
 	}
@@ -112,13 +97,6 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 		res.NextCursor = new(h.keys.seal(last))
 	}
 	return res, nil
-}
-
-func principalString(p grants.Principal) string {
-	if p.IsZero() {
-		return ""
-	}
-	return p.String()
 }
 
 func scopeString(s grants.Scope) string {
@@ -143,24 +121,16 @@ func keepNow(meta protocol.Object) bool {
 
 // keep stores a session just made and announces it. A session that cannot
 // be stored is not kept at all.
-func (h *Host) keep(ctx context.Context, s *session) error {
-	err := s.storeNow()
+func (h *Host) keep(ctx context.Context, s *session.Session) error {
+	err := s.StoreNow()
 	if err == nil {
-		err = s.commit()
+		err = s.Commit()
 	}
 	if err != nil {
 		if derr := h.dispose(ctx, s); derr != nil {
-			h.log.Warn("could not dispose of a session that could not be kept", "session", s.uri, "err", derr)
+			h.log.Warn("could not dispose of a session that could not be kept", "session", s.URI(), "err", derr)
 		}
-		return storeFailed(err)
+		return session.StoreFailed(err)
 	}
 	return nil
-}
-
-// commit is commitLocked under the session's lock: keep makes a session
-// the host's own, and announces it, once its record is stored.
-func (s *session) commit() error {
-	s.mu.Lock()
-	defer s.unlock()
-	return s.commitLocked()
 }

@@ -50,7 +50,7 @@ func (h *Host) exists(c *conn.Conn, uri string) bool {
 	}
 	ch, err := h.resolve(c, uri)
 	if sc, ok := ch.(sessionChannel); ok {
-		return sc.s.uri == uri
+		return sc.s.URI() == uri
 	}
 	return err == nil
 }

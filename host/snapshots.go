@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"hash/maphash"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -27,7 +28,7 @@ import (
 // placed after the action numbered seq.
 type journalEntry struct {
 	env       *protocol.ActionEnvelope
-	snap      *snapshotEntry
+	snap      *session.SnapshotEntry
 	residency string // "wake" or "sleep"
 	seq       int64
 	at        uint64 // its journal sequence, when the reader sets it
@@ -46,9 +47,9 @@ func decodeEntry(data []byte) (journalEntry, error) {
 		return journalEntry{env: env, seq: env.ServerSeq}, nil
 	}
 	var probe struct {
-		ServerSeq int64          `json:"serverSeq"`
-		Snapshot  *snapshotEntry `json:"snapshot"`
-		Residency string         `json:"residency"`
+		ServerSeq int64                  `json:"serverSeq"`
+		Snapshot  *session.SnapshotEntry `json:"snapshot"`
+		Residency string                 `json:"residency"`
 	}
 	if err := json.Unmarshal(data, &probe); err != nil {
 		return journalEntry{}, err
@@ -115,25 +116,6 @@ func (h *Host) writeResidency(session, what string) {
 	_, _ = h.appendDurably(session, [][]byte{entry})
 }
 
-// snapshotEntry is a channel's state, or, with Older, turns of a chat
-// older than those of the snapshot entry before it: a chat holding more
-// than one entry can is written as its newest turns and then pages of
-// older ones, which replay pages in with chat/turnsLoaded.
-type snapshotEntry struct {
-	Channel string          `json:"channel"`
-	State   json.RawMessage `json:"state,omitempty"`
-	Older   json.RawMessage `json:"older,omitempty"`
-	// Bare, on a chat's snapshot, says its state is written without its
-	// finished turns, which are as in the snapshot at journal sequence
-	// TurnsAt, or, with none, the backend's alone (turntrack.go).
-	Bare    bool   `json:"bare,omitempty"`
-	TurnsAt uint64 `json:"turnsAt,omitempty"`
-}
-
-// snapshotPage is the most turn bytes one snapshot entry carries: well
-// under the journal's entry bound (a MiB unless the server says less).
-const snapshotPage = 256 << 10
-
 // bareEntry encodes a chat's state as a snapshot at serverSeq seq without
 // its finished turns, which are as in the snapshot at journal sequence at
 // (0: the backend's alone).
@@ -144,90 +126,7 @@ func bareEntry(seq int64, channel string, cs *protocol.ChatState, at uint64) ([]
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(map[string]any{"serverSeq": seq, "snapshot": snapshotEntry{Channel: channel, State: data, Bare: true, TurnsAt: at}})
-}
-
-// snapshotEntries encodes a channel's state as the journal entries of a
-// snapshot at serverSeq seq: its state, and a chat's older turns in pages
-// after it.
-func snapshotEntries(seq int64, channel string, state protocol.ChannelState) ([][]byte, error) {
-	var older [][]protocol.Turn
-	if cs, ok := state.(*protocol.ChatState); ok && len(cs.Turns) > 0 {
-		var newest protocol.ChatState
-		newest, older = pageTurns(cs)
-		state = &newest
-	}
-	data, err := json.Marshal(state)
-	if err != nil {
-		return nil, err
-	}
-	entry, err := json.Marshal(map[string]any{"serverSeq": seq, "snapshot": snapshotEntry{Channel: channel, State: data}})
-	if err != nil {
-		return nil, err
-	}
-	entries := [][]byte{entry}
-	for _, page := range older {
-		data, err := json.Marshal(page)
-		if err != nil {
-			return nil, err
-		}
-		entry, err := json.Marshal(map[string]any{"serverSeq": seq, "snapshot": snapshotEntry{Channel: channel, Older: data}})
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, entry)
-	}
-	return entries, nil
-}
-
-// pageTurns splits a chat's turns into pages of about snapshotPage bytes:
-// the chat with its newest page, and the older pages, newest first.
-func pageTurns(cs *protocol.ChatState) (protocol.ChatState, [][]protocol.Turn) {
-	turns := cs.Turns
-	var pages [][]protocol.Turn
-	end, size := len(turns), 0
-	for i := len(turns) - 1; i >= 0; i-- {
-		n := turnSize(&turns[i])
-		if size > 0 && size+n > snapshotPage {
-			pages = append(pages, turns[i+1:end])
-			end, size = i+1, 0
-		}
-		size += n
-	}
-	pages = append(pages, turns[:end])
-	newest := *cs
-	newest.Turns = pages[0]
-	return newest, pages[1:]
-}
-
-// turnSize is about how many bytes a turn takes encoded.
-func turnSize(t *protocol.Turn) int {
-	data, err := json.Marshal(t)
-	if err != nil {
-		return 0
-	}
-	return len(data)
-}
-
-// snapshotLocked queues writing a chat's state to the session's journal,
-// before the action that follows it in the outbox.
-func (s *session) snapshotLocked(e *chatEntry, state protocol.ChannelState) {
-	gen := e.turnsGen
-	s.out.Later(func() {
-		seq := s.h.bus.Current() // every action of the session before it is numbered, none after
-		entries, err := snapshotEntries(seq, e.rec.URI, state)
-		if err != nil {
-			s.h.log.Error("could not encode a snapshot for the journal", "session", s.uri, "channel", e.rec.URI, "err", err)
-			return
-		}
-		seqs, err := s.h.appendDurably(s.uri, entries)
-		if err != nil {
-			return // the host stops
-		}
-		s.mu.Lock()
-		_ = e.turnsWrittenLocked(gen, seqs[0]) // the chat's next action follows, and is kept with it
-		s.unlock()
-	})
+	return json.Marshal(map[string]any{"serverSeq": seq, "snapshot": session.SnapshotEntry{Channel: channel, State: data, Bare: true, TurnsAt: at}})
 }
 
 // replayer rebuilds a session's channels from its journal's entries
@@ -286,7 +185,7 @@ func (r *replayer) apply(je journalEntry) {
 			return
 		}
 		next := protocol.Apply(st, je.env.Action)
-		if cs, ok := st.(*protocol.ChatState); ok && !sameTurns(cs, next.(*protocol.ChatState)) {
+		if cs, ok := st.(*protocol.ChatState); ok && !session.SameTurns(cs, next.(*protocol.ChatState)) {
 			if r.bare[ch] && r.fill(ch) {
 				next = protocol.Apply(r.states[ch], je.env.Action)
 			}
@@ -411,7 +310,7 @@ func (h *Host) replayState(ctx context.Context, session string, atSeq int64) (*p
 }
 
 // decodeState decodes a snapshot: the session's state or a chat's.
-func decodeState(session string, sn *snapshotEntry) (protocol.ChannelState, error) {
+func decodeState(session string, sn *session.SnapshotEntry) (protocol.ChannelState, error) {
 	if sn.Channel == session {
 		var ss protocol.SessionState
 		err := json.Unmarshal(sn.State, &ss)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -23,8 +24,8 @@ func TestSnapshotPages(t *testing.T) {
 		{0, 0, 1},
 		{3, 1000, 1},
 		{100, 10 << 10, 4}, // 25 turns to a page
-		{4, snapshotPage - 500, 4},
-		{2, 2 * snapshotPage, 2}, // each turn past a page: one per entry
+		{4, session.SnapshotPage - 500, 4},
+		{2, 2 * session.SnapshotPage, 2}, // each turn past a page: one per entry
 	} {
 		t.Run(fmt.Sprintf("%dx%d", tc.turns, tc.size), func(t *testing.T) {
 			cs := &protocol.ChatState{Resource: chat, Title: "t", Turns: []protocol.Turn{}, TurnsNextCursor: new("before:7")}
@@ -35,7 +36,7 @@ func TestSnapshotPages(t *testing.T) {
 					ResponseParts: []protocol.ResponsePart{},
 				})
 			}
-			entries, err := snapshotEntries(42, chat, cs)
+			entries, err := session.SnapshotEntries(42, chat, cs)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +45,7 @@ func TestSnapshotPages(t *testing.T) {
 			}
 			r := newReplayer("ahp-session:/s1")
 			for _, data := range entries {
-				if len(data) > snapshotPage+200 && tc.size < snapshotPage {
+				if len(data) > session.SnapshotPage+200 && tc.size < session.SnapshotPage {
 					t.Errorf("an entry of %d bytes", len(data))
 				}
 				je, err := decodeEntry(data)

@@ -14,129 +14,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/ahpd/ahpd/worktree"
 
 	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
-// record is what the host keeps of a session across restarts: what is the
-// host's own. The turns themselves come back from the backends'
-// transcripts.
-type record struct {
-	// AHPD marks a file as ahpd's session record, and its format version.
-	AHPD               int             `json:"ahpd"`
-	URI                string          `json:"uri"`
-	Provider           string          `json:"provider"`
-	Title              string          `json:"title"`
-	CreatedAt          string          `json:"createdAt"`
-	ModifiedAt         string          `json:"modifiedAt"`
-	WorkingDirectories []string        `json:"workingDirectories"`
-	Config             protocol.Object `json:"config,omitempty"`
-	Read               bool            `json:"read,omitempty"`
-	Archived           bool            `json:"archived,omitempty"`
-	Lifecycle          string          `json:"lifecycle"`
-	CreationError      string          `json:"creationError,omitempty"`
-	DefaultChat        string          `json:"defaultChat"`
-	Chats              []*chatRecord   `json:"chats"`
-	// Owner is whose the session is (user:<id>, root:<host>), written when
-	// it is made and never changed; "" on a host with no users directory.
-	Owner string `json:"owner,omitempty"`
-	// Scope is the team/project the session's work is charged to.
-	Scope string `json:"scope,omitempty"`
-	// Metadata are the strings clients label the session with
-	// (metadata.go).
-	Metadata map[string]string `json:"metadata,omitempty"`
-
-	// Folder is the folder the session was made in, which its config is
-	// resolved against; "" in older records, where it is the first
-	// working directory.
-	Folder string `json:"folder,omitempty"`
-	// Tree is the worktree made for the session on its first send. It is
-	// the session's until it is disposed, even if the session moves on.
-	Tree *worktree.Tree `json:"tree,omitempty"`
-	// Checkpoints is how many turn checkpoints the session has: turn/0 up
-	// to turn/<Checkpoints-1>. Untracked says its folder is no git
-	// repository, so it has none and counts what its tools wrote.
-	Checkpoints int  `json:"checkpoints,omitempty"`
-	Untracked   bool `json:"untracked,omitempty"`
-	// Changes are the counts read when the last turn ended.
-	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
-	// External marks a session found in a backend's transcripts that a
-	// client opened here: it is not the host's own until a person's turn
-	// goes out in it.
-	External bool `json:"external,omitempty"`
-	// TitleFrom says where the title came from: "" (the default),
-	// "message" (the first message), "agent" (the backend named it) or
-	// "client" (somebody renamed it, which nothing overrides).
-	TitleFrom string `json:"titleFrom,omitempty"`
-}
-
-// folder returns the folder the session was made in.
-func (r *record) folder() string {
-	if r.Folder != "" {
-		return r.Folder
-	}
-	if r.Tree != nil && r.Tree.Repo != "" {
-		return r.Tree.Repo
-	}
-	if len(r.WorkingDirectories) > 0 {
-		return r.WorkingDirectories[0]
-	}
-	return ""
-}
-
-// chatRecord is what the host keeps of one chat.
-type chatRecord struct {
-	URI        string `json:"uri"`
-	Title      string `json:"title"`
-	ModifiedAt string `json:"modifiedAt"`
-	// Conversation is the backend's id of the chat's conversation: the
-	// session's id for the default chat unless the backend chose its own.
-	Conversation string `json:"conversation"`
-	// Started says the backend has the conversation, so it is resumed
-	// rather than started again.
-	Started bool `json:"started,omitempty"`
-	// Senders records who sent each turn, by turn id.
-	Senders map[string]string `json:"senders,omitempty"`
-	// Changes are the chat's own counts (see session changes).
-	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
-	// Read and Archived are the chat's own marks.
-	Read     bool `json:"read,omitempty"`
-	Archived bool `json:"archived,omitempty"`
-	// Timing is each finished turn's start and duration as clients were
-	// told them, by turn id: a backend's transcript keeps its own clock,
-	// and turns read back from it are given these.
-	Timing map[string]turnTiming `json:"timing,omitempty"`
-	// Cut are the newest turns a stop of the host cut short (restart.go),
-	// as clients saw them end: the backend may not have kept them, and
-	// they are put back among the turns read from it.
-	Cut []protocol.Turn `json:"cut,omitempty"`
-	// TurnsAt is where in the session's journal a snapshot holds the
-	// chat's finished turns as they are now, 0 when none is known to
-	// (turntrack.go): a chat whose turns were forgotten gets them back
-	// from there.
-	TurnsAt uint64 `json:"turnsAt,omitempty"`
-	// Steering, Queued and Draft are the chat's messages waiting to be
-	// sent, and its draft: a start of the host that reads no journal
-	// (after a clean stop) gets them from here.
-	Steering *protocol.PendingMessage  `json:"steering,omitempty"`
-	Queued   []protocol.PendingMessage `json:"queued,omitempty"`
-	Draft    *protocol.Message         `json:"draft,omitempty"`
-}
-
-// turnTiming is when a turn started and how long it took, as sent.
-type turnTiming struct {
-	StartedAt string `json:"startedAt"`
-	Duration  int64  `json:"duration"`
-}
-
-const recordVersion = 1
-
 // store keeps session records.
 type store interface {
-	load() ([]*record, error)
+	load() ([]*session.Record, error)
 	// save writes a record, encoded by encodeRecord.
 	save(id string, data []byte) error
 	remove(id string) error
@@ -165,9 +52,9 @@ func openStore(kind, stateDir string, log *slog.Logger, create createTemp) (stor
 // memoryStore keeps nothing: a daemon started for one run.
 type memoryStore struct{}
 
-func (memoryStore) load() ([]*record, error)  { return nil, nil }
-func (memoryStore) save(string, []byte) error { return nil }
-func (memoryStore) remove(string) error       { return nil }
+func (memoryStore) load() ([]*session.Record, error) { return nil, nil }
+func (memoryStore) save(string, []byte) error        { return nil }
+func (memoryStore) remove(string) error              { return nil }
 
 // fileStore keeps one JSON file per session, written atomically. Its
 // methods may be called concurrently, for different sessions.
@@ -195,12 +82,12 @@ func fileName(id string) string {
 	return "x-" + hex.EncodeToString(sum[:16]) + ".json"
 }
 
-func (s *fileStore) load() ([]*record, error) {
+func (s *fileStore) load() ([]*session.Record, error) {
 	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, err
 	}
-	var out []*record
+	var out []*session.Record
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".json") {
@@ -236,16 +123,16 @@ func idOf(uri string) string {
 	return su.ID
 }
 
-func readRecord(path string) (*record, error) {
+func readRecord(path string) (*session.Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var rec record
+	var rec session.Record
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return nil, fmt.Errorf("not a session record: %w", err)
 	}
-	if rec.AHPD != recordVersion {
+	if rec.AHPD != session.RecordVersion {
 		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
 	}
 	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
@@ -282,15 +169,6 @@ func (s *fileStore) moveAside(name, path string) error {
 	s.log.Warn("moved an unreadable file aside to store a session in its place", "file", path, "aside", aside)
 	delete(s.foreign, name)
 	return nil
-}
-
-// encodeRecord is a record as the store writes it.
-func encodeRecord(rec *record) ([]byte, error) {
-	data, err := json.MarshalIndent(rec, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding session %s: %w", rec.URI, err)
-	}
-	return append(data, '\n'), nil
 }
 
 // createTemp makes the temporary files records are written through

@@ -28,39 +28,6 @@ import (
 // the journal has no turns of: one from before the journal, or one whose
 // snapshot retention took.
 
-// sameTurns reports whether two states of a chat have the same finished
-// turns: no action changed them in between.
-func sameTurns(a, b *protocol.ChatState) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	if len(a.Turns) != len(b.Turns) || (a.TurnsNextCursor == nil) != (b.TurnsNextCursor == nil) {
-		return false
-	}
-	if a.TurnsNextCursor != nil && *a.TurnsNextCursor != *b.TurnsNextCursor {
-		return false
-	}
-	return len(a.Turns) == 0 || &a.Turns[0] == &b.Turns[0] && &a.Turns[len(a.Turns)-1] == &b.Turns[len(b.Turns)-1]
-}
-
-// turnsChangedLocked notes that an action changed the chat's turns: no
-// snapshot written before holds them now. Called with s.mu held.
-func (e *chatEntry) turnsChangedLocked() {
-	e.turnsGen++
-	e.rec.TurnsAt = 0
-}
-
-// turnsWrittenLocked notes that a snapshot of the chat at journal
-// sequence at holds its turns as they were at generation gen, and reports
-// whether that is news for its record. Called with s.mu held.
-func (e *chatEntry) turnsWrittenLocked(gen, at uint64) bool {
-	if e.turnsGen != gen || at == 0 || e.rec.TurnsAt == at {
-		return false
-	}
-	e.rec.TurnsAt = at
-	return true
-}
-
 // errNoTurnsThere is readTurnsAt's error when the journal has no snapshot
 // of a chat's turns where it was said to be: retention took it.
 var errNoTurnsThere = errors.New("the journal no longer holds the snapshot of the chat's turns")
@@ -108,22 +75,4 @@ func (h *Host) readTurnsAt(ctx context.Context, session string, at uint64) ([]pr
 // snapshot points to.
 func (h *Host) turnsResolver(ctx context.Context, session string) func(uint64) ([]protocol.Turn, *string, error) {
 	return func(at uint64) ([]protocol.Turn, *string, error) { return h.readTurnsAt(ctx, session, at) }
-}
-
-// restoreTurns gives a chat whose turns were forgotten its turns back from
-// the journal. It reports false when the journal does not have them, and
-// the backend's transcript is read instead.
-func (s *session) restoreTurns(ctx context.Context, e *chatEntry, at uint64) bool {
-	turns, cursor, err := s.h.readTurnsAt(ctx, s.uri, at)
-	if err != nil {
-		s.h.log.Warn("could not read a chat's turns back from the journal; reading them from its backend", "chat", e.rec.URI, "err", err)
-		return false
-	}
-	s.mu.Lock()
-	defer s.unlock()
-	if cs := e.chat.State(); len(cs.Turns) > 0 || cs.TurnsNextCursor != nil || e.rec.TurnsAt != at {
-		return true // turns came in while it read: the live ones win
-	}
-	e.chat.RestoreTurns(turns, cursor)
-	return true
 }

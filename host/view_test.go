@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -19,7 +20,7 @@ func TestViewOf(t *testing.T) {
 			cs.Turns = append(cs.Turns, protocol.Turn{ID: fmt.Sprintf("t%d", from+i)})
 		}
 		if from > 0 {
-			cs.TurnsNextCursor = new(turnCursor(from))
+			cs.TurnsNextCursor = new(session.TurnCursor(from))
 		}
 		return cs
 	}
@@ -39,7 +40,7 @@ func TestViewOf(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := viewOf(chat(tc.held, tc.from), n)
+		got, _ := session.ViewOf(chat(tc.held, tc.from), n)
 		cursor := ""
 		if got.TurnsNextCursor != nil {
 			cursor = *got.TurnsNextCursor
@@ -57,8 +58,8 @@ func TestViewOf(t *testing.T) {
 		}
 		// Its cursor pages in what the chat holds before it, with the
 		// chat's own cursor.
-		page, ok := viewPage(own, cursor)
-		if !ok || len(page.Turns)+len(got.Turns) != tc.held || heldFrom(&protocol.ChatState{TurnsNextCursor: page.TurnsNextCursor}) != tc.from {
+		page, ok := session.ViewPage(own, cursor)
+		if !ok || len(page.Turns)+len(got.Turns) != tc.held || session.HeldFrom(&protocol.ChatState{TurnsNextCursor: page.TurnsNextCursor}) != tc.from {
 			t.Errorf("the page before %s: %d turns, %v", cursor, len(page.Turns), ok)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"testing"
+
+	"github.com/ahpd/ahpd/host/session"
 )
 
 // TestFileStoreSaveFails checks that the file store's save reports a
@@ -28,7 +30,7 @@ func TestFileStoreSaveFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &record{AHPD: recordVersion, URI: "ahp-session:/s1", Title: "one", WorkingDirectories: []string{"/"}}
+	rec := &session.Record{AHPD: session.RecordVersion, URI: "ahp-session:/s1", Title: "one", WorkingDirectories: []string{"/"}}
 	if err := st.save("s1", mustEncode(t, rec)); err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +40,7 @@ func TestFileStoreSaveFails(t *testing.T) {
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("save on a full disk: %v", err)
 	}
-	if got := (&storeError{err: err}).Error(); got != "could not store the session: no space left on device" {
+	if got := (&session.StoreError{Err: err}).Error(); got != "could not store the session: no space left on device" {
 		t.Errorf("a client is told %q", got)
 	}
 	recs, err := st.load()
@@ -47,9 +49,9 @@ func TestFileStoreSaveFails(t *testing.T) {
 	}
 }
 
-func mustEncode(t *testing.T, rec *record) []byte {
+func mustEncode(t *testing.T, rec *session.Record) []byte {
 	t.Helper()
-	data, err := encodeRecord(rec)
+	data, err := session.EncodeRecord(rec)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+
+	"github.com/ahpd/ahpd/host/session"
 )
 
 // countingStore records every save and removal, and can hold saves.
@@ -16,7 +18,7 @@ type countingStore struct {
 	entered chan string   // each save sends its bytes, then waits
 }
 
-func (s *countingStore) load() ([]*record, error) { return nil, nil }
+func (s *countingStore) load() ([]*session.Record, error) { return nil, nil }
 
 func (s *countingStore) save(id string, data []byte) error {
 	if s.entered != nil {

@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"github.com/ahpd/ahpd/chats"
@@ -15,7 +15,7 @@ import (
 type edit struct{ added, removed int64 }
 
 // noteEditsLocked records the file edits a finished tool call reports.
-func (e *chatEntry) noteEditsLocked(result protocol.ToolCallResult) {
+func (e *ChatEntry) noteEditsLocked(result protocol.ToolCallResult) {
 	for _, c := range result.Content {
 		fe, ok := c.(*protocol.ToolResultFileEditContent)
 		if !ok {
@@ -47,7 +47,7 @@ func (e *chatEntry) noteEditsLocked(result protocol.ToolCallResult) {
 // countEditsLocked brings the counts that come from edits up to date once
 // a turn of c has ended: c's own, when it is not the default chat, and
 // the session's, when it has no repository to count from.
-func (s *session) countEditsLocked(c *chats.Chat) {
+func (s *Session) countEditsLocked(c *chats.Chat) {
 	e := s.chats[c.URI()]
 	if e == nil {
 		return

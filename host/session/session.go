@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"context"
@@ -20,15 +20,15 @@ import (
 
 func init() {
 	// A session's lock is its own: only its methods take it, and the
-	// outbox's hand-on (outbox.go), which lets it go and takes it again
-	// to take what was queued meanwhile. Everything else asks a method.
+	// outbox's hand-on, which lets it go and takes it again to take what
+	// was queued meanwhile.
 	lockcheck.Own("session",
-		"github.com/ahpd/ahpd/host.(*session).",
+		"github.com/ahpd/ahpd/host/session.(*Session).",
 		"github.com/ahpd/ahpd/host/outbox.Release",
 		"github.com/ahpd/ahpd/host/outbox.handOnAll")
 }
 
-// session is one session: its state, its chats, the record the store
+// Session is one session: its state, its chats, the record the store
 // keeps of it, its residency, and its queues of git work and checkpoint
 // captures. s.mu is the session's one lock: it guards the session state,
 // every chat's state (package chats relies on it through chats.Owner), the
@@ -36,8 +36,8 @@ func init() {
 // the rest of the host in s.out (actions to journal and publish, record
 // writes, events), and s.unlock hands that on holding no lock, in the
 // order the changes happened (outbox.go).
-type session struct {
-	h        *Host
+type Session struct {
+	h        *Env   // what it shares of its host
 	uri      string // the URI the client created it under; every client is answered under it
 	id       string
 	provider string
@@ -60,9 +60,9 @@ type session struct {
 	restarts    restartLog // its restart points (restart.go)
 	state       *protocol.SessionState
 	summary     protocol.SessionSummary
-	chats       map[string]*chatEntry // by chat URI
+	chats       map[string]*ChatEntry // by chat URI
 	order       []string              // chat URIs, in the order they were made
-	rec         record
+	rec         Record
 	provisional bool   // made, its first turn not yet at the backend
 	creatorID   string // the client that made a provisional session
 	creator     grants.Principal
@@ -98,10 +98,10 @@ type session struct {
 	awake      atomic.Bool
 }
 
-// chatEntry is one chat of a session and what the host keeps beside it.
-type chatEntry struct {
+// ChatEntry is one chat of a session and what the host keeps beside it.
+type ChatEntry struct {
 	chat *chats.Chat
-	rec  *chatRecord
+	rec  *ChatRecord
 
 	// snapDue, as the session's, for the chat's state (guarded by s.mu).
 	snapDue bool
@@ -132,19 +132,19 @@ type startSpec struct {
 	conversation string
 }
 
-func (s *session) chatLocked(uri string) *chatEntry { return s.chats[uri] }
+func (s *Session) chatLocked(uri string) *ChatEntry { return s.chats[uri] }
 
 // newChat makes the chat of a record. Called with s.mu held or before the
 // session is shared.
-func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry {
-	e := &chatEntry{rec: rec, snapDue: true}
+func (s *Session) newChat(rec *ChatRecord, state *protocol.ChatState) *ChatEntry {
+	e := &ChatEntry{rec: rec, snapDue: true}
 	e.setStart(s.configValuesLocked(), rec.Started, rec.Conversation)
 	e.chat = chats.New(chats.Options{
 		URI:   rec.URI,
 		State: state,
 		Owner: s,
-		Now:   s.h.now,
-		Clock: s.h.opts.Clock,
+		Now:   s.h.Now,
+		Clock: s.h.Clock,
 		// Called with s.mu held, as each wait for a person begins.
 		InputTimeout: s.inputTimeoutLocked,
 		// Start runs holding no session lock: it reads what it needs
@@ -153,7 +153,7 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 			if s.backend == nil {
 				return nil, fmt.Errorf("provider %q is not available on this host", s.provider)
 			}
-			return s.backend.Start(ctx, e.startOptions(s.workDir()))
+			return s.backend.Start(ctx, e.startOptions(s.WorkDir()))
 		},
 		Prepare: s.prepare,
 	})
@@ -162,22 +162,22 @@ func (s *session) newChat(rec *chatRecord, state *protocol.ChatState) *chatEntry
 	return e
 }
 
-// workDir returns the directory the session's agents work in.
-func (s *session) workDir() string {
+// WorkDir returns the directory the session's agents work in.
+func (s *Session) WorkDir() string {
 	if d := s.dir.Load(); d != nil {
 		return *d
 	}
 	return ""
 }
 
-func (s *session) setWorkDir(dir string) { s.dir.Store(&dir) }
+func (s *Session) SetWorkDir(dir string) { s.dir.Store(&dir) }
 
 // setStart records what the chat's agent starts with next.
-func (e *chatEntry) setStart(config protocol.Object, resume bool, conversation string) {
+func (e *ChatEntry) setStart(config protocol.Object, resume bool, conversation string) {
 	e.start.Store(&startSpec{config: config, resume: resume, conversation: conversation})
 }
 
-func (e *chatEntry) startOptions(dir string) plugins.StartOptions {
+func (e *ChatEntry) startOptions(dir string) plugins.StartOptions {
 	sp := e.start.Load()
 	return plugins.StartOptions{
 		Conversation: plugins.Conversation{ID: sp.conversation, Dir: dir},
@@ -186,7 +186,7 @@ func (e *chatEntry) startOptions(dir string) plugins.StartOptions {
 	}
 }
 
-func (s *session) configValuesLocked() protocol.Object {
+func (s *Session) configValuesLocked() protocol.Object {
 	if s.state.Config == nil {
 		return nil
 	}
@@ -195,7 +195,7 @@ func (s *session) configValuesLocked() protocol.Object {
 
 // Do runs fn with the session's lock held (chats.Owner). What the agent
 // reports waits first for room in the session's outbox (awaitRoom).
-func (s *session) Do(fn func()) {
+func (s *Session) Do(fn func()) {
 	s.lockWithRoom()
 	defer s.unlock()
 	fn()
@@ -203,21 +203,21 @@ func (s *session) Do(fn func()) {
 
 // Emit applies and publishes a chat action the host itself produced
 // (chats.Owner). Called with s.mu held.
-func (s *session) Emit(c *chats.Chat, a protocol.Action) bool {
+func (s *Session) Emit(c *chats.Chat, a protocol.Action) bool {
 	return s.emitChatLocked(c, a, nil)
 }
 
 // emitChatLocked applies a chat action, publishes it, and brings the
 // session up to date with the chat: its catalogue entry, its input queue
 // and its summary.
-func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
+func (s *Session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
 	before := c.State()
 	if s.disposed || (s.stopping && startsTurn(a)) || s.heldBackLocked(c, a, origin) || !c.Apply(a) {
 		return false
 	}
-	s.lastAction = s.h.now()
+	s.lastAction = s.h.Now()
 	e := s.chats[c.URI()]
-	if s.h.opts.Journal != nil {
+	if s.h.Journaled {
 		if s.snapDue {
 			s.restartPointLocked(c.URI(), before)
 		} else if e != nil && e.snapDue {
@@ -225,7 +225,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 			s.snapshotLocked(e, before)
 		}
 	}
-	if e != nil && !sameTurns(before, c.State()) {
+	if e != nil && !SameTurns(before, c.State()) {
 		e.turnsChangedLocked() // after the snapshot of before was queued
 	}
 	s.out.Publish(c.URI(), a, origin)
@@ -241,11 +241,11 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 			e.noteEditsLocked(a.Result)
 		}
 	case *protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction, *protocol.ChatErrorAction:
-		s.h.metrics.turnEnded(a)
+		s.h.CountTurnEnd(a)
 		s.updateActiveLocked()
 		s.turnEndedLocked(a)
 		s.turnEventLocked(c, a) // events.go
-		if s.h.opts.Journal != nil && s.restartDueLocked() {
+		if s.h.Journaled && s.restartDueLocked() {
 			defer s.restartPointLocked("", nil) // once the session follows the chat
 		}
 	case *protocol.ChatTruncatedAction:
@@ -269,7 +269,7 @@ func (s *session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 
 // keepPendingLocked writes the chat's pending messages and draft to its
 // record. Called with s.mu held.
-func (e *chatEntry) keepPendingLocked() {
+func (e *ChatEntry) keepPendingLocked() {
 	cs := e.chat.State()
 	e.rec.Steering, e.rec.Queued, e.rec.Draft = cs.SteeringMessage, cs.QueuedMessages, cs.Draft
 }
@@ -279,8 +279,8 @@ func (e *chatEntry) keepPendingLocked() {
 // message: while the journal fails, no work starts, and the message stays
 // pending (its removal is refused too) until the journal is back
 // (sendLeftQueued).
-func (s *session) heldBackLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
-	if origin != nil || s.h.health.trouble.Load() == nil {
+func (s *Session) heldBackLocked(c *chats.Chat, a protocol.Action, origin *protocol.ActionOrigin) bool {
+	if origin != nil || !s.h.JournalFailing() {
 		return false
 	}
 	switch a.(type) {
@@ -302,7 +302,7 @@ func startsTurn(a protocol.Action) bool {
 }
 
 // emitSessionLocked applies and publishes a session action.
-func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOrigin) bool {
+func (s *Session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOrigin) bool {
 	if s.disposed {
 		return false
 	}
@@ -310,11 +310,11 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 	if next == s.state {
 		return false
 	}
-	if s.snapDue && s.h.opts.Journal != nil {
+	if s.snapDue && s.h.Journaled {
 		s.restartPointLocked(s.uri, s.state)
 	}
 	s.state = next
-	s.lastAction = s.h.now()
+	s.lastAction = s.h.Now()
 	s.out.Publish(s.uri, a, origin)
 	s.refreshSummaryLocked()
 	switch a.(type) {
@@ -327,7 +327,7 @@ func (s *session) emitSessionLocked(a protocol.Action, origin *protocol.ActionOr
 // mirrorChatLocked brings the session up to date with a chat that
 // changed (protocol.MirrorChat): the chat's entry, the input requests it
 // waits on, the default chat's marks; then the session's summary.
-func (s *session) mirrorChatLocked(c *chats.Chat) {
+func (s *Session) mirrorChatLocked(c *chats.Chat) {
 	defer s.inputEventsLocked(c, s.state.InputNeeded) // events.go: the requests new once mirrored
 	cs := c.State()
 	isDefault := s.state.DefaultChat != nil && *s.state.DefaultChat == cs.Resource
@@ -343,8 +343,8 @@ func sameString(a, b *string) bool {
 
 // Started is told a turn reached the backend (chats.Owner). A provisional
 // session becomes real: it is announced, then ready.
-func (s *session) Started(c *chats.Chat) {
-	s.h.backendStarted(s.provider, nil)
+func (s *Session) Started(c *chats.Chat) {
+	s.h.BackendStarted(s.provider, nil)
 	s.mu.Lock()
 	if s.disposed {
 		s.unlock()
@@ -363,7 +363,7 @@ func (s *session) Started(c *chats.Chat) {
 	// failing that stays provisional and unannounced (the write logged),
 	// and the next turn tries again.
 	if unstored {
-		_ = s.storeNow()
+		_ = s.StoreNow()
 	}
 	s.mu.Lock()
 	defer s.unlock()
@@ -382,8 +382,8 @@ func (s *session) Started(c *chats.Chat) {
 // its start owed: the next message tries again. One that could not be
 // stored is failed for its creator alone and not announced: nothing of it
 // is kept, and the next message tries again.
-func (s *session) StartFailed(c *chats.Chat, err error) {
-	s.h.backendStarted(s.provider, err)
+func (s *Session) StartFailed(c *chats.Chat, err error) {
+	s.h.BackendStarted(s.provider, err)
 	s.mu.Lock()
 	defer s.unlock()
 	if s.disposed || !s.provisional {
@@ -398,7 +398,7 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 		s.unlock()
 		err = nil
 		if unstored {
-			err = s.storeNow()
+			err = s.StoreNow()
 		}
 		s.mu.Lock()
 		if s.disposed || !s.provisional {
@@ -420,7 +420,7 @@ func (s *session) StartFailed(c *chats.Chat, err error) {
 
 // Ended is told a turn ended (chats.Owner).
 // Its checkpoint was queued as its end was applied (captures.go).
-func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
+func (s *Session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
 	s.mu.Lock()
 	if !s.disposed {
 		if e := s.chats[c.URI()]; e != nil {
@@ -430,12 +430,12 @@ func (s *session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) 
 		s.persistLocked()
 	}
 	s.unlock()
-	s.h.poke()
-	s.h.automationTurnEnded(s, state)
+	s.h.Poke()
+	s.h.AutomationTurnEnded(s, state)
 }
 
 // SetTitle sets the title the agent gave the session (chats.Owner).
-func (s *session) SetTitle(title string) {
+func (s *Session) SetTitle(title string) {
 	s.mu.Lock()
 	defer s.unlock()
 	if title = titleOf(title); title != "" {
@@ -444,44 +444,44 @@ func (s *session) SetTitle(title string) {
 }
 
 // Busy records background work of a chat's agent (chats.Owner).
-func (s *session) Busy(c *chats.Chat, busy bool) {
+func (s *Session) Busy(c *chats.Chat, busy bool) {
 	s.mu.Lock()
 	defer s.unlock()
 	if busy {
 		s.busy[c] = true
 	} else {
 		delete(s.busy, c)
-		s.out.Later(s.h.poke) // its background work may be what kept it awake
+		s.out.Later(s.h.Poke) // its background work may be what kept it awake
 	}
 }
 
 // announceLocked tells every client the session exists.
-func (s *session) announceLocked() {
+func (s *Session) announceLocked() {
 	if s.announced || s.rec.External {
 		return // an external session is listed by the catalogue's rules
 	}
 	s.announced = true
 	sum := s.summary
 	s.out.Later(func() {
-		s.h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		s.h.Bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 	})
 }
 
-// visibleTo reports whether c may see the session: a provisional one is
+// VisibleTo reports whether c may see the session: a provisional one is
 // its creator's alone, on whichever connection the creating client is.
-func (s *session) visibleTo(c *conn.Conn) bool {
+func (s *Session) VisibleTo(c *conn.Conn) bool {
 	s.mu.Lock()
 	defer s.unlock()
 	return s.visibleToLocked(c)
 }
 
-func (s *session) visibleToLocked(c *conn.Conn) bool {
+func (s *Session) visibleToLocked(c *conn.Conn) bool {
 	return !s.provisional || (s.creatorID == c.Client() && s.creator == c.Principal())
 }
 
-// hold readies the session for the host's shutdown: no turn starts in it
+// Hold readies the session for the host's shutdown: no turn starts in it
 // from now on, neither a client's nor a queued message.
-func (s *session) hold() {
+func (s *Session) Hold() {
 	s.mu.Lock()
 	defer s.unlock()
 	s.stopping = true
@@ -490,12 +490,12 @@ func (s *session) hold() {
 	}
 }
 
-// shutdown stops the session's chats for the host's Close, all at once:
+// Shutdown stops the session's chats for the host's Close, all at once:
 // a running turn gets until ctx ends to finish on its own and is then
 // cancelled, every agent is let go, and whatever still runs when kill ends
 // is killed. Every change was stored as it happened; there is nothing
 // left to write.
-func (s *session) shutdown(ctx, kill context.Context) error {
+func (s *Session) Shutdown(ctx, kill context.Context) error {
 	s.mu.Lock()
 	list := make([]*chats.Chat, 0, len(s.chats))
 	for _, e := range s.chats {
@@ -512,7 +512,7 @@ func (s *session) shutdown(ctx, kill context.Context) error {
 }
 
 // stopChat ends one chat's turn and agent for shutdown.
-func (s *session) stopChat(ctx, kill context.Context, c *chats.Chat) error {
+func (s *Session) stopChat(ctx, kill context.Context, c *chats.Chat) error {
 	s.mu.Lock()
 	done := c.Done()
 	s.unlock()

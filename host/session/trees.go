@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"context"
@@ -36,7 +36,7 @@ const gitTimeout = 2 * time.Minute
 // tree the last turn left is written down first, and on the first send it
 // stores the session, makes the worktree the session asked for and
 // records the tree it starts from.
-func (s *session) prepare(ctx context.Context) error {
+func (s *Session) prepare(ctx context.Context) error {
 	if err := s.awaitSnapshot(ctx); err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (s *session) prepare(ctx context.Context) error {
 
 // firstSend stores the session, makes its worktree and snapshots the tree
 // it starts from, as a git job.
-func (s *session) firstSend(ctx context.Context) error {
+func (s *Session) firstSend(ctx context.Context) error {
 	// A session is stored before anything is made for it: one that cannot
 	// be kept gets no tree, checkpoint or agent to leave behind.
 	if err := s.storeFirst(); err != nil {
@@ -66,16 +66,16 @@ func (s *session) firstSend(ctx context.Context) error {
 		s.unlock()
 		return errors.New("the session has been disposed")
 	}
-	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
+	needTree := StringValue(s.configValuesLocked()[KeyIsolation]) == IsolationTree && s.rec.Tree == nil
 	needStart := s.nextCheckpointLocked() == 0 && !s.rec.Untracked
 	var spec worktree.Spec
 	if needTree {
-		spec = worktree.SpecFromConfig(s.rec.folder(), s.id, decodeValues(s.configValuesLocked()))
-		spec.Log = s.h.log.With("session", s.uri)
+		spec = worktree.SpecFromConfig(s.rec.Dir(), s.id, decodeValues(s.configValuesLocked()))
+		spec.Log = s.h.Log.With("session", s.uri)
 	}
 	s.unlock()
 	if needTree {
-		t, err := s.h.trees.Create(ctx, spec)
+		t, err := s.h.Trees.Create(ctx, spec)
 		if err != nil {
 			return fmt.Errorf("making the worktree: %w", err)
 		}
@@ -89,49 +89,49 @@ func (s *session) firstSend(ctx context.Context) error {
 
 // firstSendLocked reports whether the session still owes what its first
 // send does: its worktree, or the tree it starts from.
-func (s *session) firstSendLocked() bool {
-	needTree := stringValue(s.configValuesLocked()[keyIsolation]) == isolationTree && s.rec.Tree == nil
+func (s *Session) firstSendLocked() bool {
+	needTree := StringValue(s.configValuesLocked()[KeyIsolation]) == IsolationTree && s.rec.Tree == nil
 	return s.disposed || needTree || (s.nextCheckpointLocked() == 0 && !s.rec.Untracked)
 }
 
 // moveInto makes t the session's primary working directory: the folder is
 // replaced in place, and agents started in the folder start again in the
 // tree.
-func (s *session) moveInto(t *worktree.Tree) {
+func (s *Session) moveInto(t *worktree.Tree) {
 	s.mu.Lock()
-	old := s.workDir()
+	old := s.WorkDir()
 	s.rec.Tree = t
-	s.setWorkDir(t.Path)
+	s.SetWorkDir(t.Path)
 	if len(s.rec.WorkingDirectories) > 0 {
 		s.rec.WorkingDirectories[0] = t.Path
 	}
-	from, to := fileURI(old), fileURI(t.Path)
+	from, to := FileURI(old), FileURI(t.Path)
 	s.emitSessionLocked(&protocol.SessionWorkingDirectoryReplacedAction{Directory: from, Replacement: to}, nil)
 	s.persistLocked()
 	// Once a record holds the tree it is the session's for good; until
 	// then a crash leaves it to be swept (orphans.go). A write that failed
 	// leaves it claimed, and a sweep after a restart reads what was kept.
 	recorded := !s.disposed && !s.storeFailing
-	entries := make([]*chatEntry, 0, len(s.chats))
+	entries := make([]*ChatEntry, 0, len(s.chats))
 	for _, e := range s.chats {
 		entries = append(entries, e)
 	}
 	s.unlock()
 	if recorded {
-		s.h.trees.Settle(t)
+		s.h.Trees.Settle(t)
 	}
-	s.h.log.Info("session moved into its worktree", "session", s.uri, "tree", t.Path, "branch", t.Branch)
+	s.h.Log.Info("session moved into its worktree", "session", s.uri, "tree", t.Path, "branch", t.Branch)
 	for _, e := range entries {
 		if err := e.chat.Close(); err != nil {
-			s.h.log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
+			s.h.Log.Warn("an agent did not close cleanly", "chat", e.rec.URI, "err", err)
 		}
 	}
 }
 
 // setChangesLocked sets the session's counts: on its row, in its record,
 // and on its default chat's entry.
-func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
-	if s.disposed || sameJSON(s.rec.Changes, ch) {
+func (s *Session) setChangesLocked(ch *protocol.ChangesSummary) {
+	if s.disposed || SameJSON(s.rec.Changes, ch) {
 		return
 	}
 	s.rec.Changes = ch
@@ -146,7 +146,7 @@ func (s *session) setChangesLocked(ch *protocol.ChangesSummary) {
 // session's state, kept in its record. No chat action carries them, so the
 // chat channel's own state leaves them out rather than let a client's copy
 // go stale; the session's entry and the listing row carry them.
-func (s *session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary) {
+func (s *Session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary) {
 	e := s.chats[chat]
 	if e == nil || ch == nil {
 		return
@@ -158,10 +158,10 @@ func (s *session) setChatChangesLocked(chat string, ch *protocol.ChangesSummary)
 	}, nil)
 }
 
-// cleanUpGit removes the session's checkpoints and, when it holds no
+// CleanUpGit removes the session's checkpoints and, when it holds no
 // uncommitted work, its tree, keeping the tree's branch. Called on
 // dispose.
-func (s *session) cleanUpGit(ctx context.Context) error {
+func (s *Session) CleanUpGit(ctx context.Context) error {
 	// A capture queued before the session was disposed of ends at once
 	// or, in git, soon: none must write a ref after its refs are gone.
 	s.awaitCaptures()
@@ -171,10 +171,10 @@ func (s *session) cleanUpGit(ctx context.Context) error {
 }
 
 // removeGit removes the session's checkpoints and tree, as a git job.
-func (s *session) removeGit(ctx context.Context) error {
+func (s *Session) removeGit(ctx context.Context) error {
 	s.mu.Lock()
 	tree, untracked, n := s.rec.Tree, s.rec.Untracked, s.rec.Checkpoints
-	dir := s.workDir()
+	dir := s.WorkDir()
 	s.unlock()
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
@@ -189,22 +189,22 @@ func (s *session) removeGit(ctx context.Context) error {
 			err = repo.Delete(ctx, s.id)
 		}
 		if err == nil {
-			s.h.pushes.askRemoval(s, repo) // off the dispose's path
+			s.h.PushRemoval(s, repo) // off the dispose's path
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("removing the session's checkpoints: %w", err))
 		}
 	}
 	if tree != nil {
-		kept, why, err := s.h.trees.Remove(ctx, tree)
+		kept, why, err := s.h.Trees.Remove(ctx, tree)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("removing the session's worktree: %w", err))
 		case kept:
-			s.h.log.Warn("kept a disposed session's worktree: it holds work nobody committed",
+			s.h.Log.Warn("kept a disposed session's worktree: it holds work nobody committed",
 				"session", s.uri, "tree", tree.Path, "why", why)
 		default:
-			s.h.log.Info("removed a disposed session's worktree", "session", s.uri, "tree", tree.Path, "branch", tree.Branch)
+			s.h.Log.Info("removed a disposed session's worktree", "session", s.uri, "tree", tree.Path, "branch", tree.Branch)
 		}
 	}
 	return errors.Join(errs...)

@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"bytes"
@@ -15,11 +15,11 @@ import (
 // its worktree has checked out.
 const branchMeta = "ahpd.branch"
 
-// computeSummaryLocked derives the session's catalogue row from its state
+// ComputeSummaryLocked derives the session's catalogue row from its state
 // and its chats: its status and activity as protocol.SessionActivity
 // makes them. The row carries the chat catalogue (chats, defaultChat) for
 // 1.0 clients.
-func (s *session) computeSummaryLocked() protocol.SessionSummary {
+func (s *Session) ComputeSummaryLocked() protocol.SessionSummary {
 	st := s.state
 	sum := protocol.SessionSummary{
 		Resource:           s.uri,
@@ -68,15 +68,15 @@ func (s *session) computeSummaryLocked() protocol.SessionSummary {
 // refreshSummaryLocked recomputes the catalogue row and tells every client
 // what changed, once the session is announced. modifiedAt only moves
 // forward.
-func (s *session) refreshSummaryLocked() {
-	next := s.computeSummaryLocked()
+func (s *Session) refreshSummaryLocked() {
+	next := s.ComputeSummaryLocked()
 	if next.ModifiedAt < s.summary.ModifiedAt {
 		next.ModifiedAt = s.summary.ModifiedAt
 	}
-	changes, changed := summaryChanges(s.summary, next)
+	changes, changed := SummaryChanges(s.summary, next)
 	if next.ModifiedAt != s.summary.ModifiedAt {
 		at := next.ModifiedAt
-		s.out.Later(func() { s.h.order.move(s, at) })
+		s.out.Later(func() { s.h.Reorder(s, at) })
 	}
 	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
@@ -89,13 +89,13 @@ func (s *session) refreshSummaryLocked() {
 	}
 	if changed && s.announced {
 		params := &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}
-		s.out.Later(func() { s.h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		s.out.Later(func() { s.h.Bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
 	}
 }
 
-// summaryChanges lists the mutable fields that differ; identity fields
+// SummaryChanges lists the mutable fields that differ; identity fields
 // (resource, provider, createdAt) never change.
-func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummary, bool) {
+func SummaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummary, bool) {
 	var ch protocol.PartialSessionSummary
 	changed := false
 	if a.Title != b.Title {
@@ -116,13 +116,13 @@ func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummar
 	if !slices.Equal(a.WorkingDirectories, b.WorkingDirectories) {
 		ch.WorkingDirectories, changed = b.WorkingDirectories, true
 	}
-	if !sameJSON(a.Changes, b.Changes) && b.Changes != nil {
+	if !SameJSON(a.Changes, b.Changes) && b.Changes != nil {
 		ch.Changes, changed = b.Changes, true
 	}
-	if !sameJSON(a.Project, b.Project) && b.Project != nil {
+	if !SameJSON(a.Project, b.Project) && b.Project != nil {
 		ch.Project, changed = b.Project, true
 	}
-	if !sameJSON(a.Meta, b.Meta) {
+	if !SameJSON(a.Meta, b.Meta) {
 		// A partial summary has no way to say "none": _meta that went
 		// away is told as an empty object.
 		ch.Meta, changed = b.Meta, true
@@ -130,7 +130,7 @@ func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummar
 			ch.Meta = protocol.Object{}
 		}
 	}
-	if !sameJSON(a.Chats, b.Chats) {
+	if !SameJSON(a.Chats, b.Chats) {
 		ch.Chats, changed = b.Chats, true
 	}
 	if !sameString(a.DefaultChat, b.DefaultChat) && b.DefaultChat != nil {
@@ -139,15 +139,15 @@ func summaryChanges(a, b protocol.SessionSummary) (protocol.PartialSessionSummar
 	return ch, changed
 }
 
-// sameJSON compares two values by their JSON encoding.
-func sameJSON(a, b any) bool {
+// SameJSON compares two values by their JSON encoding.
+func SameJSON(a, b any) bool {
 	x, err1 := json.Marshal(a)
 	y, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }
 
 // updateActiveLocked keeps root's count of sessions running a turn.
-func (s *session) updateActiveLocked() {
+func (s *Session) updateActiveLocked() {
 	running := false
 	for _, e := range s.chats {
 		if e.chat.State().ActiveTurn != nil {
@@ -163,5 +163,5 @@ func (s *session) updateActiveLocked() {
 	if running {
 		delta = 1
 	}
-	s.out.Later(func() { s.h.addActive(delta) })
+	s.out.Later(func() { s.h.AddActive(delta) })
 }

@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"strings"
@@ -32,7 +32,7 @@ func titleOf(text string) string {
 
 // titleFromFirstMessageLocked titles a session that has no title yet from
 // a message sent in it. Called with s.mu held.
-func (s *session) titleFromFirstMessageLocked(msg protocol.Message) {
+func (s *Session) titleFromFirstMessageLocked(msg protocol.Message) {
 	if s.rec.TitleFrom != "" {
 		return
 	}
@@ -43,7 +43,7 @@ func (s *session) titleFromFirstMessageLocked(msg protocol.Message) {
 
 // setTitleLocked sets the title unless a person set one by hand. Called
 // with s.mu held.
-func (s *session) setTitleLocked(title, from string) {
+func (s *Session) setTitleLocked(title, from string) {
 	if s.rec.TitleFrom == titleFromClient && from != titleFromClient {
 		return
 	}

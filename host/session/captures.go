@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"context"
@@ -42,14 +42,14 @@ type captureQueue struct {
 
 // nextCheckpointLocked returns the turn number the session's next
 // checkpoint records: 0 while it has none, recorded or queued.
-func (s *session) nextCheckpointLocked() int {
+func (s *Session) nextCheckpointLocked() int {
 	return max(s.rec.Checkpoints, s.captures.next)
 }
 
 // queueCaptureLocked queues the capture of turn/n. tree, when not "", is
 // its tree, already written by repo; otherwise the capture snapshots the
 // working tree at once. The caller holds s.mu.
-func (s *session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string) {
+func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string) {
 	q := &s.captures
 	prev := q.recorded
 	snapped, recorded := make(chan struct{}), make(chan struct{})
@@ -71,7 +71,7 @@ func (s *session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 // failed; a cancelled turn gets none, its edits staying in the next count.
 // It runs as the turn's end is applied, before the chat can take another
 // turn, so the next turn finds it queued. The caller holds s.mu.
-func (s *session) turnEndedLocked(a protocol.Action) {
+func (s *Session) turnEndedLocked(a protocol.Action) {
 	switch a := a.(type) {
 	case *protocol.ChatTurnCompleteAction:
 	case *protocol.ChatErrorAction:
@@ -91,7 +91,7 @@ func (s *session) turnEndedLocked(a protocol.Action) {
 
 // awaitSnapshot waits until the tree the session's last turn left is
 // written down, so a turn about to start cannot change it first.
-func (s *session) awaitSnapshot(ctx context.Context) error {
+func (s *Session) awaitSnapshot(ctx context.Context) error {
 	s.mu.Lock()
 	snapped := s.captures.snapped
 	s.unlock()
@@ -107,11 +107,11 @@ func (s *session) awaitSnapshot(ctx context.Context) error {
 }
 
 // awaitCaptures waits until every capture queued so far is over.
-func (s *session) awaitCaptures() { s.awaitCapturesCtx(context.Background()) }
+func (s *Session) awaitCaptures() { s.AwaitCapturesCtx(context.Background()) }
 
-// awaitCapturesCtx waits until every capture queued so far is over, or
+// AwaitCapturesCtx waits until every capture queued so far is over, or
 // ctx ends, and reports whether they are.
-func (s *session) awaitCapturesCtx(ctx context.Context) bool {
+func (s *Session) AwaitCapturesCtx(ctx context.Context) bool {
 	s.mu.Lock()
 	recorded := s.captures.recorded
 	s.unlock()
@@ -126,12 +126,12 @@ func (s *session) awaitCapturesCtx(ctx context.Context) bool {
 	}
 }
 
-// repoFor returns the repository the session works in, opened once per
+// RepoFor returns the repository the session works in, opened once per
 // directory: a capture on the turn's path then costs no git process to
 // find it. A folder that is no repository is noted, and its counts come
 // from what its tools write.
-func (s *session) repoFor(ctx context.Context) (*checkpoints.Repo, error) {
-	dir := s.workDir()
+func (s *Session) RepoFor(ctx context.Context) (*checkpoints.Repo, error) {
+	dir := s.WorkDir()
 	s.mu.Lock()
 	q, wt := &s.captures, s.rec.Tree
 	if q.repo != nil && q.repoDir == dir {
@@ -159,22 +159,22 @@ func (s *session) repoFor(ctx context.Context) (*checkpoints.Repo, error) {
 }
 
 // snapshot writes down the tree turn n left; "" if it could not.
-func (s *session) snapshot(n int) (*checkpoints.Repo, string) {
+func (s *Session) snapshot(n int) (*checkpoints.Repo, string) {
 	s.mu.Lock()
 	disposed := s.disposed
 	s.unlock()
 	if disposed {
 		return nil, "" // its refs are gone, or going
 	}
-	ctx, cancel := context.WithTimeout(s.h.ctx, gitTimeout)
+	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
 	defer cancel()
-	repo, err := s.repoFor(ctx)
+	repo, err := s.RepoFor(ctx)
 	var tree string
 	if err == nil {
 		tree, err = repo.Snapshot(ctx)
 	}
 	if err != nil && !errors.Is(err, checkpoints.ErrNotRepository) {
-		s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
+		s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
 	}
 	return repo, tree
 }
@@ -187,11 +187,11 @@ func (s *session) snapshot(n int) (*checkpoints.Repo, string) {
 // Nobody waits for any of this, so its git yields the CPU to turns and
 // snapshots; and under load, when captures queue up, the counts are read
 // once for all of them.
-func (s *session) record(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
+func (s *Session) record(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
 	s.inGit(func() { s.recordNow(repo, n, tree, self) })
 }
 
-func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
+func (s *Session) recordNow(repo *checkpoints.Repo, n int, tree string, self chan struct{}) {
 	q := &s.captures
 	s.mu.Lock()
 	disposed, wt, parent, had := s.disposed, s.rec.Tree, q.last, s.rec.Checkpoints
@@ -203,9 +203,9 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 	if tree != "" && n > 0 && parent == "" {
 		// After a restart, or on another host than the one before: the
 		// checkpoints it looks for may be on the remote only.
-		s.h.pushes.fetchMissing(s.h.ctx, s, repo, had-1)
+		s.h.FetchMissing(s.h.Ctx, s, repo, had-1)
 	}
-	ctx, cancel := context.WithTimeout(s.h.ctx, gitTimeout)
+	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
 	defer cancel()
 	var commit string
 	if tree != "" {
@@ -216,11 +216,11 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 			commit, err = repo.Record(ctx, s.id, n, tree) // after a restart: it looks
 		}
 		if err != nil {
-			s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
+			s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
 		}
 	}
 	if commit != "" {
-		s.h.pushes.ask(s, repo)
+		s.h.Push(s, repo)
 	}
 	s.mu.Lock()
 	if commit != "" {
@@ -239,14 +239,14 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 	if n > 0 && last != "" {
 		stats, err := s.count(ctx, repo, wt, base, last)
 		if err != nil {
-			s.h.log.Warn("could not count a session's changes", "session", s.uri, "err", err)
+			s.h.Log.Warn("could not count a session's changes", "session", s.uri, "err", err)
 		} else {
 			ch = changesOf(stats.Files, stats.Additions, stats.Deletions)
 		}
 	}
 	s.mu.Lock()
 	defer s.unlock()
-	if ch != nil && !sameJSON(s.rec.Changes, ch) {
+	if ch != nil && !SameJSON(s.rec.Changes, ch) {
 		s.setChangesLocked(ch) // which stores the record
 	} else {
 		s.persistLocked()
@@ -256,7 +256,7 @@ func (s *session) recordNow(repo *checkpoints.Repo, n int, tree string, self cha
 // count reads the session's counts as of its newest checkpoint, last: a
 // worktree session's Branch Changes, a folder session's Session Changes
 // (turn/0, base, against it).
-func (s *session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktree.Tree, base, last string) (checkpoints.Stats, error) {
+func (s *Session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktree.Tree, base, last string) (checkpoints.Stats, error) {
 	if wt != nil {
 		return repo.BranchChangesTo(ctx, last, wt.Base)
 	}
@@ -283,10 +283,10 @@ func (s *session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktre
 // startCheckpoint snapshots the tree the session starts from, before its
 // first turn reaches the agent, and queues its record as turn/0. It runs
 // as a git job.
-func (s *session) startCheckpoint(ctx context.Context) {
+func (s *Session) startCheckpoint(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	repo, err := s.repoFor(ctx)
+	repo, err := s.RepoFor(ctx)
 	if errors.Is(err, checkpoints.ErrNotRepository) {
 		return
 	}
@@ -296,7 +296,7 @@ func (s *session) startCheckpoint(ctx context.Context) {
 	}
 	if err != nil {
 		// The next send tries again.
-		s.h.log.Warn("could not record a checkpoint", "session", s.uri, "turn", 0, "err", err)
+		s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", 0, "err", err)
 		return
 	}
 	s.mu.Lock()

@@ -1,4 +1,4 @@
-package host
+package session
 
 // A session's git work (making its worktree, recording its checkpoints,
 // removing both) runs one job at a time, in the order asked, on a
@@ -13,7 +13,7 @@ type gitQueue struct {
 }
 
 // inGit runs fn as the session's next git job and returns when it has.
-func (s *session) inGit(fn func()) {
+func (s *Session) inGit(fn func()) {
 	done := make(chan struct{})
 	s.mu.Lock()
 	s.git.jobs = append(s.git.jobs, func() {
@@ -30,7 +30,7 @@ func (s *session) inGit(fn func()) {
 }
 
 // runGit runs the queued jobs until there are none.
-func (s *session) runGit() {
+func (s *Session) runGit() {
 	for {
 		s.mu.Lock()
 		if len(s.git.jobs) == 0 {

@@ -1,4 +1,4 @@
-package host
+package session
 
 import (
 	"github.com/ahpd/ahpd/protocol"
@@ -17,7 +17,7 @@ import (
 const markFlags = protocol.StatusIsRead | protocol.StatusIsArchived
 
 // defaultChatLocked returns the session's default chat, or nil.
-func (s *session) defaultChatLocked() *chatEntry {
+func (s *Session) defaultChatLocked() *ChatEntry {
 	if s.state.DefaultChat == nil {
 		return nil
 	}
@@ -26,7 +26,7 @@ func (s *session) defaultChatLocked() *chatEntry {
 
 // markChatFromSessionLocked gives the default chat the session's marks,
 // after the session's changed. Called with s.mu held.
-func (s *session) markChatFromSessionLocked() {
+func (s *Session) markChatFromSessionLocked() {
 	e := s.defaultChatLocked()
 	if e == nil {
 		return
@@ -41,7 +41,7 @@ func (s *session) markChatFromSessionLocked() {
 }
 
 // keepMarks writes a chat's marks to its record. Called with s.mu held.
-func (e *chatEntry) keepMarks() {
+func (e *ChatEntry) keepMarks() {
 	st := e.chat.State().Status
 	e.rec.Read, e.rec.Archived = st&protocol.StatusIsRead != 0, st&protocol.StatusIsArchived != 0
 }

@@ -1,0 +1,23 @@
+package session
+
+import (
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// Listed returns the session's summary when a listing shows it: of every
+// session, or with mine of those me owns; a backend's own session only
+// when shown (the external rows the listing shows, by URI).
+func (s *Session) Listed(mine bool, me string, shown map[string]bool) (protocol.SessionSummary, bool) {
+	s.mu.Lock()
+	defer s.unlock()
+	// A session nobody sent a turn in is listed to nobody: VS Code makes
+	// one for every empty chat it shows.
+	listed := !s.disposed && !s.provisional && (!mine || (me != "" && s.rec.Owner == me))
+	if s.rec.External {
+		listed = listed && shown[s.uri]
+	}
+	if !listed {
+		return protocol.SessionSummary{}, false
+	}
+	return s.summary, true
+}

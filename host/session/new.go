@@ -1,0 +1,98 @@
+package session
+
+import (
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/grants"
+	"github.com/ahpd/ahpd/host/outbox"
+	"github.com/ahpd/ahpd/internal/lockcheck"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+// RecordVersion is the format version of the records this host writes.
+const RecordVersion = 1
+
+// DefaultTitle is a session's title until it is given one.
+const DefaultTitle = "New Session"
+
+// newSession is a session with nothing of a record yet.
+func newSession(env *Env, uri, id, provider string, backend plugins.Backend) *Session {
+	now := env.Now()
+	return &Session{
+		mu: lockcheck.Mutex{Class: "session"}, out: outbox.New(uri),
+		h: env, uri: uri, id: id, provider: provider, backend: backend,
+		chats: map[string]*ChatEntry{}, busy: map[*chats.Chat]bool{},
+		used: now, lastAction: now,
+	}
+}
+
+// Creator is the client that made a provisional session, and who it
+// speaks for.
+type Creator struct {
+	ClientID  string
+	Principal grants.Principal
+}
+
+// Spec is what a provisional session is made of.
+type Spec struct {
+	URI      protocol.SessionURI
+	Provider string
+	Backend  plugins.Backend // nil: the provider is not available here
+	By       Creator
+	Dirs     []string // its working directories, the first its folder
+	Config   protocol.SessionConfigState
+	// Owner and Scope are the record's (grants.Principal and scope
+	// strings): who owns it and which part of the roots it may reach.
+	Owner, Scope string
+}
+
+// New makes a provisional session: there for the client that made it,
+// announced to everyone when its first turn reaches the backend.
+func New(env *Env, spec Spec) *Session {
+	now := protocol.FormatTime(env.Now())
+	uri := spec.URI.String()
+	s := newSession(env, uri, spec.URI.ID, spec.Provider, spec.Backend)
+	s.provisional, s.creatorID, s.creator = true, spec.By.ClientID, spec.By.Principal
+	s.awake.Store(true)
+	s.SetWorkDir(spec.Dirs[0])
+	chatURI := protocol.DefaultChatURI(uri)
+	s.rec = Record{
+		AHPD: RecordVersion, URI: uri, Provider: spec.Provider, Title: DefaultTitle,
+		CreatedAt: now, ModifiedAt: now, WorkingDirectories: spec.Dirs, Config: spec.Config.Values, Folder: spec.Dirs[0],
+		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
+		Chats: []*ChatRecord{{URI: chatURI, Title: DefaultTitle, ModifiedAt: now, Conversation: spec.URI.ID}},
+		Owner: spec.Owner, Scope: spec.Scope,
+	}
+	s.Build(spec.Config, nil)
+	return s
+}
+
+// Restore makes a session of a stored record and, when there is one, of
+// its journal's tail (rc). config gives the session's config from its
+// record, as the host resolves it. It comes back asleep: its agents start
+// again on its next turn.
+func Restore(env *Env, id string, rec *Record, rc *Recovered, backend plugins.Backend, config func(*Record) protocol.SessionConfigState) *Session {
+	s := newSession(env, rec.URI, id, rec.Provider, backend)
+	s.rec, s.announced, s.stored, s.asleep = *rec, true, true, true
+	s.SetWorkDir(rec.WorkingDirectories[0])
+	if rc != nil {
+		rc.into(&s.rec)
+	}
+	s.Build(config(&s.rec), rc)
+	for _, e := range s.chats {
+		if e.loaded {
+			s.SetAwakeLocked(true) // it holds turns: it falls asleep as any session does
+		}
+	}
+	if rec.External {
+		s.announced = false
+		s.state.Meta = protocol.Object{ExternalMeta: jsontext.Value("true")}
+		s.summary = s.ComputeSummaryLocked()
+	}
+	if rec.CreationError != "" {
+		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
+	}
+	return s
+}

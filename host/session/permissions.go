@@ -1,0 +1,109 @@
+package session
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/chats"
+	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
+)
+
+const (
+	KeyPermissions  = plugins.ConfigPermissions
+	KeyAutoApprove  = plugins.ConfigAutoApprove
+	KeyInputTimeout = plugins.ConfigInputTimeout
+)
+
+func IsPermissionKey(k string) bool {
+	return k == KeyPermissions || k == KeyAutoApprove || k == KeyInputTimeout
+}
+
+// permissionValue returns a value of one of the keys in the form the
+// session keeps (permissions trimmed and with its mode; autoApprove true
+// and VS Code's "autoApprove" as "allow"; inputTimeout as a duration), or
+// why it cannot be taken.
+func permissionValue(key string, v jsontext.Value) (jsontext.Value, error) {
+	switch key {
+	case KeyPermissions:
+		p, err := plugins.ParsePermissions(v)
+		if err != nil {
+			return nil, err
+		}
+		return p.Encode(), nil
+	case KeyAutoApprove:
+		switch string(bytes.TrimSpace(v)) {
+		case `"default"`, `false`:
+			return QuoteJSON("default"), nil
+		}
+		if plugins.AutoApproves(v) {
+			return QuoteJSON("allow"), nil
+		}
+		return nil, fmt.Errorf(`want "default" or "allow" (or false, true)`)
+	case KeyInputTimeout:
+		d, ok := plugins.InputTimeoutOf(v)
+		if !ok {
+			return nil, fmt.Errorf(`want a duration from 1s to 720h, such as "10m" or a number of seconds, or "0" for none`)
+		}
+		if d == 0 {
+			return QuoteJSON("0"), nil
+		}
+		return QuoteJSON(plugins.FormatDuration(d)), nil
+	}
+	return v, nil
+}
+
+// ValueProblem says why a config value does not fit its key, for a
+// refusal: the permission keys say what is wrong, the others what they
+// take.
+func ValueProblem(key string, p protocol.SessionConfigPropertySchema, v jsontext.Value) string {
+	if IsPermissionKey(key) {
+		if _, err := permissionValue(key, v); err != nil {
+			return err.Error()
+		}
+		return ""
+	}
+	var allowed []string
+	if p.EnumDynamic == nil || !*p.EnumDynamic {
+		for _, e := range p.Enum {
+			allowed = append(allowed, string(e))
+		}
+	}
+	switch {
+	case len(allowed) > 0 && len(allowed) <= 20:
+		return "want one of " + strings.Join(allowed, ", ")
+	case p.Type != "":
+		return "want a value of type " + p.Type
+	}
+	return "does not take that value"
+}
+
+// inputTimeoutLocked is how long a turn of the session may wait for a
+// person: its inputTimeout, else the daemon's (chats.Options.InputTimeout).
+// Called with s.mu held.
+func (s *Session) inputTimeoutLocked() time.Duration {
+	if v, ok := s.configValuesLocked()[KeyInputTimeout]; ok {
+		if d, ok := plugins.InputTimeoutOf(v); ok {
+			return d
+		}
+	}
+	return s.h.InputTimeout
+}
+
+// EmitBatch applies and publishes a run of a chat's actions, mirroring the
+// chat into the session once, after the last (chats.Batcher): a call the
+// session's permissions deny passes through pending-confirmation, which
+// the session's inputNeeded and catalogue row must not show. Called with
+// s.mu held.
+func (s *Session) EmitBatch(c *chats.Chat, as []protocol.Action) {
+	s.mirrorHeld = true
+	for _, a := range as {
+		s.emitChatLocked(c, a, nil)
+	}
+	s.mirrorHeld = false
+	s.mirrorChatLocked(c)
+}
