@@ -41,6 +41,21 @@ type Options struct {
 	MaxMessageBytes int64
 	// Logger receives debug logs; nil discards them.
 	Logger *slog.Logger
+	// Received, when set, is given every message the host sends, as it
+	// came (one that is not JSON too), once the client has handled it:
+	// what the message changed (a state, the version) is in place, and a
+	// call it answers has its answer. A caller logs the wire with it, or
+	// checks what the host says (against the protocol's schemas, say). It
+	// runs on the goroutine that reads the connection, which reads
+	// nothing more until it returns: it may read the client (State,
+	// Version, LastSeq) but must not wait on it (a Call from it would
+	// wait for an answer nobody reads). It must not modify data, nor keep
+	// it past the call.
+	Received func(data []byte)
+	// Sent, when set, is given every message the client writes, just
+	// before it is written, on the goroutine writing it (a caller's; it
+	// may be several at once). The same rules as Received's hold.
+	Sent func(data []byte)
 }
 
 func (o *Options) withDefaults() Options {
@@ -375,7 +390,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		forget()
 		return err
 	}
-	if err := cn.w.write(ctx, data); err != nil {
+	if err := c.write(ctx, cn, data); err != nil {
 		forget()
 		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
 	}
@@ -416,17 +431,48 @@ func (c *Client) Notify(ctx context.Context, method string, params any) error {
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return ErrClosed
+	cn, err := c.current()
+	if err != nil {
+		return err
 	}
-	cn := c.conn
-	c.mu.Unlock()
-	if err := cn.w.write(ctx, data); err != nil {
+	if err := c.write(ctx, cn, data); err != nil {
 		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
 	}
 	return nil
+}
+
+// SendRaw writes msg to the host as it is, as one message: what Call and
+// Notify do not send, a message of the caller's own making (one a test
+// spoils on purpose, say). Over a stream it must hold no newline. The
+// client matches no answer to it: what the host answers reaches the
+// Received hook only.
+func (c *Client) SendRaw(ctx context.Context, msg []byte) error {
+	cn, err := c.current()
+	if err != nil {
+		return err
+	}
+	if err := c.write(ctx, cn, msg); err != nil {
+		return c.sendError(cn, err)
+	}
+	return nil
+}
+
+// current is the connection to write on.
+func (c *Client) current() (*connection, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	return c.conn, nil
+}
+
+// write shows msg to the Sent hook and writes it.
+func (c *Client) write(ctx context.Context, cn *connection, msg []byte) error {
+	if c.opts.Sent != nil {
+		c.opts.Sent(msg)
+	}
+	return cn.w.write(ctx, msg)
 }
 
 // sendError says why a write failed: the client closed, the connection
@@ -467,6 +513,9 @@ func (c *Client) read(ctx context.Context, cn *connection) {
 			return
 		}
 		c.handle(cn, data)
+		if c.opts.Received != nil {
+			c.opts.Received(data)
+		}
 	}
 }
 
