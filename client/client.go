@@ -354,20 +354,45 @@ func (c *Client) Call(ctx context.Context, method string, params, result any) er
 }
 
 func (c *Client) call(ctx context.Context, method string, params, result any, onResult func(json.RawMessage)) error {
+	p, err := c.send(ctx, method, params, onResult)
+	if err != nil {
+		return err
+	}
+	return p.Await(ctx, result)
+}
+
+// Pending is a request sent whose answer may not have come yet.
+type Pending struct {
+	c      *Client
+	cn     *connection
+	method string
+	id     string
+	pc     *pendingCall
+}
+
+// Start sends a request and returns once it is written, without waiting
+// for its answer: a caller with several requests in flight, or one that
+// must send something right behind a request, before it is answered.
+// ctx bounds the write only.
+func (c *Client) Start(ctx context.Context, method string, params any) (*Pending, error) {
+	return c.send(ctx, method, params, nil)
+}
+
+func (c *Client) send(ctx context.Context, method string, params any, onResult func(json.RawMessage)) (*Pending, error) {
 	p, err := json.Marshal(params)
 	if err != nil {
-		return fmt.Errorf("%s: encoding params: %w", method, err)
+		return nil, fmt.Errorf("%s: encoding params: %w", method, err)
 	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	cn := c.conn
 	select {
 	case <-cn.done:
 		c.mu.Unlock()
-		return fmt.Errorf("%s: %w: %v", method, ErrDisconnected, cn.err)
+		return nil, fmt.Errorf("%s: %w: %v", method, ErrDisconnected, cn.err)
 	default:
 	}
 	c.nextID++
@@ -375,11 +400,7 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 	pc := &pendingCall{ch: make(chan response, 1), onResult: onResult}
 	cn.pending[id] = pc
 	c.mu.Unlock()
-	forget := func() {
-		c.mu.Lock()
-		delete(cn.pending, id)
-		c.mu.Unlock()
-	}
+	pending := &Pending{c: c, cn: cn, method: method, id: id, pc: pc}
 	data, err := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
 		ID      json.Number     `json:"id"`
@@ -387,33 +408,47 @@ func (c *Client) call(ctx context.Context, method string, params, result any, on
 		Params  json.RawMessage `json:"params"`
 	}{"2.0", json.Number(id), method, p})
 	if err != nil {
-		forget()
-		return err
+		pending.forget()
+		return nil, err
 	}
 	if err := c.write(ctx, cn, data); err != nil {
-		forget()
-		return fmt.Errorf("%s: %w", method, c.sendError(cn, err))
+		pending.forget()
+		return nil, fmt.Errorf("%s: %w", method, c.sendError(cn, err))
 	}
+	return pending, nil
+}
+
+// forget drops the call: an answer that comes after is read and dropped.
+func (p *Pending) forget() {
+	p.c.mu.Lock()
+	delete(p.cn.pending, p.id)
+	p.c.mu.Unlock()
+}
+
+// Await waits for the answer and decodes its result into result unless
+// it is nil, as Call does. One caller awaits it; once an Await ended with
+// ctx, the answer is dropped when it comes.
+func (p *Pending) Await(ctx context.Context, result any) error {
 	select {
-	case r, ok := <-pc.ch:
+	case r, ok := <-p.pc.ch:
 		if !ok {
-			if c.isClosed() {
+			if p.c.isClosed() {
 				return ErrClosed
 			}
-			return fmt.Errorf("%s: %w: %v", method, ErrDisconnected, cn.err)
+			return fmt.Errorf("%s: %w: %v", p.method, ErrDisconnected, p.cn.err)
 		}
 		if r.err != nil {
 			return r.err
 		}
 		if result != nil {
 			if err := json.Unmarshal(r.result, result); err != nil {
-				return fmt.Errorf("%s: decoding the result: %w", method, err)
+				return fmt.Errorf("%s: decoding the result: %w", p.method, err)
 			}
 		}
 		return nil
 	case <-ctx.Done():
-		forget()
-		return fmt.Errorf("%s: %w", method, ctx.Err())
+		p.forget()
+		return fmt.Errorf("%s: %w", p.method, ctx.Err())
 	}
 }
 

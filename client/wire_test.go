@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -66,5 +67,28 @@ func TestSendRawAndTheWire(t *testing.T) {
 	})
 	if !orphan {
 		t.Errorf("no parse error answering no request among %q", w.received)
+	}
+}
+
+// TestStartAwaitsEachAnswer: requests in flight together, each answered
+// to its own Await.
+func TestStartAwaitsEachAnswer(t *testing.T) {
+	d := startDaemon(t)
+	c := dial(t, d, nil)
+	ctx := testContext(t)
+	bad, err := c.Start(ctx, "subscribe", map[string]any{"channel": "ahp-session:/none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := c.Start(ctx, "ping", struct{}{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := good.Await(ctx, nil); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	var rpcErr *client.Error
+	if err := bad.Await(ctx, nil); !errors.As(err, &rpcErr) || rpcErr.Code != protocol.CodeSessionNotFound {
+		t.Errorf("subscribe to no session: %v, want %d", err, protocol.CodeSessionNotFound)
 	}
 }
