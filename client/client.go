@@ -184,6 +184,23 @@ func Dial(ctx context.Context, url string, opts *Options) (*Client, error) {
 	return c.start(ctx)
 }
 
+// Connect opens the WebSocket to url as Dial does, but sends nothing: the
+// caller speaks first, with Call. It sends initialize (with params of its
+// own making), or reconnect as a client the host already knows, maybe
+// carrying on from another client (Adopt); the client takes their
+// answers as its own. Until then the client watches nothing and has no
+// version. Reconnect speaks as Options say (their ClientID), whatever the
+// caller's initialize said. ctx bounds the dial only.
+func Connect(ctx context.Context, url string, opts *Options) (*Client, error) {
+	c := newClient(url, opts)
+	c.dial = c.dialWebSocket
+	if err := c.connect(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
 func newClient(url string, opts *Options) *Client {
 	o := opts.withDefaults()
 	return &Client{
@@ -242,25 +259,27 @@ func (c *Client) initialize(ctx context.Context, subs []string) error {
 		ClientInfo:           c.opts.ClientInfo,
 		InitialSubscriptions: subs,
 	}
+	// Decoded here too, so that an answer that does not decode fails the
+	// handshake.
 	var res protocol.InitializeResult
-	err := c.call(ctx, "initialize", params, &res, func(raw json.RawMessage) {
-		var r protocol.InitializeResult
-		if json.Unmarshal(raw, &r) != nil {
-			return
-		}
-		c.version = r.ProtocolVersion
-		c.lastSeq = max(c.lastSeq, r.ServerSeq)
-		for _, s := range r.Snapshots {
-			c.channels[s.Resource] = &channel{state: s.State, fromSeq: s.FromSeq}
-		}
-	})
-	if err != nil {
+	if err := c.call(ctx, "initialize", params, &res, c.takeInitialize); err != nil {
 		return fmt.Errorf("initialize: %w", err)
 	}
-	c.mu.Lock()
-	c.init = &res
-	c.mu.Unlock()
 	return nil
+}
+
+// takeInitialize takes initialize's answer: the version, the snapshots.
+func (c *Client) takeInitialize(raw json.RawMessage) {
+	var r protocol.InitializeResult
+	if json.Unmarshal(raw, &r) != nil {
+		return
+	}
+	c.init = &r
+	c.version = r.ProtocolVersion
+	c.lastSeq = max(c.lastSeq, r.ServerSeq)
+	for _, s := range r.Snapshots {
+		c.channels[s.Resource] = &channel{state: s.State, fromSeq: s.FromSeq}
+	}
 }
 
 // Close ends the connection and every goroutine of the client, and closes
@@ -349,8 +368,28 @@ func (c *Client) LastSeq() int64 {
 
 // Call sends a request and waits for its answer, decoding the result into
 // result unless it is nil. A JSON-RPC error is returned as an *Error.
+//
+// The answers to initialize, subscribe and reconnect are taken as the
+// client's own methods take them (the version, the snapshots, a replay),
+// so a caller may send those with params of its own making (a
+// subscribe's view, say) and still have the states kept.
 func (c *Client) Call(ctx context.Context, method string, params, result any) error {
-	return c.call(ctx, method, params, result, nil)
+	return c.call(ctx, method, params, result, c.taker(method))
+}
+
+// taker is how the client takes a successful answer to method, in the
+// reader, before any message after it is handled; nil for one that
+// changes nothing the client keeps.
+func (c *Client) taker(method string) func(json.RawMessage) {
+	switch method {
+	case "initialize":
+		return c.takeInitialize
+	case "subscribe":
+		return c.takeSubscribe
+	case "reconnect":
+		return c.takeReconnect
+	}
+	return nil
 }
 
 func (c *Client) call(ctx context.Context, method string, params, result any, onResult func(json.RawMessage)) error {
@@ -373,9 +412,9 @@ type Pending struct {
 // Start sends a request and returns once it is written, without waiting
 // for its answer: a caller with several requests in flight, or one that
 // must send something right behind a request, before it is answered.
-// ctx bounds the write only.
+// ctx bounds the write only. The answer is taken as Call's is.
 func (c *Client) Start(ctx context.Context, method string, params any) (*Pending, error) {
-	return c.send(ctx, method, params, nil)
+	return c.send(ctx, method, params, c.taker(method))
 }
 
 func (c *Client) send(ctx context.Context, method string, params any, onResult func(json.RawMessage)) (*Pending, error) {
@@ -594,7 +633,7 @@ func (c *Client) handle(cn *connection, data []byte) {
 func (c *Client) notificationLocked(method string, params json.RawMessage) {
 	ev := Event{Method: method, Params: params}
 	if method == "action" {
-		env, err := decodeEnvelope(params)
+		env, err := DecodeEnvelope(params)
 		if err != nil {
 			c.log.Debug("an action that does not decode", "err", err)
 			return

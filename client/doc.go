@@ -38,6 +38,18 @@
 // channel: a caller that does not keep up loses events (counted in
 // [Event.Dropped]), never state, and never stalls the connection.
 //
+// # Speaking for itself
+//
+// [Connect] opens the WebSocket and sends nothing: the caller sends
+// initialize, or reconnect, itself with [Client.Call], and the client
+// takes the answers to those (and to subscribe) as its own; [Client.Adopt]
+// first carries another client's states over, for a reconnect to replay
+// onto. [Client.Start] sends a request without waiting for its answer,
+// [Client.SendRaw] a message as it is. [Options] Received and Sent are
+// shown every message that crosses the wire, to log it or check it: the
+// host's tests check each one the host sends against the protocol's
+// schemas so.
+//
 // # Reconnecting
 //
 // When the connection drops ([Client.Disconnected] is closed),

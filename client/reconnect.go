@@ -59,18 +59,6 @@ func (c *Client) rejoin(ctx context.Context, lastSeen int64, subs []string) (boo
 		return false, fmt.Errorf("reconnect: %w", err)
 	}
 	_, replayed := r.(*protocol.ReconnectReplayResult)
-	var why struct {
-		Meta struct {
-			Reason string `json:"ahpd.reason"`
-		} `json:"_meta"`
-	}
-	_ = json.Unmarshal(raw, &why) // a result without it says nothing
-	c.mu.Lock()
-	c.snapReason = ""
-	if !replayed {
-		c.snapReason = why.Meta.Reason
-	}
-	c.mu.Unlock()
 	return replayed, nil
 }
 
@@ -106,6 +94,28 @@ func Resume(ctx context.Context, rwc io.ReadWriteCloser, opts *Options, lastSeen
 	return c, replayed, nil
 }
 
+// Adopt takes over what from holds of the host: the version it speaks,
+// the last serverSeq it saw, the channels it watches and their states,
+// replacing what the client held. A program's new connection carries on
+// from its old one so, before it reconnects as it (Connect, then Call
+// reconnect with from's LastSeq and Channels): what the host replays is
+// applied to the states from had. from is not changed, and may be
+// closed.
+func (c *Client) Adopt(from *Client) {
+	from.mu.Lock()
+	version, lastSeq := from.version, from.lastSeq
+	channels := make(map[string]*channel, len(from.channels))
+	for uri, ch := range from.channels {
+		copied := *ch
+		channels[uri] = &copied
+	}
+	from.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.signalLocked()
+	c.version, c.lastSeq, c.channels = version, lastSeq, channels
+}
+
 // takeReconnect applies a reconnect's answer, in the reader, before any
 // action that follows it.
 func (c *Client) takeReconnect(raw json.RawMessage) {
@@ -114,6 +124,7 @@ func (c *Client) takeReconnect(raw json.RawMessage) {
 		c.log.Debug("a reconnect result that does not decode", "err", err)
 		return
 	}
+	c.snapReason = ""
 	switch r := r.(type) {
 	case *protocol.ReconnectReplayResult:
 		for i := range r.Actions {
@@ -130,6 +141,13 @@ func (c *Client) takeReconnect(raw json.RawMessage) {
 			kept[s.Resource] = &channel{state: s.State, fromSeq: s.FromSeq}
 		}
 		c.channels = kept
+		var why struct {
+			Meta struct {
+				Reason string `json:"ahpd.reason"`
+			} `json:"_meta"`
+		}
+		_ = json.Unmarshal(raw, &why) // a result without it says nothing
+		c.snapReason = why.Meta.Reason
 	}
 }
 

@@ -28,6 +28,15 @@ func (c *Client) Subscribe(ctx context.Context, uri string) (protocol.ChannelSta
 	return res.Snapshot.State, nil
 }
 
+// takeSubscribe takes the answer to a subscribe the client did not make
+// itself (Call): the channel is the one the snapshot names.
+func (c *Client) takeSubscribe(raw json.RawMessage) {
+	var r protocol.SubscribeResult
+	if json.Unmarshal(raw, &r) == nil && r.Snapshot != nil {
+		c.channels[r.Snapshot.Resource] = &channel{state: r.Snapshot.State, fromSeq: r.Snapshot.FromSeq}
+	}
+}
+
 // Unsubscribe stops watching a channel and forgets its state.
 func (c *Client) Unsubscribe(ctx context.Context, uri string) error {
 	c.mu.Lock()
@@ -207,10 +216,12 @@ func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
 	ch.state = protocol.Apply(ch.state, env.Action)
 }
 
-// decodeEnvelope reads an action notification. A refusal carries the
-// client's action back as it came (or its type alone, when it was large),
-// which need not decode.
-func decodeEnvelope(params json.RawMessage) (*protocol.ActionEnvelope, error) {
+// DecodeEnvelope reads an action notification's params as the client
+// does, for a caller reading the wire itself (Options.Received). A
+// refusal carries the client's action back as it came (or its type
+// alone, when it was large), which need not decode: it reads as an
+// envelope whose action is a protocol.Unknown.
+func DecodeEnvelope(params json.RawMessage) (*protocol.ActionEnvelope, error) {
 	var env protocol.ActionEnvelope
 	err := json.Unmarshal(params, &env)
 	if err == nil {
