@@ -1,8 +1,10 @@
-// Package hosttest is an AHP client for tests: it speaks to a host over a
-// real WebSocket, validates every message the host sends against the
-// official schemas, and keeps the state of every channel it subscribes to
-// by applying the actions it receives through the protocol's reducers, as
-// a real client does.
+// Package hosttest is an AHP client for tests: the product's own client
+// (package client), which keeps the state of every channel it subscribes
+// to as a real client does, with what a test needs on top. Every message
+// the host sends is checked against the official schemas and the
+// protocol's rules, every notification is kept in order (Messages, Wait),
+// and a call that gets no answer fails the test rather than returning an
+// error.
 package hosttest
 
 import (
@@ -10,14 +12,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
-
+	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/protocol/protocoltest"
@@ -30,27 +31,28 @@ const Timeout = testwait.Hang
 // Client is one connection to a host.
 type Client struct {
 	t       testing.TB
-	ws      *websocket.Conn
-	ctx     context.Context
+	c       *client.Client
+	ctx     context.Context // ends at Close, and a write under way with it
 	cancel  context.CancelFunc
 	schemas *protocoltest.Schemas
-	done    chan struct{}
 
-	mu       sync.Mutex
-	version  string // negotiated; "" before initialize
-	nextID   int64
-	seq      int64 // the client's own clientSeq
-	pending  map[string]pendingCall
-	states   map[string]protocol.ChannelState
-	fromSeq  map[string]int64
-	blind    map[string]bool // channels resumed without a state to apply to
-	lastSeq  int64
+	mu sync.Mutex
+	// seq is the last clientSeq Dispatch used. client.Dispatch would wait
+	// for echoes naming the client by its Options.ClientID, while the host
+	// names it by the id the test initialized with.
+	seq int64
+	// asked is the method of each request on its way, by id: its answer
+	// is checked against that method's result.
+	asked map[string]string
+	blind map[string]bool // channels resumed without a state to apply to
+	// seen is the client's LastSeq as the message being checked found it:
+	// the check runs once the client has applied the message.
+	seen     int64
 	messages []Message   // every notification received, in order
 	orphans  []*RPCError // errors answering no request the client knows
 	changed  chan struct{}
-	closed   error
 
-	// Invalid records messages that failed validation; the test fails at
+	// invalid records messages that failed validation; the test fails at
 	// Close when it is not empty.
 	invalid []string
 	// light skips validation and keeps no messages (Light).
@@ -72,16 +74,6 @@ type Message struct {
 	Params json.RawMessage
 	// Envelope is set for an `action` notification.
 	Envelope *protocol.ActionEnvelope
-}
-
-type pendingCall struct {
-	method string
-	ch     chan response
-}
-
-type response struct {
-	result json.RawMessage
-	err    *RPCError
 }
 
 // RPCError is an error response.
@@ -111,23 +103,30 @@ func DialErr(t testing.TB, url string) (*Client, error) {
 		t.Fatalf("loading AHP schemas: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	c := &Client{
+		t: t, ctx: ctx, cancel: cancel, schemas: schemas,
+		asked:   map[string]string{},
+		blind:   map[string]bool{},
+		changed: make(chan struct{}),
+	}
 	dialCtx, stop := context.WithTimeout(ctx, Timeout)
 	defer stop()
-	ws, _, err := websocket.Dial(dialCtx, url, nil)
+	// The client reads from before Connect returns: holding the lock
+	// keeps the checks of what it reads waiting until c.c is set. (Connect
+	// waits on nothing the reader does.)
+	c.mu.Lock()
+	c.c, err = client.Connect(dialCtx, url, &client.Options{
+		// Events go unread, every message being checked and kept by
+		// received: past one, they are dropped, which costs nothing.
+		EventBuffer: 1,
+		Received:    c.received,
+		Sent:        c.sent,
+	})
+	c.mu.Unlock()
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	ws.SetReadLimit(64 << 20)
-	c := &Client{
-		t: t, ws: ws, ctx: ctx, cancel: cancel, schemas: schemas, done: make(chan struct{}),
-		pending: map[string]pendingCall{},
-		states:  map[string]protocol.ChannelState{},
-		fromSeq: map[string]int64{},
-		blind:   map[string]bool{},
-		changed: make(chan struct{}),
-	}
-	go c.read()
 	t.Cleanup(c.Close)
 	return c, nil
 }
@@ -135,8 +134,7 @@ func DialErr(t testing.TB, url string) (*Client, error) {
 // Close ends the connection and reports messages that did not validate.
 func (c *Client) Close() {
 	c.cancel()
-	_ = c.ws.Close(websocket.StatusNormalClosure, "")
-	<-c.done
+	_ = c.c.Close()
 	c.mu.Lock()
 	invalid := c.invalid
 	c.invalid = nil
@@ -147,35 +145,39 @@ func (c *Client) Close() {
 }
 
 // Done is closed when the connection has ended.
-func (c *Client) Done() <-chan struct{} { return c.done }
+func (c *Client) Done() <-chan struct{} { return c.c.Disconnected() }
 
 // Err returns why the connection ended.
-func (c *Client) Err() error {
+func (c *Client) Err() error { return c.c.Err() }
+
+// sent notes the method of each request, for its answer to be checked
+// by.
+func (c *Client) sent(data []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closed
-}
-
-func (c *Client) read() {
-	defer close(c.done)
-	for {
-		_, data, err := c.ws.Read(c.ctx)
-		if err != nil {
-			c.mu.Lock()
-			c.closed = err
-			for id, p := range c.pending {
-				close(p.ch)
-				delete(c.pending, id)
-			}
-			c.signalLocked()
-			c.mu.Unlock()
-			return
-		}
-		c.handle(data)
+	if c.light {
+		return
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	// A frame sent raw need not decode: it asks nothing known.
+	if json.Unmarshal(data, &m) == nil && len(m.ID) > 0 && m.Method != "" {
+		c.asked[string(m.ID)] = m.Method
 	}
 }
 
-func (c *Client) handle(data []byte) {
+// received checks and keeps a message the host sent, which the client
+// has handled.
+func (c *Client) received(data []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.signalLocked()
+	if c.light {
+		return
+	}
+	defer func() { c.seen = max(c.seen, c.c.LastSeq()) }()
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -184,44 +186,28 @@ func (c *Client) handle(data []byte) {
 		Error  *RPCError       `json:"error"`
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		c.bad("not JSON: %v: %s", err, data)
+		c.badLocked("not JSON: %v: %s", err, data)
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if m.Method != "" {
-		c.notification(m.Method, m.Params, data)
+		c.notificationLocked(m.Method, m.Params, data)
 		return
 	}
 	id := string(m.ID)
 	if (id == "" || id == "null") && m.Error != nil {
 		// A message the host could not read gets an error with no id.
 		c.orphans = append(c.orphans, m.Error)
-		c.signalLocked()
 		return
 	}
-	p, ok := c.pending[id]
+	method, ok := c.asked[id]
 	if !ok {
 		c.badLocked("a response to no request: %s", data)
 		return
 	}
-	delete(c.pending, id)
+	delete(c.asked, id)
 	if m.Error == nil {
-		def := resultDefs[p.method]
-		if p.method == "reconnect" {
-			def = "ReconnectSnapshotResult"
-			if strings.Contains(string(m.Result), `"type":"replay"`) {
-				def = "ReconnectReplayResult"
-			}
-		}
-		if def != "" && !c.light {
-			if err := c.schemas.Validate(def, m.Result); err != nil {
-				c.badLocked("%s result: %v", p.method, err)
-			}
-		}
-		c.takeSnapshots(p.method, m.Result)
+		c.resultLocked(method, m.Result)
 	}
-	p.ch <- response{result: m.Result, err: m.Error}
 }
 
 // resultDefs names the schema definition of each method's result.
@@ -244,50 +230,59 @@ var notificationDefs = map[string]string{
 	"root/progress":              "ProgressParams",
 }
 
-func (c *Client) notification(method string, params json.RawMessage, data []byte) {
+func (c *Client) resultLocked(method string, result json.RawMessage) {
+	def := resultDefs[method]
+	if method == "reconnect" {
+		def = "ReconnectSnapshotResult"
+		if strings.Contains(string(result), `"type":"replay"`) {
+			def = "ReconnectReplayResult"
+		}
+		if r, err := protocol.UnmarshalReconnectResult(result); err == nil {
+			if r, ok := r.(*protocol.ReconnectReplayResult); ok {
+				for i := range r.Actions {
+					c.checkActionLocked(&r.Actions[i])
+				}
+			}
+		}
+	}
+	if def != "" {
+		if err := c.schemas.Validate(def, result); err != nil {
+			c.badLocked("%s result: %v", method, err)
+		}
+	}
+}
+
+func (c *Client) notificationLocked(method string, params json.RawMessage, data []byte) {
 	def, ok := notificationDefs[method]
 	if !ok {
 		c.badLocked("an unknown notification: %s", data)
 		return
 	}
-	if c.light {
-		// Checked no further.
-	} else if err := c.schemas.Validate(def, params); err != nil && !refusal(params) {
+	if err := c.schemas.Validate(def, params); err != nil && !refusal(params) {
 		c.badLocked("%s: %v", method, err)
 	}
-	if c.version != "" && method != "action" && !protocol.NotificationKnownTo(method, c.version) {
-		c.badLocked("a %s client was sent %s, which its version does not know", c.version, method)
+	version := c.c.Version()
+	if version != "" && method != "action" && !protocol.NotificationKnownTo(method, version) {
+		c.badLocked("a %s client was sent %s, which its version does not know", version, method)
 	}
 	msg := Message{Method: method, Params: params}
 	if method == "action" {
-		var env protocol.ActionEnvelope
-		if err := json.Unmarshal(params, &env); err != nil {
-			// A refusal carries the client's action back as it came, or,
-			// for one too large to send back, its type alone: it need not
-			// decode.
-			if !refusal(params) {
-				c.badLocked("action: %v", err)
-				return
-			}
-			env = refusedEnvelope(params)
+		env, err := client.DecodeEnvelope(params)
+		if err != nil {
+			c.badLocked("action: %v", err)
+			return
 		}
 		// The echo of a client's own action, refused, is the action as it
 		// sent it; anything else must be of a type its version knows.
-		if t := env.Action.Type(); c.version != "" && env.RejectionReason == nil && !t.KnownTo(c.version) {
-			c.badLocked("a %s client was sent %s, which its version does not know", c.version, t)
+		if t := env.Action.Type(); version != "" && env.RejectionReason == nil && !t.KnownTo(version) {
+			c.badLocked("a %s client was sent %s, which its version does not know", version, t)
 		}
-		msg.Envelope = &env
-		c.applyLocked(&env)
+		msg.Envelope = env
+		c.checkActionLocked(env)
 	}
-	if !c.light {
-		c.messages = append(c.messages, msg)
-	}
-	c.signalLocked()
+	c.messages = append(c.messages, msg)
 }
 
-// applyLocked brings a channel's state up to date with an envelope, as a
-// client does: after its snapshot, in serverSeq order; refused actions
-// change nothing.
 // refusal reports whether params are a refused action's echo, which
 // carries the client's own action back as it was sent.
 func refusal(params json.RawMessage) bool {
@@ -297,83 +292,20 @@ func refusal(params json.RawMessage) bool {
 	return json.Unmarshal(params, &env) == nil && env.RejectionReason != nil
 }
 
-// refusedEnvelope reads a refusal whose action does not decode.
-func refusedEnvelope(params json.RawMessage) protocol.ActionEnvelope {
-	var raw struct {
-		Channel         string                 `json:"channel"`
-		Action          json.RawMessage        `json:"action"`
-		ServerSeq       int64                  `json:"serverSeq"`
-		Origin          *protocol.ActionOrigin `json:"origin"`
-		RejectionReason *string                `json:"rejectionReason"`
-	}
-	_ = json.Unmarshal(params, &raw)
-	var head struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(raw.Action, &head)
-	return protocol.ActionEnvelope{Channel: raw.Channel, ServerSeq: raw.ServerSeq, Origin: raw.Origin,
-		RejectionReason: raw.RejectionReason, Action: &protocol.Unknown{Kind: head.Type, Raw: []byte(raw.Action)}}
-}
-
-func (c *Client) applyLocked(env *protocol.ActionEnvelope) {
+// checkActionLocked checks an action the client applied (or skipped) as
+// a client takes them: after its channel's snapshot, in serverSeq order;
+// refused actions change nothing.
+func (c *Client) checkActionLocked(env *protocol.ActionEnvelope) {
 	if env.RejectionReason != nil {
 		return
 	}
-	if env.ServerSeq <= c.lastSeq && env.Origin == nil {
-		c.badLocked("serverSeq went back: %d after %d", env.ServerSeq, c.lastSeq)
+	if env.ServerSeq <= c.seen && env.Origin == nil {
+		c.badLocked("serverSeq went back: %d after %d", env.ServerSeq, c.seen)
 	}
-	if env.ServerSeq > c.lastSeq {
-		c.lastSeq = env.ServerSeq
+	c.seen = max(c.seen, env.ServerSeq)
+	if c.c.State(env.Channel) == nil && !c.blind[env.Channel] {
+		c.badLocked("an action on %s, which this client does not watch: %s", env.Channel, mustJSON(env))
 	}
-	state, ok := c.states[env.Channel]
-	if !ok {
-		if !c.blind[env.Channel] {
-			c.badLocked("an action on %s, which this client does not watch: %s", env.Channel, mustJSON(env))
-		}
-		return
-	}
-	if env.ServerSeq <= c.fromSeq[env.Channel] {
-		return // already in the snapshot
-	}
-	c.states[env.Channel] = protocol.Apply(state, env.Action)
-}
-
-func (c *Client) takeSnapshots(method string, result json.RawMessage) {
-	var snaps []protocol.Snapshot
-	switch method {
-	case "initialize":
-		var r protocol.InitializeResult
-		if json.Unmarshal(result, &r) == nil {
-			snaps = r.Snapshots
-			c.lastSeq = max(c.lastSeq, r.ServerSeq)
-		}
-	case "subscribe":
-		var r protocol.SubscribeResult
-		if json.Unmarshal(result, &r) == nil && r.Snapshot != nil {
-			snaps = []protocol.Snapshot{*r.Snapshot}
-		}
-	case "reconnect":
-		if r, err := protocol.UnmarshalReconnectResult(result); err == nil {
-			switch r := r.(type) {
-			case *protocol.ReconnectSnapshotResult:
-				snaps = r.Snapshots
-			case *protocol.ReconnectReplayResult:
-				for i := range r.Actions {
-					c.applyLocked(&r.Actions[i])
-				}
-			}
-		}
-	}
-	for _, s := range snaps {
-		c.states[s.Resource] = s.State
-		c.fromSeq[s.Resource] = s.FromSeq
-	}
-}
-
-func (c *Client) bad(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.badLocked(format, args...)
 }
 
 func (c *Client) badLocked(format string, args ...any) {
@@ -388,20 +320,7 @@ func (c *Client) signalLocked() {
 // Call sends a request and waits for its answer.
 func (c *Client) Call(method string, params any) (json.RawMessage, *RPCError) {
 	c.t.Helper()
-	ch, err := c.send(method, params, true)
-	if err != nil {
-		c.t.Fatalf("%s: %v", method, err)
-	}
-	select {
-	case r, ok := <-ch:
-		if !ok {
-			c.t.Fatalf("%s: the connection ended: %v", method, c.Err())
-		}
-		return r.result, r.err
-	case <-time.After(Timeout):
-		c.t.Fatalf("%s: no answer in %v", method, Timeout)
-	}
-	return nil, nil
+	return c.Start(method, params).Await()
 }
 
 // MustCall is Call failing the test on an error response.
@@ -418,31 +337,37 @@ func (c *Client) MustCall(method string, params any) json.RawMessage {
 type Pending struct {
 	c      *Client
 	method string
-	ch     chan response
+	p      *client.Pending
 }
 
 // Start sends a request and returns at once: a client that does not wait
 // for one answer before its next request.
 func (c *Client) Start(method string, params any) *Pending {
 	c.t.Helper()
-	ch, err := c.send(method, params, true)
+	p, err := c.c.Start(c.ctx, method, params)
 	if err != nil {
 		c.t.Fatalf("%s: %v", method, err)
 	}
-	return &Pending{c: c, method: method, ch: ch}
+	return &Pending{c: c, method: method, p: p}
 }
 
 // Await waits for the answer.
 func (p *Pending) Await() (json.RawMessage, *RPCError) {
 	p.c.t.Helper()
-	select {
-	case r, ok := <-p.ch:
-		if !ok {
-			p.c.t.Fatalf("%s: the connection ended: %v", p.method, p.c.Err())
-		}
-		return r.result, r.err
-	case <-time.After(Timeout):
+	ctx, cancel := context.WithTimeout(p.c.ctx, Timeout)
+	defer cancel()
+	var res json.RawMessage
+	err := p.p.Await(ctx, &res)
+	var rpcErr *client.Error
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &rpcErr):
+		return nil, &RPCError{Code: int64(rpcErr.Code), Message: rpcErr.Message, Data: rpcErr.Data}
+	case errors.Is(err, context.DeadlineExceeded):
 		p.c.t.Fatalf("%s: no answer in %v", p.method, Timeout)
+	default:
+		p.c.t.Fatalf("%s: the connection ended: %v", p.method, err)
 	}
 	return nil, nil
 }
@@ -450,37 +375,14 @@ func (p *Pending) Await() (json.RawMessage, *RPCError) {
 // Notify sends a notification.
 func (c *Client) Notify(method string, params any) {
 	c.t.Helper()
-	if _, err := c.send(method, params, false); err != nil {
+	if err := c.c.Notify(c.ctx, method, params); err != nil {
 		c.t.Fatalf("%s: %v", method, err)
 	}
 }
 
 // SendRaw writes a frame as it is.
 func (c *Client) SendRaw(data []byte) error {
-	return c.ws.Write(c.ctx, websocket.MessageText, data)
-}
-
-func (c *Client) send(method string, params any, call bool) (chan response, error) {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	msg := map[string]any{"jsonrpc": "2.0", "method": method, "params": json.RawMessage(p)}
-	var ch chan response
-	if call {
-		c.mu.Lock()
-		c.nextID++
-		id := c.nextID
-		ch = make(chan response, 1)
-		c.pending[strconv.FormatInt(id, 10)] = pendingCall{method: method, ch: ch}
-		c.mu.Unlock()
-		msg["id"] = id
-	}
-	data, err := json.Marshal(msg)
-	if err != nil {
-		return nil, err
-	}
-	return ch, c.ws.Write(c.ctx, websocket.MessageText, data)
+	return c.c.SendRaw(c.ctx, data)
 }
 
 // Dispatch sends a client action on a channel and returns its clientSeq.
@@ -503,11 +405,7 @@ func (c *Client) Orphans() []*RPCError {
 }
 
 // State returns the client's state of a channel.
-func (c *Client) State(channel string) protocol.ChannelState {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.states[channel]
-}
+func (c *Client) State(channel string) protocol.ChannelState { return c.c.State(channel) }
 
 // Messages returns every notification received so far.
 func (c *Client) Messages() []Message {
@@ -519,24 +417,11 @@ func (c *Client) Messages() []Message {
 // Wait waits until cond, called with what was received so far, holds.
 func (c *Client) Wait(what string, cond func(msgs []Message) bool) {
 	c.t.Helper()
-	deadline := time.After(Timeout)
-	for {
-		c.mu.Lock()
-		msgs := append([]Message(nil), c.messages...)
-		changed := c.changed
-		closed := c.closed
-		c.mu.Unlock()
-		if cond(msgs) {
-			return
-		}
-		if closed != nil {
-			c.t.Fatalf("waiting for %s: the connection ended: %v", what, closed)
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			c.t.Fatalf("waiting for %s: not in %v", what, Timeout)
-		}
+	switch err := c.wait(cond); {
+	case errors.Is(err, errEnded):
+		c.t.Fatalf("waiting for %s: the connection ended: %v", what, c.Err())
+	case err != nil:
+		c.t.Fatalf("waiting for %s: not in %v", what, Timeout)
 	}
 }
 
@@ -545,23 +430,38 @@ func (c *Client) Wait(what string, cond func(msgs []Message) bool) {
 // that then says how what it waited for differs.
 func (c *Client) WaitOrNot(what string, cond func(msgs []Message) bool) bool {
 	c.t.Helper()
-	deadline := time.After(Timeout)
+	return c.wait(cond) == nil
+}
+
+var (
+	errEnded   = errors.New("the connection ended")
+	errTimeout = errors.New("timed out")
+)
+
+// wait waits until cond holds, waking each time a message was checked
+// (and so handled by the client: its states are up to date).
+func (c *Client) wait(cond func(msgs []Message) bool) error {
+	deadline := time.NewTimer(Timeout)
+	defer deadline.Stop()
+	ended := c.c.Disconnected()
 	for {
 		c.mu.Lock()
-		msgs := append([]Message(nil), c.messages...)
+		msgs := slices.Clone(c.messages)
 		changed := c.changed
-		closed := c.closed
 		c.mu.Unlock()
 		if cond(msgs) {
-			return true
+			return nil
 		}
-		if closed != nil {
-			return false
+		select {
+		case <-ended:
+			return errEnded
+		default:
 		}
 		select {
 		case <-changed:
-		case <-deadline:
-			return false
+		case <-ended:
+		case <-deadline.C:
+			return errTimeout
 		}
 	}
 }
@@ -608,25 +508,14 @@ func (c *Client) InitializeWith(params map[string]any) *protocol.InitializeResul
 	if err := json.Unmarshal(raw, &r); err != nil {
 		c.t.Fatal(err)
 	}
-	c.mu.Lock()
-	c.version = r.ProtocolVersion
-	c.mu.Unlock()
 	return &r
 }
 
 // Version returns the protocol version the client negotiated.
-func (c *Client) Version() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.version
-}
+func (c *Client) Version() string { return c.c.Version() }
 
 // LastSeq returns the last serverSeq the client saw.
-func (c *Client) LastSeq() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastSeq
-}
+func (c *Client) LastSeq() int64 { return c.c.LastSeq() }
 
 // Reconnect resumes an earlier connection's subscriptions. This client held
 // no state of them, so actions replayed or sent on them are recorded but
@@ -653,19 +542,12 @@ func (c *Client) Reconnect(clientID string, lastSeen int64, subs []string) proto
 // states, a snapshot replaces them.
 func (c *Client) Resume(from *Client, clientID string) protocol.ReconnectResult {
 	c.t.Helper()
-	from.mu.Lock()
-	subs := make([]string, 0, len(from.states))
+	c.c.Adopt(from.c)
+	lastSeen := c.c.LastSeq()
 	c.mu.Lock()
-	for ch, st := range from.states {
-		subs = append(subs, ch)
-		c.states[ch] = st
-		c.fromSeq[ch] = from.fromSeq[ch]
-	}
-	c.version, c.lastSeq = from.version, from.lastSeq
-	lastSeen := from.lastSeq
+	c.seen = max(c.seen, lastSeen)
 	c.mu.Unlock()
-	from.mu.Unlock()
-	raw := c.MustCall("reconnect", map[string]any{"clientId": clientID, "lastSeenServerSeq": lastSeen, "subscriptions": subs})
+	raw := c.MustCall("reconnect", map[string]any{"clientId": clientID, "lastSeenServerSeq": lastSeen, "subscriptions": c.c.Channels()})
 	r, err := protocol.UnmarshalReconnectResult(raw)
 	if err != nil {
 		c.t.Fatal(err)
