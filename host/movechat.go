@@ -105,7 +105,7 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session.Session, e *session.C
 	if why != "" {
 		return nil, session.MoveRefused(uri, why)
 	}
-	su, dirs, config := b.Su, b.Dirs, b.Config
+	su, dirs, config := b.URI, b.Dirs, b.Config
 	owner, scope := b.Owner, b.Scope
 	rec, state := b.Rec, b.State
 

@@ -16,7 +16,7 @@ import (
 
 // Build makes the session's state and chats from its record, each chat's
 // from its state in rc, the journal's tail, when it is there.
-func (s *Session) Build(config protocol.SessionConfigState, rc *Recovered) {
+func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 	rec := &s.rec
 	if rec.Lifecycle == "creationFailed" {
 		rec.Lifecycle = string(protocol.SessionLifecycleFailed) // its name before 0.9
@@ -77,7 +77,7 @@ func (s *Session) Build(config protocol.SessionConfigState, rc *Recovered) {
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}
-	s.summary = s.ComputeSummaryLocked()
+	s.summary = s.computeSummaryLocked()
 }
 
 func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {

@@ -165,10 +165,10 @@ func (s *Session) adopt(rec *ChatRecord, state *protocol.ChatState, order []stri
 	s.persistLocked()
 }
 
-// newBasis is what a session made for a moved chat takes of the chat's
-// old session, read at once (newSessionBasis).
-type newBasis struct {
-	Su           protocol.SessionURI
+// Basis is what a session made for a moved chat takes of the chat's
+// old session, read at once (NewSessionBasis).
+type Basis struct {
+	URI          protocol.SessionURI // the old session's
 	Dirs         []string
 	Config       protocol.SessionConfigState
 	Owner, Scope string
@@ -179,15 +179,15 @@ type newBasis struct {
 // NewSessionBasis says why the chat cannot leave the session now, or "",
 // with what a new session for it takes of this one, read under the same
 // lock as the check.
-func (s *Session) NewSessionBasis(e *ChatEntry) (string, newBasis) {
+func (s *Session) NewSessionBasis(e *ChatEntry) (string, Basis) {
 	s.mu.Lock()
 	defer s.unlock()
 	if why := s.movableLocked(e); why != "" {
-		return why, newBasis{}
+		return why, Basis{}
 	}
 	su, _ := protocol.ParseSessionURI(s.uri)
-	return "", newBasis{
-		Su:     su,
+	return "", Basis{
+		URI:    su,
 		Dirs:   slices.Clone(s.rec.WorkingDirectories),
 		Config: *s.state.Config,
 		Owner:  s.rec.Owner,
@@ -213,7 +213,7 @@ func (s *Session) AnnounceHome(ne *ChatEntry) {
 	defer s.unlock()
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
-	s.summary = s.ComputeSummaryLocked()
+	s.summary = s.computeSummaryLocked()
 	at := s.summary.ModifiedAt
 	s.out.Later(func() { s.h.Reorder(s, at) })
 	s.noteOwnLocked()
@@ -243,6 +243,6 @@ func (s *Session) homeLocked(rec *ChatRecord, state *protocol.ChatState) *ChatEn
 	s.rec.DefaultChat, s.rec.Title, s.rec.TitleFrom = rec.URI, state.Title, titleFromAgent
 	s.rec.Lifecycle = string(protocol.SessionLifecycleReady)
 	s.provisional = false
-	s.summary = s.ComputeSummaryLocked()
+	s.summary = s.computeSummaryLocked()
 	return ne
 }

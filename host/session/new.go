@@ -14,8 +14,8 @@ import (
 // RecordVersion is the format version of the records this host writes.
 const RecordVersion = 1
 
-// DefaultTitle is a session's title until it is given one.
-const DefaultTitle = "New Session"
+// defaultTitle is a session's title until it is given one.
+const defaultTitle = "New Session"
 
 // newSession is a session with nothing of a record yet.
 func newSession(env *Env, uri, id, provider string, backend plugins.Backend) *Session {
@@ -56,16 +56,16 @@ func New(env *Env, spec Spec) *Session {
 	s := newSession(env, uri, spec.URI.ID, spec.Provider, spec.Backend)
 	s.provisional, s.creatorID, s.creator = true, spec.By.ClientID, spec.By.Principal
 	s.awake.Store(true)
-	s.SetWorkDir(spec.Dirs[0])
+	s.setWorkDir(spec.Dirs[0])
 	chatURI := protocol.DefaultChatURI(uri)
 	s.rec = Record{
-		AHPD: RecordVersion, URI: uri, Provider: spec.Provider, Title: DefaultTitle,
+		AHPD: RecordVersion, URI: uri, Provider: spec.Provider, Title: defaultTitle,
 		CreatedAt: now, ModifiedAt: now, WorkingDirectories: spec.Dirs, Config: spec.Config.Values, Folder: spec.Dirs[0],
 		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
-		Chats: []*ChatRecord{{URI: chatURI, Title: DefaultTitle, ModifiedAt: now, Conversation: spec.URI.ID}},
+		Chats: []*ChatRecord{{URI: chatURI, Title: defaultTitle, ModifiedAt: now, Conversation: spec.URI.ID}},
 		Owner: spec.Owner, Scope: spec.Scope,
 	}
-	s.Build(spec.Config, nil)
+	s.build(spec.Config, nil)
 	return s
 }
 
@@ -76,20 +76,20 @@ func New(env *Env, spec Spec) *Session {
 func Restore(env *Env, id string, rec *Record, rc *Recovered, backend plugins.Backend, config func(*Record) protocol.SessionConfigState) *Session {
 	s := newSession(env, rec.URI, id, rec.Provider, backend)
 	s.rec, s.announced, s.stored, s.asleep = *rec, true, true, true
-	s.SetWorkDir(rec.WorkingDirectories[0])
+	s.setWorkDir(rec.WorkingDirectories[0])
 	if rc != nil {
 		rc.into(&s.rec)
 	}
-	s.Build(config(&s.rec), rc)
+	s.build(config(&s.rec), rc)
 	for _, e := range s.chats {
 		if e.loaded {
-			s.SetAwakeLocked(true) // it holds turns: it falls asleep as any session does
+			s.setAwakeLocked(true) // it holds turns: it falls asleep as any session does
 		}
 	}
 	if rec.External {
 		s.announced = false
 		s.state.Meta = protocol.Object{ExternalMeta: jsontext.Value("true")}
-		s.summary = s.ComputeSummaryLocked()
+		s.summary = s.computeSummaryLocked()
 	}
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}

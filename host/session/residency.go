@@ -14,10 +14,10 @@ func (s *Session) markUsedLocked() {
 	if s.asleep && s.h.Journaled {
 		s.out.Later(func() { s.h.WriteResidency(s.uri, "wake") })
 	}
-	s.SetAwakeLocked(true)
+	s.setAwakeLocked(true)
 }
 
-func (s *Session) SetAwakeLocked(awake bool) {
+func (s *Session) setAwakeLocked(awake bool) {
 	s.asleep = !awake
 	s.awake.Store(awake)
 }
@@ -106,7 +106,7 @@ func (s *Session) Unload(entries []*ChatEntry) bool {
 	for _, e := range entries {
 		channels[e.rec.URI] = true
 	}
-	s.SetAwakeLocked(false)
+	s.setAwakeLocked(false)
 	s.sleeps++
 	if !s.h.Journaled {
 		for _, e := range entries {

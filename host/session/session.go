@@ -170,7 +170,7 @@ func (s *Session) WorkDir() string {
 	return ""
 }
 
-func (s *Session) SetWorkDir(dir string) { s.dir.Store(&dir) }
+func (s *Session) setWorkDir(dir string) { s.dir.Store(&dir) }
 
 // setStart records what the chat's agent starts with next.
 func (e *ChatEntry) setStart(config protocol.Object, resume bool, conversation string) {

@@ -15,11 +15,11 @@ import (
 // its worktree has checked out.
 const branchMeta = "ahpd.branch"
 
-// ComputeSummaryLocked derives the session's catalogue row from its state
+// computeSummaryLocked derives the session's catalogue row from its state
 // and its chats: its status and activity as protocol.SessionActivity
 // makes them. The row carries the chat catalogue (chats, defaultChat) for
 // 1.0 clients.
-func (s *Session) ComputeSummaryLocked() protocol.SessionSummary {
+func (s *Session) computeSummaryLocked() protocol.SessionSummary {
 	st := s.state
 	sum := protocol.SessionSummary{
 		Resource:           s.uri,
@@ -69,7 +69,7 @@ func (s *Session) ComputeSummaryLocked() protocol.SessionSummary {
 // what changed, once the session is announced. modifiedAt only moves
 // forward.
 func (s *Session) refreshSummaryLocked() {
-	next := s.ComputeSummaryLocked()
+	next := s.computeSummaryLocked()
 	if next.ModifiedAt < s.summary.ModifiedAt {
 		next.ModifiedAt = s.summary.ModifiedAt
 	}

@@ -101,7 +101,7 @@ func (s *Session) moveInto(t *worktree.Tree) {
 	s.mu.Lock()
 	old := s.WorkDir()
 	s.rec.Tree = t
-	s.SetWorkDir(t.Path)
+	s.setWorkDir(t.Path)
 	if len(s.rec.WorkingDirectories) > 0 {
 		s.rec.WorkingDirectories[0] = t.Path
 	}
