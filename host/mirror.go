@@ -325,7 +325,7 @@ func (h *Host) subscribeRemote(ctx context.Context, c *conn.Conn, holder, id, ur
 	if err != nil {
 		return nil, err
 	}
-	turns, err := viewTurns(p.View)
+	turns, err := session.ViewTurns(p.View)
 	if err != nil {
 		return nil, err
 	}

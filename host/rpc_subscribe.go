@@ -6,6 +6,7 @@ import (
 	"github.com/creachadair/jrpc2"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -18,7 +19,7 @@ func (h *Host) subscribe(ctx context.Context, c *conn.Conn, req *jrpc2.Request) 
 	if err != nil {
 		return nil, err
 	}
-	turns, err := viewTurns(p.View)
+	turns, err := session.ViewTurns(p.View)
 	if err != nil {
 		return nil, err
 	}

@@ -153,7 +153,7 @@ func (s *Session) FetchStart(c *conn.Conn, e *ChatEntry, asked *string) (cursor 
 	cursor = cs.TurnsNextCursor
 	conv = plugins.Conversation{ID: e.rec.Conversation, Dir: s.WorkDir()}
 	if asked != nil && (cursor == nil || *asked != *cursor) {
-		page, ok := ViewPage(cs, *asked)
+		page, ok := viewPage(cs, *asked)
 		if ok {
 			e.setViewLocked(c, -1)
 			s.emitChatLocked(e.chat, page, nil)

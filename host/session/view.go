@@ -21,9 +21,9 @@ import (
 // another client loads carries them too, so the view's subscriber has no
 // hole in its turns; ChatEntry.views says which views are out.
 
-// HeldFrom is the index of the oldest turn a chat's state holds: what
+// heldFrom is the index of the oldest turn a chat's state holds: what
 // its turnsNextCursor says, 0 without one.
-func HeldFrom(cs *protocol.ChatState) int {
+func heldFrom(cs *protocol.ChatState) int {
 	if cs.TurnsNextCursor == nil {
 		return 0
 	}
@@ -41,19 +41,19 @@ func ViewOf(cs *protocol.ChatState, n int) (*protocol.ChatState, int) {
 	if n <= 0 || len(cs.Turns) <= n {
 		return cs, -1
 	}
-	oldest := HeldFrom(cs) + len(cs.Turns) - n
+	oldest := heldFrom(cs) + len(cs.Turns) - n
 	view := *cs
 	view.Turns = cs.Turns[len(cs.Turns)-n:]
 	view.TurnsNextCursor = new(TurnCursor(oldest))
 	return &view, oldest
 }
 
-// ViewPage answers fetchTurns with a view's cursor: the turns the chat
+// viewPage answers fetchTurns with a view's cursor: the turns the chat
 // holds older than it, with the chat's own cursor. ok is false when the
 // cursor is not one a view of the chat as it is could carry.
-func ViewPage(cs *protocol.ChatState, cursor string) (page *protocol.ChatTurnsLoadedAction, ok bool) {
+func viewPage(cs *protocol.ChatState, cursor string) (page *protocol.ChatTurnsLoadedAction, ok bool) {
 	k, err := ParseTurnCursor(cursor)
-	from := HeldFrom(cs)
+	from := heldFrom(cs)
 	if err != nil || k <= from || k > from+len(cs.Turns) {
 		return nil, false
 	}
@@ -83,7 +83,7 @@ func (e *ChatEntry) setViewLocked(c *conn.Conn, oldest int) {
 // lacks: those older than the newest view's oldest turn. Called with
 // s.mu held.
 func (e *ChatEntry) viewsLackLocked(cs *protocol.ChatState) []protocol.Turn {
-	from, upTo := HeldFrom(cs), 0
+	from, upTo := heldFrom(cs), 0
 	for c, oldest := range e.views {
 		if c.Context().Err() == nil {
 			upTo = max(upTo, oldest)
@@ -93,4 +93,21 @@ func (e *ChatEntry) viewsLackLocked(cs *protocol.ChatState) []protocol.Turn {
 		return nil
 	}
 	return cs.Turns[:min(upTo-from, len(cs.Turns))]
+}
+
+// maxViewTurns bounds view.turns; a greater value is taken as it.
+const maxViewTurns = 50
+
+// ViewTurns reads subscribe's view.turns: 0 when there is none, else
+// from 1 to maxViewTurns. Servers may return more or fewer turns than
+// asked, so more than maxViewTurns is taken as maxViewTurns; none or
+// fewer than one is a mistake, refused.
+func ViewTurns(v *protocol.SubscribeView) (int, error) {
+	if v == nil || v.Turns == nil {
+		return 0, nil
+	}
+	if *v.Turns < 1 {
+		return 0, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for subscribe: view.turns: %d, must be from 1 to %d", *v.Turns, maxViewTurns)
+	}
+	return int(min(*v.Turns, maxViewTurns)), nil
 }

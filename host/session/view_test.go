@@ -1,11 +1,10 @@
-package host
+package session
 
 import (
 	"fmt"
 	"reflect"
 	"testing"
 
-	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -20,7 +19,7 @@ func TestViewOf(t *testing.T) {
 			cs.Turns = append(cs.Turns, protocol.Turn{ID: fmt.Sprintf("t%d", from+i)})
 		}
 		if from > 0 {
-			cs.TurnsNextCursor = new(session.TurnCursor(from))
+			cs.TurnsNextCursor = new(TurnCursor(from))
 		}
 		return cs
 	}
@@ -36,11 +35,11 @@ func TestViewOf(t *testing.T) {
 		{held: 4, from: 6, turns: 5, first: "t6", cursor: "before:6"},
 		{held: 80, turns: 1000, first: "t30", cursor: "before:30"},
 	} {
-		n, err := viewTurns(&protocol.SubscribeView{Turns: &tc.turns})
+		n, err := ViewTurns(&protocol.SubscribeView{Turns: &tc.turns})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := session.ViewOf(chat(tc.held, tc.from), n)
+		got, _ := ViewOf(chat(tc.held, tc.from), n)
 		cursor := ""
 		if got.TurnsNextCursor != nil {
 			cursor = *got.TurnsNextCursor
@@ -58,13 +57,13 @@ func TestViewOf(t *testing.T) {
 		}
 		// Its cursor pages in what the chat holds before it, with the
 		// chat's own cursor.
-		page, ok := session.ViewPage(own, cursor)
-		if !ok || len(page.Turns)+len(got.Turns) != tc.held || session.HeldFrom(&protocol.ChatState{TurnsNextCursor: page.TurnsNextCursor}) != tc.from {
+		page, ok := viewPage(own, cursor)
+		if !ok || len(page.Turns)+len(got.Turns) != tc.held || heldFrom(&protocol.ChatState{TurnsNextCursor: page.TurnsNextCursor}) != tc.from {
 			t.Errorf("the page before %s: %d turns, %v", cursor, len(page.Turns), ok)
 		}
 	}
 	for _, turns := range []int64{0, -1} {
-		if _, err := viewTurns(&protocol.SubscribeView{Turns: &turns}); err == nil {
+		if _, err := ViewTurns(&protocol.SubscribeView{Turns: &turns}); err == nil {
 			t.Errorf("view.turns %d taken", turns)
 		}
 	}
