@@ -68,9 +68,9 @@ func (h *Host) replaceSession(old, ns *session.Session) bool {
 	}
 	h.mu.Unlock()
 	if old != nil {
-		h.order.remove(old)
+		h.order.Remove(old)
 		old.MarkDisposed()
 	}
-	h.order.add(ns, ns.CurrentSummary().ModifiedAt)
+	h.order.Add(ns, ns.CurrentSummary().ModifiedAt)
 	return true
 }

@@ -120,7 +120,7 @@ func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session.Session, err
 	own := s.OwnKeysLocked() // before another can reach s
 	h.sessions[spec.uri.ID] = s
 	h.mu.Unlock()
-	h.noteOwn(own)
-	h.order.add(s, s.CurrentSummary().ModifiedAt)
+	h.ext.NoteOwn(own)
+	h.order.Add(s, s.CurrentSummary().ModifiedAt)
 	return s, nil
 }

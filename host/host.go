@@ -40,6 +40,7 @@ import (
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
+	"github.com/ahpd/ahpd/host/listing"
 	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/journal"
@@ -186,13 +187,13 @@ type Host struct {
 	writer  *recordWriter // writes records off the sessions' locks
 	env     *session.Env  // what its sessions share of it (sessionhost.go)
 	trees   *worktree.Manager
-	keys    cursorKey
+	cursors listing.Cursors // sign the cursors of listSessions
 	metrics *metrics
 	roots   []string // Options.AllowedRoots, resolved
 
 	mu       lockcheck.Mutex
 	sessions map[string]*session.Session // by session id
-	order    *sessionOrder               // the same sessions in listing order (order.go)
+	order    *listing.Order              // the same sessions in listing order
 	conns    map[*conn.Conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
@@ -206,8 +207,8 @@ type Host struct {
 	unavailable map[string]string // provider -> why it cannot run
 
 	// ext is the external sessions: the catalogue and what listings
-	// show of it (catalogue.go).
-	ext externalSessions
+	// show of it (catalogue.go gives it what it needs of the host).
+	ext *listing.External
 
 	wg sync.WaitGroup // background work that must end before Close returns
 
@@ -329,7 +330,6 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		mu:       lockcheck.Mutex{Class: "host"},
 		rootMu:   lockcheck.Mutex{Class: "root"},
 		rootOut:  outbox.New(protocol.RootURI),
-		ext:      externalSessions{mu: lockcheck.Mutex{Class: "external"}, out: outbox.New(""), ownMu: lockcheck.Mutex{Class: "own"}},
 		marks:    journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
 		opts:     opts,
 		log:      opts.Logger,
@@ -339,11 +339,11 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		bus:      fanout.New(opts.Replay, firstSeq(opts, newest)),
 		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
 		store:    st,
-		keys:     newCursorKey(),
+		cursors:  listing.NewCursors(),
 		metrics:  newMetrics(),
 		roots:    roots,
 		sessions: map[string]*session.Session{},
-		order:    newSessionOrder(),
+		order:    listing.NewOrder(),
 		conns:    map[*conn.Conn]struct{}{},
 		clients:  map[string]*client{},
 		homes:    map[string]string{},
@@ -356,6 +356,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
 		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
 	}
+	h.ext = h.newExternal()
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
 	h.pushes = newPusher(opts.PushCheckpoints, opts.Logger, func() { h.metrics.pushErrors.Add(1) }, opts.checkpointsPushed)
 	h.env = h.sessionEnv()
@@ -398,7 +399,7 @@ func (h *Host) start(newest int64) error {
 		return unwind(err)
 	}
 	h.openCatalogue()
-	started = append(started, func() { _ = h.closeCatalogue() })
+	started = append(started, func() { _ = h.ext.Close() })
 	if opts.Cluster == nil {
 		// Another host may have made a tree this one has no record of yet.
 		h.sweepTrees()
@@ -465,7 +466,7 @@ func (h *Host) loadSessions(clean bool) error {
 	h.loadingOwn = &own
 	defer func() {
 		h.loadingOwn = nil
-		h.noteOwn(own)
+		h.ext.NoteOwn(own)
 	}()
 	var (
 		cut   []*session.Session
@@ -485,7 +486,7 @@ func (h *Host) loadSessions(clean bool) error {
 			continue
 		}
 		h.sessions[s.ID()] = s
-		h.order.add(s, s.CurrentSummary().ModifiedAt)
+		h.order.Add(s, s.CurrentSummary().ModifiedAt)
 		if rc != nil {
 			h.marks.note(s.URI(), rc.Mark.ServerSeq, rc.Mark.Seq)
 			cut = append(cut, s)
@@ -582,7 +583,7 @@ func (h *Host) shutdownSteps() []shutdownStep {
 		{"leases", do(h.letGoAll)},
 		// The checkpoints just recorded are pushed, within a bound.
 		{"pushes", do(func() { h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow)) })},
-		{"catalogue", func(context.Context) error { return h.closeCatalogue() }},
+		{"catalogue", func(context.Context) error { return h.ext.Close() }},
 		{"relays", do(h.closeRelays)},
 		{"connections", do(h.endConnections)},
 		{"journal retries", do(h.health.stopTrying)},
@@ -754,7 +755,7 @@ func (h *Host) session(c *conn.Conn, uri string) (*session.Session, error) {
 		return nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
 	s := h.held(uri)
-	if s == nil && su.Provider() != "" && h.awaitCatalogue(c) {
+	if s == nil && su.Provider() != "" && h.ext.Await(c.Context()) {
 		s = h.openExternal(su)
 	}
 	if s == nil || !s.VisibleTo(c) {

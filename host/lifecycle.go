@@ -43,7 +43,7 @@ func (h *Host) restore(rec *session.Record, rc *session.Recovered) (*session.Ses
 		// noting copies the whole set.
 		*h.loadingOwn = append(*h.loadingOwn, s.OwnKeysLocked()...)
 	} else {
-		h.noteOwn(s.OwnKeysLocked())
+		h.ext.NoteOwn(s.OwnKeysLocked())
 	}
 	return s, nil
 }
@@ -87,7 +87,7 @@ func (h *Host) dispose(ctx context.Context, s *session.Session) error {
 	h.mu.Lock()
 	delete(h.sessions, s.ID())
 	h.mu.Unlock()
-	h.order.remove(s)
+	h.order.Remove(s)
 	h.letGo(s.ID())
 	s.ForgetOwn()
 	for _, e := range list {

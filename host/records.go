@@ -169,7 +169,7 @@ func (h *Host) recordRemoved(id string) {
 	if s == nil {
 		return
 	}
-	h.order.remove(s)
+	h.order.Remove(s)
 	h.dropMirror(id)
 	uri, chats := s.MarkRemoved()
 	for _, ch := range chats {

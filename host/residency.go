@@ -179,8 +179,8 @@ func (h *Host) status(c *conn.Conn, uri string) (string, error) {
 	}
 	if s == nil {
 		// A session only the catalogue knows is known, and not in memory.
-		if p := su.Provider(); p != "" && h.ext.cat != nil {
-			if _, ok := h.ext.cat.Lookup(p, su.ID); ok {
+		if p := su.Provider(); p != "" {
+			if _, ok := h.ext.Lookup(p, su.ID); ok {
 				return "inactive", nil
 			}
 		}

@@ -56,7 +56,7 @@ func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) (*protocol.
 	changed := *a
 	var dropped []string
 	for k, v := range a.Config {
-		if k != catalogue.ConfigKey || h.ext.cat == nil {
+		if k != catalogue.ConfigKey || !h.ext.Has() {
 			continue
 		}
 		if _, ok := catalogue.ParseMode(session.StringValue(v)); !ok {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/listing"
 	"github.com/ahpd/ahpd/host/session"
 
 	"github.com/ahpd/ahpd/protocol"
@@ -76,9 +77,9 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 		}
 		limit = int(min(*p.Limit, maxPage))
 	}
-	var after *pageKey
+	var after *listing.Key
 	if p.Cursor != nil {
-		k, err := h.keys.open(*p.Cursor)
+		k, err := h.cursors.Open(*p.Cursor)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for listSessions: cursor: %v", err)
 		}
@@ -94,7 +95,7 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	}
 	res := &protocol.ListSessionsResult{Items: rows}
 	if more {
-		res.NextCursor = new(h.keys.seal(last))
+		res.NextCursor = new(h.cursors.Seal(last))
 	}
 	return res, nil
 }

@@ -75,20 +75,15 @@ func (sh *sessionHost) RemoveRecord(id string) error { return sh.h().removeRecor
 
 // Catalogue
 
-func (sh *sessionHost) NoteOwn(keys []catalogue.Key) { sh.h().noteOwn(keys) }
+func (sh *sessionHost) NoteOwn(keys []catalogue.Key) { sh.ext.NoteOwn(keys) }
 
 func (sh *sessionHost) ForgetOwn(keys []catalogue.Key) {
-	sh.ext.changeOwn(func(own map[catalogue.Key]bool) bool {
-		for _, k := range keys {
-			delete(own, k)
-		}
-		return false
-	})
+	sh.ext.ForgetOwn(keys)
 }
 
-func (sh *sessionHost) Shown(k catalogue.Key) bool { return sh.ext.shownRows()[k] }
+func (sh *sessionHost) Shown(k catalogue.Key) bool { return sh.ext.Shown(k) }
 
-func (sh *sessionHost) Reorder(s *session.Session, modifiedAt string) { sh.order.move(s, modifiedAt) }
+func (sh *sessionHost) Reorder(s *session.Session, modifiedAt string) { sh.order.Move(s, modifiedAt) }
 
 // Git
 

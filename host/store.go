@@ -141,7 +141,7 @@ func readRecord(path string) (*session.Record, error) {
 	return &rec, nil
 }
 
-// save writes the record atomically (writeFileAtomic).
+// save writes the record atomically (atomicfile.Write).
 func (s *fileStore) save(id string, data []byte) error {
 	name := fileName(id)
 	path := filepath.Join(s.dir, name)
@@ -177,12 +177,6 @@ type createTemp = atomicfile.CreateTemp
 
 // tempFile is what createTemp makes.
 type tempFile = atomicfile.File
-
-// writeFileAtomic writes data to path so that a crash leaves the old file
-// or the new one, never half of either.
-func writeFileAtomic(path string, data []byte) error {
-	return atomicfile.Write(path, data, nil)
-}
 
 func (s *fileStore) remove(id string) error {
 	err := os.Remove(filepath.Join(s.dir, fileName(id)))

@@ -22,7 +22,3 @@ func (s *Session) Residency(now time.Time) (string, []string) {
 	return fmt.Sprintf("asleep %v, idle %v, pins %d, last action %v, used %v, now %v",
 		s.asleep, s.idleLocked(), s.pins, s.lastAction, s.used, now), slices.Clone(s.order)
 }
-
-// Stub is a session with nothing but its URI, for tests of what orders
-// sessions: it cannot be used as a session.
-func Stub(uri string) *Session { return &Session{uri: uri} }

@@ -1,4 +1,4 @@
-package host
+package listing
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ahpd/ahpd/host/session"
+	"github.com/ahpd/ahpd/protocol"
 )
 
 // TestSessionOrder files, moves and drops sessions at random and checks
@@ -15,11 +15,11 @@ import (
 func TestSessionOrder(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
-	o := newSessionOrder()
-	held := map[*session.Session]string{} // the model: session -> modifiedAt
-	var all []*session.Session
+	o := NewOrder()
+	held := map[*item]string{} // the model: session -> modifiedAt
+	var all []*item
 	for i := range 200 {
-		all = append(all, session.Stub(fmt.Sprintf("ahp-session:/s%03d", i)))
+		all = append(all, newItem(fmt.Sprintf("ahp-session:/s%03d", i)))
 	}
 	at := func() string { return fmt.Sprintf("2026-01-01T00:%02d:00.000Z", r.IntN(60)) } // ties are common
 	for step := range 5000 {
@@ -27,26 +27,26 @@ func TestSessionOrder(t *testing.T) {
 		switch op := r.IntN(10); {
 		case op < 4:
 			m := at()
-			o.add(s, m)
+			o.Add(s, m)
 			held[s] = m
 		case op < 8:
 			m := max(at(), held[s])
-			o.move(s, m)
+			o.Move(s, m)
 			if _, ok := held[s]; ok {
 				held[s] = m
 			}
 		default:
-			o.remove(s)
+			o.Remove(s)
 			delete(held, s)
 		}
 		if step%100 != 0 {
 			continue
 		}
-		var want []pageKey
+		var want []Key
 		for s, m := range held {
-			want = append(want, pageKey{m, s.URI()})
+			want = append(want, Key{m, s.URI()})
 		}
-		slices.SortFunc(want, pageKey.compare)
+		slices.SortFunc(want, Key.Compare)
 		if got := walk(o, nil, 1+r.IntN(50)); !slices.Equal(got, want) {
 			t.Fatalf("step %d: the order walks\n%v\nwant\n%v", step, got, want)
 		}
@@ -57,7 +57,7 @@ func TestSessionOrder(t *testing.T) {
 			}
 		}
 		for s := range held {
-			if !o.holds(s.URI()) {
+			if !o.Holds(s.URI()) {
 				t.Fatalf("step %d: %s is not held", step, s.URI())
 			}
 		}
@@ -65,17 +65,17 @@ func TestSessionOrder(t *testing.T) {
 }
 
 // walk pages through the order from after, n entries at a time.
-func walk(o *sessionOrder, after *pageKey, n int) []pageKey {
-	var out []pageKey
+func walk(o *Order, after *Key, n int) []Key {
+	var out []Key
 	for {
 		page := o.next(nil, after, n)
 		for _, k := range page {
-			out = append(out, k.pageKey)
+			out = append(out, k.Key)
 		}
 		if len(page) < n {
 			return out
 		}
-		after = &page[len(page)-1].pageKey
+		after = &page[len(page)-1].Key
 	}
 }
 
@@ -83,21 +83,32 @@ func walk(o *sessionOrder, after *pageKey, n int) []pageKey {
 // modifiedAt moves, among 10,000: an idle one (the oldest, every entry
 // shifts) and the most active (the newest, next to nothing shifts).
 func BenchmarkSessionOrderMove(b *testing.B) {
-	o := newSessionOrder()
+	o := NewOrder()
 	for i := range 10000 {
-		s := session.Stub(fmt.Sprintf("ahp-session:/s%05d", i))
-		o.add(s, fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
+		s := newItem(fmt.Sprintf("ahp-session:/s%05d", i))
+		o.Add(s, fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
 	}
 	stamp := 0
 	now := func() string { stamp++; return fmt.Sprintf("2026-02-01T00:00:00.%09dZ", stamp) }
 	b.Run("oldest", func(b *testing.B) {
 		for b.Loop() {
-			o.move(o.keys[0].s, now())
+			o.Move(o.keys[0].item, now())
 		}
 	})
 	b.Run("newest", func(b *testing.B) {
 		for b.Loop() {
-			o.move(o.keys[len(o.keys)-1].s, now())
+			o.Move(o.keys[len(o.keys)-1].item, now())
 		}
 	})
+}
+
+// item is a session as the order sees it: its URI, listed to anyone.
+type item struct{ uri string }
+
+func newItem(uri string) *item { return &item{uri} }
+
+func (i *item) URI() string { return i.uri }
+
+func (i *item) Listed(bool, string, map[string]bool) (protocol.SessionSummary, bool) {
+	return protocol.SessionSummary{Resource: i.uri}, true
 }

@@ -1,0 +1,16 @@
+// Package listing owns what listSessions shows: the host's own sessions
+// in listing order (Order), the catalogue's external rows a listing shows
+// and the showExternalSessions mode that picks them (External), the merge
+// of both into pages (Page), and the signed cursors pages end at
+// (Cursors).
+//
+// It knows a session only as an Item: its URI, and how it is listed when
+// asked. It never holds a session's lock: an Order copies a run of items
+// out under its own lock and asks each after letting it go. What a change
+// of the external view must tell clients is queued under the view's lock
+// and handed to the host's hooks (Config.Notify, through Config.Sink) once
+// that lock is let go.
+//
+// It must not publish to clients, reach the registry or a session but
+// through those hooks and Items, or write anything but the mode's file.
+package listing
