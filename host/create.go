@@ -117,7 +117,7 @@ func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session.Session, err
 	}
 	s := h.newSession(c, session.Spec{URI: spec.uri, Provider: spec.provider, Backend: spec.backend,
 		Dirs: spec.dirs, Config: spec.config, Owner: spec.owner, Scope: spec.scope})
-	own := s.OwnKeysLocked() // before another can reach s
+	own := s.OwnKeysUnshared() // before another can reach s
 	h.sessions[spec.uri.ID] = s
 	h.mu.Unlock()
 	h.ext.NoteOwn(own)

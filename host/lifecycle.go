@@ -41,9 +41,9 @@ func (h *Host) restore(rec *session.Record, rc *session.Recovered) (*session.Ses
 	if h.loadingOwn != nil {
 		// Loading: noted all at once after (loadSessions), for each
 		// noting copies the whole set.
-		*h.loadingOwn = append(*h.loadingOwn, s.OwnKeysLocked()...)
+		*h.loadingOwn = append(*h.loadingOwn, s.OwnKeysUnshared()...)
 	} else {
-		h.ext.NoteOwn(s.OwnKeysLocked())
+		h.ext.NoteOwn(s.OwnKeysUnshared())
 	}
 	return s, nil
 }

@@ -43,14 +43,19 @@ func (s *Session) ForgetOwn() {
 // host's own, whose transcripts are then not external. The caller holds
 // s.mu.
 func (s *Session) noteOwnLocked() {
-	if keys := s.OwnKeysLocked(); keys != nil {
+	if keys := s.ownKeysLocked(); keys != nil {
 		s.out.Later(func() { s.h.NoteOwn(keys) })
 	}
 }
 
-// OwnKeysLocked lists the session's conversations, or nil for an external
-// session. The caller holds s.mu or has not shared s yet.
-func (s *Session) OwnKeysLocked() []catalogue.Key {
+// OwnKeysUnshared lists the conversations of a session its caller just
+// made (New, Restore) and has not shared yet, which no lock need guard:
+// the host notes them as its own before anyone can reach the session.
+func (s *Session) OwnKeysUnshared() []catalogue.Key { return s.ownKeysLocked() }
+
+// ownKeysLocked lists the session's conversations, or nil for an external
+// session. The caller holds s.mu.
+func (s *Session) ownKeysLocked() []catalogue.Key {
 	if s.rec.External {
 		return nil
 	}
