@@ -30,6 +30,10 @@ func main() {
 // run is ahpd with its arguments, streams and a context that ends on
 // SIGINT or SIGTERM. It returns the exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if isVersionArg(args) {
+		printVersion(stdout, version, readBuildInfo())
+		return 0
+	}
 	if len(args) > 0 && args[0] == "user" {
 		return userCommand(args[1:], stdout, stderr)
 	}
@@ -66,6 +70,7 @@ const usage = `ahpd hosts AI coding-agent sessions over the Agent Host Protocol.
 
 Usage:
   ahpd [serve] [flags]
+  ahpd version                   the version, commit and Go toolchain of this binary (also --version)
   ahpd user add|role|scopes|token|tokens|revoke|rm|list ...   manage the users directory (see ahpd user --help)
 
 Flags:

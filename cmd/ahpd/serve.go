@@ -29,9 +29,6 @@ import (
 	"github.com/ahpd/ahpd/plugins/agentproc"
 )
 
-// version is ahpd's version, set at build time with -ldflags.
-var version = "dev"
-
 // serve runs the daemon until ctx ends or, with --stdio, stdin does.
 func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.Writer) error {
 	// A reader of stdout or stderr that goes away is a peer closing, which
