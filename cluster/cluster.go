@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -140,7 +141,9 @@ type Member struct {
 	recordsKV jetstream.KeyValue // nil until first used (records.go)
 
 	stop chan struct{} // closed by Close: ends the heartbeat
-	done chan struct{} // closed when the heartbeat has ended
+	// failing is whether the last heartbeat failed (Healthy).
+	failing atomic.Bool
+	done    chan struct{} // closed when the heartbeat has ended
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -307,7 +310,25 @@ func (m *Member) heartbeat() {
 			m.log.Info("cluster: heartbeat back", "host", m.cfg.HostID)
 		}
 		failing = err != nil
+		m.failing.Store(failing)
 	}
+}
+
+// Healthy reports whether the host is in the cluster: connected to NATS,
+// its heartbeat (its record and its leases) renewed at the last beat.
+func (m *Member) Healthy() error {
+	select {
+	case <-m.stop:
+		return errors.New("left the cluster")
+	default:
+	}
+	if !m.nc.IsConnected() {
+		return errors.New("not connected to NATS")
+	}
+	if m.failing.Load() {
+		return errors.New("its heartbeat in the cluster fails")
+	}
+	return nil
 }
 
 // nextBeat is when the heartbeat runs next: an interval from now (a

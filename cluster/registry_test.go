@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -152,5 +153,26 @@ func TestDial(t *testing.T) {
 	bad.URL = ""
 	if _, err := Dial(ctx(t), bad, "x"); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("Dial without a URL = %v, want ErrBadConfig", err)
+	}
+}
+
+// Healthy says whether a member is in the cluster: joined, it is; with its
+// connection gone it is not, nor once it has left.
+func TestHealthy(t *testing.T) {
+	c := clustertest.Start(t, 1)
+	a := join(t, c, 0, "a", true, Config{})
+	if err := a.Healthy(); err != nil {
+		t.Fatalf("a member just joined: Healthy = %v", err)
+	}
+	b := join(t, c, 0, "b", true, Config{})
+	b.nc.Close()
+	if err := b.Healthy(); err == nil || !strings.Contains(err.Error(), "NATS") {
+		t.Errorf("a member without its connection: Healthy = %v", err)
+	}
+	if err := a.Close(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Healthy(); err == nil || !strings.Contains(err.Error(), "left") {
+		t.Errorf("a member that left: Healthy = %v", err)
 	}
 }

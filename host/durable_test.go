@@ -91,6 +91,9 @@ func TestJournalDownRefusesWork(t *testing.T) {
 	if err := th.h.AwaitJournal(ctx, true); err != nil {
 		t.Fatalf("the journal gone, the host did not count it failing: %v", err)
 	}
+	if err := th.h.Ready(); err == nil || !strings.Contains(err.Error(), "journal") {
+		t.Errorf("the journal gone, Ready says %v", err)
+	}
 	// What was sent before the append that failed may still be on its
 	// way: a ping's answer comes behind it on the same connection.
 	c.MustCall("ping", nil)
@@ -109,6 +112,9 @@ func TestJournalDownRefusesWork(t *testing.T) {
 	n.start()
 	if err := th.h.AwaitJournal(ctx, false); err != nil {
 		t.Fatalf("the journal back, the host still counts it failing: %v", err)
+	}
+	if err := th.h.Ready(); err != nil {
+		t.Errorf("the journal back, Ready says %v", err)
 	}
 	other.MustCall("createSession", map[string]any{
 		"channel": "ahp-session:/s3", "provider": "script", "workingDirectories": []string{"file://" + th.work},

@@ -33,6 +33,9 @@ func TestCloseStartsNoTurn(t *testing.T) {
 		return len(s.(*protocol.ChatState).QueuedMessages) == 1
 	})
 
+	if err := th.h.Ready(); err != nil {
+		t.Errorf("a host serving says it is not ready: %v", err)
+	}
 	grace, endGrace := context.WithCancel(context.Background())
 	defer endGrace()
 	closed := make(chan error, 1)
@@ -52,6 +55,9 @@ func TestCloseStartsNoTurn(t *testing.T) {
 		if reason := answerTo(t, c, seq); reason != nil {
 			if !strings.Contains(*reason, "shutting down") {
 				t.Errorf("a turn sent while the host closes was refused with %q", *reason)
+			}
+			if err := th.h.Ready(); err == nil || !strings.Contains(err.Error(), "shutting down") {
+				t.Errorf("a host refusing turns as it closes says it is ready (%v)", err)
 			}
 			break
 		}

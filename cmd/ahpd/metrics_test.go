@@ -43,6 +43,15 @@ limits:
 		t.Errorf("--metrics-listen: %d %.200s", code, body)
 	}
 	base := "http://" + p.addr + "/metrics"
+	// The probes answer on both listeners without a token, and say
+	// nothing more.
+	for _, at := range []string{addr[1], p.addr} {
+		for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+			if code, body := get("http://" + at + path); code != http.StatusOK || body != want {
+				t.Errorf("%s%s without a token: %d %q, want 200 %q", at, path, code, body, want)
+			}
+		}
+	}
 	if code, _ := get(base); code != http.StatusUnauthorized {
 		t.Errorf("/metrics beside AHP without the token: %d", code)
 	}

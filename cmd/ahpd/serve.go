@@ -163,6 +163,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
 	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
+	handleHealth(mux, h, member)
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: handshake,
@@ -171,7 +172,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if cfg.MetricsListen != "" {
-		stop, err := serveMetrics(cfg.MetricsListen, h, handshake, log)
+		stop, err := serveMetrics(cfg.MetricsListen, h, member, handshake, log)
 		if err != nil {
 			_ = srv.Close()
 			<-served
@@ -249,15 +250,17 @@ func checkStateDir(dir string, log *slog.Logger) {
 	}
 }
 
-// serveMetrics serves /metrics on addr, without a token: what it shows is
-// counts, and a scraper has none to give. It returns what stops it.
-func serveMetrics(addr string, h *host.Host, handshake time.Duration, log *slog.Logger) (func(), error) {
+// serveMetrics serves /metrics and the health probes on addr, without a
+// token: what they show is counts, and a scraper has none to give. It
+// returns what stops it.
+func serveMetrics(addr string, h *host.Host, member *cluster.Member, handshake time.Duration, log *slog.Logger) (func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening for metrics on %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h.MetricsHandler())
+	handleHealth(mux, h, member)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: handshake, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	done := make(chan struct{})
 	go func() {
