@@ -295,7 +295,7 @@ func (e *Engine) finish(k key, uri protocol.URI, out Outcome) {
 		lc = failedLifecycle(rr.State.Lifecycle, now, out.Err.Error())
 	}
 	rr.State.Lifecycle = lc
-	e.log.Info("automations: a run ended", "automation", k.uri, "run", uri, "outcome", fmt.Sprintf("%T", lc), "err", out.Err)
+	e.log.Info("automations: a run ended", "automation", k.uri, "run", uri, "outcome", outcomeOf(lc), "err", out.Err)
 	state := rr.State
 	e.pruneLocked(a)
 	e.saveLocked(a)
@@ -320,6 +320,19 @@ func (e *Engine) pruneLocked(a *automation) {
 	}
 	clear(a.rec.Runs[len(kept):])
 	a.rec.Runs = kept
+}
+
+// outcomeOf names how a run ended, for the log.
+func outcomeOf(lc protocol.AutomationRunLifecycle) string {
+	switch lc.(type) {
+	case *protocol.AutomationCompletedRunLifecycle:
+		return "completed"
+	case *protocol.AutomationFailedRunLifecycle:
+		return "failed"
+	case *protocol.AutomationCancelledRunLifecycle:
+		return "cancelled"
+	}
+	return "running"
 }
 
 func terminal(lc protocol.AutomationRunLifecycle) bool {

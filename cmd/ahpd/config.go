@@ -29,6 +29,7 @@ type config struct {
 	StateDir               string        `yaml:"stateDir"`
 	Sessions               string        `yaml:"sessions"`
 	LogLevel               string        `yaml:"logLevel"`
+	LogFormat              string        `yaml:"logFormat"`
 	ShutdownGrace          time.Duration `yaml:"shutdownGrace"`
 	// SleepAfterMinutes is how long a quiet session keeps its agents; 0
 	// keeps them for good. Fractions are allowed.
@@ -124,6 +125,7 @@ func defaults() config {
 		Listen:                defaultListen,
 		Sessions:              "file",
 		LogLevel:              "info",
+		LogFormat:             "text",
 		ShutdownGrace:         10 * time.Second,
 		SleepAfterMinutes:     30,
 		SessionResidencyLimit: 10,
@@ -144,6 +146,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.Sessions, "sessions", cfg.Sessions, "")
 	fs.StringVar(file, "config", *file, "")
 	fs.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "")
+	fs.StringVar(&cfg.LogFormat, "log-format", cfg.LogFormat, "")
 	fs.DurationVar(&cfg.ShutdownGrace, "shutdown-grace", cfg.ShutdownGrace, "")
 	fs.Float64Var(&cfg.SleepAfterMinutes, "sleep-after-minutes", cfg.SleepAfterMinutes, "")
 	fs.IntVar(&cfg.SessionResidencyLimit, "session-residency-limit", cfg.SessionResidencyLimit, "")
@@ -227,7 +230,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if cfg.SleepAfterMinutes < 0 || cfg.SessionResidencyLimit < 0 {
 		return nil, errors.New("--sleep-after-minutes and --session-residency-limit must not be negative (0 turns each off)")
 	}
-	if _, err := newLogger(io.Discard, cfg.LogLevel); err != nil {
+	if _, err := newLogger(io.Discard, cfg.LogLevel, cfg.LogFormat); err != nil {
 		return nil, err
 	}
 	if err := cfg.Limits.host().Validate(); err != nil {

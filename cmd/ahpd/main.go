@@ -84,6 +84,7 @@ Flags:
   --sessions file|memory         keep sessions across restarts, or not (default file)
   --config FILE                  YAML config file; flags win over it
   --log-level debug|info|warn|error  (default info)
+  --log-format text|json         one logfmt or one JSON object a line, on stderr (default text)
   --users FILE                   the users directory: people connect with their own tokens
   --worktrees-root DIR           make worktree sessions' trees under DIR (default: beside each repository)
   --allowed-roots DIR,...        sessions work only in these directories (all but admins, with --users)

@@ -38,7 +38,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	pipes := make(chan os.Signal, 1)
 	signal.Notify(pipes, syscall.SIGPIPE)
 	defer signal.Stop(pipes)
-	log, err := newLogger(stderr, cfg.LogLevel)
+	log, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
 	}
@@ -365,12 +365,21 @@ func authenticator(cfg *config, log *slog.Logger) (*grants.Authenticator, func()
 	return a, func() { _ = live.Close() }, nil
 }
 
-func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+// newLogger is the daemon's log on w, of the level and format
+// (--log-level, --log-format) asked.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level: %q is not debug, info, warn or error", level)
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
 }
 
 // runAsOwner runs the host's automation runs as their owners

@@ -37,6 +37,46 @@ func TestStdoutIsTheListeningLineOnly(t *testing.T) {
 	}
 }
 
+// TestJSONLog: with --log-format json every log line on stderr is one
+// JSON object with the time, the level and the message, values as plain
+// JSON; the lines meant for a person (how to connect) stay as they are.
+func TestJSONLog(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	p := serveDaemon(t, e, "--without-connection-token", "--log-format", "json")
+	c := connect(t, p, "", "c1")
+	_, chat := newSession(t, c, e, "s1")
+	send(t, c, chat, "t1", "say hi")
+	c.Close()
+	p.terminate()
+	msgs := map[string]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(p.stderr.String()), "\n") {
+		if strings.HasPrefix(line, "ahpd: ") {
+			continue // for the person who started it
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("a log line that is not JSON: %q (%v)", line, err)
+		}
+		for _, k := range []string{"time", "level", "msg"} {
+			if _, ok := rec[k]; !ok {
+				t.Errorf("a log line without %q: %s", k, line)
+			}
+		}
+		msgs[rec["msg"].(string)] = rec
+	}
+	serving, ok := msgs["serving"]
+	if !ok {
+		t.Fatalf("no \"serving\" line among %d", len(msgs))
+	}
+	if v, _ := serving["version"].(string); serving["addr"] != p.addr || v == "" {
+		t.Errorf("the serving line is %v: want addr %s and a version", serving, p.addr)
+	}
+	if _, ok := msgs["shutting down"]; !ok {
+		t.Errorf("no \"shutting down\" line")
+	}
+}
+
 func TestGeneratedToken(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
