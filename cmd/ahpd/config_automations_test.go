@@ -133,7 +133,7 @@ func TestConfigAutomationErrors(t *testing.T) {
 			"", `automations[0].session.config.permissions: deny[0]: "Bash(git push *)": Bash takes no path`},
 		{"inputTimeout", "  - id: x\n    title: X\n    message: say x\n    session: {config: {inputTimeout: forever}}\n",
 			"", `automations[0].session.config.inputTimeout: "forever": want a duration from 1s to 720h`},
-		{"unknown key", "  - id: x\n    title: X\n    message: say x\n    cron: \"* * * * *\"\n", "", `field cron not found`},
+		{"unknown key", "  - id: x\n    title: X\n    message: say x\n    cron: \"* * * * *\"\n", "", `unknown key "cron"; the keys allowed there are`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			head := ""

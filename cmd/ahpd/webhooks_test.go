@@ -227,7 +227,7 @@ func TestWebhooksConfigRefused(t *testing.T) {
 		{"webhooks:\n  - {url: https://hooks.example.com/T0KEN, events: [turn_failed]}\n",
 			"ahpd: config file: webhooks[0]: no secret"},
 		{"webhooks:\n  - {url: https://hooks.example.com/T0KEN, events: [turn_failed], unsigned: true, retries: 3}\n",
-			"field retries not found"},
+			`unknown key "retries"; the keys allowed there are`},
 	} {
 		p := launch(t, e, 0, "--config", writeConfig(t, e, tt.yaml), "--state-dir", e.state)
 		if code := p.wait(exitTimeout); code != 2 || !strings.Contains(p.stderr.String(), tt.want) || strings.Contains(p.stderr.String(), "T0KEN") {
