@@ -62,6 +62,8 @@ type config struct {
 	// MetricsListen serves /metrics on an address of its own, without the
 	// token; "" serves it only beside AHP, behind the token.
 	MetricsListen string `yaml:"metricsListen"`
+	// Pprof serves net/http/pprof on MetricsListen, and only there.
+	Pprof bool `yaml:"pprof"`
 	// Automations are declared in the file (config file only): runnable
 	// over the protocol, changed only here (config_automations.go).
 	Automations []automationConfig `yaml:"automations"`
@@ -153,6 +155,7 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.Users, "users", cfg.Users, "")
 	fs.StringVar(&cfg.WorktreesRoot, "worktrees-root", cfg.WorktreesRoot, "")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "")
+	fs.BoolVar(&cfg.Pprof, "pprof", cfg.Pprof, "")
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
 	fs.StringVar(&cfg.NATS.Node.Listen, "nats-listen", cfg.NATS.Node.Listen, "")
 	fs.StringVar(&cfg.NATS.Node.Cluster, "nats-cluster", cfg.NATS.Node.Cluster, "")
@@ -229,6 +232,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if cfg.SleepAfterMinutes < 0 || cfg.SessionResidencyLimit < 0 {
 		return nil, errors.New("--sleep-after-minutes and --session-residency-limit must not be negative (0 turns each off)")
+	}
+	if cfg.Pprof && cfg.MetricsListen == "" {
+		return nil, errors.New("--pprof serves the profiles on the metrics listener only: give --metrics-listen too")
 	}
 	if _, err := newLogger(io.Discard, cfg.LogLevel, cfg.LogFormat); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,28 @@ func TestConfigKeyErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOperatorFlagErrors: flags that cannot work as given are refused,
+// saying what to give instead.
+func TestOperatorFlagErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--pprof"}, "give --metrics-listen too"},
+		{[]string{"--log-format", "xml"}, `--log-format: "xml" is not text or json`},
+		{[]string{"--log-level", "loud"}, `--log-level: "loud" is not debug`},
+	} {
+		_, err := parseConfig(append([]string{"--state-dir", e.state}, tc.args...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := parseConfig([]string{"--state-dir", e.state, "--pprof", "--metrics-listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard); err != nil {
+		t.Errorf("--pprof with --metrics-listen, JSON logs: %v", err)
 	}
 }

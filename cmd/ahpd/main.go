@@ -93,6 +93,7 @@ Flags:
   --session-residency-limit N    keep at most N sessions resident (default 10; 0 no limit)
   --metrics-listen ADDR          serve /metrics on ADDR without a token (it is always served
                                  beside AHP, behind the token)
+  --pprof                        serve net/http/pprof under /debug/pprof/ on the metrics listener
   --nats URL,...                 keep the journal in this NATS cluster (default: NATS embedded,
                                  its store under the state directory, no listener)
   --nats-listen ADDR             run a NATS node in the daemon, taking clients on ADDR (with

@@ -19,6 +19,7 @@ func TestMetricsInTheDaemon(t *testing.T) {
 	e := newEnv(t)
 	config := writeConfig(t, e, `
 metricsListen: 127.0.0.1:0
+pprof: true
 limits:
   initialize: 200ms
   identifierBytes: 256
@@ -43,6 +44,13 @@ limits:
 		t.Errorf("--metrics-listen: %d %.200s", code, body)
 	}
 	base := "http://" + p.addr + "/metrics"
+	// The profiles are on the metrics listener, and only there.
+	if code, body := get("http://" + addr[1] + "/debug/pprof/cmdline"); code != http.StatusOK || !strings.Contains(body, "ahpd") {
+		t.Errorf("pprof on the metrics listener: %d %.200q", code, body)
+	}
+	if code, body := get("http://" + p.addr + "/debug/pprof/cmdline?tkn=" + e.token(t)); code == http.StatusOK {
+		t.Errorf("pprof beside AHP: %d %.200q", code, body)
+	}
 	// The probes answer on both listeners without a token, and say
 	// nothing more.
 	for _, at := range []string{addr[1], p.addr} {

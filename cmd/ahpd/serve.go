@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -172,7 +173,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	if cfg.MetricsListen != "" {
-		stop, err := serveMetrics(cfg.MetricsListen, h, member, handshake, log)
+		stop, err := serveMetrics(cfg, h, member, handshake, log)
 		if err != nil {
 			_ = srv.Close()
 			<-served
@@ -250,17 +251,25 @@ func checkStateDir(dir string, log *slog.Logger) {
 	}
 }
 
-// serveMetrics serves /metrics and the health probes on addr, without a
-// token: what they show is counts, and a scraper has none to give. It
-// returns what stops it.
-func serveMetrics(addr string, h *host.Host, member *cluster.Member, handshake time.Duration, log *slog.Logger) (func(), error) {
-	ln, err := net.Listen("tcp", addr)
+// serveMetrics serves /metrics and the health probes on cfg.MetricsListen,
+// without a token: what they show is counts, and a scraper has none to
+// give; with cfg.Pprof, the profiles too, which only that address serves.
+// It returns what stops it.
+func serveMetrics(cfg *config, h *host.Host, member *cluster.Member, handshake time.Duration, log *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", cfg.MetricsListen)
 	if err != nil {
-		return nil, fmt.Errorf("listening for metrics on %s: %w", addr, err)
+		return nil, fmt.Errorf("listening for metrics on %s: %w", cfg.MetricsListen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h.MetricsHandler())
 	handleHealth(mux, h, member)
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: handshake, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	done := make(chan struct{})
 	go func() {
