@@ -60,8 +60,6 @@ func (cc *clusterCore) Restore(rec *session.Record) (*session.Session, error) {
 	return cc.h().restore(rec, nil)
 }
 
-func (cc *clusterCore) Replace(old, ns *session.Session) bool { return cc.h().replaceSession(old, ns) }
-
 func (cc *clusterCore) Forget(id string) *session.Session {
 	h := cc.h()
 	h.mu.Lock()
@@ -172,7 +170,7 @@ func (cc *clusterCore) Refresh(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if !h.replaceSession(s, ns) {
+	if !cc.Replace(s, ns) {
 		return nil // changed meanwhile: left to whoever changed it
 	}
 	h.marks.note(ns.URI(), rc.Mark.ServerSeq, rc.Mark.Seq)
@@ -180,9 +178,11 @@ func (cc *clusterCore) Refresh(ctx context.Context, id string) error {
 	return nil
 }
 
-// replaceSession puts ns in the registry in place of old (nil: none),
-// reporting false when old is no longer the one there.
-func (h *Host) replaceSession(old, ns *session.Session) bool {
+// Replace puts ns in the registry in place of old (nil: none), reporting
+// false when old is no longer the one there; old is marked disposed, so
+// whoever still has it does nothing with it.
+func (cc *clusterCore) Replace(old, ns *session.Session) bool {
+	h := cc.h()
 	chats := ns.ChatOrder()
 	h.mu.Lock()
 	if h.sessions[ns.ID()] != old {

@@ -16,7 +16,10 @@
 // chat's turns are run by package chats, a change's effects leave through
 // package outbox, frames are numbered and handed out by package fanout and
 // written by package conn, and git is reached through packages worktree
-// and checkpoints.
+// and checkpoints. Sharing sessions with other hosts is package
+// host/shared's: a part the host holds only with a cluster, plugged into
+// the hooks the host defines (clusterpart.go), reaching the host through
+// clusterCore (clustercore.go).
 package host
 
 import (
@@ -121,10 +124,10 @@ type Options struct {
 	// Automations configure the automations the host runs (automations.go).
 	Automations AutomationOptions
 	// Cluster, when set, is this host's membership of a cluster of hosts
-	// sharing sessions (package host/shared, docs/CLUSTER.md): a session runs on
-	// the host holding its lease, and the others forward to it. The
-	// caller joins it, with the Journal on the same NATS, and closes it
-	// after Close. nil is a host of its own.
+	// sharing sessions (package host/shared, docs/CLUSTER.md): a session
+	// runs on the host holding its lease, and the others forward to it.
+	// The caller joins it, with the Journal on the same NATS, and closes
+	// it after Close. nil is a host of its own.
 	Cluster *cluster.Member
 	// Permissions are the permissions of a session whose config sets
 	// none: what its agents' tool calls may do without a person
@@ -245,6 +248,7 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With a cluster, the records are kept in its bucket.
 	var st store = storeOf{shared.NewRecords(opts.Cluster)}
 	if opts.Cluster == nil {
 		if st, err = openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp); err != nil {
