@@ -84,8 +84,8 @@ func (h *Host) openAutomations() error {
 	ah := &automationHost{mu: lockcheck.Mutex{Class: "automations"}, runOf: map[string]protocol.URI{}}
 	h.autos = ah
 	var scheduling func() bool
-	if h.clustered() {
-		scheduling = h.scheduling // one host of the cluster runs the schedules
+	if h.cluster != nil {
+		scheduling = h.cluster.Scheduling // one host of the cluster runs the schedules
 	}
 	var runner automations.Runner = noRunner{}
 	if n := h.opts.Automations.NewRunner; n != nil {

@@ -7,7 +7,7 @@
 // before each handler) and admits connections over WebSocket, stdio and
 // in-process streams (Connect), each a conn.Conn; with a cluster, each
 // method runs on the host that holds its session or on the host the
-// connection is on, as route.go declares.
+// connection is on, as package host/shared declares (its route table).
 //
 // One session, its chats and everything that changes them are package
 // session's: the host reaches a session only through its methods, and the
@@ -16,7 +16,10 @@
 // chat's turns are run by package chats, a change's effects leave through
 // package outbox, frames are numbered and handed out by package fanout and
 // written by package conn, and git is reached through packages worktree
-// and checkpoints.
+// and checkpoints. Sharing sessions with other hosts is package
+// host/shared's: a part the host holds only with a cluster, plugged into
+// the hooks the host defines (clusterpart.go), reaching the host through
+// clusterCore (clustercore.go).
 package host
 
 import (
@@ -43,6 +46,7 @@ import (
 	"github.com/ahpd/ahpd/host/listing"
 	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/host/session"
+	"github.com/ahpd/ahpd/host/shared"
 	"github.com/ahpd/ahpd/journal"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -121,10 +125,10 @@ type Options struct {
 	// Automations configure the automations the host runs (automations.go).
 	Automations AutomationOptions
 	// Cluster, when set, is this host's membership of a cluster of hosts
-	// sharing sessions (cluster.go, docs/CLUSTER.md): a session runs on
-	// the host holding its lease, and the others forward to it. The
-	// caller joins it, with the Journal on the same NATS, and closes it
-	// after Close. nil is a host of its own.
+	// sharing sessions (package host/shared, docs/CLUSTER.md): a session
+	// runs on the host holding its lease, and the others forward to it.
+	// The caller joins it, with the Journal on the same NATS, and closes
+	// it after Close. nil is a host of its own.
 	Cluster *cluster.Member
 	// Permissions are the permissions of a session whose config sets
 	// none: what its agents' tool calls may do without a person
@@ -158,7 +162,8 @@ type Options struct {
 	// back (memory.go), for tests to wait on.
 	memoryReleased func()
 	// relayClosed, when set, is told each time a relay of another host's
-	// connection has closed (forwarded.go), for tests to wait on.
+	// connection has closed (host/shared's forwarded.go), for tests to
+	// wait on.
 	relayClosed func()
 	// checkpointsPushed, when set, is told after each push of a session's
 	// checkpoints (pushes.go), with its error, for tests to wait on.
@@ -230,16 +235,11 @@ type Host struct {
 	// makes, to note as the host's own in one go; nil after.
 	loadingOwn *[]catalogue.Key
 
-	// Sharing sessions with other hosts (cluster.go): the leases this
-	// host holds, and the relays of other hosts' connections.
-	leases    *leases
-	scheduler atomic.Pointer[cluster.Lease] // held while this host runs the automations' schedules (cluster.go)
-	// schedulerAsked is when this host last asked for the schedules'
-	// lease (unix ns, by its clock).
-	schedulerAsked atomic.Int64
-	relays         relays
-	mirrors        mirrors // sessions held elsewhere that clients here watch (mirror.go)
-	pushes         *pusher // nil without Options.PushCheckpoints (pushes.go)
+	// cluster is the part sharing sessions with other hosts (package
+	// host/shared, through the hooks of clusterpart.go): nil without
+	// Options.Cluster.
+	cluster clusterPart
+	pushes  *pusher // nil without Options.PushCheckpoints (pushes.go)
 }
 
 // New returns a Host with the sessions its store holds: its options
@@ -249,7 +249,8 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	var st store = clusterStore{opts.Cluster}
+	// With a cluster, the records are kept in its bucket.
+	var st store = storeOf{shared.NewRecords(opts.Cluster)}
 	if opts.Cluster == nil {
 		if st, err = openStore(opts.Sessions, opts.StateDir, opts.Logger, opts.storeTemp); err != nil {
 			return nil, err
@@ -352,9 +353,9 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
-		leases:      newLeases(),
-		relays:      relays{mu: lockcheck.Mutex{Class: "relays"}, by: map[relayKey]*relay{}},
-		mirrors:     mirrors{mu: lockcheck.Mutex{Class: "mirrors"}, by: map[string]*mirror{}},
+	}
+	if opts.Cluster != nil {
+		h.cluster = shared.New((*clusterCore)(h), opts.Cluster, shared.Options{RelayClosed: opts.relayClosed, RecordsHeld: opts.recordsHeld})
 	}
 	h.ext = h.newExternal()
 	h.writer = newRecordWriter(st, func() { h.storeErrors.Add(1) })
@@ -390,8 +391,11 @@ func (h *Host) start(newest int64) error {
 	// for one of this run.
 	// A host sharing sessions brings back none from the journal as it
 	// starts: they may run elsewhere now. The host that next takes one
-	// reads its tail then (claim).
-	records, err := h.followRecords()
+	// reads its tail then (shared's claim).
+	var err error
+	if h.cluster != nil {
+		err = h.cluster.Follow()
+	}
 	if err == nil {
 		err = h.loadSessions(opts.Cluster != nil || h.stoppedCleanly(newest))
 	}
@@ -404,18 +408,18 @@ func (h *Host) start(newest int64) error {
 		// Another host may have made a tree this one has no record of yet.
 		h.sweepTrees()
 	}
-	h.keepScheduling() // before the automations' first pass
-	started = append(started, h.letGoAll)
+	if h.cluster != nil {
+		h.cluster.KeepScheduling() // before the automations' first pass
+		started = append(started, h.cluster.LetGoAll)
+	}
 	if err := h.openAutomations(); err != nil {
 		return unwind(err)
 	}
 	started = append(started, h.closeAutomations)
-	if err := h.joinCluster(); err != nil {
-		return unwind(err)
-	}
-	if records != nil {
-		h.wg.Add(1)
-		go h.takeRecords(records)
+	if h.cluster != nil {
+		if err := h.cluster.Join(); err != nil {
+			return unwind(err)
+		}
 	}
 	h.wg.Add(3)
 	go h.watchdog()
@@ -571,6 +575,15 @@ func (h *Host) shutdownSteps() []shutdownStep {
 	do := func(f func()) func(context.Context) error {
 		return func(context.Context) error { f(); return nil }
 	}
+	// The cluster part's steps, on a host that has one.
+	part := func(f func(clusterPart)) func(context.Context) error {
+		return func(context.Context) error {
+			if h.cluster != nil {
+				f(h.cluster)
+			}
+			return nil
+		}
+	}
 	var sessions []*session.Session // those there are once no run makes more
 	return []shutdownStep{
 		{"automations", do(h.closeAutomations)}, // its runs end now, recorded as stopped by the shutdown
@@ -580,15 +593,15 @@ func (h *Host) shutdownSteps() []shutdownStep {
 		{"checkpoints", func(ctx context.Context) error { awaitCaptures(ctx, sessions); return nil }},
 		{"restart points", do(func() { h.writeRestartPoints(sessions) })},
 		{"outboxes", do(func() { awaitOutboxes(sessions, outboxDrain) })},
-		{"leases", do(h.letGoAll)},
+		{"leases", part(clusterPart.LetGoAll)},
 		// The checkpoints just recorded are pushed, within a bound.
 		{"pushes", do(func() { h.pushes.drain(cmp.Or(h.opts.pushDrain, pushDrainWindow)) })},
 		{"catalogue", func(context.Context) error { return h.ext.Close() }},
-		{"relays", do(h.closeRelays)},
+		{"relays", part(clusterPart.CloseRelays)},
 		{"connections", do(h.endConnections)},
 		{"journal retries", do(h.health.stopTrying)},
 		{"background work", do(h.stop)},
-		{"mirrors", do(h.closeMirrors)},
+		{"mirrors", part(clusterPart.CloseMirrors)},
 		{"the last checkpoints", do(func() { awaitCaptures(context.Background(), sessions) })},
 		{"pusher", do(h.pushes.close)},
 		// Every change has been handed to the writer: what it still holds
@@ -676,7 +689,9 @@ func (h *Host) connClosed(c *conn.Conn) {
 		}
 	}
 	h.poke()
-	h.relaysGone(c)
+	if h.cluster != nil {
+		h.cluster.ConnClosed(c)
+	}
 	h.mu.Lock()
 	delete(h.conns, c)
 	h.mu.Unlock()
@@ -762,6 +777,13 @@ func (h *Host) session(c *conn.Conn, uri string) (*session.Session, error) {
 		return nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", uri)
 	}
 	return s, nil
+}
+
+// byID returns the session of an id the host has, or nil.
+func (h *Host) byID(id string) *session.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[id]
 }
 
 // held returns the session a session URI names among those the host

@@ -88,7 +88,9 @@ func (h *Host) dispose(ctx context.Context, s *session.Session) error {
 	delete(h.sessions, s.ID())
 	h.mu.Unlock()
 	h.order.Remove(s)
-	h.letGo(s.ID())
+	if h.cluster != nil {
+		h.cluster.LetGo(s.ID())
+	}
 	s.ForgetOwn()
 	for _, e := range list {
 		h.unsubscribeAll(e.Record().URI)

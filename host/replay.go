@@ -149,7 +149,7 @@ func (h *Host) journalOf(c *conn.Conn, channel string) (string, bool) {
 // serverSeqs in the shared journal are not this host's, and a client of
 // this one watching such a session is sent snapshots instead.
 func (h *Host) numbersHere(id string) bool {
-	return !h.clustered() || h.leases.holds(id)
+	return h.cluster == nil || h.cluster.Holds(id)
 }
 
 // readGap reads key's entries with a serverSeq in (seen, upTo], failing,

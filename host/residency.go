@@ -118,13 +118,15 @@ type upkeepTask struct {
 
 // upkeep is what each tick keeps, in order, before residency.
 func (h *Host) upkeep() []upkeepTask {
-	return []upkeepTask{
-		{"clients away too long", h.forgetClients},                               // clients.go
-		{"mirrors nobody watches", func(time.Time) { h.dropUnwatchedMirrors() }}, // mirror.go
-		{"relays of connections gone quiet", h.dropIdleRelays},                   // forwarded.go
-		{"leases of sessions nobody uses", h.releaseUnused},                      // cluster.go
-		{"the schedules' lease", func(time.Time) { h.keepScheduling() }},         // cluster.go
+	tasks := []upkeepTask{
+		{"clients away too long", h.forgetClients}, // clients.go
 	}
+	if h.cluster != nil {
+		// Mirrors nobody watches, relays of connections gone quiet, leases
+		// of sessions nobody uses, and the schedules' lease.
+		tasks = append(tasks, upkeepTask{"what sharing sessions leaves behind", h.cluster.Upkeep}) // host/shared
+	}
+	return tasks
 }
 
 // balance puts quiet sessions to sleep and keeps the residency limit.

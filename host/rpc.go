@@ -102,11 +102,13 @@ func (h *Host) dispatch(c *conn.Conn, method string) jrpc2.Handler {
 		if err := h.allow(c, method, req.ParamString()); err != nil {
 			return nil, rpcError(err)
 		}
-		if done, v, err := h.route(ctx, c, req); done {
-			if err != nil {
-				return nil, rpcError(err)
+		if h.cluster != nil {
+			if done, v, err := h.cluster.Route(ctx, c, req); done {
+				if err != nil {
+					return nil, rpcError(err)
+				}
+				return v, nil
 			}
-			return v, nil
 		}
 		v, err := m(h, ctx, c, req)
 		if err != nil {

@@ -37,7 +37,7 @@ type statusResult struct {
 	// (allowed.go).
 	Operations []string `json:"operations,omitempty"`
 	// Meta, on a host sharing sessions, names the host that holds the
-	// session (clusterMeta) when one does.
+	// session ("ahpd.host", host/shared's clusterMeta) when one does.
 	Meta protocol.Object `json:"_meta,omitempty"`
 }
 
@@ -59,8 +59,8 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 		return nil, err
 	}
 	var res statusResult
-	if h.clustered() {
-		res, err = h.clusterStatus(ctx, c, p.Channel)
+	if h.cluster != nil {
+		res.Status, res.Meta, err = h.cluster.Status(ctx, c, p.Channel)
 	} else {
 		res.Status, err = h.status(c, p.Channel)
 	}

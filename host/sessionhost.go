@@ -27,7 +27,7 @@ func (h *Host) sessionEnv() *session.Env {
 		Clock:        h.opts.Clock,
 		Journaled:    h.opts.Journal != nil,
 		KeepsRecords: !memory,
-		Clustered:    h.clustered(),
+		Clustered:    h.cluster != nil,
 		TurnWindow:   h.opts.TurnWindow,
 		InputTimeout: h.opts.InputTimeout,
 		Events:       h.opts.Events,
@@ -106,8 +106,12 @@ func (sh *sessionHost) CountTurnEnd(a protocol.Action) { sh.metrics.turnEnded(a)
 func (sh *sessionHost) AutomationTurnEnded(s *session.Session, state protocol.TurnState) {
 	sh.h().automationTurnEnded(s, state)
 }
-func (sh *sessionHost) Unloaded()       { sh.metrics.unloaded.Add(1) } // its heap is garbage now (memory.go)
-func (sh *sessionHost) LetGo(id string) { sh.h().letGo(id) }
+func (sh *sessionHost) Unloaded() { sh.metrics.unloaded.Add(1) } // its heap is garbage now (memory.go)
+func (sh *sessionHost) LetGo(id string) {
+	if sh.cluster != nil {
+		sh.cluster.LetGo(id)
+	}
+}
 
 // Policy
 

@@ -1,10 +1,11 @@
-package host
+package shared
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"time"
@@ -20,7 +21,7 @@ import (
 // Routing a request on a host that shares sessions (docs/CLUSTER.md).
 // Every command about one session, and every client action on one, runs
 // on the host holding the session. Before such a request's handler runs,
-// route asks who holds it:
+// Route asks who holds it:
 //
 //   - this host: the handler runs here;
 //   - another host: the request is forwarded to it (forwarded.go) and its
@@ -52,9 +53,9 @@ var routed = map[string]bool{
 }
 
 // hostLocal are the methods the host a connection is on answers itself,
-// clustered or not, with why that is right. Every method of the table
-// (methods) is routed or here (TestEveryMethodRoutedOrLocal), so a new
-// one cannot be left to run on a host that does not hold its session
+// clustered or not, with why that is right. Every method of the host's
+// table is routed or here (the host's TestEveryMethodRoutedOrLocal), so a
+// new one cannot be left to run on a host that does not hold its session
 // unawares.
 var hostLocal = map[string]string{
 	"initialize":                       "the connection's own",
@@ -81,49 +82,68 @@ var asked = map[string]bool{
 	"ahpd/sessionCheckpoints": true,
 }
 
+// Routed reports whether a method runs where its channel's session is
+// held.
+func Routed(method string) bool { return routed[method] }
+
+// HostLocal says why the host a connection is on answers a method itself,
+// clustered or not; "" for a method it does not.
+func HostLocal(method string) string { return hostLocal[method] }
+
+// RouteTable lists the methods each table names (routed, hostLocal, and
+// asked: the routed methods that only read), for a test against the
+// host's method table.
+func RouteTable() map[string][]string {
+	return map[string][]string{
+		"routed":    slices.Collect(maps.Keys(routed)),
+		"hostLocal": slices.Collect(maps.Keys(hostLocal)),
+		"asked":     slices.Collect(maps.Keys(asked)),
+	}
+}
+
 // channelParam is the member every routed method names its channel with.
 type channelParam struct {
 	Channel            string   `json:"channel"`
 	WorkingDirectories []string `json:"workingDirectories"`
 }
 
-// route runs before a routed method's handler. It reports whether it
-// answered the request itself (forwarded), with what.
-func (h *Host) route(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (bool, any, error) {
-	if !h.clustered() || !routed[req.Method()] {
+// Route runs before a method's handler. It reports whether it answered
+// the request itself (forwarded), with what.
+func (p *Part) Route(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (bool, any, error) {
+	if !routed[req.Method()] {
 		return false, nil, nil
 	}
-	var p channelParam
-	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil || p.Channel == "" {
+	var cp channelParam
+	if json.Unmarshal([]byte(req.ParamString()), &cp) != nil || cp.Channel == "" {
 		return false, nil, nil // the handler says what is wrong with it
 	}
-	id, uri := h.sessionOfChannel(p.Channel)
+	id, uri := p.core.SessionOfChannel(cp.Channel)
 	if id == "" {
 		return false, nil, nil
 	}
 	if req.Method() != "createSession" {
-		h.learnRecord(ctx, id)
+		p.learnRecord(ctx, id)
 	}
 	var dead, tried []string // hosts placement chose that did not answer (twice, once)
 	for {
-		holder, placed, err := h.where(ctx, c, req.Method(), id, p, dead)
+		holder, placed, err := p.where(ctx, c, req.Method(), id, cp, dead)
 		if err != nil {
 			c.Log().Debug("could not route a request", "method", req.Method(), "session", id, "err", err)
-			return true, nil, h.routeFailed(c, req, p.Channel, err)
+			return true, nil, p.routeFailed(c, req, cp.Channel, err)
 		}
-		if holder == "" || holder == h.hostID() {
+		if holder == "" || holder == p.hostID() {
 			return false, nil, nil
 		}
 		if req.Method() == "subscribe" {
 			var sp protocol.SubscribeParams
-			if err := params(req, &sp); err != nil {
+			if err := p.core.DecodeParams(req, &sp); err != nil {
 				return true, nil, err
 			}
-			v, err := h.subscribeRemote(ctx, c, holder, id, uri, &sp, req.ID())
+			v, err := p.subscribeRemote(ctx, c, holder, id, uri, &sp, req.ID())
 			return true, v, err
 		}
 		c.Log().Debug("forwarding a request", "method", req.Method(), "session", id, "host", holder)
-		v, err := h.forward(ctx, c, holder, req)
+		v, err := p.forward(ctx, c, holder, req)
 		if placed && errors.Is(err, errUnreachable) && len(dead) < maxPlacements {
 			// Gone, its record not expired yet; or just started, its
 			// answering not known across the cluster yet: asked once more
@@ -136,7 +156,7 @@ func (h *Host) route(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (boo
 			continue
 		}
 		if err != nil {
-			return true, nil, h.routeFailed(c, req, p.Channel, err)
+			return true, nil, p.routeFailed(c, req, cp.Channel, err)
 		}
 		return true, v, nil
 	}
@@ -169,13 +189,13 @@ var errUnreachable = errors.New("the host does not answer")
 // or, when nobody holds it, this host (taking it) or the one placement
 // chooses (placed), leaving out the hosts in dead. A request forwarded
 // here runs here or fails.
-func (h *Host) where(ctx context.Context, c *conn.Conn, method, id string, p channelParam, dead []string) (holder string, placed bool, err error) {
-	holder, err = h.holderOf(ctx, id)
+func (p *Part) where(ctx context.Context, c *conn.Conn, method, id string, cp channelParam, dead []string) (holder string, placed bool, err error) {
+	holder, err = p.holderOf(ctx, id)
 	if err == nil && holder == "" && !asked[method] {
-		holder, err = h.takeOrPlace(ctx, c, method, id, p, dead)
+		holder, err = p.takeOrPlace(ctx, c, method, id, cp, dead)
 		placed = true
 	}
-	if err == nil && holder != "" && holder != h.hostID() && c.ForwardedFrom() != "" {
+	if err == nil && holder != "" && holder != p.hostID() && c.ForwardedFrom() != "" {
 		err = protocol.Errorf(protocol.CodeInternalError, "session %s moved to host %s meanwhile; send the request again", id, holder)
 	}
 	return holder, placed, err
@@ -184,21 +204,16 @@ func (h *Host) where(ctx context.Context, c *conn.Conn, method, id string, p cha
 // routeFailed answers a request that could not reach its session's host.
 // A client's action is refused, as the host would refuse it: a client
 // sends it as a notification, and would not learn of an error.
-func (h *Host) routeFailed(c *conn.Conn, req *jrpc2.Request, channel string, err error) error {
+func (p *Part) routeFailed(c *conn.Conn, req *jrpc2.Request, channel string, err error) error {
 	if req.Method() != "dispatchAction" {
 		return err
 	}
-	var p dispatchParams
-	if jsonUnmarshal([]byte(req.ParamString()), &p) != nil {
-		return nil
-	}
-	origin := &protocol.ActionOrigin{ClientID: c.Client(), ClientSeq: p.ClientSeq}
 	reason := err.Error()
 	var pe *protocol.Error
 	if errors.As(err, &pe) {
 		reason = pe.Message
 	}
-	h.refuse(c, channel, echoable(p.Action), origin, reason)
+	p.core.RefuseAction(c, channel, []byte(req.ParamString()), reason)
 	return nil
 }
 
@@ -206,27 +221,27 @@ func (h *Host) routeFailed(c *conn.Conn, req *jrpc2.Request, channel string, err
 // or on the host named. A session this host knows nothing of, and that no
 // host holds, is left to the handler (createSession makes it; anything
 // else answers that there is no such session).
-func (h *Host) takeOrPlace(ctx context.Context, c *conn.Conn, method, id string, p channelParam, dead []string) (string, error) {
-	folders, known := h.foldersOf(id)
+func (p *Part) takeOrPlace(ctx context.Context, c *conn.Conn, method, id string, cp channelParam, dead []string) (string, error) {
+	folders, known := p.foldersOf(id)
 	if method == "createSession" {
-		folders, known = dirsOf(p.WorkingDirectories), true
+		folders, known = dirsOf(cp.WorkingDirectories), true
 	}
 	if !known {
 		return "", nil
 	}
 	if c.ForwardedFrom() == "" {
-		where, err := h.placeFor(ctx, folders, dead)
+		where, err := p.placeFor(ctx, folders, dead)
 		if errors.Is(err, cluster.ErrNoHost) {
 			return "", protocol.Errorf(protocol.CodeInternalError, "no host of the cluster reaches the session's folders (labels repos=)")
 		}
 		if err != nil {
 			return "", protocol.Errorf(protocol.CodeInternalError, "could not place session %s: %v", id, err)
 		}
-		if where != h.hostID() {
+		if where != p.hostID() {
 			return where, nil
 		}
 	}
-	return h.claim(ctx, id)
+	return p.claim(ctx, id)
 }
 
 // learnRecord reads the record of a session this host does not know from
@@ -236,13 +251,13 @@ func (h *Host) takeOrPlace(ctx context.Context, c *conn.Conn, method, id string,
 // session because the record has not come through this host's watch yet
 // (the watch brings the same record later, and older ones, which are
 // passed over: recordChanged).
-func (h *Host) learnRecord(ctx context.Context, id string) {
-	if h.byID(id) != nil {
+func (p *Part) learnRecord(ctx context.Context, id string) {
+	if p.core.Session(id) != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	data, rev, ok, err := h.opts.Cluster.Record(ctx, id)
+	data, rev, ok, err := p.member.Record(ctx, id)
 	if err != nil || !ok {
 		return
 	}
@@ -250,17 +265,17 @@ func (h *Host) learnRecord(ctx context.Context, id string) {
 	if err != nil || idOf(rec.URI) != id {
 		return
 	}
-	h.recordChanged(rec, rev)
+	p.recordChanged(rec, rev)
 	// A removal the watch brought between the read and now found nothing
 	// to remove: asked again, the bucket says so.
-	if _, _, still, err := h.opts.Cluster.Record(ctx, id); err == nil && !still {
-		h.recordRemoved(id)
+	if _, _, still, err := p.member.Record(ctx, id); err == nil && !still {
+		p.recordRemoved(id)
 	}
 }
 
 // foldersOf returns the folders of a session this host has a record of.
-func (h *Host) foldersOf(id string) ([]string, bool) {
-	s := h.byID(id)
+func (p *Part) foldersOf(id string) ([]string, bool) {
+	s := p.core.Session(id)
 	if s == nil {
 		return nil, false
 	}
@@ -277,34 +292,6 @@ func dirsOf(uris []string) []string {
 		}
 	}
 	return out
-}
-
-// sessionOfChannel returns the id and URI of the session a channel
-// belongs to, or "" for a channel of no session (root, an automation's).
-func (h *Host) sessionOfChannel(channel string) (string, string) {
-	if isAutomationChannel(channel) {
-		return "", ""
-	}
-	kind, err := protocol.ClassifyChannel(channel)
-	if err != nil {
-		return "", ""
-	}
-	switch kind {
-	case protocol.ChannelSession:
-		if su, err := protocol.ParseSessionURI(channel); err == nil {
-			return su.ID, channel
-		}
-	case protocol.ChannelChat:
-		if s := h.chatHome(channel); s != nil {
-			return s.ID(), s.URI()
-		}
-		if cu, err := protocol.ParseChatURI(channel); err == nil {
-			if su, err := protocol.ParseSessionURI(cu.Session); err == nil {
-				return su.ID, cu.Session
-			}
-		}
-	}
-	return "", ""
 }
 
 // forwardedRequest is a request forwarded to the host holding its
@@ -336,19 +323,19 @@ type forwardedError struct {
 
 // forward sends a request to the host holding its session and answers as
 // it does.
-func (h *Host) forward(ctx context.Context, c *conn.Conn, holder string, req *jrpc2.Request) (any, error) {
+func (p *Part) forward(ctx context.Context, c *conn.Conn, holder string, req *jrpc2.Request) (any, error) {
 	var params json.RawMessage
 	if ps := req.ParamString(); ps != "" {
 		params = json.RawMessage(ps)
 	}
-	return h.forwardCall(ctx, c, holder, req.Method(), params)
+	return p.forwardCall(ctx, c, holder, req.Method(), params)
 }
 
 // forwardCall sends one request of c's to the host holding its session
 // and answers as that host does.
-func (h *Host) forwardCall(ctx context.Context, c *conn.Conn, holder, method string, params json.RawMessage) (any, error) {
+func (p *Part) forwardCall(ctx context.Context, c *conn.Conn, holder, method string, params json.RawMessage) (any, error) {
 	fr := forwardedRequest{
-		From: h.hostID(), Conn: c.ID(), Principal: c.Principal().String(), Client: c.Client(),
+		From: p.hostID(), Conn: c.ID(), Principal: c.Principal().String(), Client: c.Client(),
 		Version: c.Negotiated(), Method: method, Params: params,
 	}
 	data, err := json.Marshal(fr)
@@ -356,7 +343,7 @@ func (h *Host) forwardCall(ctx context.Context, c *conn.Conn, holder, method str
 		return nil, fmt.Errorf("encoding a forwarded request: %w", err)
 	}
 	c.NoteForwardedTo(holder)
-	out, err := h.opts.Cluster.Request(ctx, holder, data)
+	out, err := p.member.Request(ctx, holder, data)
 	switch {
 	case errors.Is(err, cluster.ErrNoResponder), errors.Is(err, cluster.ErrTimeout):
 		return nil, fmt.Errorf("%w: %w", &protocol.Error{Code: protocol.CodeInternalError,
@@ -386,7 +373,7 @@ func (h *Host) forwardCall(ctx context.Context, c *conn.Conn, holder, method str
 // takeNotes passes on to c what the holder sent its side of c: actions
 // sent to the sender alone (refused, or accepted and changing nothing),
 // numbered here.
-func (h *Host) takeNotes(c *conn.Conn, notes []json.RawMessage) {
+func (p *Part) takeNotes(c *conn.Conn, notes []json.RawMessage) {
 	for _, n := range notes {
 		var msg struct {
 			Method string                  `json:"method"`
@@ -400,6 +387,6 @@ func (h *Host) takeNotes(c *conn.Conn, notes []json.RawMessage) {
 		if env.RejectionReason != nil {
 			reason = *env.RejectionReason
 		}
-		h.bus.Echo(c, env.Channel, env.Action, env.Origin, reason)
+		p.core.Bus().Echo(c, env.Channel, env.Action, env.Origin, reason)
 	}
 }

@@ -1,4 +1,4 @@
-package host
+package shared
 
 import (
 	"context"
@@ -15,15 +15,14 @@ import (
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
 
-// Sharing sessions with other hosts (docs/CLUSTER.md). With
-// Options.Cluster, a session runs on one host at a time: the one holding
-// its lease. A host takes the lease before it does anything that wakes a
-// session (route.go decides when), keeps it while the session is awake
-// here, and lets it go when the session falls asleep or is disposed.
-// Requests for a session another host holds are forwarded to it
-// (route.go, forwarded.go). A lease the host loses (it could not renew in
-// time) stops the session here: its turns are cancelled and it is put to
-// sleep, for the host now holding it has taken over.
+// A session runs on one host at a time: the one holding its lease. A host
+// takes the lease before it does anything that wakes a session (route.go
+// decides when), keeps it while the session is awake here, and lets it go
+// when the session falls asleep or is disposed. Requests for a session
+// another host holds are forwarded to it (route.go, forwarded.go). A lease
+// the host loses (it could not renew in time) stops the session here: its
+// turns are cancelled and it is put to sleep, for the host now holding it
+// has taken over.
 
 // clusterMeta is the _meta key naming the host that holds a session, in
 // ahpd/sessionStatus's answer.
@@ -116,30 +115,23 @@ func (l *leases) take(id string, want *cluster.Lease) *cluster.Lease {
 	return ls
 }
 
-// clustered reports whether the host shares sessions with others.
-func (h *Host) clustered() bool { return h.opts.Cluster != nil }
-
-// hostID is this host's id in the cluster, "" on a host of its own.
-func (h *Host) hostID() string {
-	if h.opts.Cluster == nil {
-		return ""
-	}
-	return h.opts.Cluster.HostID()
-}
+// Holds reports whether this host holds the session's lease, live: only
+// then does it number the session's actions (the host's replay.go).
+func (p *Part) Holds(id string) bool { return p.leases.holds(id) }
 
 // claim takes the lease of session id for this host. It returns "" when
 // the host holds it (already or now), or the id of the host that does.
 // A session whose lease this host did not hold a moment ago may have run
-// elsewhere since: fresh (claimed.go) brings the copy here up to date
-// before anything uses it.
-func (h *Host) claim(ctx context.Context, id string) (string, error) {
+// elsewhere since: Core.Refresh brings the copy here up to date before
+// anything uses it.
+func (p *Part) claim(ctx context.Context, id string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
 	for {
-		if h.leases.holds(id) {
+		if p.leases.holds(id) {
 			return "", nil
 		}
-		done, busy := h.leases.startClaim(id)
+		done, busy := p.leases.startClaim(id)
 		if done != nil {
 			defer done()
 			break
@@ -150,11 +142,11 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 			return "", protocol.Errorf(protocol.CodeInternalError, "could not take session %s for this host in time", id)
 		}
 	}
-	ls, err := h.opts.Cluster.Acquire(ctx, id)
+	ls, err := p.member.Acquire(ctx, id)
 	var held *cluster.HeldError
 	switch {
 	case errors.As(err, &held):
-		if held.Holder == h.hostID() {
+		if held.Holder == p.hostID() {
 			// Ours by an earlier lease this host no longer has in hand
 			// (it lost it, and the key has not expired yet): wait for
 			// that, as any host would.
@@ -164,53 +156,49 @@ func (h *Host) claim(ctx context.Context, id string) (string, error) {
 	case err != nil:
 		return "", protocol.Errorf(protocol.CodeInternalError, "could not take session %s for this host: %v", id, err)
 	}
-	if old := h.leases.take(id, nil); old != nil {
-		h.releaseLease(old)
+	if old := p.leases.take(id, nil); old != nil {
+		p.releaseLease(old)
 	}
-	h.dropMirror(id) // its clients here follow the session itself now
-	if err := h.fresh(ctx, id); err != nil {
-		h.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
+	p.dropMirror(id) // its clients here follow the session itself now
+	if err := p.core.Refresh(ctx, id); err != nil {
+		p.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
 	}
 	// Held here only now, with its copy up to date: a request that finds
 	// it held uses that copy.
-	h.leases.put(id, ls, h.now())
-	h.wg.Add(1)
-	go h.watchLease(id, ls)
+	p.leases.put(id, ls, p.core.Now())
+	p.core.Go(func() { p.watchLease(id, ls) })
 	return "", nil
 }
 
 // watchLease stops the session here when its lease is lost.
-func (h *Host) watchLease(id string, ls *cluster.Lease) {
-	defer h.wg.Done()
+func (p *Part) watchLease(id string, ls *cluster.Lease) {
 	select {
-	case <-h.ctx.Done():
+	case <-p.core.Context().Done():
 		return
 	case <-ls.Lost():
 	}
-	if h.leases.take(id, ls) == nil {
+	if p.leases.take(id, ls) == nil {
 		return // let go on purpose
 	}
-	h.log.Warn("lost the lease of a session: it stops on this host", "session", id)
-	s := h.byID(id)
+	p.log.Warn("lost the lease of a session: it stops on this host", "session", id)
+	s := p.core.Session(id)
 	if s == nil {
 		return
 	}
-	h.stopHere(s)
+	p.stopHere(s)
 }
 
 // stopHere ends what a session does on this host, for a host that lost
 // its lease: its turns are cancelled and it falls asleep.
-func (h *Host) stopHere(s *session.Session) {
+func (p *Part) stopHere(s *session.Session) {
 	for _, d := range s.CancelTurns() {
 		select {
 		case <-d:
-		case <-h.ctx.Done():
+		case <-p.core.Context().Done():
 			return
 		}
 	}
-	if !h.sleep(s, true, false) {
-		h.sleep(s, false, false)
-	}
+	p.core.Sleep(s)
 }
 
 // unusedLease is how long a lease the host took may go unused: a request
@@ -221,86 +209,73 @@ const unusedLease = 30 * time.Second
 // releaseUnused gives up the leases of sessions asleep here (or gone),
 // taken at least unusedLease ago: a request about to wake one has just
 // taken its lease, and keeps it.
-func (h *Host) releaseUnused(now time.Time) {
-	if !h.clustered() {
-		return
-	}
-	for _, id := range h.leases.takenBefore(now.Add(-unusedLease)) {
-		if s := h.byID(id); s != nil {
+func (p *Part) releaseUnused(now time.Time) {
+	for _, id := range p.leases.takenBefore(now.Add(-unusedLease)) {
+		if s := p.core.Session(id); s != nil {
 			if !s.Unused() {
 				continue
 			}
 		}
-		h.letGo(id)
+		p.LetGo(id)
 	}
 }
 
-// letGo gives up the lease of a session that fell asleep or was disposed
+// LetGo gives up the lease of a session that fell asleep or was disposed
 // here.
-func (h *Host) letGo(id string) {
-	if !h.clustered() {
-		return
-	}
-	if ls := h.leases.take(id, nil); ls != nil {
-		h.releaseLease(ls)
+func (p *Part) LetGo(id string) {
+	if ls := p.leases.take(id, nil); ls != nil {
+		p.releaseLease(ls)
 	}
 }
 
-func (h *Host) releaseLease(ls *cluster.Lease) {
+func (p *Part) releaseLease(ls *cluster.Lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
 	defer cancel()
 	if err := ls.Release(ctx); err != nil && !errors.Is(err, cluster.ErrLost) && !errors.Is(err, cluster.ErrClosed) {
-		h.log.Warn("could not give up a session's lease; it expires on its own", "session", ls.Session(), "err", err)
+		p.log.Warn("could not give up a session's lease; it expires on its own", "session", ls.Session(), "err", err)
 	}
-}
-
-// byID returns the session of an id the host has, or nil.
-func (h *Host) byID(id string) *session.Session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.sessions[id]
 }
 
 // holderOf answers which host holds a session: "" for none.
-func (h *Host) holderOf(ctx context.Context, id string) (string, error) {
-	if h.leases.holds(id) {
-		return h.hostID(), nil
+func (p *Part) holderOf(ctx context.Context, id string) (string, error) {
+	if p.leases.holds(id) {
+		return p.hostID(), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, claimTimeout)
 	defer cancel()
-	holder, err := h.opts.Cluster.Holder(ctx, id)
+	holder, err := p.member.Holder(ctx, id)
 	if err != nil {
 		return "", protocol.Errorf(protocol.CodeInternalError, "could not ask the cluster who holds session %s: %v", id, err)
 	}
 	return holder, nil
 }
 
-// clusterStatus answers ahpd/sessionStatus for the cluster: active, with
-// the host in _meta, when any host holds the session.
-func (h *Host) clusterStatus(ctx context.Context, c *conn.Conn, uri string) (statusResult, error) {
+// Status answers ahpd/sessionStatus for the cluster: active, with the
+// host in _meta, when any host holds the session.
+func (p *Part) Status(ctx context.Context, c *conn.Conn, uri string) (string, protocol.Object, error) {
 	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
-		return statusResult{}, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
+		return "", nil, &protocol.Error{Code: protocol.CodeInvalidParams, Message: err.Error()}
 	}
-	local, lerr := h.status(c, uri)
-	holder, err := h.holderOf(ctx, su.ID)
+	local, lerr := p.core.Status(c, uri)
+	holder, err := p.holderOf(ctx, su.ID)
 	if err != nil {
-		return statusResult{}, err
+		return "", nil, err
 	}
 	switch {
-	case holder != "" && holder != h.hostID():
+	case holder != "" && holder != p.hostID():
 		// Known to the cluster; whether this client may know of it is
 		// the holder's to say for a session this host has no record of.
 		if lerr != nil {
-			return statusResult{}, lerr
+			return "", nil, lerr
 		}
-		return statusResult{Status: "active", Meta: hostMeta(holder)}, nil
+		return "active", hostMeta(holder), nil
 	case lerr != nil:
-		return statusResult{}, lerr
-	case holder == h.hostID():
-		return statusResult{Status: local, Meta: hostMeta(holder)}, nil
+		return "", nil, lerr
+	case holder == p.hostID():
+		return local, hostMeta(holder), nil
 	}
-	return statusResult{Status: local}, nil
+	return local, nil, nil
 }
 
 func hostMeta(id string) protocol.Object {
@@ -310,11 +285,11 @@ func hostMeta(id string) protocol.Object {
 // placeFor chooses the host a session with these folders runs on when
 // nobody holds it: this one when it can reach them, else the least
 // loaded that can (cluster.Place).
-func (h *Host) placeFor(ctx context.Context, folders, dead []string) (string, error) {
-	if reaches(h.opts.Cluster.Self(), folders) {
-		return h.hostID(), nil // no need to ask the cluster
+func (p *Part) placeFor(ctx context.Context, folders, dead []string) (string, error) {
+	if reaches(p.member.Self(), folders) {
+		return p.hostID(), nil // no need to ask the cluster
 	}
-	hosts, err := h.hostsOf(ctx)
+	hosts, err := p.hostsOf(ctx)
 	if err != nil {
 		return "", fmt.Errorf("listing the cluster's hosts: %w", err)
 	}
@@ -329,10 +304,10 @@ func (h *Host) placeFor(ctx context.Context, folders, dead []string) (string, er
 // hostsOf lists the cluster's hosts, asking again while the cluster does
 // not answer in time (a NATS node gone, its leaders being elected
 // elsewhere), until ctx ends.
-func (h *Host) hostsOf(ctx context.Context) ([]cluster.Host, error) {
+func (p *Part) hostsOf(ctx context.Context) ([]cluster.Host, error) {
 	for {
 		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
-		hosts, err := h.opts.Cluster.Hosts(ask)
+		hosts, err := p.member.Hosts(ask)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return hosts, err
@@ -349,35 +324,18 @@ func reaches(x cluster.Host, folders []string) bool {
 	return true
 }
 
-// joinCluster serves the requests and notes other hosts send this one.
-func (h *Host) joinCluster() error {
-	if !h.clustered() {
-		return nil
-	}
-	if err := h.opts.Cluster.Serve(h.serveForwarded); err != nil {
-		return fmt.Errorf("host: serving the cluster: %w", err)
-	}
-	if err := h.opts.Cluster.ServeNotes(h.takeNote); err != nil {
-		return fmt.Errorf("host: serving the cluster: %w", err)
-	}
-	return nil
-}
-
-// letGoAll gives up every lease the host holds, for Close: its sessions
+// LetGoAll gives up every lease the host holds, for Close: its sessions
 // are stopped and written down, and another host may take them at once.
-func (h *Host) letGoAll() {
-	if !h.clustered() {
-		return
-	}
-	h.leases.mu.Lock()
-	held := h.leases.held
-	h.leases.held, h.leases.taken = map[string]*cluster.Lease{}, map[string]time.Time{}
-	h.leases.mu.Unlock()
+func (p *Part) LetGoAll() {
+	p.leases.mu.Lock()
+	held := p.leases.held
+	p.leases.held, p.leases.taken = map[string]*cluster.Lease{}, map[string]time.Time{}
+	p.leases.mu.Unlock()
 	for _, ls := range held {
-		h.releaseLease(ls)
+		p.releaseLease(ls)
 	}
-	if ls := h.scheduler.Swap(nil); ls != nil {
-		h.releaseLease(ls) // another host takes the schedules on at once
+	if ls := p.scheduler.Swap(nil); ls != nil {
+		p.releaseLease(ls) // another host takes the schedules on at once
 	}
 }
 
@@ -390,43 +348,39 @@ const schedulerLease = "ahpd:automations:scheduler"
 // their lease.
 const schedulerAsk = 5 * time.Second
 
-// scheduling reports whether this host runs its automations' schedules
-// now: always on a host of its own; on one sharing sessions, while it
-// holds the scheduler's lease.
-func (h *Host) scheduling() bool { return !h.clustered() || h.scheduler.Load() != nil }
+// Scheduling reports whether this host runs its automations' schedules
+// now: while it holds the scheduler's lease.
+func (p *Part) Scheduling() bool { return p.scheduler.Load() != nil }
 
-// keepScheduling takes the scheduler's lease when nobody holds it, and
+// KeepScheduling takes the scheduler's lease when nobody holds it, and
 // notices it lost. It runs at start and at every residency check, so the
 // schedules move to another host within a check of the lease's expiry.
-func (h *Host) keepScheduling() {
-	if !h.clustered() {
-		return
-	}
-	if ls := h.scheduler.Load(); ls != nil {
+func (p *Part) KeepScheduling() {
+	if ls := p.scheduler.Load(); ls != nil {
 		select {
 		case <-ls.Lost():
-			h.scheduler.CompareAndSwap(ls, nil)
-			h.log.Warn("this host no longer runs the cluster's automation schedules: it lost their lease")
+			p.scheduler.CompareAndSwap(ls, nil)
+			p.log.Warn("this host no longer runs the cluster's automation schedules: it lost their lease")
 		default:
 			return
 		}
 	}
 	// Residency checks run at every poke: the cluster is asked at most
 	// every schedulerAsk.
-	now := h.now().UnixNano()
-	if last := h.schedulerAsked.Load(); last != 0 && now-last < int64(schedulerAsk) {
+	now := p.core.Now().UnixNano()
+	if last := p.schedulerAsked.Load(); last != 0 && now-last < int64(schedulerAsk) {
 		return
 	}
-	h.schedulerAsked.Store(now)
-	ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
+	p.schedulerAsked.Store(now)
+	ctx, cancel := context.WithTimeout(p.core.Context(), 2*time.Second)
 	defer cancel()
-	ls, err := h.opts.Cluster.Acquire(ctx, schedulerLease)
+	ls, err := p.member.Acquire(ctx, schedulerLease)
 	if err != nil {
 		if !errors.Is(err, cluster.ErrHeld) {
-			h.log.Debug("could not ask for the automation schedules' lease", "err", err)
+			p.log.Debug("could not ask for the automation schedules' lease", "err", err)
 		}
 		return
 	}
-	h.scheduler.Store(ls)
-	h.log.Info("this host runs the automation schedules of the cluster")
+	p.scheduler.Store(ls)
+	p.log.Info("this host runs the automation schedules of the cluster")
 }

@@ -1,4 +1,4 @@
-package host
+package shared
 
 import (
 	"bufio"
@@ -20,14 +20,15 @@ import (
 
 // Requests forwarded here by other hosts of the cluster (route.go sends
 // them). Each connection of another host that forwarded a request here
-// has a relay: a connection this host serves itself, acting for the same
-// person under the same client id and protocol version, so that the
-// forwarded request meets every check a local one does (the grants, the
-// roots, the order of the connection's requests). Its requests go in as
-// JSON-RPC lines and the answers come back; what the host sends it besides
-// (an action refused, which goes to its sender alone) goes back to the
-// other host as a note. The hosts of a cluster trust each other to say who a request is
-// from: whoever may publish on the cluster's NATS may act as anyone.
+// has a relay: a connection this host serves itself (Core.Connect),
+// acting for the same person under the same client id and protocol
+// version, so that the forwarded request meets every check a local one
+// does (the grants, the roots, the order of the connection's requests).
+// Its requests go in as JSON-RPC lines and the answers come back; what the
+// host sends it besides (an action refused, which goes to its sender
+// alone) goes back to the other host as a note. The hosts of a cluster
+// trust each other to say who a request is from: whoever may publish on
+// the cluster's NATS may act as anyone.
 
 // maxRelays bounds the relays a host keeps for other hosts' connections.
 const maxRelays = 4096
@@ -59,7 +60,7 @@ type relay struct {
 	turn      chan struct{} // one request at a time: held while one is out
 	next      int64         // the id of the last request sent (under turn)
 	used      atomic.Int64  // when it last took a request (unix ns)
-	closed    func()        // Options.relayClosed, for tests
+	closed    func()        // Options.RelayClosed, for tests
 }
 
 // relayIdle is how long a relay nobody sends requests through is kept:
@@ -67,7 +68,7 @@ type relay struct {
 const relayIdle = 10 * time.Minute
 
 // serveForwarded answers a request another host forwarded here.
-func (h *Host) serveForwarded(ctx context.Context, data []byte) ([]byte, error) {
+func (p *Part) serveForwarded(ctx context.Context, data []byte) ([]byte, error) {
 	var fr forwardedRequest
 	if err := json.Unmarshal(data, &fr); err != nil {
 		return nil, errors.New("not a forwarded request")
@@ -79,11 +80,11 @@ func (h *Host) serveForwarded(ctx context.Context, data []byte) ([]byte, error) 
 	if err != nil {
 		return nil, errors.New("the forwarded request names nobody this host knows how to act for")
 	}
-	r, err := h.relayFor(fr, who)
+	r, err := p.relayFor(fr, who)
 	if err != nil {
 		return nil, err
 	}
-	r.used.Store(h.now().UnixNano())
+	r.used.Store(p.core.Now().UnixNano())
 	rep, err := r.call(ctx, fr.Method, fr.Params)
 	if err != nil {
 		return nil, err
@@ -93,35 +94,35 @@ func (h *Host) serveForwarded(ctx context.Context, data []byte) ([]byte, error) 
 
 // relayFor returns the relay of a forwarded request's connection, opening
 // it on the connection's first request here.
-func (h *Host) relayFor(fr forwardedRequest, who grants.Principal) (*relay, error) {
+func (p *Part) relayFor(fr forwardedRequest, who grants.Principal) (*relay, error) {
 	key := relayKey{fr.From, fr.Conn}
-	h.relays.mu.Lock()
-	r := h.relays.by[key]
+	p.relays.mu.Lock()
+	r := p.relays.by[key]
 	if r != nil && (r.principal != fr.Principal || r.client != fr.Client || r.version != fr.Version) {
 		// The connection there is not the one this relay stands for.
-		delete(h.relays.by, key)
+		delete(p.relays.by, key)
 		go r.close()
 		r = nil
 	}
 	switch {
-	case r == nil && h.relays.ended:
-		h.relays.mu.Unlock()
+	case r == nil && p.relays.ended:
+		p.relays.mu.Unlock()
 		return nil, errors.New("this host is shutting down")
-	case r == nil && len(h.relays.by) >= maxRelays:
-		h.relays.mu.Unlock()
+	case r == nil && len(p.relays.by) >= maxRelays:
+		p.relays.mu.Unlock()
 		return nil, fmt.Errorf("this host serves %d connections of other hosts, the most it may", maxRelays)
 	}
-	h.relays.mu.Unlock()
+	p.relays.mu.Unlock()
 	if r != nil {
 		return r, nil
 	}
-	r, err := h.openRelay(fr, who)
+	r, err := p.openRelay(fr, who)
 	if err != nil {
 		return nil, err
 	}
-	h.relays.mu.Lock()
-	defer h.relays.mu.Unlock()
-	if old := h.relays.by[key]; old != nil || h.relays.ended {
+	p.relays.mu.Lock()
+	defer p.relays.mu.Unlock()
+	if old := p.relays.by[key]; old != nil || p.relays.ended {
 		// Another request of the same connection opened one meanwhile.
 		go r.close()
 		if old == nil {
@@ -129,28 +130,27 @@ func (h *Host) relayFor(fr forwardedRequest, who grants.Principal) (*relay, erro
 		}
 		return old, nil
 	}
-	h.relays.by[key] = r
+	p.relays.by[key] = r
 	return r, nil
 }
 
 // openRelay connects a relay and initializes it as the client did.
-func (h *Host) openRelay(fr forwardedRequest, who grants.Principal) (*relay, error) {
-	stream, err := h.connect(grants.Credential{Principal: who}, fr.From)
+func (p *Part) openRelay(fr forwardedRequest, who grants.Principal) (*relay, error) {
+	stream, err := p.core.Connect(grants.Credential{Principal: who}, fr.From)
 	if err != nil {
 		return nil, err
 	}
 	r := &relay{
 		key: relayKey{fr.From, fr.Conn}, principal: fr.Principal, client: fr.Client, version: fr.Version,
 		stream: stream, lines: make(chan []byte, 256), gone: make(chan struct{}), turn: make(chan struct{}, 1),
-		closed: h.opts.relayClosed,
+		closed: p.opts.RelayClosed,
 	}
-	r.used.Store(h.now().UnixNano())
-	h.wg.Add(1)
-	go r.read(h)
+	r.used.Store(p.core.Now().UnixNano())
+	p.core.Go(func() { r.read(p) })
 	params, err := json.Marshal(protocol.InitializeParams{ProtocolVersions: []string{fr.Version}, ClientID: fr.Client})
 	if err == nil {
 		var rep forwardedReply
-		rep, err = r.call(h.ctx, "initialize", params)
+		rep, err = r.call(p.core.Context(), "initialize", params)
 		if err == nil && rep.Error != nil {
 			err = fmt.Errorf("initializing a relay: %s", rep.Error.Message)
 		}
@@ -163,14 +163,13 @@ func (h *Host) openRelay(fr forwardedRequest, who grants.Principal) (*relay, err
 }
 
 // read takes the host's messages to the relay off its stream.
-func (r *relay) read(h *Host) {
-	defer h.wg.Done()
+func (r *relay) read(p *Part) {
 	defer close(r.gone)
 	br := bufio.NewReaderSize(r.stream, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if len(line) > 0 {
-			r.take(h, line)
+			r.take(p, line)
 		}
 		if err != nil {
 			return
@@ -182,7 +181,7 @@ func (r *relay) read(h *Host) {
 // notification on to the host the connection is on, as a note: it may
 // come after the answer (an echo waits its turn behind the changes
 // numbered before it), so it cannot ride with it.
-func (r *relay) take(h *Host, line []byte) {
+func (r *relay) take(p *Part, line []byte) {
 	var head struct {
 		Method string `json:"method"`
 	}
@@ -193,16 +192,16 @@ func (r *relay) take(h *Host, line []byte) {
 		select {
 		case r.lines <- line:
 		default:
-			h.log.Debug("dropped an answer nobody waits for", "from", r.key.from)
+			p.log.Debug("dropped an answer nobody waits for", "from", r.key.from)
 		}
 		return
 	}
 	data, err := json.Marshal(relayNotes{Conn: r.key.conn, Notes: []json.RawMessage{line}})
 	if err == nil {
-		err = h.opts.Cluster.Note(r.key.from, data)
+		err = p.member.Note(r.key.from, data)
 	}
 	if err != nil {
-		h.log.Debug("could not pass a notification on to its host", "host", r.key.from, "err", err)
+		p.log.Debug("could not pass a notification on to its host", "host", r.key.from, "err", err)
 	}
 }
 
@@ -283,7 +282,7 @@ type relayClosed struct {
 
 // takeNote handles a note another host sent this one: a connection of
 // its that ended, or notifications for one of this host's.
-func (h *Host) takeNote(data []byte) {
+func (p *Part) takeNote(data []byte) {
 	var n struct {
 		relayClosed
 		relayNotes
@@ -292,81 +291,67 @@ func (h *Host) takeNote(data []byte) {
 		return
 	}
 	if len(n.Notes) > 0 {
-		if c := h.connByID(n.Conn); c != nil {
-			h.takeNotes(c, n.Notes)
+		if c := p.core.Conn(n.Conn); c != nil {
+			p.takeNotes(c, n.Notes)
 		}
 		return
 	}
 	if n.Closed.From == "" {
 		return
 	}
-	h.relays.mu.Lock()
+	p.relays.mu.Lock()
 	key := relayKey{n.Closed.From, n.Closed.Conn}
-	r := h.relays.by[key]
-	delete(h.relays.by, key)
-	h.relays.mu.Unlock()
+	r := p.relays.by[key]
+	delete(p.relays.by, key)
+	p.relays.mu.Unlock()
 	if r != nil {
 		go r.close()
 	}
 }
 
 // dropIdleRelays ends the relays idle for relayIdle.
-func (h *Host) dropIdleRelays(now time.Time) {
-	h.relays.mu.Lock()
+func (p *Part) dropIdleRelays(now time.Time) {
+	p.relays.mu.Lock()
 	var idle []*relay
-	for key, r := range h.relays.by {
+	for key, r := range p.relays.by {
 		if now.Sub(time.Unix(0, r.used.Load())) >= relayIdle {
 			idle = append(idle, r)
-			delete(h.relays.by, key)
+			delete(p.relays.by, key)
 		}
 	}
-	h.relays.mu.Unlock()
+	p.relays.mu.Unlock()
 	for _, r := range idle {
 		go r.close()
 	}
 }
 
-// closeRelays ends every relay, for Close.
-func (h *Host) closeRelays() {
-	h.relays.mu.Lock()
-	list := make([]*relay, 0, len(h.relays.by))
-	for _, r := range h.relays.by {
+// CloseRelays ends every relay, for Close.
+func (p *Part) CloseRelays() {
+	p.relays.mu.Lock()
+	list := make([]*relay, 0, len(p.relays.by))
+	for _, r := range p.relays.by {
 		list = append(list, r)
 	}
-	h.relays.by = map[relayKey]*relay{}
-	h.relays.ended = true
-	h.relays.mu.Unlock()
+	p.relays.by = map[relayKey]*relay{}
+	p.relays.ended = true
+	p.relays.mu.Unlock()
 	for _, r := range list {
 		r.close()
 	}
 }
 
-// relaysGone tells the hosts a connection forwarded to that it ended.
-func (h *Host) relaysGone(c *conn.Conn) {
-	if !h.clustered() {
-		return
-	}
+// ConnClosed tells the hosts a connection forwarded to that it ended:
+// their relays of it go.
+func (p *Part) ConnClosed(c *conn.Conn) {
 	var n relayClosed
-	n.Closed.From, n.Closed.Conn = h.hostID(), c.ID()
+	n.Closed.From, n.Closed.Conn = p.hostID(), c.ID()
 	data, err := json.Marshal(n)
 	if err != nil {
 		return
 	}
 	for _, to := range c.ForwardedHosts() {
-		if err := h.opts.Cluster.Note(to, data); err != nil {
-			h.log.Debug("could not tell a host a connection ended", "host", to, "err", err)
+		if err := p.member.Note(to, data); err != nil {
+			p.log.Debug("could not tell a host a connection ended", "host", to, "err", err)
 		}
 	}
-}
-
-// connByID returns the connection of an id, or nil when it is gone.
-func (h *Host) connByID(id int64) *conn.Conn {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for c := range h.conns {
-		if c.ID() == id {
-			return c
-		}
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package host
+package shared
 
 import (
 	"context"
@@ -22,11 +22,15 @@ import (
 // recordTimeout bounds one read or write of the records bucket.
 const recordTimeout = 10 * time.Second
 
-// clusterStore keeps records in the cluster's records bucket, under the
-// session's id.
-type clusterStore struct{ m *cluster.Member }
+// Records keeps session records in the cluster's records bucket, under
+// the session's id: the host's record store when it shares sessions.
+type Records struct{ m *cluster.Member }
 
-func (s clusterStore) load() ([]*session.Record, error) {
+// NewRecords returns the record store of cluster m.
+func NewRecords(m *cluster.Member) Records { return Records{m} }
+
+// Load reads every record of this version in the bucket.
+func (s Records) Load() ([]*session.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	all, err := s.m.Records(ctx)
@@ -44,14 +48,16 @@ func (s clusterStore) load() ([]*session.Record, error) {
 	return out, nil
 }
 
-func (s clusterStore) save(id string, data []byte) error {
+// Save writes the record of session id.
+func (s Records) Save(id string, data []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	_, err := s.m.PutRecord(ctx, id, data)
 	return err
 }
 
-func (s clusterStore) remove(id string) error {
+// Remove deletes the record of session id.
+func (s Records) Remove(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	return s.m.DeleteRecord(ctx, id)
@@ -72,46 +78,38 @@ func decodeRecord(data []byte) (*session.Record, error) {
 	return &rec, nil
 }
 
-// followRecords starts following the records other hosts write. It is
-// called before the records are loaded, so that no change between the
-// listing and the watch is missed (one seen twice is applied twice, which
-// changes nothing).
-func (h *Host) followRecords() (<-chan cluster.RecordChange, error) {
-	if !h.clustered() {
-		return nil, nil
-	}
-	ch, err := h.opts.Cluster.WatchRecords(h.ctx)
+func idOf(uri string) string {
+	su, err := protocol.ParseSessionURI(uri)
 	if err != nil {
-		return nil, fmt.Errorf("host: following the cluster's session records: %w", err)
+		return ""
 	}
-	return ch, nil
+	return su.ID
 }
 
 // takeRecords applies the record changes of other hosts until the host
 // closes.
-func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
-	defer h.wg.Done()
-	if held := h.opts.recordsHeld; held != nil {
+func (p *Part) takeRecords(ch <-chan cluster.RecordChange) {
+	if held := p.opts.RecordsHeld; held != nil {
 		select {
 		case <-held:
-		case <-h.ctx.Done():
+		case <-p.core.Context().Done():
 			return
 		}
 	}
 	for c := range ch {
-		if c.Host == h.hostID() {
+		if c.Host == p.hostID() {
 			continue
 		}
 		if c.Deleted {
-			h.recordRemoved(c.Session)
+			p.recordRemoved(c.Session)
 			continue
 		}
 		rec, err := decodeRecord(c.Data)
 		if err != nil || idOf(rec.URI) != c.Session {
-			h.log.Debug("passing over a record another host wrote that this one cannot read", "session", c.Session, "err", err)
+			p.log.Debug("passing over a record another host wrote that this one cannot read", "session", c.Session, "err", err)
 			continue
 		}
-		h.recordChanged(rec, c.Rev)
+		p.recordChanged(rec, c.Rev)
 	}
 }
 
@@ -119,62 +117,57 @@ func (h *Host) takeRecords(ch <-chan cluster.RecordChange) {
 // session it made is added here, one this host has asleep is made again
 // from it. A session this host holds, or has a client using, is left
 // alone: this host is its writer, or will make it again when it takes it
-// (fresh). So is one made from this revision of the record or a later one
-// (learnRecord reads records ahead of the watch).
-func (h *Host) recordChanged(rec *session.Record, rev uint64) {
+// (Core.Refresh). So is one made from this revision of the record or a
+// later one (learnRecord reads records ahead of the watch).
+func (p *Part) recordChanged(rec *session.Record, rev uint64) {
 	id := idOf(rec.URI)
-	if h.leases.get(id) != nil {
+	if p.leases.get(id) != nil {
 		return
 	}
-	old := h.byID(id)
+	old := p.core.Session(id)
 	if old != nil {
 		if !old.TakesRecord(rev) {
 			return
 		}
 	}
-	s, err := h.restore(rec, nil)
+	s, err := p.core.Restore(rec)
 	if err != nil {
-		h.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
+		p.log.Debug("passing over a record another host wrote that this one cannot use", "session", rec.URI, "err", err)
 		return
 	}
 	s.SetRecordRev(rev) // s is not shared yet
-	if !h.replaceSession(old, s) {
+	if !p.core.Replace(old, s) {
 		return
 	}
 	sum, external := s.ListedSummary()
 	if external {
 		return
 	}
+	bus := p.core.Bus()
 	if old == nil {
-		h.bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
 		return
 	}
 	before := old.CurrentSummary()
 	if changes, changed := session.SummaryChanges(before, sum); changed {
-		h.bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.URI(), Changes: changes}, nil)
+		bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.URI(), Changes: changes}, nil)
 	}
 }
 
 // recordRemoved forgets a session another host disposed of.
-func (h *Host) recordRemoved(id string) {
-	if h.leases.get(id) != nil {
+func (p *Part) recordRemoved(id string) {
+	if p.leases.get(id) != nil {
 		return
 	}
-	h.mu.Lock()
-	s := h.sessions[id]
-	if s != nil {
-		delete(h.sessions, id)
-	}
-	h.mu.Unlock()
+	s := p.core.Forget(id)
 	if s == nil {
 		return
 	}
-	h.order.Remove(s)
-	h.dropMirror(id)
+	p.dropMirror(id)
 	uri, chats := s.MarkRemoved()
 	for _, ch := range chats {
-		h.unsubscribeAll(ch)
+		p.core.UnsubscribeAll(ch)
 	}
-	h.unsubscribeAll(uri)
-	h.bus.Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: uri}, nil)
+	p.core.UnsubscribeAll(uri)
+	p.core.Bus().Notify(protocol.RootURI, "root/sessionRemoved", &protocol.SessionRemovedParams{Channel: protocol.RootURI, Session: uri}, nil)
 }
