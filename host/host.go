@@ -1,5 +1,5 @@
 // Package host is ahpd's session host. It owns the sessions as a whole:
-// their registry and listing order, the store of their records (files in
+// their registry, the store of their records (files in
 // the state directory, or the cluster's records), loading and recovering
 // them, the residency checks across them, and the journal every action a
 // session emits is written to before any client is sent it (journal.go).
@@ -16,10 +16,12 @@
 // chat's turns are run by package chats, a change's effects leave through
 // package outbox, frames are numbered and handed out by package fanout and
 // written by package conn, and git is reached through packages worktree
-// and checkpoints. Sharing sessions with other hosts is package
-// host/shared's: a part the host holds only with a cluster, plugged into
-// the hooks the host defines (clusterpart.go), reaching the host through
-// clusterCore (clustercore.go).
+// and checkpoints. What listSessions shows (the order of the sessions,
+// the catalogue's external rows, pages and cursors) is package
+// host/listing's, given its hooks in catalogue.go. Sharing sessions with
+// other hosts is package host/shared's: a part the host holds only with a
+// cluster, plugged into the hooks the host defines (clusterpart.go),
+// reaching the host through clusterCore (clustercore.go).
 package host
 
 import (
