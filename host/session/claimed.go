@@ -6,15 +6,12 @@ import (
 
 // unusedLocked reports whether nothing here uses the session: asleep, no
 // client pinning it, not falling asleep, made and not disposed of. Such a
-// copy may be made again from elsewhere (fresh, recordChanged), and its
-// lease given up (releaseUnused).
+// copy may be made again from elsewhere (the host's Refresh, the cluster
+// part's recordChanged), and its lease given up (host/shared's upkeep).
 func (s *Session) unusedLocked() bool {
 	return s.asleep && s.pins == 0 && s.falling == nil && !s.provisional && !s.disposed
 }
 
-// replaceSession puts ns in the place of old (nil: a session new here),
-// unless the host's copy changed meanwhile; old is marked disposed, so
-// whoever still has it does nothing with it.
 // unusedRecord encodes the session's record, when nothing holds the
 // session: a copy of its own for a new copy to be made from, as the old
 // copy's chat records stay the old copy's.

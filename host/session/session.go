@@ -83,7 +83,7 @@ type Session struct {
 	// recordRev is the cluster revision of the record another host wrote
 	// that the session was made from (0: none, or not known): a change
 	// the cluster's watch brings no newer than it is passed over
-	// (records.go).
+	// (host/shared/records.go).
 	recordRev uint64
 
 	// Residency (residency.go). A client using the session pins it, so it
