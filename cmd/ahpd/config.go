@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -21,7 +22,10 @@ import (
 // config is ahpd's configuration: the YAML file's keys, with the flags
 // laid over them.
 type config struct {
-	Listen                 string        `yaml:"listen"`
+	Listen string `yaml:"listen"`
+	// listener is the socket systemd passed (systemd.go), served instead
+	// of a new one on Listen, which then names its address.
+	listener               net.Listener
 	ConnectionToken        string        `yaml:"connectionToken"`
 	ConnectionTokenFile    string        `yaml:"connectionTokenFile"`
 	WithoutConnectionToken bool          `yaml:"withoutConnectionToken"`

@@ -108,6 +108,8 @@ type env struct {
 	// extraEnv is added to the environment of its processes, after the
 	// rest: it wins.
 	extraEnv []string
+	// extraFiles are passed to its processes from fd 3 on.
+	extraFiles []*os.File
 }
 
 func newEnv(t testing.TB) *env {
@@ -200,6 +202,7 @@ func launchBin(t testing.TB, e *env, bin string, opt launchOption, args ...strin
 	cmd := exec.Command(bin, args...)
 	cmd.Env = e.environ()
 	cmd.Dir = e.work
+	cmd.ExtraFiles = e.extraFiles
 	p := &proc{t: t, cmd: cmd, exited: make(chan struct{}), stdoutDone: make(chan struct{}), changed: make(chan struct{})}
 	cmd.Stderr = &p.stderr
 	// A descendant holding stderr open must not keep Wait waiting.

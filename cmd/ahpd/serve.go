@@ -28,6 +28,7 @@ import (
 	"github.com/ahpd/ahpd/httpapi"
 	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/plugins/agentproc"
+	"github.com/coreos/go-systemd/v22/daemon"
 )
 
 // serve runs the daemon until ctx ends or, with --stdio, stdin does.
@@ -42,6 +43,19 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	log, err := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	if err != nil {
 		return err
+	}
+	if cfg.listener, err = activatedListener(); err != nil {
+		return err
+	}
+	if cfg.listener != nil {
+		// Closed by the server that serves it, or here on a failed start.
+		defer cfg.listener.Close()
+		if cfg.Stdio {
+			return errors.New("--stdio, and systemd passed a socket: ahpd serves one or the other")
+		}
+		// What the token and Host checks go by is where it listens.
+		cfg.Listen = cfg.listener.Addr().String()
+		log.Info("serving the socket systemd passed", "addr", cfg.Listen)
 	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("making the state directory: %w", err)
@@ -154,10 +168,13 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 // ("" for none) and kept is the file it is kept in, when ahpd made it.
 func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = h.Close(context.Background())
-		return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	ln := cfg.listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			_ = h.Close(context.Background())
+			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+		}
 	}
 	handshake := cfg.Limits.host().WithDefaults().Handshake
 	mux := http.NewServeMux()
@@ -201,6 +218,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	}
 	fmt.Fprintf(stderr, "ahpd: the dashboard is at http://%s/ui/\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "stateDir", cfg.StateDir, "sessions", cfg.Sessions, "version", version)
+	notifySystemd(daemon.SdNotifyReady, log)
 
 	select {
 	case <-ctx.Done():
@@ -209,6 +227,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 		return fmt.Errorf("serving: %w", err)
 	}
 	log.Info("shutting down")
+	notifySystemd(daemon.SdNotifyStopping, log)
 	stopCtx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = srv.Shutdown(stopCtx) // stop accepting; connections are the host's to end
 	cancel()
