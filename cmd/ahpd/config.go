@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -198,7 +199,14 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 // then the flags: flags given on the command line win over the file, and
 // the file over the defaults.
 func parseConfig(args []string, stderr io.Writer) (*config, error) {
-	// A first pass finds the config file.
+	return parseConfigEnv(args, os.LookupEnv, stderr)
+}
+
+// parseConfigEnv is parseConfig with the environment lookupEnv gives.
+// Each setting comes from the first of: its flag, its AHPD_ variable
+// (envName), the config file, the default.
+func parseConfigEnv(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*config, error) {
+	// A first pass finds the config file, and which flags were given.
 	probe, file := defaults(), ""
 	fs := flagSet(&probe, &file)
 	if err := fs.Parse(args); err != nil {
@@ -207,19 +215,22 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (see ahpd --help)", fs.Arg(0))
 	}
+	var flagged []string
+	fs.Visit(func(f *flag.Flag) { flagged = append(flagged, f.Name) })
+	if file == "" {
+		file, _ = lookupEnv(envName("config"))
+	}
 	cfg := defaults()
 	if file != "" {
 		if err := readConfigFile(file, &cfg); err != nil {
 			return nil, err
 		}
-		// The three token options are one choice: a token option on the
-		// command line replaces the file's, whichever of the three it gave.
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "connection-token", "connection-token-file", "without-connection-token":
-				cfg.ConnectionToken, cfg.ConnectionTokenFile, cfg.WithoutConnectionToken = "", "", false
-			}
-		})
+	}
+	if err := applyEnv(&cfg, lookupEnv, flagged); err != nil {
+		return nil, err
+	}
+	if tokenChoice(flagged) {
+		clearToken(&cfg)
 	}
 	if err := flagSet(&cfg, &file).Parse(args); err != nil {
 		return nil, fmt.Errorf("%w (see ahpd --help)", err)
@@ -292,6 +303,52 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("give at most one of --connection-token, --connection-token-file and --without-connection-token")
 	}
 	return &cfg, nil
+}
+
+// envName is the variable a flag may be given as: AHPD_ and its name,
+// upper case, dashes as underscores (--state-dir is AHPD_STATE_DIR).
+func envName(flagName string) string {
+	return "AHPD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// applyEnv lays the AHPD_ variables of the flags not given (flagged) over
+// cfg. The three token options are one choice: one of them given in the
+// environment replaces the file's.
+func applyEnv(cfg *config, lookupEnv func(string) (string, bool), flagged []string) error {
+	var file string
+	fs := flagSet(cfg, &file)
+	type setting struct{ flag, value string }
+	var set []setting
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "config" || slices.Contains(flagged, f.Name) {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			set = append(set, setting{f.Name, v})
+			names = append(names, f.Name)
+		}
+	})
+	if tokenChoice(names) {
+		clearToken(cfg)
+	}
+	for _, st := range set {
+		if err := fs.Set(st.flag, st.value); err != nil {
+			return fmt.Errorf("%s=%.64q: %w", envName(st.flag), st.value, err)
+		}
+	}
+	return nil
+}
+
+// tokenChoice reports whether names hold one of the token options.
+func tokenChoice(names []string) bool {
+	return slices.ContainsFunc(names, func(n string) bool {
+		return n == "connection-token" || n == "connection-token-file" || n == "without-connection-token"
+	})
+}
+
+func clearToken(cfg *config) {
+	cfg.ConnectionToken, cfg.ConnectionTokenFile, cfg.WithoutConnectionToken = "", "", false
 }
 
 // readConfigFile lays a YAML config file over cfg: keys the file does not

@@ -82,3 +82,39 @@ func TestOperatorFlagErrors(t *testing.T) {
 		t.Errorf("--pprof with --metrics-listen, JSON logs: %v", err)
 	}
 }
+
+// TestEnvSettings: every daemon flag may be given as an AHPD_ variable;
+// a flag wins over it, and it wins over the config file.
+func TestEnvSettings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	file := writeConfig(t, e, "listen: 127.0.0.1:5678\nconnectionTokenFile: /nonexistent\nsleepAfterMinutes: 5\n")
+	env := map[string]string{
+		"AHPD_CONFIG":                  file,
+		"AHPD_LISTEN":                  "127.0.0.1:1234",
+		"AHPD_CONNECTION_TOKEN":        "from-env",
+		"AHPD_SESSION_RESIDENCY_LIMIT": "3",
+		"AHPD_STATE_DIR":               e.state,
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	cfg, err := parseConfigEnv(nil, lookup, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:1234" || cfg.ConnectionToken != "from-env" || cfg.ConnectionTokenFile != "" ||
+		cfg.SessionResidencyLimit != 3 || cfg.SleepAfterMinutes != 5 || cfg.StateDir != e.state {
+		t.Errorf("env over file: listen %s, token %q, token file %q, residency %d, sleep %v, state %s",
+			cfg.Listen, cfg.ConnectionToken, cfg.ConnectionTokenFile, cfg.SessionResidencyLimit, cfg.SleepAfterMinutes, cfg.StateDir)
+	}
+	cfg, err = parseConfigEnv([]string{"--listen", "127.0.0.1:9999", "--without-connection-token"}, lookup, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:9999" || cfg.ConnectionToken != "" || !cfg.WithoutConnectionToken {
+		t.Errorf("flags over env: listen %s, token %q, without %v", cfg.Listen, cfg.ConnectionToken, cfg.WithoutConnectionToken)
+	}
+	env["AHPD_SLEEP_AFTER_MINUTES"] = "soon"
+	if _, err := parseConfigEnv(nil, lookup, io.Discard); err == nil || !strings.Contains(err.Error(), `AHPD_SLEEP_AFTER_MINUTES="soon"`) {
+		t.Errorf("a bad AHPD_SLEEP_AFTER_MINUTES: %v", err)
+	}
+}

@@ -73,7 +73,7 @@ Usage:
   ahpd version                   the version, commit and Go toolchain of this binary (also --version)
   ahpd user add|role|scopes|token|tokens|revoke|rm|list ...   manage the users directory (see ahpd user --help)
 
-Flags:
+Flags (each also as AHPD_<NAME>, e.g. AHPD_STATE_DIR; a flag wins over it, it over the config file):
   --listen ADDR                  address to serve on (default 127.0.0.1:9187; port 0 picks one)
   --connection-token T           the token clients must present
   --connection-token-file F      read the token from F
