@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,17 +18,20 @@ import (
 // reads them off the host when it is scraped, so they cost nothing between
 // scrapes.
 type metrics struct {
-	closed        atomic.Int64             // connections done
-	unloaded      atomic.Int64             // sessions that fell asleep and let their turns go
-	journalErrors atomic.Int64             // appends to the journal that failed, each tried again (journal.go)
-	journalWaits  atomic.Int64             // times an agent or a client waited for its session's journal writes (outbox.go)
-	appendSeconds prometheus.Histogram     // how long each append to the journal took
-	pushErrors    atomic.Int64             // pushes of checkpoints that failed (pushes.go)
-	released      atomic.Int64             // times memory was given back to the system (memory.go)
-	returnedAfter atomic.Int64             // how many connections were done when it last was
-	liveHeap      atomic.Int64             // the live heap then, in bytes
-	quietRSS      atomic.Int64             // the resident anonymous memory then, in bytes
-	cut           map[string]*atomic.Int64 // by reason; fixed at start
+	closed        atomic.Int64                   // connections done
+	unloaded      atomic.Int64                   // sessions that fell asleep and let their turns go
+	journalErrors atomic.Int64                   // appends to the journal that failed, each tried again (journal.go)
+	journalWaits  atomic.Int64                   // times an agent or a client waited for its session's journal writes (outbox.go)
+	appendSeconds prometheus.Histogram           // how long each append to the journal took
+	turnSeconds   *prometheus.HistogramVec       // how long turns ran, by provider and outcome
+	commandSecs   *prometheus.HistogramVec       // how long commands took, by method
+	commands      map[string]prometheus.Observer // commandSecs by method, made at start
+	pushErrors    atomic.Int64                   // pushes of checkpoints that failed (pushes.go)
+	released      atomic.Int64                   // times memory was given back to the system (memory.go)
+	returnedAfter atomic.Int64                   // how many connections were done when it last was
+	liveHeap      atomic.Int64                   // the live heap then, in bytes
+	quietRSS      atomic.Int64                   // the resident anonymous memory then, in bytes
+	cut           map[string]*atomic.Int64       // by reason; fixed at start
 	turns         map[protocol.TurnState]*atomic.Int64
 	once          sync.Once
 	http          http.Handler
@@ -40,6 +44,20 @@ func newMetrics() *metrics {
 		Help:    "How long an append of a run of actions to the journal took, failed ones included.",
 		Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10), // 50 µs to 13 s
 	})
+	m.turnSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ahpd_turn_duration_seconds",
+		Help:    "How long turns ran, from the person's message to their end, by provider and outcome.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2.5, 12), // 100 ms to 40 min
+	}, []string{"provider", "outcome"})
+	m.commandSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ahpd_command_seconds",
+		Help:    "How long AHP commands took to answer, by method (those of the method table; the checks before each included).",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 4, 10), // 100 µs to 26 s
+	}, []string{"method"})
+	m.commands = make(map[string]prometheus.Observer, len(methods))
+	for name := range methods {
+		m.commands[name] = m.commandSecs.WithLabelValues(name)
+	}
 	for _, r := range conn.CutReasons {
 		m.cut[r] = new(atomic.Int64)
 	}
@@ -73,12 +91,28 @@ func (m *metrics) turnEnded(a protocol.Action) {
 	m.turns[s].Add(1)
 }
 
+// commandTook observes how long a command of the method table took.
+func (m *metrics) commandTook(method string, since time.Time) {
+	if o := m.commands[method]; o != nil {
+		o.Observe(time.Since(since).Seconds())
+	}
+}
+
+// turnTook observes a turn's run; one of no known length (negative) is
+// not counted.
+func (m *metrics) turnTook(provider string, state protocol.TurnState, took time.Duration) {
+	if took >= 0 {
+		m.turnSeconds.WithLabelValues(provider, string(state)).Observe(took.Seconds())
+	}
+}
+
 // MetricsHandler serves the host's metrics in the Prometheus text format,
 // with the Go runtime's and the process's.
 func (h *Host) MetricsHandler() http.Handler {
 	h.metrics.once.Do(func() {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds)
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds,
+			h.metrics.turnSeconds, h.metrics.commandSecs)
 		reg.MustRegister(h.eventCollectors()...) // events.go: the sink's own
 		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/creachadair/jrpc2"
 
@@ -93,6 +94,7 @@ func (h *Host) dispatch(c *conn.Conn, method string) jrpc2.Handler {
 		}
 	}
 	return func(ctx context.Context, req *jrpc2.Request) (any, error) {
+		defer h.metrics.commandTook(method, time.Now())
 		if !beforeInitialize[method] && !c.Initialized() {
 			return nil, rpcError(protocol.Errorf(protocol.CodeInvalidRequest, "%s before initialize: send initialize (or reconnect) first", method))
 		}

@@ -357,6 +357,8 @@ func TestMetrics(t *testing.T) {
 	for name, want := range map[string]float64{
 		"ahpd_connections": 1, "ahpd_sessions": 1, `ahpd_turns_total{outcome="complete"}`: 1,
 		`ahpd_connections_cut_total{reason="slow"}`: 0, "ahpd_store_write_errors_total": 0,
+		`ahpd_turn_duration_seconds_count{outcome="complete",provider="script"}`: 1,
+		`ahpd_command_seconds_count{method="createSession"}`:                     1,
 	} {
 		if got, ok := m[name]; !ok || got != want {
 			t.Errorf("%s = %v (%v), want %v", name, got, ok, want)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/checkpoints"
@@ -103,7 +104,8 @@ func (sh *sessionHost) BackendStarted(provider string, err error) {
 	sh.h().backendStarted(provider, err)
 }
 func (sh *sessionHost) CountTurnEnd(a protocol.Action) { sh.metrics.turnEnded(a) }
-func (sh *sessionHost) AutomationTurnEnded(s *session.Session, state protocol.TurnState) {
+func (sh *sessionHost) TurnEnded(s *session.Session, state protocol.TurnState, took time.Duration) {
+	sh.metrics.turnTook(s.Provider(), state, took)
 	sh.h().automationTurnEnded(s, state)
 }
 func (sh *sessionHost) Unloaded() { sh.metrics.unloaded.Add(1) } // its heap is garbage now (memory.go)

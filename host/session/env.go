@@ -119,10 +119,13 @@ type Notices interface {
 	AddActive(delta int64)
 	// BackendStarted tells how an agent of a provider's backend started.
 	BackendStarted(provider string, err error)
-	// TurnEnded tells of a chat's turn ending, for the metrics (an
-	// action) and for automations (the turn's state).
+	// CountTurnEnd counts a chat's turn ending by the action that ends
+	// it, as it is emitted.
 	CountTurnEnd(a protocol.Action)
-	AutomationTurnEnded(s *Session, state protocol.TurnState)
+	// TurnEnded tells of a chat's turn ended and kept: its state and how
+	// long it ran (negative when not known), for the metrics and
+	// automations.
+	TurnEnded(s *Session, state protocol.TurnState, took time.Duration)
 	// Unloaded tells that a session fell asleep and let its heap go.
 	Unloaded()
 	// LetGo gives up the cluster's lease of a session, which may then

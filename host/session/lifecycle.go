@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -151,7 +152,8 @@ func (s *Session) LoadTurns(ctx context.Context, e *ChatEntry) {
 
 // keepTiming records when a finished turn started and how long it took,
 // as its actions said. Called with s.mu held.
-func (e *ChatEntry) keepTiming(turnID string) {
+func (e *ChatEntry) keepTiming(turnID string) (took time.Duration) {
+	took = -1 // not known
 	turns := e.chat.State().Turns
 	for i := len(turns) - 1; i >= 0; i-- {
 		t := turns[i]
@@ -163,9 +165,11 @@ func (e *ChatEntry) keepTiming(turnID string) {
 				e.rec.Timing = map[string]turnTiming{}
 			}
 			e.rec.Timing[turnID] = turnTiming{StartedAt: *t.StartedAt, Duration: *t.Duration}
+			took = time.Duration(*t.Duration) * time.Millisecond
 		}
-		return
+		return took
 	}
+	return took
 }
 
 // timed gives turns read back from a backend the start and duration their

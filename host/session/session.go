@@ -422,16 +422,17 @@ func (s *Session) StartFailed(c *chats.Chat, err error) {
 // Its checkpoint was queued as its end was applied (captures.go).
 func (s *Session) Ended(c *chats.Chat, turnID string, state protocol.TurnState) {
 	s.mu.Lock()
+	took := time.Duration(-1)
 	if !s.disposed {
 		if e := s.chats[c.URI()]; e != nil {
-			e.keepTiming(turnID)
+			took = e.keepTiming(turnID)
 		}
 		s.countEditsLocked(c)
 		s.persistLocked()
 	}
 	s.unlock()
 	s.h.Poke()
-	s.h.AutomationTurnEnded(s, state)
+	s.h.TurnEnded(s, state, took)
 }
 
 // SetTitle sets the title the agent gave the session (chats.Owner).

@@ -41,6 +41,7 @@ type fakeHost struct {
 	active    []int64
 	started   []string // providers whose agents started, with how
 	reordered int
+	took      []time.Duration // each turn's run, as told at its end
 	ended     chan protocol.TurnState
 }
 
@@ -138,7 +139,10 @@ func (f *fakeHost) BackendStarted(provider string, err error) {
 	f.started = append(f.started, provider)
 }
 func (f *fakeHost) CountTurnEnd(protocol.Action) {}
-func (f *fakeHost) AutomationTurnEnded(_ *session.Session, state protocol.TurnState) {
+func (f *fakeHost) TurnEnded(_ *session.Session, state protocol.TurnState, took time.Duration) {
+	f.mu.Lock()
+	f.took = append(f.took, took)
+	f.mu.Unlock()
 	f.ended <- state
 }
 func (f *fakeHost) Unloaded()    {}
@@ -243,6 +247,9 @@ func TestSessionTurn(t *testing.T) {
 	}
 	if rec.URI != s.URI() || rec.Owner != "user:ann" || len(rec.Chats) != 1 || !rec.Chats[0].Started {
 		t.Errorf("the record written is %s: want the session's, owned by ann, its chat started", data)
+	}
+	if len(f.took) != 1 || f.took[0] < 0 {
+		t.Errorf("the turn's run was told as %v: want one, of a known length", f.took)
 	}
 	if f.reordered == 0 {
 		t.Error("the session never moved in the listing's order though its turn modified it")
