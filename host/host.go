@@ -53,6 +53,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
 )
@@ -81,6 +82,9 @@ type Options struct {
 	Replay int
 	// Version is ahpd's version, for serverInfo.
 	Version string
+	// Collectors are more metrics MetricsHandler serves with the host's
+	// (the HTTP API's, in the daemon).
+	Collectors []prometheus.Collector
 	// DefaultDirectory is the directory a session works in when the
 	// client names none; empty means the home directory.
 	DefaultDirectory string

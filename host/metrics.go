@@ -114,6 +114,7 @@ func (h *Host) MetricsHandler() http.Handler {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds,
 			h.metrics.turnSeconds, h.metrics.commandSecs)
 		reg.MustRegister(h.eventCollectors()...) // events.go: the sink's own
+		reg.MustRegister(h.opts.Collectors...)
 		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	})
 	return h.metrics.http

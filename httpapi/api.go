@@ -46,6 +46,8 @@ type Options struct {
 	// KeepAlive is how often an idle event stream sends a comment, so
 	// proxies keep it open; 0 means 15 seconds.
 	KeepAlive time.Duration
+	// Metrics, when set, observe how long each route's requests take.
+	Metrics *Metrics
 }
 
 // The bounds on what a client sends.
@@ -80,7 +82,7 @@ func New(o Options) *API {
 	}
 	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux()}
 	for _, r := range a.routes() {
-		a.mux.HandleFunc(r.method+" "+r.path, r.handle)
+		a.mux.HandleFunc(r.method+" "+r.path, o.Metrics.instrument(r.method+" "+r.path, r.handle))
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{Status: http.StatusNotFound, Code: "not_found",

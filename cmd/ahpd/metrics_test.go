@@ -76,8 +76,15 @@ limits:
 	case <-time.After(exitTimeout):
 		t.Fatal("a connection without initialize stayed")
 	}
+	// An HTTP API request is timed by its route.
+	if code, body := get("http://" + p.addr + "/v1/sessions?tkn=" + e.token(t)); code != http.StatusOK {
+		t.Errorf("GET /v1/sessions: %d %.200s", code, body)
+	}
 	code, body := get(base + "?tkn=" + e.token(t))
 	if code != http.StatusOK || !strings.Contains(body, `ahpd_connections_cut_total{reason="deadline"} 1`) {
 		t.Errorf("/metrics with the token: %d %.2000s", code, body)
+	}
+	if want := `ahpd_http_request_seconds_count{code="200",route="GET /v1/sessions"} 1`; !strings.Contains(body, want) {
+		t.Errorf("/metrics has not %s", want)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/ahpd/ahpd/internal/atomicfile"
 	"github.com/ahpd/ahpd/plugins/agentproc"
 	"github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // serve runs the daemon until ctx ends or, with --stdio, stdin does.
@@ -109,6 +110,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	}
 	// Closed once the host has, which tells them until its Close ends.
 	defer closeHooks()
+	apiMetrics := httpapi.NewMetrics()
 	h, err := host.New(host.Options{
 		StateDir: cfg.StateDir,
 		Sessions: cfg.Sessions,
@@ -119,6 +121,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		DefaultProvider: defaultProvider(cfg, backends),
 		Logger:          log,
 		Version:         version,
+		Collectors:      []prometheus.Collector{apiMetrics.Collector()},
 		// Minutes as a fraction: tests and demos sleep sessions in seconds.
 		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
 		ResidencyLimit: cfg.SessionResidencyLimit,
@@ -146,7 +149,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	return serveWebSocket(ctx, cfg, h, member, auth, kept, stdout, stderr, log)
+	return serveWebSocket(ctx, cfg, h, member, auth, kept, apiMetrics, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -166,7 +169,7 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 // serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/ and
 // the dashboard under /ui/ behind the same token and Host checks; auth holds the connection token
 // ("" for none) and kept is the file it is kept in, when ahpd made it.
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, stdout, stderr io.Writer, log *slog.Logger) error {
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, apiMetrics *httpapi.Metrics, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
 	ln := cfg.listener
 	if ln == nil {
@@ -178,7 +181,7 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	}
 	handshake := cfg.Limits.host().WithDefaults().Handshake
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
+	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log, Metrics: apiMetrics}))
 	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	handleHealth(mux, h, member)
