@@ -203,6 +203,10 @@ type residencyParams struct {
 
 type residencyResult struct {
 	Status string `json:"status"`
+	// Meta names, in a cluster, the host holding the session.
+	Meta struct {
+		Host string `json:"ahpd.host"`
+	} `json:"_meta"`
 }
 
 func statusCommand(ctx context.Context, args []string, io cliIO) int {
@@ -234,6 +238,10 @@ func printResidency(io cliIO, method string, ifIdle *bool) func(ctx context.Cont
 		}
 		if err != nil {
 			return err
+		}
+		if res.Meta.Host != "" {
+			fmt.Fprintf(io.stdout, "%s on host %s\n", res.Status, res.Meta.Host) // a host id: letters, digits, - and _
+			return nil
 		}
 		fmt.Fprintln(io.stdout, res.Status)
 		return nil

@@ -146,6 +146,9 @@ func TestThreeHostsShareSessions(t *testing.T) {
 	if st, on := statusOf(t, ca, session); st != "active" || on != "b" {
 		t.Fatalf("status through A = %s on %q, want active on b", st, on)
 	}
+	if r := cli(t, envs["a"], "status", "shared"); r.code != 0 || r.stdout != "active on host b\n" {
+		t.Errorf("ahpd status through A: %d %q %q, want \"active on host b\"", r.code, r.stdout, r.stderr)
+	}
 	from := len(ca.Messages())
 	fromB := len(cb.Messages())
 	send(t, ca, chat, "t2", "say two\nwrite two.txt 2")
