@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/ahpd/ahpd/plugins"
@@ -38,8 +39,11 @@ type Agent struct {
 	// !closed.
 	running sync.WaitGroup
 
-	mu         sync.Mutex
-	config     protocol.Object
+	mu     sync.Mutex
+	config protocol.Object
+	// picked is the model the client picked for the turn running or last
+	// run (message.model), over the config's; "" runs the config's.
+	picked     string
 	closed     bool
 	prompting  bool
 	proc       *process
@@ -114,6 +118,39 @@ func (a *Agent) SetConfig(values protocol.Object) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.config = maps.Clone(values)
+}
+
+// pick takes the model a turn's message picked: the CLI runs it (--model,
+// restarting on the conversation when it changes) over the config's. A
+// message that picks none, or one no CLI flag may carry, runs the
+// config's.
+func (a *Agent) pick(m *protocol.ModelSelection) {
+	picked := ""
+	if m != nil {
+		if validModel(m.ID) {
+			picked = m.ID
+		} else {
+			a.log.Warn("a turn picked a model the CLI cannot be asked for; it runs the session's", "model", protocol.Quote(m.ID))
+		}
+	}
+	a.mu.Lock()
+	a.picked = picked
+	a.mu.Unlock()
+}
+
+// validModel reports whether id may go to the CLI as --model's value: a
+// model name or alias (claude-opus-4-8, haiku, sonnet[1m]), never what
+// the CLI would read as a flag.
+func validModel(id string) bool {
+	if id == "" || len(id) > 128 || id[0] == '-' {
+		return false
+	}
+	for _, r := range id {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._:[]@/", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // policy returns the session's permissions as the agent's config gives
@@ -222,16 +259,22 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := a.ready()
-	if err != nil {
-		return err
-	}
 	text := msg.Text
 	turnID := t.ID()
 	if c, ok := t.(*continued); ok {
 		turnID = c.Turn.ID()
 	}
-	if turnID != "" && turnID == a.lastTurn {
+	steering := turnID != "" && turnID == a.lastTurn
+	if !steering {
+		// A turn runs on the model its message picked; a steering message
+		// goes to the CLI running the turn, whatever it names.
+		a.pick(msg.Model)
+	}
+	p, err := a.ready()
+	if err != nil {
+		return err
+	}
+	if steering {
 		// The turn has had its prompt: this is a steering message, which
 		// the transcript reader folds into the turn.
 		text = steerMarker + "\n\n" + text
@@ -264,7 +307,7 @@ func (a *Agent) Continue(ctx context.Context, msg protocol.Message, t plugins.Tu
 	if !transcriptIDs(a.transcript)[t.ID()] {
 		return a.Prompt(ctx, msg, t)
 	}
-	return a.Prompt(ctx, protocol.Message{Text: continueMarker + " Continue where you left off.", Origin: msg.Origin}, &continued{t})
+	return a.Prompt(ctx, protocol.Message{Text: continueMarker + " Continue where you left off.", Origin: msg.Origin, Model: msg.Model}, &continued{t})
 }
 
 var _ plugins.Continuer = (*Agent)(nil)

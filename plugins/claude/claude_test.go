@@ -490,6 +490,36 @@ func TestConfig(t *testing.T) {
 	}
 }
 
+// TestPickedModel: a turn runs on the model its message picked (a
+// client's model picker), over the session config's; a turn that picks
+// none, or picks what no flag may carry, runs the config's.
+func TestPickedModel(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	a := f.start(t, f.backend, newID(), false, protocol.Object{claude.ConfigModel: jsontext.Value(`"claude-config-model"`)})
+	for i, tc := range []struct{ picked, want string }{
+		{"claude-picked-model", "claude-picked-model"},
+		{"", "claude-config-model"},
+		{"haiku", "claude-haiku"}, // an alias, which the CLI resolves
+		{"--dangerously-skip-permissions", "claude-config-model"},
+		{"a model with spaces", "claude-config-model"},
+	} {
+		msg := userMessage(fmt.Sprintf("turn %d", i))
+		if tc.picked != "" {
+			msg.Model = &protocol.ModelSelection{ID: tc.picked}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
+		err := a.Prompt(ctx, msg, pluginstest.NewTurn(fmt.Sprintf("turn-%d", i)))
+		cancel()
+		if err != nil {
+			t.Fatalf("picking %q: %v", tc.picked, err)
+		}
+		if got := f.lastRequest(t).Model; !strings.HasPrefix(got, tc.want) {
+			t.Errorf("picking %q, the model called is %q, want %q", tc.picked, got, tc.want)
+		}
+	}
+}
+
 func TestThinkingAndAPIError(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
