@@ -71,12 +71,14 @@ func (s *Session) dispatchLocked(c *conn.Conn, a protocol.Action, origin *protoc
 			return nil
 		}
 	}
+	oldTitle := s.state.Title
 	if !s.emitSessionLocked(a, origin) {
 		s.echoLocked(c, s.uri, a, origin, "")
 		return nil
 	}
-	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
+	if a, ok := a.(*protocol.SessionTitleChangedAction); ok {
 		s.rec.TitleFrom = titleFromClient
+		s.followTitleLocked(oldTitle, a.Title)
 	}
 	return s.afterSessionActionLocked(a)
 }
