@@ -14,8 +14,12 @@ import (
 // the leases it holds at its next heartbeat.
 func TestHostsListsLiveHosts(t *testing.T) {
 	c := clustertest.Start(t, 3)
-	a := join(t, c, 0, "host-a", true, Config{Labels: map[string]string{LabelRepos: "/srv/repos"}, Addr: "10.0.0.1:7700"})
-	join(t, c, 2, "host-b", true, Config{})
+	// Their clocks stand still, so nothing renews the records: a TTL of
+	// a second let a loaded machine expire host-b's before it was listed.
+	// The heartbeat's interval is the lease TTL's third, as before.
+	const hostTTL = 30 * time.Second
+	a := join(t, c, 0, "host-a", true, Config{Labels: map[string]string{LabelRepos: "/srv/repos"}, Addr: "10.0.0.1:7700", HostTTL: hostTTL})
+	join(t, c, 2, "host-b", true, Config{HostTTL: hostTTL})
 
 	hosts, err := a.Hosts(ctx(t))
 	if err != nil {
