@@ -140,6 +140,10 @@ type Member struct {
 	recordsMu sync.Mutex
 	recordsKV jetstream.KeyValue // nil until first used (records.go)
 
+	// seen is the host last known to run each session (holders.go): what
+	// Holder answers when the leases' bucket cannot.
+	seen seenHolders
+
 	stop chan struct{} // closed by Close: ends the heartbeat
 	// failing is whether the last heartbeat failed (Healthy).
 	failing atomic.Bool

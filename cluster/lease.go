@@ -114,6 +114,7 @@ func (m *Member) Acquire(ctx context.Context, session string) (*Lease, error) {
 			return nil, err
 		}
 		if cur.live {
+			m.seen.note(session, holderOf(cur.value))
 			return nil, &HeldError{Holder: holderOf(cur.value)}
 		}
 		rev = cur.rev // the marker a release or an expiry left
@@ -173,7 +174,13 @@ func holderOf(value []byte) string {
 // (the session is free, or its holder died and the lease expired). It is
 // read from the bucket's leader, so it follows every acquisition and
 // release acknowledged before it, but it is a snapshot: use Acquire to act
-// on it.
+// on it. A leader that does not answer within leaderWait (its node is
+// gone and the bucket is electing another, 4 to 9 s) is not waited for:
+// the answer is then a replica's, which may miss the last moment's
+// changes, or, when no replica answers either (they do not while the
+// bucket has no leader), the host last seen running the session (a read
+// of its lease, or its record written): the caller asks that host, which
+// answers whether it runs the session, or does not answer at all.
 func (m *Member) Holder(ctx context.Context, session string) (string, error) {
 	if err := m.check(); err != nil {
 		return "", err
@@ -181,11 +188,39 @@ func (m *Member) Holder(ctx context.Context, session string) (string, error) {
 	if err := checkSession(session); err != nil {
 		return "", err
 	}
-	cur, err := m.last(ctx, m.leasesKV.Bucket(), sessionKey(session))
-	if err != nil || !cur.live {
+	bucket, key := m.leasesKV.Bucket(), sessionKey(session)
+	ask, cancel := context.WithTimeout(ctx, leaderWait)
+	cur, err := m.last(ask, bucket, key)
+	cancel()
+	if err != nil && ctx.Err() == nil && noLeader(err) {
+		// The bucket's leader is gone (its node died with its host, a
+		// moment ago) and another is not elected yet: a replica's copy
+		// names the holder as it was, which is what the caller needs to
+		// tell that the holder does not answer, without waiting out the
+		// election.
+		m.log.Debug("cluster: the leases' leader does not answer; asking a replica", "host", m.cfg.HostID, "err", err)
+		var rerr error
+		if cur, rerr = m.lastOfAnyReplica(ctx, bucket, key); rerr == nil {
+			err = nil
+		} else if id := m.seen.get(session); id != "" {
+			// The replicas stop answering while their bucket has no
+			// leader: the host last seen running the session is the best
+			// answer there is, and asking it tells whether it still runs.
+			m.log.Debug("cluster: no replica answers either; naming the host last seen running the session",
+				"host", m.cfg.HostID, "session", session, "holder", id, "err", rerr)
+			return id, nil
+		}
+	}
+	if err != nil {
 		return "", err
 	}
-	return holderOf(cur.value), nil
+	if !cur.live {
+		m.seen.forget(session)
+		return "", nil
+	}
+	id := holderOf(cur.value)
+	m.seen.note(session, id)
+	return id, nil
 }
 
 // Session is the leased session's name.

@@ -344,8 +344,11 @@ func (w *recordWatch) change(msg jetstream.Msg) (RecordChange, bool) {
 	ch.Host = hdr.Get(hostHeader)
 	if hdr.Get("KV-Operation") != "" || hdr.Get(jetstream.MarkerReasonHeader) != "" {
 		ch.Deleted = true
+		w.m.seen.forget(ch.Session)
 	} else {
 		ch.Data = msg.Data()
+		// A record is written by the host running its session.
+		w.m.seen.note(ch.Session, ch.Host)
 	}
 	return ch, true
 }
