@@ -1,6 +1,9 @@
 package cluster
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // maxSeen bounds the sessions whose last known host a member remembers;
 // past it, it forgets them all and learns again.
@@ -41,3 +44,7 @@ func (s *seenHolders) get(session string) string {
 	defer s.mu.Unlock()
 	return s.by[session]
 }
+
+// LeaseTTL is how long a lease lives without a renewal: how long a
+// session whose holder could not release it waits for another host.
+func (m *Member) LeaseTTL() time.Duration { return m.cfg.LeaseTTL }

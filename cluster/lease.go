@@ -47,9 +47,14 @@ type Lease struct {
 	key     string
 	value   []byte
 
-	mu    sync.Mutex // serializes renewals and the release
-	rev   uint64     // the revision this host last wrote
-	ended bool       // lost or released
+	mu sync.Mutex // serializes renewals and the release
+	// renewing cancels the renewal in flight, if any: Abandon supersedes
+	// it, and must not wait for it (on a cluster that cannot answer, up
+	// to the heartbeat's interval). Release waits for it: a renewal cut
+	// short may still be written, and the release then miss its revision.
+	renewing atomic.Pointer[context.CancelFunc]
+	rev      uint64 // the revision this host last wrote
+	ended    bool   // lost or released
 	// deadline is the last successful write's send time + LeaseTTL, in
 	// Unix nanoseconds; atomic, so that reading it never waits for a
 	// renewal in flight.
@@ -253,6 +258,10 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l.renewing.Store(&cancel)
+	defer l.renewing.Store(nil)
 	if l.ended {
 		return fmt.Errorf("%w: it was released or lost before", ErrLost)
 	}
@@ -285,6 +294,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.ended = true
 	l.forget()
+	if err := l.m.writable(); err != nil {
+		return fmt.Errorf("cluster: releasing lease (it expires on its own): %w", err)
+	}
 	err := retryBusy(ctx, func() error {
 		return l.m.leasesKV.Purge(ctx, l.key, jetstream.LastRevision(l.rev), jetstream.PurgeTTL(markerTTL))
 	})
@@ -296,6 +308,29 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("cluster: releasing lease: %w", err)
 	}
 	return nil
+}
+
+// cancelRenewal ends the renewal in flight, if any.
+func (l *Lease) cancelRenewal() {
+	if c := l.renewing.Load(); c != nil {
+		(*c)()
+	}
+}
+
+// Abandon ends the lease without writing anything, for a host leaving a
+// cluster that cannot take the release (Quorum fails): its key expires on
+// its own, LeaseTTL after its last renewal, and other hosts can take the
+// session then. It reports whether the lease was held till then.
+func (l *Lease) Abandon() bool {
+	l.cancelRenewal()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return false
+	}
+	l.ended = true
+	l.forget()
+	return true
 }
 
 // lose ends the lease as lost; l.mu is held.

@@ -389,3 +389,34 @@ func TestHolderWithoutLeader(t *testing.T) {
 		t.Errorf("Holder of a session never seen = %q (%v), want none", h, err)
 	}
 }
+
+// TestCloseWithoutQuorum: a member leaving a cluster that has lost its
+// quorum (the last NATS node of three) does not wait for writes that
+// cannot be acknowledged: Close returns within about a second, saying
+// what it left undone and when that undoes itself.
+func TestCloseWithoutQuorum(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	a := join(t, c, 0, "a", false, Config{})
+	if _, err := a.Acquire(ctx(t), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	c.Stop(2)
+	start := time.Now()
+	closing, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.Close(closing)
+	took := time.Since(start)
+	t.Logf("Close without a quorum took %v: %v", took, err)
+	var left *LeaveError
+	if !errors.As(err, &left) || left.Leases != 1 || !left.Record || !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("Close = %v, want a LeaveError for 1 lease and the record, for no quorum", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "release 1 session lease(s)") || !strings.Contains(msg, "remove this host's record (it expires within 1s)") {
+		t.Errorf("Close's error says %q", msg)
+	}
+	// Generous: the quorum's question takes a second.
+	if took > 5*time.Second {
+		t.Errorf("Close took %v without a quorum", took)
+	}
+}

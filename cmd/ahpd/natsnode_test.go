@@ -206,6 +206,46 @@ func startOwnNATSHosts(t *testing.T, args ...string) (map[string]*env, map[strin
 	return envs, procs, clients
 }
 
+// TestOwnNATSHostsStopInTime: three daemons, each running a NATS node of
+// its own and holding a session with a turn done, stop one after the
+// other; each stops within its shutdown grace plus 3 s, the last too,
+// which has no JetStream quorum left to release its leases or remove its
+// record with (docs/CLUSTER.md). The last says what it left undone.
+func TestOwnNATSHostsStopInTime(t *testing.T) {
+	const grace = time.Second
+	envs, procs, _ := startOwnNATSHosts(t, "--shutdown-grace", grace.String())
+	for _, id := range []string{"a", "b", "c"} {
+		c := connect(t, procs[id], envs[id].token(t), "c"+id)
+		session := "ahp-session:/stop-" + id
+		chat := protocol.DefaultChatURI(session)
+		// In the host's own folder, which only it reaches: held there.
+		c.MustCall("createSession", map[string]any{
+			"channel": session, "provider": "script", "workingDirectories": []string{"file://" + envs[id].work},
+		})
+		c.Subscribe(session)
+		c.Subscribe(chat)
+		send(t, c, chat, "t1", "say one")
+		if st, on := statusOf(t, c, session); st != "active" || on != id {
+			t.Fatalf("status of %s = %s on %q, want active on %s", session, st, on, id)
+		}
+		c.Close()
+	}
+	bound := grace + 3*time.Second
+	for _, id := range []string{"a", "b", "c"} {
+		start := time.Now()
+		procs[id].signal(syscall.SIGTERM)
+		code := procs[id].wait(exitTimeout)
+		took := time.Since(start)
+		t.Logf("host %s stopped in %v (exit %d)", id, took.Round(10*time.Millisecond), code)
+		if code != 0 {
+			t.Errorf("host %s exited with %d", id, code)
+		}
+		if took > bound {
+			t.Errorf("host %s took %v to stop, over its grace %v + 3 s; stderr:\n%s", id, took, grace, procs[id].stderr.String())
+		}
+	}
+}
+
 // TestOwnNATSHolderKilled: three daemons, each running a NATS node of its
 // own; the one holding a session is killed with SIGKILL, its node with it
 // (maybe the leader of the leases' bucket). A command for the session
