@@ -19,11 +19,13 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,6 +66,9 @@ const (
 	markerTTL = 30 * time.Second
 	// retryInterval is the heartbeat's period while its writes fail.
 	retryInterval = time.Second
+	// beatWait is how long Close lets a heartbeat in flight finish before
+	// cutting it short.
+	beatWait = 250 * time.Millisecond
 )
 
 // Errors callers can test with errors.Is. The errors returned wrap them
@@ -80,6 +85,7 @@ var (
 	ErrTimeout     = errors.New("cluster: request timed out")
 	ErrTooLarge    = errors.New("cluster: message too large")
 	ErrRemote      = errors.New("cluster: the serving host failed the request")
+	ErrNoQuorum    = errors.New("cluster: no quorum")
 )
 
 // Config says who this host is and how long its records live.
@@ -140,10 +146,21 @@ type Member struct {
 	recordsMu sync.Mutex
 	recordsKV jetstream.KeyValue // nil until first used (records.go)
 
+	// seen is the host last known to run each session (holders.go): what
+	// Holder answers when the leases' bucket cannot.
+	seen seenHolders
+
 	stop chan struct{} // closed by Close: ends the heartbeat
+	// beating is the context of the heartbeat's writes, cancelled by
+	// Close: a beat waiting on a cluster that cannot answer (the last
+	// NATS node, with no quorum) does not hold Close up.
+	beating   context.Context
+	stopBeats context.CancelFunc
 	// failing is whether the last heartbeat failed (Healthy).
 	failing atomic.Bool
-	done    chan struct{} // closed when the heartbeat has ended
+	// noQuorum is Quorum's last failure, nil after a success.
+	noQuorum atomic.Pointer[quorumFailure]
+	done     chan struct{} // closed when the heartbeat has ended
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -184,6 +201,7 @@ func Join(ctx context.Context, nc *nats.Conn, cfg Config) (*Member, error) {
 		leases: map[string]*Lease{},
 		stop:   make(chan struct{}), done: make(chan struct{}),
 	}
+	m.beating, m.stopBeats = context.WithCancel(context.Background())
 	if m.log == nil {
 		m.log = slog.Default()
 	}
@@ -299,9 +317,12 @@ func (m *Member) heartbeat() {
 			return
 		case <-fire:
 		}
-		ctx, done := context.WithTimeout(context.Background(), m.interval())
+		ctx, done := context.WithTimeout(m.beating, m.interval())
 		err := errors.Join(m.putHost(ctx), m.renewAll(ctx))
 		done()
+		if m.beating.Err() != nil {
+			return // cut short by Close: no failure to tell
+		}
 		// Logged once per run of failures, not once a beat.
 		switch {
 		case err != nil && !failing:
@@ -365,6 +386,11 @@ func (m *Member) nextBeat(failing bool) time.Time {
 // host's leases and removes its record, so that other hosts may take its
 // sessions at once. It does not close the connection. It is safe to call
 // more than once.
+//
+// It takes at most what ctx allows: a cluster that cannot take writes
+// (the last NATS node of a cluster going, with no quorum left) is asked
+// once, briefly (Quorum), and then not waited for; the error, a
+// *LeaveError, says what was left undone and when it undoes itself.
 func (m *Member) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -380,7 +406,16 @@ func (m *Member) Close(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	close(m.stop)
-	<-m.done
+	// A beat in flight is let finish, briefly: one cut short may still be
+	// written, and a release then miss its lease's revision. One waiting
+	// on a cluster that cannot answer is cut short.
+	select {
+	case <-m.done:
+	case <-time.After(beatWait):
+		m.stopBeats()
+		<-m.done
+	}
+	m.stopBeats()
 	m.watches.Wait()
 	var errs []error
 	for _, s := range subs {
@@ -392,17 +427,107 @@ func (m *Member) Close(ctx context.Context) error {
 		serveCancel()
 	}
 	m.handles.Wait()
+	left := &LeaveError{HostTTL: m.cfg.HostTTL, LeaseTTL: m.cfg.LeaseTTL}
+	if err := m.Quorum(ctx); err != nil {
+		// Every write would wait for ctx to end, one after the other.
+		left.Cause, left.Record = err, true
+		for _, l := range held {
+			if l.Abandon() {
+				left.Leases++
+			}
+		}
+		return errors.Join(append(errs, left)...)
+	}
 	for _, l := range held {
 		if err := l.Release(ctx); err != nil && !errors.Is(err, ErrLost) {
-			errs = append(errs, err)
+			left.Leases++
+			left.Cause = cmp.Or(left.Cause, err)
 		}
 	}
 	if err := retryBusy(ctx, func() error {
 		return m.hosts.Purge(ctx, m.cfg.HostID, jetstream.PurgeTTL(markerTTL))
 	}); err != nil {
-		errs = append(errs, fmt.Errorf("cluster: removing host record: %w", err))
+		left.Record = true
+		left.Cause = cmp.Or(left.Cause, fmt.Errorf("cluster: removing host record: %w", err))
+	}
+	if left.Cause != nil {
+		errs = append(errs, left)
 	}
 	return errors.Join(errs...)
+}
+
+// LeaveError is what Close could not do: release some of the host's
+// leases, or remove its record. Neither harms: they expire on their own,
+// and only then do other hosts take the host's sessions.
+type LeaveError struct {
+	Leases int  // leases not released
+	Record bool // the host's record not removed
+	// HostTTL and LeaseTTL are how long those live on at most.
+	HostTTL, LeaseTTL time.Duration
+	Cause             error // why
+}
+
+func (e *LeaveError) Error() string {
+	var undone []string
+	if e.Leases > 0 {
+		undone = append(undone, fmt.Sprintf("release %d session lease(s) (other hosts take those sessions when the leases expire, within %v)", e.Leases, e.LeaseTTL))
+	}
+	if e.Record {
+		undone = append(undone, fmt.Sprintf("remove this host's record (it expires within %v)", e.HostTTL))
+	}
+	return fmt.Sprintf("cluster: could not %s: %v", strings.Join(undone, " nor "), e.Cause)
+}
+
+func (e *LeaveError) Unwrap() error { return e.Cause }
+
+// quorumWait bounds Quorum's question when its context allows longer.
+const quorumWait = time.Second
+
+// Quorum reports whether the cluster takes writes now, within a second at
+// most: nil, or why not. The last node of a NATS cluster whose other
+// nodes stopped has no quorum: a write there is never acknowledged, and
+// may wait as long as its context allows; a host about to write there for
+// the last time asks this first. It asks by renewing the host's record (a
+// read would not do: a leader that lost its quorum answers reads until it
+// steps down). A failure is remembered for a while, so that the steps of
+// one shutdown ask once.
+func (m *Member) Quorum(ctx context.Context) error {
+	if m.quorumLost() {
+		return m.noQuorum.Load().err
+	}
+	ctx, cancel := context.WithTimeout(ctx, quorumWait)
+	defer cancel()
+	if err := m.putHost(ctx); err != nil {
+		err = fmt.Errorf("%w: the cluster took no write in %v (%v): without a quorum of its NATS nodes (the others stopped, or out of reach) it takes none", ErrNoQuorum, quorumWait, err)
+		m.noQuorum.Store(&quorumFailure{at: m.clk.Now(), err: err})
+		return err
+	}
+	m.noQuorum.Store(nil)
+	return nil
+}
+
+// quorumLost reports whether Quorum failed a moment ago.
+func (m *Member) quorumLost() bool {
+	p := m.noQuorum.Load()
+	return p != nil && m.clk.Now().Sub(p.at) < quorumMemory
+}
+
+// writable fails a write at once while Quorum's failure is remembered: on
+// a host leaving a cluster with no quorum, the writes its last steps make
+// (records, releases) would each wait their whole timeout for nothing.
+func (m *Member) writable() error {
+	if m.quorumLost() {
+		return m.noQuorum.Load().err
+	}
+	return nil
+}
+
+// quorumMemory is how long Quorum remembers that it failed.
+const quorumMemory = 5 * time.Second
+
+type quorumFailure struct {
+	at  time.Time
+	err error
 }
 
 // check refuses calls after Close.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -141,6 +142,47 @@ func (m *Member) last(ctx context.Context, bucket, key string) (newest, error) {
 		live = hdr.Get("KV-Operation") == "" && hdr.Get(jetstream.MarkerReasonHeader) == ""
 	}
 	return newest{value: resp.Message.Data, rev: resp.Message.Seq, live: live}, nil
+}
+
+// leaderWait bounds the wait for a bucket's leader to answer a read that
+// a replica can answer too (Holder): a leader that died with its node
+// answers nothing, and its bucket takes seconds to elect another.
+const leaderWait = time.Second
+
+// noLeader reports whether a read of the leader failed as one does while
+// the bucket has none: no answer in time, nobody listening, or JetStream
+// saying it is not available.
+func noLeader(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) ||
+		errors.As(err, &apiErr) && apiErr.Code == 503
+}
+
+// lastOfAnyReplica is last read from whichever of the bucket's replicas
+// answers first (a direct get; the buckets allow them): one that has not
+// applied the newest writes may answer, so it is for when the leader
+// cannot.
+func (m *Member) lastOfAnyReplica(ctx context.Context, bucket, key string) (newest, error) {
+	msg, err := m.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET.KV_"+bucket+".$KV."+bucket+"."+key, nil)
+	if err != nil {
+		return newest{}, fmt.Errorf("cluster: reading %s from a replica: %w", bucket, err)
+	}
+	if len(msg.Data) == 0 {
+		switch status := msg.Header.Get("Status"); status {
+		case "":
+		case "404":
+			return newest{}, nil
+		default:
+			return newest{}, fmt.Errorf("cluster: reading %s from a replica: status %s %s", bucket, status, msg.Header.Get("Description"))
+		}
+	}
+	rev, err := strconv.ParseUint(msg.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return newest{}, fmt.Errorf("cluster: reading %s from a replica: bad sequence: %w", bucket, err)
+	}
+	live := msg.Header.Get("KV-Operation") == "" && msg.Header.Get(jetstream.MarkerReasonHeader) == ""
+	return newest{value: msg.Data, rev: rev, live: live}, nil
 }
 
 // conflict reports whether err is the server refusing a compare-and-set

@@ -47,9 +47,14 @@ type Lease struct {
 	key     string
 	value   []byte
 
-	mu    sync.Mutex // serializes renewals and the release
-	rev   uint64     // the revision this host last wrote
-	ended bool       // lost or released
+	mu sync.Mutex // serializes renewals and the release
+	// renewing cancels the renewal in flight, if any: Abandon supersedes
+	// it, and must not wait for it (on a cluster that cannot answer, up
+	// to the heartbeat's interval). Release waits for it: a renewal cut
+	// short may still be written, and the release then miss its revision.
+	renewing atomic.Pointer[context.CancelFunc]
+	rev      uint64 // the revision this host last wrote
+	ended    bool   // lost or released
 	// deadline is the last successful write's send time + LeaseTTL, in
 	// Unix nanoseconds; atomic, so that reading it never waits for a
 	// renewal in flight.
@@ -114,6 +119,7 @@ func (m *Member) Acquire(ctx context.Context, session string) (*Lease, error) {
 			return nil, err
 		}
 		if cur.live {
+			m.seen.note(session, holderOf(cur.value))
 			return nil, &HeldError{Holder: holderOf(cur.value)}
 		}
 		rev = cur.rev // the marker a release or an expiry left
@@ -173,7 +179,13 @@ func holderOf(value []byte) string {
 // (the session is free, or its holder died and the lease expired). It is
 // read from the bucket's leader, so it follows every acquisition and
 // release acknowledged before it, but it is a snapshot: use Acquire to act
-// on it.
+// on it. A leader that does not answer within leaderWait (its node is
+// gone and the bucket is electing another, 4 to 9 s) is not waited for:
+// the answer is then a replica's, which may miss the last moment's
+// changes, or, when no replica answers either (they do not while the
+// bucket has no leader), the host last seen running the session (a read
+// of its lease, or its record written): the caller asks that host, which
+// answers whether it runs the session, or does not answer at all.
 func (m *Member) Holder(ctx context.Context, session string) (string, error) {
 	if err := m.check(); err != nil {
 		return "", err
@@ -181,11 +193,39 @@ func (m *Member) Holder(ctx context.Context, session string) (string, error) {
 	if err := checkSession(session); err != nil {
 		return "", err
 	}
-	cur, err := m.last(ctx, m.leasesKV.Bucket(), sessionKey(session))
-	if err != nil || !cur.live {
+	bucket, key := m.leasesKV.Bucket(), sessionKey(session)
+	ask, cancel := context.WithTimeout(ctx, leaderWait)
+	cur, err := m.last(ask, bucket, key)
+	cancel()
+	if err != nil && ctx.Err() == nil && noLeader(err) {
+		// The bucket's leader is gone (its node died with its host, a
+		// moment ago) and another is not elected yet: a replica's copy
+		// names the holder as it was, which is what the caller needs to
+		// tell that the holder does not answer, without waiting out the
+		// election.
+		m.log.Debug("cluster: the leases' leader does not answer; asking a replica", "host", m.cfg.HostID, "err", err)
+		var rerr error
+		if cur, rerr = m.lastOfAnyReplica(ctx, bucket, key); rerr == nil {
+			err = nil
+		} else if id := m.seen.get(session); id != "" {
+			// The replicas stop answering while their bucket has no
+			// leader: the host last seen running the session is the best
+			// answer there is, and asking it tells whether it still runs.
+			m.log.Debug("cluster: no replica answers either; naming the host last seen running the session",
+				"host", m.cfg.HostID, "session", session, "holder", id, "err", rerr)
+			return id, nil
+		}
+	}
+	if err != nil {
 		return "", err
 	}
-	return holderOf(cur.value), nil
+	if !cur.live {
+		m.seen.forget(session)
+		return "", nil
+	}
+	id := holderOf(cur.value)
+	m.seen.note(session, id)
+	return id, nil
 }
 
 // Session is the leased session's name.
@@ -218,6 +258,10 @@ func (l *Lease) Lost() <-chan struct{} { return l.lost }
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	l.renewing.Store(&cancel)
+	defer l.renewing.Store(nil)
 	if l.ended {
 		return fmt.Errorf("%w: it was released or lost before", ErrLost)
 	}
@@ -250,6 +294,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.ended = true
 	l.forget()
+	if err := l.m.writable(); err != nil {
+		return fmt.Errorf("cluster: releasing lease (it expires on its own): %w", err)
+	}
 	err := retryBusy(ctx, func() error {
 		return l.m.leasesKV.Purge(ctx, l.key, jetstream.LastRevision(l.rev), jetstream.PurgeTTL(markerTTL))
 	})
@@ -261,6 +308,29 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("cluster: releasing lease: %w", err)
 	}
 	return nil
+}
+
+// cancelRenewal ends the renewal in flight, if any.
+func (l *Lease) cancelRenewal() {
+	if c := l.renewing.Load(); c != nil {
+		(*c)()
+	}
+}
+
+// Abandon ends the lease without writing anything, for a host leaving a
+// cluster that cannot take the release (Quorum fails): its key expires on
+// its own, LeaseTTL after its last renewal, and other hosts can take the
+// session then. It reports whether the lease was held till then.
+func (l *Lease) Abandon() bool {
+	l.cancelRenewal()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ended {
+		return false
+	}
+	l.ended = true
+	l.forget()
+	return true
 }
 
 // lose ends the lease as lost; l.mu is held.

@@ -352,3 +352,71 @@ func TestNextBeat(t *testing.T) {
 		t.Errorf("next beat with a lease's deadline in 0.5 s = %v, want the deadline %v", got, want)
 	}
 }
+
+// TestHolderWithoutLeader: while the leases' bucket has no leader (the
+// node it led on died, and too few are left to elect another), Holder
+// does not wait for one: it names the host last seen holding the
+// session, at once, for the caller to ask it.
+func TestHolderWithoutLeader(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	lead := leaderNode(t, join(t, c, 0, "probe", true, Config{}))
+	node := (lead + 1) % 3 // stays up, alone
+	a := join(t, c, node, "a", true, Config{})
+	b := join(t, c, node, "b", true, Config{})
+	if _, err := b.Acquire(ctx(t), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := a.Holder(ctx(t), "s1"); err != nil || h != "b" {
+		t.Fatalf("Holder = %q, %v; want b", h, err)
+	}
+	// The leader's node and another go: the bucket has no leader, and
+	// none can be elected.
+	c.Stop(lead)
+	c.Stop((lead + 2) % 3)
+	start := time.Now()
+	h, err := a.Holder(ctx(t), "s1")
+	took := time.Since(start)
+	t.Logf("Holder answered in %v without a leader", took)
+	if err != nil || h != "b" {
+		t.Fatalf("Holder without a leader = %q, %v; want b, the host last seen holding it", h, err)
+	}
+	// A generous bound: a second for the leader, and the replicas' answer.
+	if took > 5*time.Second {
+		t.Errorf("Holder took %v without a leader", took)
+	}
+	// A session nobody was seen holding is not guessed at.
+	if h, err := a.Holder(ctx(t), "s2"); h != "" {
+		t.Errorf("Holder of a session never seen = %q (%v), want none", h, err)
+	}
+}
+
+// TestCloseWithoutQuorum: a member leaving a cluster that has lost its
+// quorum (the last NATS node of three) does not wait for writes that
+// cannot be acknowledged: Close returns within about a second, saying
+// what it left undone and when that undoes itself.
+func TestCloseWithoutQuorum(t *testing.T) {
+	c := clustertest.Start(t, 3)
+	a := join(t, c, 0, "a", false, Config{})
+	if _, err := a.Acquire(ctx(t), "s1"); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	c.Stop(2)
+	start := time.Now()
+	closing, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.Close(closing)
+	took := time.Since(start)
+	t.Logf("Close without a quorum took %v: %v", took, err)
+	var left *LeaveError
+	if !errors.As(err, &left) || left.Leases != 1 || !left.Record || !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("Close = %v, want a LeaveError for 1 lease and the record, for no quorum", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "release 1 session lease(s)") || !strings.Contains(msg, "remove this host's record (it expires within 1s)") {
+		t.Errorf("Close's error says %q", msg)
+	}
+	// Generous: the quorum's question takes a second.
+	if took > 5*time.Second {
+		t.Errorf("Close took %v without a quorum", took)
+	}
+}

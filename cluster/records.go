@@ -43,6 +43,8 @@ const (
 	// from the server (it would otherwise linger until its inactivity
 	// threshold, 5 minutes).
 	deleteConsumerTimeout = 2 * time.Second
+	// watchStopWait bounds the wait for a record watch's iterator to stop.
+	watchStopWait = time.Second
 )
 
 // RecordChange is one change to the records bucket, as WatchRecords tells
@@ -97,6 +99,9 @@ func (m *Member) PutRecord(ctx context.Context, session string, data []byte) (ui
 	if err := checkSession(session); err != nil {
 		return 0, err
 	}
+	if err := m.writable(); err != nil {
+		return 0, fmt.Errorf("cluster: writing a session record: %w", err)
+	}
 	if limit := m.recordLimit(); len(data) > limit {
 		return 0, fmt.Errorf("%w: a session record of %d bytes, at most %d", ErrTooLarge, len(data), limit)
 	}
@@ -120,6 +125,9 @@ func (m *Member) PutRecord(ctx context.Context, session string, data []byte) (ui
 func (m *Member) DeleteRecord(ctx context.Context, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
+	}
+	if err := m.writable(); err != nil {
+		return fmt.Errorf("cluster: removing a session record: %w", err)
 	}
 	kv, err := m.records(ctx)
 	if err != nil {
@@ -273,12 +281,38 @@ func (w *recordWatch) read(ctx context.Context) {
 	defer close(w.out) // last: the consumer is gone when a reader sees it
 	defer func() { <-w.stopped }()
 	defer close(w.ended)
+	// Next has a goroutine of its own, which read does not wait for: it
+	// cannot be interrupted, and while the library re-creates a consumer
+	// that the cluster cannot make (no quorum: the last NATS node of a
+	// cluster stopping) it blocks, and holds Stop back, for seconds.
+	msgs, failed, quit := make(chan jetstream.Msg), make(chan error, 1), make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			msg, err := w.it.Next()
+			if err != nil {
+				failed <- err
+				return
+			}
+			select {
+			case msgs <- msg:
+			case <-quit:
+				return
+			}
+		}
+	}()
 	for {
-		msg, err := w.it.Next()
-		if err != nil {
+		var msg jetstream.Msg
+		select {
+		case msg = <-msgs:
+		case err := <-failed:
 			if !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
 				w.m.log.Warn("cluster: watch of session records ended", "host", w.m.cfg.HostID, "err", err)
 			}
+			return
+		case <-ctx.Done():
+			return
+		case <-w.m.stop:
 			return
 		}
 		ch, ok := w.change(msg)
@@ -311,9 +345,30 @@ func (w *recordWatch) stopWhenDone(ctx context.Context) {
 // stop stops the iterator and deletes the consumer it reads (best effort:
 // the server drops an idle one by itself after 5 minutes).
 func (w *recordWatch) stop() {
-	w.it.Stop()
+	// Stop waits for the library's re-creation of a consumer in flight,
+	// which on a cluster without quorum goes on for seconds: not waited
+	// for past watchStopWait (the consumer then is not deleted either).
+	stopped := make(chan struct{})
+	go func() {
+		w.it.Stop()
+		close(stopped)
+	}()
+	wait := watchStopWait
+	if w.m.quorumLost() {
+		wait = 0 // it would not stop in time
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		w.m.log.Debug("cluster: a record watch's consumer does not stop; leaving it to the server", "host", w.m.cfg.HostID)
+		return
+	}
 	info := w.cons.CachedInfo()
-	if info == nil {
+	if info == nil || w.m.quorumLost() {
+		// Without a quorum the deletion would wait its whole timeout for
+		// nothing; the server drops the consumer itself.
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteConsumerTimeout)
@@ -344,8 +399,11 @@ func (w *recordWatch) change(msg jetstream.Msg) (RecordChange, bool) {
 	ch.Host = hdr.Get(hostHeader)
 	if hdr.Get("KV-Operation") != "" || hdr.Get(jetstream.MarkerReasonHeader) != "" {
 		ch.Deleted = true
+		w.m.seen.forget(ch.Session)
 	} else {
 		ch.Data = msg.Data()
+		// A record is written by the host running its session.
+		w.m.seen.note(ch.Session, ch.Host)
 	}
 	return ch, true
 }

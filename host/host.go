@@ -559,8 +559,13 @@ func (h *Host) Close(ctx context.Context) error {
 	defer context.AfterFunc(ctx, h.health.stopTrying)()
 	var errs []error
 	for _, step := range h.shutdownSteps() {
+		start := time.Now()
 		if err := step.run(ctx); err != nil {
 			errs = append(errs, err)
+		}
+		// Where a slow stop spends its time, for --log-level debug.
+		if took := time.Since(start); took > 100*time.Millisecond {
+			h.log.Debug("shutdown step took a while", "step", step.name, "took", took.Round(time.Millisecond))
 		}
 	}
 	return errors.Join(errs...)
@@ -614,7 +619,7 @@ func (h *Host) shutdownSteps() []shutdownStep {
 		// is written before Close returns.
 		{"writer", do(h.writer.close)},
 		{"goroutines", do(h.wg.Wait)},
-		{"clean stop mark", do(h.markStoppedCleanly)},
+		{"clean stop mark", func(ctx context.Context) error { h.markStoppedCleanly(ctx); return nil }},
 	}
 }
 

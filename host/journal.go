@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,15 +64,51 @@ type journalHealth struct {
 	giving   context.Context
 	giveUp   context.CancelFunc
 	stopping atomic.Bool
+	// appending holds when each append waiting for its ack started, by
+	// a token of its own: what stopTrying looks at.
+	appending sync.Map
 }
 
 // stopTrying gives up the appends of a journal in trouble, and of one
-// that comes to be: the shutdown's grace has passed.
+// that comes to be: the shutdown's grace has passed. Past it, an append
+// waiting stopWindow for its ack, not journalSlow, puts the journal in
+// trouble, the ones in flight now included: a journal that does not
+// acknowledge (the last NATS node of a cluster, with no quorum, never
+// does) does not keep the host waiting journalSlow, and one that works
+// takes far less.
 func (jh *journalHealth) stopTrying() {
-	jh.stopping.Store(true)
+	if jh.stopping.Swap(true) {
+		return
+	}
 	if jh.trouble.Load() != nil {
 		jh.giveUp()
+		return
 	}
+	time.AfterFunc(stopWindow, func() {
+		if jh.waitedSince(time.Now().Add(-stopWindow)) {
+			jh.giveUp()
+		}
+	})
+}
+
+// waitedSince reports whether an append started before t waits still.
+func (jh *journalHealth) waitedSince(t time.Time) bool {
+	old := false
+	jh.appending.Range(func(_, v any) bool {
+		old = v.(time.Time).Before(t)
+		return !old
+	})
+	return old
+}
+
+// slowAfter is how long an append may wait for its ack before the
+// journal counts as failing: journalSlow, and stopWindow past the
+// shutdown's grace.
+func (jh *journalHealth) slowAfter() time.Duration {
+	if jh.stopping.Load() {
+		return stopWindow
+	}
+	return journalSlow
 }
 
 // moved tells whoever waits on changed.
@@ -154,11 +191,14 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		// An append that waits long for its ack goes on waiting, but the
 		// journal counts as failing meanwhile: new work is refused.
 		fired := make(chan struct{})
-		slow := time.AfterFunc(journalSlow, func() {
+		slow := time.AfterFunc(h.health.slowAfter(), func() {
 			defer close(fired)
 			h.journalTroubled(session, errSlowJournal)
 		})
+		token := new(int)
+		h.health.appending.Store(token, start)
 		got, err := h.opts.Journal.Append(h.health.giving, session, batch...)
+		h.health.appending.Delete(token)
 		if !slow.Stop() {
 			<-fired // its note comes before the one this append's end makes
 		}
@@ -176,6 +216,7 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		}
 		if h.health.giving.Err() != nil || errors.Is(err, journal.ErrClosed) {
 			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
+			h.health.lost.Store(true)
 			return seqs, errStopping
 		}
 		if unwritable(err) {
@@ -189,6 +230,7 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 		case <-h.health.giving.Done():
 			t.Stop()
 			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
+			h.health.lost.Store(true)
 			return seqs, errStopping
 		case <-t.C:
 		}

@@ -79,6 +79,10 @@ func (h *Host) writeRestartPoint(s *session.Session, snaps []session.RestartSnap
 // markTimeout bounds setting a mark in the journal.
 const markTimeout = 5 * time.Second
 
+// markLeast is the least the mark is given at the end of a shutdown past
+// its grace.
+const markLeast = 500 * time.Millisecond
+
 // restartPoint reads the session's journal mark.
 func (h *Host) restartPoint(ctx context.Context, uri string) (session.RestartMark, bool) {
 	data, ok, err := h.opts.Journal.Mark(ctx, uri)
@@ -254,7 +258,7 @@ func (h *Host) stoppedCleanly(newest int64) bool {
 // markStoppedCleanly marks the journal as left by a clean stop, once
 // every record is written: unless a record could not be, when the next
 // start must read the journal to catch it up.
-func (h *Host) markStoppedCleanly() {
+func (h *Host) markStoppedCleanly(closing context.Context) {
 	j := h.opts.Journal
 	if j == nil || h.storeErrors.Load() > 0 || h.health.lost.Load() {
 		return
@@ -263,7 +267,15 @@ func (h *Host) markStoppedCleanly() {
 	if err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+	// Past the shutdown's grace, the mark gets what is left of stopWindow
+	// after it, and markLeast at least: a journal that cannot take it (the
+	// last NATS node of a cluster, with no quorum) does not hold the stop
+	// up for markTimeout.
+	wait := markTimeout
+	if dl, ok := closing.Deadline(); ok {
+		wait = min(wait, max(time.Until(dl)+stopWindow, markLeast))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := j.SetMark(ctx, cleanKey, data); err != nil {
 		h.log.Warn("could not mark the journal as left by a clean stop; the next start reads every session's tail", "err", err)

@@ -105,12 +105,14 @@ func joinCluster(ctx context.Context, cfg *config, jc journal.Config, log *slog.
 	}
 	log.Info("joined the cluster", "hostId", cfg.Cluster.HostID, "labels", labels)
 	return m, func() {
-		// A cluster that cannot answer (the last node going) is not
-		// waited for long: the records and leases expire on their own.
+		// A cluster that cannot answer (the last node going, with no
+		// quorum) is not waited for long: Close asks it once, for a
+		// second, and the records and leases expire on their own.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		if err := m.Close(ctx); err != nil {
-			log.Warn("left the cluster uncleanly", "err", err)
+			// The error says what was left undone, and when it expires.
+			log.Warn("left the cluster uncleanly; nothing is lost, but other hosts wait for what this one could not undo to expire", "err", err)
 		}
 		nc.Close()
 	}, nil

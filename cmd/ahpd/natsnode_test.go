@@ -173,3 +173,115 @@ func TestNATSNodeSettings(t *testing.T) {
 		}
 	}
 }
+
+// startOwnNATSHosts starts three daemons a, b and c, each running a NATS
+// node of its own routed to the others' (replicas 3), with args more, and
+// waits until each listens.
+func startOwnNATSHosts(t *testing.T, args ...string) (map[string]*env, map[string]*proc, map[string]string) {
+	t.Helper()
+	ids := []string{"a", "b", "c"}
+	clients, routes := map[string]string{}, map[string]string{}
+	addrs := freeAddrs(t, 2*len(ids))
+	for i, id := range ids {
+		clients[id], routes[id] = addrs[2*i], addrs[2*i+1]
+	}
+	envs, procs := map[string]*env{}, map[string]*proc{}
+	for _, id := range ids {
+		var others []string
+		for _, o := range ids {
+			if o != id {
+				others = append(others, "nats://"+routes[o])
+			}
+		}
+		e := newEnv(t)
+		cfg := writeConfig(t, e, "nats: {user: ahpd, password: node-test-pass}\ncluster: {replicas: 3}\n")
+		envs[id] = e
+		procs[id] = launch(t, e, 0, append([]string{"--listen", "127.0.0.1:0", "--state-dir", e.state, "--config", cfg,
+			"--nats-listen", clients[id], "--nats-cluster", routes[id], "--nats-routes", strings.Join(others, ","),
+			"--host-id", id, "--log-level", "debug"}, args...)...)
+	}
+	for _, id := range ids {
+		procs[id].awaitListening()
+	}
+	return envs, procs, clients
+}
+
+// TestOwnNATSHostsStopInTime: three daemons, each running a NATS node of
+// its own and holding a session with a turn done, stop one after the
+// other; each stops within its shutdown grace plus 3 s, the last too,
+// which has no JetStream quorum left to release its leases or remove its
+// record with (docs/CLUSTER.md). The last says what it left undone.
+func TestOwnNATSHostsStopInTime(t *testing.T) {
+	const grace = time.Second
+	envs, procs, _ := startOwnNATSHosts(t, "--shutdown-grace", grace.String())
+	for _, id := range []string{"a", "b", "c"} {
+		c := connect(t, procs[id], envs[id].token(t), "c"+id)
+		session := "ahp-session:/stop-" + id
+		chat := protocol.DefaultChatURI(session)
+		// In the host's own folder, which only it reaches: held there.
+		c.MustCall("createSession", map[string]any{
+			"channel": session, "provider": "script", "workingDirectories": []string{"file://" + envs[id].work},
+		})
+		c.Subscribe(session)
+		c.Subscribe(chat)
+		send(t, c, chat, "t1", "say one")
+		if st, on := statusOf(t, c, session); st != "active" || on != id {
+			t.Fatalf("status of %s = %s on %q, want active on %s", session, st, on, id)
+		}
+		c.Close()
+	}
+	bound := grace + 3*time.Second
+	for _, id := range []string{"a", "b", "c"} {
+		start := time.Now()
+		procs[id].signal(syscall.SIGTERM)
+		code := procs[id].wait(exitTimeout)
+		took := time.Since(start)
+		t.Logf("host %s stopped in %v (exit %d)", id, took.Round(10*time.Millisecond), code)
+		if code != 0 {
+			t.Errorf("host %s exited with %d", id, code)
+		}
+		if took > bound {
+			t.Errorf("host %s took %v to stop, over its grace %v + 3 s; stderr:\n%s", id, took, grace, procs[id].stderr.String())
+		}
+	}
+}
+
+// TestOwnNATSHolderKilled: three daemons, each running a NATS node of its
+// own; the one holding a session is killed with SIGKILL, its node with it
+// (maybe the leader of the leases' bucket). A command for the session
+// sent through another host before the lease runs out fails at once with
+// the error docs/CLUSTER.md promises: the holder does not answer, and the
+// session moves once its lease runs out. It does not wait out the time a
+// claim may take (10 s) for an answer that cannot come.
+func TestOwnNATSHolderKilled(t *testing.T) {
+	// The lease outlives the test's question by far: its answer is the
+	// one for a holder dead and its lease still running.
+	envs, procs, _ := startOwnNATSHosts(t, "--lease-ttl", "60s")
+	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
+	session := "ahp-session:/killed"
+	chat := protocol.DefaultChatURI(session)
+	ca.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + envs["a"].work},
+	})
+	ca.Subscribe(session)
+	ca.Subscribe(chat)
+	send(t, ca, chat, "t1", "say one")
+	cb := connect(t, procs["b"], envs["b"].token(t), "cb")
+	if st, on := statusOf(t, cb, session); st != "active" || on != "a" {
+		t.Fatalf("status through b = %s on %q, want active on a", st, on)
+	}
+	procs["a"].signal(syscall.SIGKILL)
+	procs["a"].wait(exitTimeout)
+	start := time.Now()
+	_, rerr := cb.Call("fetchTurns", map[string]any{"channel": chat})
+	took := time.Since(start)
+	t.Logf("the command through b after a was killed failed in %v: %v", took.Round(10*time.Millisecond), rerr)
+	if rerr == nil || !strings.Contains(rerr.Message, "host a, which runs the session, does not answer") ||
+		!strings.Contains(rerr.Message, "once its lease runs out") {
+		t.Fatalf("fetchTurns through b after a was killed: %v, want that host a does not answer and the session moves once its lease runs out", rerr)
+	}
+	// Half the time a claim may take: the answer does not wait for it.
+	if limit := 5 * time.Second; took > limit {
+		t.Errorf("the answer took %v, over %v", took, limit)
+	}
+}

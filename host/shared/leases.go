@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/ahpd/ahpd/cluster"
@@ -331,12 +333,35 @@ func (p *Part) LetGoAll() {
 	held := p.leases.held
 	p.leases.held, p.leases.taken = map[string]*cluster.Lease{}, map[string]time.Time{}
 	p.leases.mu.Unlock()
-	for _, ls := range held {
-		p.releaseLease(ls)
-	}
+	all := slices.Collect(maps.Values(held))
 	if ls := p.scheduler.Swap(nil); ls != nil {
-		p.releaseLease(ls) // another host takes the schedules on at once
+		all = append(all, ls) // another host takes the schedules on at once
 	}
+	if len(all) == 0 {
+		return
+	}
+	// A cluster that takes no writes (the last NATS node of a cluster
+	// stopping: no quorum) would keep each release waiting for
+	// claimTimeout, one after the other: it is asked once, and the leases
+	// are left to expire.
+	ctx, cancel := context.WithTimeout(context.Background(), claimTimeout)
+	defer cancel()
+	if err := p.member.Quorum(ctx); err != nil {
+		n := 0
+		for _, ls := range all {
+			if ls.Abandon() {
+				n++
+			}
+		}
+		p.log.Warn("could not give up this host's session leases: other hosts take those sessions when the leases expire",
+			"leases", n, "expireWithin", p.member.LeaseTTL(), "err", err)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, ls := range all {
+		wg.Go(func() { p.releaseLease(ls) })
+	}
+	wg.Wait()
 }
 
 // schedulerLease is the lease of the host that runs the schedules of the
