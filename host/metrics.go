@@ -24,6 +24,7 @@ type metrics struct {
 	journalWaits  atomic.Int64                   // times an agent or a client waited for its session's journal writes (outbox.go)
 	appendSeconds prometheus.Histogram           // how long each append to the journal took
 	turnSeconds   *prometheus.HistogramVec       // how long turns ran, by provider and outcome
+	firstSeconds  *prometheus.HistogramVec       // how long agents took to a turn's first output, by provider
 	commandSecs   *prometheus.HistogramVec       // how long commands took, by method
 	commands      map[string]prometheus.Observer // commandSecs by method, made at start
 	pushErrors    atomic.Int64                   // pushes of checkpoints that failed (pushes.go)
@@ -49,6 +50,11 @@ func newMetrics() *metrics {
 		Help:    "How long turns ran, from the person's message to their end, by provider and outcome.",
 		Buckets: prometheus.ExponentialBuckets(0.1, 2.5, 12), // 100 ms to 40 min
 	}, []string{"provider", "outcome"})
+	m.firstSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "ahpd_turn_first_output_seconds",
+		Help:    "How long agents took from a turn's message to their first output in it (text, reasoning, a tool call, a question, or the end), by provider.",
+		Buckets: prometheus.ExponentialBuckets(1e-3, 3, 12), // 1 ms to 3 min
+	}, []string{"provider"})
 	m.commandSecs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "ahpd_command_seconds",
 		Help:    "How long AHP commands took to answer, by method (those of the method table; the checks before each included).",
@@ -98,6 +104,11 @@ func (m *metrics) commandTook(method string, since time.Time) {
 	}
 }
 
+// firstOutput observes the wait for a turn's first output.
+func (m *metrics) firstOutput(provider string, took time.Duration) {
+	m.firstSeconds.WithLabelValues(provider).Observe(took.Seconds())
+}
+
 // turnTook observes a turn's run; one of no known length (negative) is
 // not counted.
 func (m *metrics) turnTook(provider string, state protocol.TurnState, took time.Duration) {
@@ -112,7 +123,7 @@ func (h *Host) MetricsHandler() http.Handler {
 	h.metrics.once.Do(func() {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), hostCollector{h}, h.metrics.appendSeconds,
-			h.metrics.turnSeconds, h.metrics.commandSecs)
+			h.metrics.turnSeconds, h.metrics.firstSeconds, h.metrics.commandSecs)
 		reg.MustRegister(h.eventCollectors()...) // events.go: the sink's own
 		reg.MustRegister(h.opts.Collectors...)
 		h.metrics.http = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})

@@ -104,6 +104,9 @@ func (sh *sessionHost) BackendStarted(provider string, err error) {
 	sh.h().backendStarted(provider, err)
 }
 func (sh *sessionHost) CountTurnEnd(a protocol.Action) { sh.metrics.turnEnded(a) }
+func (sh *sessionHost) FirstOutput(s *session.Session, took time.Duration) {
+	sh.metrics.firstOutput(s.Provider(), took)
+}
 func (sh *sessionHost) TurnEnded(s *session.Session, state protocol.TurnState, took time.Duration) {
 	sh.metrics.turnTook(s.Provider(), state, took)
 	sh.h().automationTurnEnded(s, state)

@@ -122,6 +122,9 @@ type Notices interface {
 	// CountTurnEnd counts a chat's turn ending by the action that ends
 	// it, as it is emitted.
 	CountTurnEnd(a protocol.Action)
+	// FirstOutput tells how long the agent took from a turn's message to
+	// its first output in it (or the turn's end, when it said nothing).
+	FirstOutput(s *Session, took time.Duration)
 	// TurnEnded tells of a chat's turn ended and kept: its state and how
 	// long it ran (negative when not known), for the metrics and
 	// automations.

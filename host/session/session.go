@@ -116,6 +116,10 @@ type ChatEntry struct {
 
 	edits map[string]edit // by file URI: what its tools wrote (guarded by s.mu)
 
+	// sent is when the running turn's message went to the agent, until
+	// the agent's first output (zero: none awaited; guarded by s.mu).
+	sent time.Time
+
 	// views are the subscribers given a view of the chat's last turns,
 	// with the index of the oldest they hold (view.go; guarded by s.mu).
 	views map[*conn.Conn]int
@@ -193,6 +197,19 @@ func (s *Session) configValuesLocked() protocol.Object {
 	return s.state.Config.Values
 }
 
+// agentOutput reports whether a chat action is the agent's output in a
+// turn (text, reasoning, a tool call, a question), or its end: what the
+// time to first output is timed to.
+func agentOutput(a protocol.Action) bool {
+	switch a.(type) {
+	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatResponsePartAction,
+		*protocol.ChatToolCallStartAction, *protocol.ChatInputRequestedAction,
+		*protocol.ChatTurnCompleteAction, *protocol.ChatTurnCancelledAction, *protocol.ChatErrorAction:
+		return true
+	}
+	return false
+}
+
 // Do runs fn with the session's lock held (chats.Owner). What the agent
 // reports waits first for room in the session's outbox (awaitRoom).
 func (s *Session) Do(fn func()) {
@@ -229,11 +246,18 @@ func (s *Session) emitChatLocked(c *chats.Chat, a protocol.Action, origin *proto
 		e.turnsChangedLocked() // after the snapshot of before was queued
 	}
 	s.out.Publish(c.URI(), a, origin)
+	if e != nil && !e.sent.IsZero() && agentOutput(a) {
+		s.h.FirstOutput(s, s.h.Now().Sub(e.sent))
+		e.sent = time.Time{}
+	}
 	switch a := a.(type) {
 	case *protocol.ChatDeltaAction, *protocol.ChatReasoningAction, *protocol.ChatUsageAction:
 		// The hot path: nothing a delta does shows in the catalogue.
 		return true
 	case *protocol.ChatTurnStartedAction, *protocol.ChatTurnResumeAction:
+		if e != nil {
+			e.sent = s.h.Now()
+		}
 		s.markUsedLocked()
 		s.updateActiveLocked()
 	case *protocol.ChatToolCallCompleteAction:

@@ -42,6 +42,7 @@ type fakeHost struct {
 	started   []string // providers whose agents started, with how
 	reordered int
 	took      []time.Duration // each turn's run, as told at its end
+	first     []time.Duration // each turn's wait for its first output
 	ended     chan protocol.TurnState
 }
 
@@ -139,6 +140,11 @@ func (f *fakeHost) BackendStarted(provider string, err error) {
 	f.started = append(f.started, provider)
 }
 func (f *fakeHost) CountTurnEnd(protocol.Action) {}
+func (f *fakeHost) FirstOutput(_ *session.Session, took time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.first = append(f.first, took)
+}
 func (f *fakeHost) TurnEnded(_ *session.Session, state protocol.TurnState, took time.Duration) {
 	f.mu.Lock()
 	f.took = append(f.took, took)
@@ -247,6 +253,9 @@ func TestSessionTurn(t *testing.T) {
 	}
 	if rec.URI != s.URI() || rec.Owner != "user:ann" || len(rec.Chats) != 1 || !rec.Chats[0].Started {
 		t.Errorf("the record written is %s: want the session's, owned by ann, its chat started", data)
+	}
+	if len(f.first) != 1 || f.first[0] < 0 {
+		t.Errorf("the waits for a turn's first output were told as %v: want one", f.first)
 	}
 	if len(f.took) != 1 || f.took[0] < 0 {
 		t.Errorf("the turn's run was told as %v: want one, of a known length", f.took)
