@@ -295,7 +295,7 @@ func (e *Engine) finish(k key, uri protocol.URI, out Outcome) {
 		lc = failedLifecycle(rr.State.Lifecycle, now, out.Err.Error())
 	}
 	rr.State.Lifecycle = lc
-	e.log.Info("automations: a run ended", "automation", k.uri, "run", uri, "outcome", outcomeOf(lc), "err", out.Err)
+	e.log.Info("automations: a run ended", "automation", k.uri, "run", uri, "outcome", StateOf(lc), "err", out.Err)
 	state := rr.State
 	e.pruneLocked(a)
 	e.saveLocked(a)
@@ -322,9 +322,15 @@ func (e *Engine) pruneLocked(a *automation) {
 	a.rec.Runs = kept
 }
 
-// outcomeOf names how a run ended, for the log.
-func outcomeOf(lc protocol.AutomationRunLifecycle) string {
+// StateOf names a run's state as people read it: pending, running,
+// completed, failed or cancelled ("unknown" for a lifecycle of a newer
+// protocol).
+func StateOf(lc protocol.AutomationRunLifecycle) string {
 	switch lc.(type) {
+	case *protocol.AutomationPendingRunLifecycle:
+		return "pending"
+	case *protocol.AutomationRunningRunLifecycle:
+		return "running"
 	case *protocol.AutomationCompletedRunLifecycle:
 		return "completed"
 	case *protocol.AutomationFailedRunLifecycle:
@@ -332,7 +338,7 @@ func outcomeOf(lc protocol.AutomationRunLifecycle) string {
 	case *protocol.AutomationCancelledRunLifecycle:
 		return "cancelled"
 	}
-	return "running"
+	return "unknown"
 }
 
 func terminal(lc protocol.AutomationRunLifecycle) bool {

@@ -164,7 +164,7 @@ func automationsLs(ctx context.Context, args []string, io cliIO) int {
 		}
 		last := "-"
 		if len(e.Runs) > 0 {
-			last = lifecycleWord(e.Runs[0].Lifecycle)
+			last = automations.StateOf(e.Runs[0].Lifecycle)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", automationID(e.Resource), yesNo(e.Definition.Enabled),
 			oneLine(triggersText(e.Definition.Triggers), 40), next, last, oneLine(e.Definition.Title, 60))
@@ -197,23 +197,6 @@ func triggersText(ts []protocol.AutomationTrigger) string {
 		return "by hand"
 	}
 	return strings.Join(out, ", ")
-}
-
-// lifecycleWord names a run's state.
-func lifecycleWord(l protocol.AutomationRunLifecycle) string {
-	switch l.(type) {
-	case *protocol.AutomationPendingRunLifecycle:
-		return "pending"
-	case *protocol.AutomationRunningRunLifecycle:
-		return "running"
-	case *protocol.AutomationCompletedRunLifecycle:
-		return "completed"
-	case *protocol.AutomationFailedRunLifecycle:
-		return "failed"
-	case *protocol.AutomationCancelledRunLifecycle:
-		return "cancelled"
-	}
-	return "unknown"
 }
 
 // kebab spells a catalogue event id (turnCompleted) as a flag value

@@ -84,7 +84,7 @@ func printAutomation(io cliIO, e protocol.AutomationEntry, runs []runView) {
 			session = sessionID(*r.Run.PrimarySession)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", strings.TrimPrefix(r.Run.Resource, automations.RunScheme+":/"),
-			lifecycleWord(r.Run.Lifecycle), shortTime(createdAt(r.Run.Lifecycle)), session, runNote(r))
+			automations.StateOf(r.Run.Lifecycle), shortTime(createdAt(r.Run.Lifecycle)), session, runNote(r))
 	}
 	_ = tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -119,7 +120,7 @@ automations:
 		t.Error("greeter is listed after rm")
 	}
 	n := entryOf(entries, "ahp-automation:/nightly")
-	if n == nil || len(n.Runs) < 2 || lifecycleWord(n.Runs[0].Lifecycle) != "completed" || n.Runs[0].PrimarySession == nil {
+	if n == nil || len(n.Runs) < 2 || automations.StateOf(n.Runs[0].Lifecycle) != "completed" || n.Runs[0].PrimarySession == nil {
 		t.Fatalf("nightly after two runs: %+v", n)
 	}
 	if r := cli(t, e, "show", *n.Runs[0].PrimarySession); r.code != 0 || !strings.Contains(r.stdout, "from the file") {
@@ -163,7 +164,7 @@ func TestCLIAutomationRunInterrupted(t *testing.T) {
 		t.Errorf("stderr %q does not say the run was cancelled", said)
 	}
 	s := entryOf(automationEntries(t, e), "ahp-automation:/slow")
-	if s == nil || len(s.Runs) != 1 || lifecycleWord(s.Runs[0].Lifecycle) != "cancelled" {
+	if s == nil || len(s.Runs) != 1 || automations.StateOf(s.Runs[0].Lifecycle) != "cancelled" {
 		t.Fatalf("slow after the interrupt: %+v", s)
 	}
 }
