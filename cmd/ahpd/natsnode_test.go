@@ -39,33 +39,8 @@ func freeAddrs(t *testing.T, n int) []string {
 // when the first stops (its NATS node with it), the next message wakes the
 // session on another host, every turn there.
 func TestDaemonsRunTheirOwnNATS(t *testing.T) {
-	ids := []string{"a", "b", "c"}
-	clients, routes := map[string]string{}, map[string]string{}
-	addrs := freeAddrs(t, 2*len(ids))
-	for i, id := range ids {
-		clients[id], routes[id] = addrs[2*i], addrs[2*i+1]
-	}
 	shared := t.TempDir()
-	envs, procs := map[string]*env{}, map[string]*proc{}
-	for _, id := range ids {
-		var others []string
-		for _, o := range ids {
-			if o != id {
-				others = append(others, "nats://"+routes[o])
-			}
-		}
-		e := newEnv(t)
-		cfg := writeConfig(t, e, "nats: {user: ahpd, password: node-test-pass}\ncluster: {replicas: 3}\n")
-		envs[id] = e
-		procs[id] = launch(t, e, 0, "--listen", "127.0.0.1:0", "--state-dir", e.state, "--config", cfg,
-			"--nats-listen", clients[id], "--nats-cluster", routes[id], "--nats-routes", strings.Join(others, ","),
-			"--host-id", id, "--lease-ttl", "1s")
-	}
-	for _, id := range ids {
-		// The nodes wait for each other, then agree on the journal's
-		// stream: longer than a daemon of its own takes to start.
-		procs[id].awaitListening()
-	}
+	envs, procs, clients := startOwnNATSHosts(t, "--lease-ttl", "1s")
 	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
 	session := "ahp-session:/own-nats"
 	chat := protocol.DefaultChatURI(session)
