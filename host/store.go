@@ -3,7 +3,6 @@ package host
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -128,17 +127,7 @@ func readRecord(path string) (*session.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rec session.Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("not a session record: %w", err)
-	}
-	if rec.AHPD != session.RecordVersion {
-		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
-	}
-	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
-		return nil, err
-	}
-	return &rec, nil
+	return session.DecodeRecord(data)
 }
 
 // save writes the record atomically (atomicfile.Write).

@@ -8,6 +8,22 @@ import (
 	"github.com/ahpd/ahpd/worktree"
 )
 
+// DecodeRecord reads a record as a store wrote it: ahpd's, of this
+// version, naming a session URI.
+func DecodeRecord(data []byte) (*Record, error) {
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("not a session record: %w", err)
+	}
+	if rec.AHPD != RecordVersion {
+		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
+	}
+	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
+		return nil, err
+	}
+	return &rec, nil
+}
+
 // Record is what the host keeps of a session across restarts: what is the
 // host's own. The turns themselves come back from the backends'
 // transcripts.

@@ -2,8 +2,6 @@ package shared
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/ahpd/ahpd/cluster"
@@ -39,7 +37,7 @@ func (s Records) Load() ([]*session.Record, error) {
 	}
 	out := make([]*session.Record, 0, len(all))
 	for id, data := range all {
-		rec, err := decodeRecord(data)
+		rec, err := session.DecodeRecord(data)
 		if err != nil || idOf(rec.URI) != id {
 			continue // not a record of this version, or not this session's
 		}
@@ -61,21 +59,6 @@ func (s Records) Remove(id string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	defer cancel()
 	return s.m.DeleteRecord(ctx, id)
-}
-
-// decodeRecord reads a record as the store wrote it.
-func decodeRecord(data []byte) (*session.Record, error) {
-	var rec session.Record
-	if err := json.Unmarshal(data, &rec); err != nil {
-		return nil, fmt.Errorf("not a session record: %w", err)
-	}
-	if rec.AHPD != session.RecordVersion {
-		return nil, fmt.Errorf("not a session record of this version (ahpd=%d)", rec.AHPD)
-	}
-	if _, err := protocol.ParseSessionURI(rec.URI); err != nil {
-		return nil, err
-	}
-	return &rec, nil
 }
 
 func idOf(uri string) string {
@@ -104,7 +87,7 @@ func (p *Part) takeRecords(ch <-chan cluster.RecordChange) {
 			p.recordRemoved(c.Session)
 			continue
 		}
-		rec, err := decodeRecord(c.Data)
+		rec, err := session.DecodeRecord(c.Data)
 		if err != nil || idOf(rec.URI) != c.Session {
 			p.log.Debug("passing over a record another host wrote that this one cannot read", "session", c.Session, "err", err)
 			continue

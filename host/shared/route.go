@@ -261,7 +261,7 @@ func (p *Part) learnRecord(ctx context.Context, id string) {
 	if err != nil || !ok {
 		return
 	}
-	rec, err := decodeRecord(data)
+	rec, err := session.DecodeRecord(data)
 	if err != nil || idOf(rec.URI) != id {
 		return
 	}

@@ -65,7 +65,7 @@ func TestDecodeRecord(t *testing.T) {
 		}
 		return data
 	}
-	rec, err := decodeRecord(enc(session.Record{AHPD: session.RecordVersion, URI: "ahp-session:/abc"}))
+	rec, err := session.DecodeRecord(enc(session.Record{AHPD: session.RecordVersion, URI: "ahp-session:/abc"}))
 	if err != nil || idOf(rec.URI) != "abc" {
 		t.Fatalf("a record of this version: %v, %v", rec, err)
 	}
@@ -74,7 +74,7 @@ func TestDecodeRecord(t *testing.T) {
 		"no session":      enc(session.Record{AHPD: session.RecordVersion, URI: "nothing"}),
 		"not JSON":        []byte("{"),
 	} {
-		if _, err := decodeRecord(data); err == nil {
+		if _, err := session.DecodeRecord(data); err == nil {
 			t.Errorf("%s was read as a record", name)
 		}
 	}
