@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -39,48 +38,6 @@ func TestTitles(t *testing.T) {
 	if got := c.State(session).(*protocol.SessionState).Title; got != "Mine" {
 		t.Errorf("the agent renamed a session a person named: %q", got)
 	}
-	// The default chat, never titled itself, takes the session's title
-	// when the session is next loaded: a chat header shows the chat's.
-	if err := th.h.Settle(context.Background(), session); err != nil {
-		t.Fatal(err)
-	}
-	state := th.state
-	th.stop()
-	th = startHost(t, state)
-	c = th.client("c2")
-	c.Subscribe(session)
-	c.Subscribe(chat)
-	if got := chatTitle(c.State(session).(*protocol.SessionState), chat); got != "Mine" {
-		t.Errorf("reopened, the session lists its default chat as %q", got)
-	}
-	if got := c.State(chat).(*protocol.ChatState).Title; got != "Mine" {
-		t.Errorf("reopened, the default chat is titled %q", got)
-	}
-	// Renamed again, it follows again.
-	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "Second"})
-	c.WaitState(session, "the second title", func(s protocol.ChannelState) bool {
-		return s.(*protocol.SessionState).Title == "Second"
-	})
-	if err := th.h.Settle(context.Background(), session); err != nil {
-		t.Fatal(err)
-	}
-	th.stop()
-	th = startHost(t, state)
-	c = th.client("c3")
-	c.Subscribe(chat)
-	if got := c.State(chat).(*protocol.ChatState).Title; got != "Second" {
-		t.Errorf("renamed and reopened, the default chat is titled %q", got)
-	}
-}
-
-// chatTitle is the title a session's state lists for one of its chats.
-func chatTitle(s *protocol.SessionState, chat string) string {
-	for _, ch := range s.Chats {
-		if ch.Resource == chat {
-			return ch.Title
-		}
-	}
-	return ""
 }
 
 // titleOf is the title the host gives a message: its words on one line,

@@ -42,9 +42,6 @@ func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 	for _, cr := range rec.Chats {
 		if cr.URI == rec.DefaultChat {
 			cr.Read, cr.Archived = rec.Read, rec.Archived // they move together (marks.go)
-			if cr.Title == defaultTitle && rec.Title != "" {
-				cr.Title = rec.Title // a record from before it followed the session's (titles.go)
-			}
 		}
 		var movable *bool
 		if cr.URI != rec.DefaultChat {

@@ -71,14 +71,12 @@ func (s *Session) dispatchLocked(c *conn.Conn, a protocol.Action, origin *protoc
 			return nil
 		}
 	}
-	oldTitle := s.state.Title
 	if !s.emitSessionLocked(a, origin) {
 		s.echoLocked(c, s.uri, a, origin, "")
 		return nil
 	}
-	if a, ok := a.(*protocol.SessionTitleChangedAction); ok {
+	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
 		s.rec.TitleFrom = titleFromClient
-		s.followTitleLocked(oldTitle, a.Title)
 	}
 	return s.afterSessionActionLocked(a)
 }

@@ -48,20 +48,6 @@ func (s *Session) setTitleLocked(title, from string) {
 		return
 	}
 	s.rec.TitleFrom = from
-	old := s.state.Title
 	s.emitSessionLocked(&protocol.SessionTitleChangedAction{Title: title}, nil)
-	s.followTitleLocked(old, title)
 	s.persistLocked()
-}
-
-// followTitleLocked gives the default chat's record the session's new
-// title while the chat has none of its own (the placeholder, or the
-// session's title until now), as VS Code's own host seeds it: its chat
-// header shows the chat's. A chat's title is fixed in its channel's state
-// (AHP 1.0 has no action to change it), so it shows from the next time
-// the session is loaded. Called with s.mu held.
-func (s *Session) followTitleLocked(old, title string) {
-	if e := s.chats[s.rec.DefaultChat]; e != nil && (e.rec.Title == defaultTitle || e.rec.Title == old) {
-		e.rec.Title = title
-	}
 }
