@@ -1,0 +1,138 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Notes are small values the journal keeps beside the sessions, grouped
+// in named sets, the last one set under a name winning: what a caller
+// must find again after a restart, or on another host of a cluster, that
+// is no session's (the host keeps the clients it remembers here). They
+// live under subjects of their own, which no session read, Newest or
+// mark sees: <prefix>.notes.<set>.<name in base64url>, one token more
+// than any subject of a session's.
+
+// MaxNoteBytes bounds a note.
+const MaxNoteBytes = 4096
+
+// maxNotes bounds what Notes reads of a set.
+const maxNotes = 100_000
+
+// noteSet is what a set's name may be: one subject token.
+var noteSet = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+
+// Note is one note as read back.
+type Note struct {
+	Name string
+	Data []byte
+	Time time.Time // when the server stored it
+}
+
+func (j *Journal) noteSubject(set, name string) (string, error) {
+	if !noteSet.MatchString(set) {
+		return "", fmt.Errorf("journal: note set %q is not a lowercase name", set)
+	}
+	if name == "" || len(name) > MaxSessionBytes {
+		return "", fmt.Errorf("journal: note name of %d bytes: want 1 to %d", len(name), MaxSessionBytes)
+	}
+	return j.cfg.Subject + ".notes." + set + "." + tokenEncoding.EncodeToString([]byte(name)), nil
+}
+
+// SetNote records data as the note name of set, in place of the last one.
+func (j *Journal) SetNote(ctx context.Context, set, name string, data []byte) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	subject, err := j.noteSubject(set, name)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxNoteBytes {
+		return fmt.Errorf("%w: a note of %d bytes, at most %d", ErrEntryTooLarge, len(data), MaxNoteBytes)
+	}
+	ack, err := j.publishOne(ctx, subject, data)
+	if err != nil {
+		return fmt.Errorf("journal: setting a note: %w", err)
+	}
+	// The older copies go; one the purge misses is older than the last,
+	// which is the one read.
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(ack.Sequence)); err != nil {
+		j.log.Warn("journal: purging a note's older copies", "err", err)
+	}
+	return nil
+}
+
+// DeleteNote drops the note name of set; dropping one not set is no error.
+func (j *Journal) DeleteNote(ctx context.Context, set, name string) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	subject, err := j.noteSubject(set, name)
+	if err != nil {
+		return err
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
+		return fmt.Errorf("journal: deleting a note: %w", err)
+	}
+	return nil
+}
+
+// Notes returns every note of set, in no particular order.
+func (j *Journal) Notes(ctx context.Context, set string) ([]Note, error) {
+	if err := j.check(); err != nil {
+		return nil, err
+	}
+	if !noteSet.MatchString(set) {
+		return nil, fmt.Errorf("journal: note set %q is not a lowercase name", set)
+	}
+	prefix := j.cfg.Subject + ".notes." + set + "."
+	info, err := j.stream.Info(ctx, jetstream.WithSubjectFilter(prefix+"*"))
+	if err != nil {
+		return nil, fmt.Errorf("journal: listing notes: %w", err)
+	}
+	if len(info.State.Subjects) > maxNotes {
+		return nil, fmt.Errorf("journal: %d notes in set %s, more than %d", len(info.State.Subjects), set, maxNotes)
+	}
+	out := make([]Note, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		m, err := j.stream.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			continue // deleted meanwhile
+		case err != nil:
+			return nil, fmt.Errorf("journal: reading a note: %w", err)
+		}
+		name, err := tokenEncoding.DecodeString(strings.TrimPrefix(subject, prefix))
+		if err != nil {
+			continue // not one SetNote wrote
+		}
+		out = append(out, Note{Name: string(name), Data: m.Data, Time: m.Time})
+	}
+	return out, nil
+}
+
+// GetNote returns the note name of set, and false when none is set.
+func (j *Journal) GetNote(ctx context.Context, set, name string) (Note, bool, error) {
+	if err := j.check(); err != nil {
+		return Note{}, false, err
+	}
+	subject, err := j.noteSubject(set, name)
+	if err != nil {
+		return Note{}, false, err
+	}
+	m, err := j.stream.GetLastMsgForSubject(ctx, subject)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return Note{}, false, nil
+	case err != nil:
+		return Note{}, false, fmt.Errorf("journal: reading a note: %w", err)
+	}
+	return Note{Name: name, Data: m.Data, Time: m.Time}, true, nil
+}
