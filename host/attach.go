@@ -33,6 +33,9 @@ const (
 	// notReplayable: the gap cannot be read (a channel whose actions are
 	// not journaled, such as an automation's; the journal unreadable).
 	notReplayable = "not_replayable"
+	// movedHost: the client was last connected to another host of the
+	// cluster, and the serverSeqs it saw are that host's.
+	movedHost = "moved_host"
 )
 
 // reasonMetaKey is the _meta key a reconnect's snapshot result says why

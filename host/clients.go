@@ -12,9 +12,10 @@ import (
 // Clients: the host remembers each client id that initialized (the version
 // it negotiated, who it acts for) while it has a connection and for
 // Options.ClientWindow after its last one closed, so the client can
-// reconnect. A client forgotten, or never known (the host restarted), is
-// answered -32008 and starts again with initialize, as VS Code's own host
-// does. The sessions a client made and never sent a turn in are its own
+// reconnect. With a journal it remembers them across restarts, and across
+// the hosts of a cluster (clientnotes.go). A client forgotten, or never
+// known, is answered -32008 and starts again with initialize, as VS
+// Code's own host does. The sessions a client made and never sent a turn in are its own
 // for as long as it is remembered; the host drops them when it forgets the
 // client.
 
@@ -31,12 +32,18 @@ type client struct {
 	principal grants.Principal
 	conns     int       // open connections initialized as this client
 	left      time.Time // when its last connection closed
+	// moved says the client was last connected to another host of the
+	// cluster: the serverSeqs it saw are that host's, so a reconnect is
+	// sent snapshots.
+	moved bool
+	rev   uint64 // Host.clientRev when it last changed, for its note
 }
 
 // joinClient records that c is initialized as clientID, speaking version.
 // A client id taken by somebody else with a connection open is refused:
 // the id names the provisional sessions it made.
 func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
+	defer h.noteClient(clientID) // once mu is let go
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
@@ -49,31 +56,47 @@ func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
 	}
 	cl.version = version
 	cl.conns++
+	cl.moved = false
+	h.clientChangedLocked(cl)
 	return nil
 }
 
 // rejoinClient records that c reconnects as clientID and returns the
-// version it negotiated. An id the host does not remember, or remembers
-// for somebody else, is -32008.
-func (h *Host) rejoinClient(c *conn.Conn, clientID string) (string, error) {
+// version it negotiated, and whether it was last another host's. An id
+// the host does not remember, or remembers for somebody else, is -32008.
+func (h *Host) rejoinClient(c *conn.Conn, clientID string) (version string, moved bool, err error) {
+	found := h.clientFromNote(clientID) // another host's, or read before this one knew it
+	defer h.noteClient(clientID)        // once mu is let go
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
+	if cl == nil && found != nil {
+		cl = found
+		h.clients[clientID] = cl
+	}
 	if cl == nil || cl.principal != c.Principal() {
-		return "", protocol.Errorf(protocol.CodeNotFound, "client %s is not known to this host (it restarted, or the client was away too long): send initialize", protocol.Quote(clientID))
+		return "", false, protocol.Errorf(protocol.CodeNotFound, "client %s is not known to this host (the client was away too long, or never initialized here): send initialize", protocol.Quote(clientID))
 	}
 	cl.conns++
-	return cl.version, nil
+	h.clientChangedLocked(cl)
+	return cl.version, cl.moved, nil
 }
 
 // leaveClient records that one of clientID's connections closed.
 func (h *Host) leaveClient(clientID string) {
+	defer h.noteClient(clientID) // once mu is let go
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if cl := h.clients[clientID]; cl != nil && cl.conns > 0 {
 		cl.conns--
 		if cl.conns == 0 {
 			cl.left = h.now()
+		}
+		if !h.closing {
+			// (The host stopping is not the client leaving: its note
+			// keeps it connected, so its window starts with the next
+			// start, as after a crash.)
+			h.clientChangedLocked(cl)
 		}
 	}
 }
@@ -100,6 +123,9 @@ func (h *Host) forgetClients(now time.Time) {
 	h.mu.Unlock()
 	if len(forgotten) == 0 {
 		return
+	}
+	for id := range forgotten {
+		h.noteClient(id)
 	}
 	var gone []*session.Session
 	for _, s := range h.sessionList() {

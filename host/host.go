@@ -208,9 +208,11 @@ type Host struct {
 	conns    map[*conn.Conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
-	homes    map[string]string  // moved chat URI -> the id of the session it lives in (movechat.go)
-	closing  bool
-	pokes    chan struct{} // asks for a residency check
+	// clientRev counts changes to clients, for their notes (clientnotes.go).
+	clientRev uint64
+	homes     map[string]string // moved chat URI -> the id of the session it lives in (movechat.go)
+	closing   bool
+	pokes     chan struct{} // asks for a residency check
 
 	rootMu      lockcheck.Mutex // guards root, unavailable and rootOut
 	rootOut     *outbox.Outbox  // what root's changes ask of the rest of the host (outbox.go)
@@ -229,6 +231,8 @@ type Host struct {
 	// (journal.go); marks find a serverSeq in the journal (replay.go).
 	health journalHealth
 	marks  journalMarks
+	// clientNotes orders the writes of the clients' notes (clientnotes.go).
+	clientNotes clientNotes
 
 	// unrestoredTrees are the trees of stored records that could not be
 	// made sessions again, which no sweep may take (orphans.go); guarded
@@ -334,29 +338,30 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 	ctx, stop := context.WithCancel(context.Background())
 	giving, giveUp := context.WithCancel(ctx)
 	h := &Host{
-		mu:       lockcheck.Mutex{Class: "host"},
-		rootMu:   lockcheck.Mutex{Class: "root"},
-		rootOut:  outbox.New(protocol.RootURI),
-		marks:    journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
-		opts:     opts,
-		log:      opts.Logger,
-		now:      opts.Clock.Now,
-		ctx:      ctx,
-		stop:     stop,
-		bus:      fanout.New(opts.Replay, firstSeq(opts, newest)),
-		trees:    worktree.NewManager(opts.WorktreesRoot, opts.Logger),
-		store:    st,
-		cursors:  listing.NewCursors(),
-		metrics:  newMetrics(),
-		roots:    roots,
-		sessions: map[string]*session.Session{},
-		order:    listing.NewOrder(),
-		conns:    map[*conn.Conn]struct{}{},
-		clients:  map[string]*client{},
-		homes:    map[string]string{},
-		pokes:    make(chan struct{}, 1),
-		health:   journalHealth{giving: giving, giveUp: giveUp},
-		root:     &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
+		mu:          lockcheck.Mutex{Class: "host"},
+		rootMu:      lockcheck.Mutex{Class: "root"},
+		rootOut:     outbox.New(protocol.RootURI),
+		marks:       journalMarks{mu: lockcheck.Mutex{Class: "marks"}},
+		clientNotes: clientNotes{mu: lockcheck.Mutex{Class: "client notes"}},
+		opts:        opts,
+		log:         opts.Logger,
+		now:         opts.Clock.Now,
+		ctx:         ctx,
+		stop:        stop,
+		bus:         fanout.New(opts.Replay, firstSeq(opts, newest)),
+		trees:       worktree.NewManager(opts.WorktreesRoot, opts.Logger),
+		store:       st,
+		cursors:     listing.NewCursors(),
+		metrics:     newMetrics(),
+		roots:       roots,
+		sessions:    map[string]*session.Session{},
+		order:       listing.NewOrder(),
+		conns:       map[*conn.Conn]struct{}{},
+		clients:     map[string]*client{},
+		homes:       map[string]string{},
+		pokes:       make(chan struct{}, 1),
+		health:      journalHealth{giving: giving, giveUp: giveUp},
+		root:        &protocol.RootState{ActiveSessions: new(int64(0)), Config: emptyRootConfig()},
 
 		unavailable: map[string]string{},
 	}
@@ -408,6 +413,7 @@ func (h *Host) start(newest int64) error {
 	if err != nil {
 		return unwind(err)
 	}
+	h.loadClients()
 	h.openCatalogue()
 	started = append(started, func() { _ = h.ext.Close() })
 	if opts.Cluster == nil {

@@ -19,7 +19,7 @@ import (
 )
 
 // openJournal opens an embedded journal closed after the host that uses it.
-func openJournal(t *testing.T) *journal.Journal {
+func openJournal(t testing.TB) *journal.Journal {
 	t.Helper()
 	j, err := journal.Open(context.Background(), journal.Config{Dir: filepath.Join(t.TempDir(), "journal")})
 	if err != nil {

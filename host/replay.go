@@ -161,6 +161,18 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		h.log.Warn("could not read the journal for a replay", "journal", key, "err", err)
 		return nil, notReplayable
 	}
+	if after == 0 {
+		// No mark before the gap (this process did not write it, or
+		// kept no mark so far back): the journal is searched.
+		var found bool
+		if after, found, err = h.seekGap(ctx, j, key, seen, max(kept, 1)-1); err != nil {
+			h.log.Warn("could not search the journal for a replay", "journal", key, "err", err)
+			return nil, notReplayable
+		}
+		if !found && kept > 1 {
+			return nil, tooFarBehind // every entry kept is past seen: the gap may begin before them
+		}
+	}
 	if kept > 0 && after+1 < kept {
 		return nil, tooFarBehind // the gap may begin before what is kept
 	}
@@ -194,4 +206,52 @@ func (h *Host) readGap(ctx context.Context, j *journal.Journal, key string, seen
 		}
 	}
 	return nil, tooFarBehind
+}
+
+// seekSpan is how close seekGap comes to a gap's start before the read
+// takes over: one page's worth is read anyway.
+const seekSpan = 256
+
+// seekGap finds where in key's journal the entries past serverSeq seen
+// begin, when no mark says: the journal sequence of an entry at or before
+// seen near the last one, found by bisection from lo (every entry up to
+// it is at or before seen, or lo is where what is kept begins), one
+// request a step. found says such an entry was seen. It relies on a
+// session's serverSeqs rising through its journal, as the host writes
+// them.
+func (h *Host) seekGap(ctx context.Context, j *journal.Journal, key string, seen int64, lo uint64) (at uint64, found bool, err error) {
+	hi, err := j.SessionLastSeq(ctx, key)
+	if err != nil {
+		return 0, false, err
+	}
+	if e, ok, err := j.Seek(ctx, key, lo+1); err != nil || !ok {
+		return lo, false, err
+	} else if je, err := decodeEntry(e.Data); err != nil {
+		return 0, false, err
+	} else if je.seq > seen {
+		return lo, false, nil // the first kept is past seen already
+	} else {
+		lo, found = e.Seq, true
+	}
+	for lo < hi && hi-lo > seekSpan {
+		mid := lo + (hi-lo)/2
+		e, ok, err := j.Seek(ctx, key, mid)
+		if err != nil {
+			return 0, false, err
+		}
+		if !ok {
+			hi = mid
+			continue
+		}
+		je, err := decodeEntry(e.Data)
+		if err != nil {
+			return 0, false, err
+		}
+		if je.seq <= seen {
+			lo = e.Seq
+		} else {
+			hi = mid
+		}
+	}
+	return lo, found, nil
 }

@@ -112,7 +112,7 @@ func (h *Host) reconnect(ctx context.Context, c *conn.Conn, req *jrpc2.Request) 
 	if c.Initialized() {
 		return nil, c.SetClient(p.ClientID, "") // refused: initialized once
 	}
-	version, err := h.rejoinClient(c, p.ClientID)
+	version, moved, err := h.rejoinClient(c, p.ClientID)
 	if err != nil {
 		return nil, err
 	}
@@ -138,6 +138,9 @@ func (h *Host) reconnect(ctx context.Context, c *conn.Conn, req *jrpc2.Request) 
 	release, replayable := h.holdMirrors(live)
 	defer release()
 	why := notReplayable
+	if moved {
+		why, replayable = movedHost, false
+	}
 	if replayable {
 		if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
 			return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
