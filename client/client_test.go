@@ -326,8 +326,10 @@ func TestReconnectReplaysWhatWasMissed(t *testing.T) {
 	}
 }
 
-// TestReconnectToARestartedHost: the host forgot the client (-32008), so
-// the client initializes anew and takes fresh snapshots.
+// TestReconnectToARestartedHost: a host with no journal forgets its
+// clients when it stops (-32008), so the client initializes anew and
+// takes fresh snapshots. (With a journal it is replayed the gap: host's
+// TestReconnectReplaysAfterRestart.)
 func TestReconnectToARestartedHost(t *testing.T) {
 	d := startDaemon(t)
 	c := dial(t, d, nil)
