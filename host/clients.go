@@ -15,9 +15,9 @@ import (
 // reconnect. With a journal it remembers them across restarts, and across
 // the hosts of a cluster (clientnotes.go). A client forgotten, or never
 // known, is answered -32008 and starts again with initialize, as VS
-// Code's own host does. The sessions a client made and never sent a turn in are its own
-// for as long as it is remembered; the host drops them when it forgets the
-// client.
+// Code's own host does. The sessions a client made and never sent a turn
+// in are its own for as long as it is remembered; the host drops them
+// when it forgets the client.
 
 // defaultClientWindow is how long a client with no connection is
 // remembered: VS Code retries a lost connection for a few minutes.
@@ -65,8 +65,11 @@ func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
 // version it negotiated, and whether it was last another host's. An id
 // the host does not remember, or remembers for somebody else, is -32008.
 func (h *Host) rejoinClient(c *conn.Conn, clientID string) (version string, moved bool, err error) {
-	found := h.clientFromNote(clientID) // another host's, or read before this one knew it
-	defer h.noteClient(clientID)        // once mu is let go
+	var found *client
+	if !h.knowsClient(clientID) {
+		found = h.clientFromNote(clientID) // another host's, or one this host forgot
+	}
+	defer h.noteClient(clientID) // once mu is let go
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
@@ -99,6 +102,13 @@ func (h *Host) leaveClient(clientID string) {
 			h.clientChangedLocked(cl)
 		}
 	}
+}
+
+// knowsClient reports whether the host remembers clientID.
+func (h *Host) knowsClient(clientID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients[clientID] != nil
 }
 
 // clientConnected reports whether clientID has a connection open.
