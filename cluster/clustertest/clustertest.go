@@ -12,6 +12,7 @@ package clustertest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"strings"
@@ -77,17 +78,26 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
-// freePort asks the kernel for a free loopback port. Another process may
-// take it before the node listens; on this machine that has not happened,
-// and a node that cannot listen fails the test plainly.
+// freePort returns a loopback port nobody listens on, below the range the
+// kernel hands out for outgoing connections: a port from that range (what
+// listening on port 0 gives) can be taken, between the pick and the
+// node's listen, as the source port of any test's outgoing connection,
+// which once left a node unable to listen and a test waiting out its
+// timeout on a loaded machine. Ports are tried at random from
+// 20000-32767, each checked by listening on it.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("clustertest: free port: %v", err)
+	for range 200 {
+		port := 20000 + rand.IntN(32768-20000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("clustertest: no free port in 20000-32767 after 200 tries")
+	return 0
 }
 
 // startNode starts node i on its ports and store, routing to the others.

@@ -7,6 +7,7 @@ import (
 
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"strings"
 	"testing"
@@ -17,15 +18,20 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// freeAddrs asks the kernel for n distinct free loopback ports, holding
-// each until all are chosen so that none comes twice.
+// freeAddrs returns n distinct loopback ports nobody listens on, below
+// the range the kernel hands out for outgoing connections, so that no
+// test's outgoing connection takes one before its daemon listens (as
+// clustertest's freePort); each is held until all are chosen.
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
 	var out []string
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 200*n {
+			t.Fatal("no free ports in 20000-32767")
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(32768-20000)))
 		if err != nil {
-			t.Fatal(err)
+			continue // taken
 		}
 		defer l.Close()
 		out = append(out, l.Addr().String())
