@@ -94,16 +94,16 @@ func Resume(ctx context.Context, rwc io.ReadWriteCloser, opts *Options, lastSeen
 	return c, replayed, nil
 }
 
-// Adopt takes over what from holds of the host: the version it speaks,
-// the last serverSeq it saw, the channels it watches and their states,
-// replacing what the client held. A program's new connection carries on
+// Adopt takes over what from holds of the host: the version it speaks, the
+// clientSeqs it used, the last serverSeq it saw, the channels it watches
+// and their states, replacing what the client held. A program's new connection carries on
 // from its old one so, before it reconnects as it (Connect, then Call
 // reconnect with from's LastSeq and Channels): what the host replays is
 // applied to the states from had. from is not changed, and may be
 // closed.
 func (c *Client) Adopt(from *Client) {
 	from.mu.Lock()
-	version, lastSeq := from.version, from.lastSeq
+	version, lastSeq, clientSeq := from.version, from.lastSeq, from.clientSeq
 	channels := make(map[string]*channel, len(from.channels))
 	for uri, ch := range from.channels {
 		copied := *ch
@@ -114,6 +114,9 @@ func (c *Client) Adopt(from *Client) {
 	defer c.mu.Unlock()
 	defer c.signalLocked()
 	c.version, c.lastSeq, c.channels = version, lastSeq, channels
+	// A reconnect carries the client's numbering on: the host takes each
+	// clientSeq of it once.
+	c.clientSeq = max(c.clientSeq, clientSeq)
 }
 
 // takeReconnect applies a reconnect's answer, in the reader, before any

@@ -32,6 +32,16 @@ type clientNote struct {
 	Version   string    `json:"version"`
 	Host      string    `json:"host,omitempty"` // the cluster host it was last connected to
 	Left      time.Time `json:"left,omitzero"`  // when its last connection closed; zero while one is open
+	// Taken are the clientSeqs of its actions the host took, as runs
+	// [first, last] (package retries): a client that sends them again
+	// after the host's restart, or through another host, is answered as
+	// taken.
+	Taken [][2]int64 `json:"taken,omitempty"`
+	// Numbering names the numbering of its actions begun as it last
+	// initialized, and Since is the newest serverSeq then: the journal's
+	// actions of it at or below are of an earlier numbering.
+	Numbering uint64 `json:"numbering,omitempty"`
+	Since     int64  `json:"since,omitempty"`
 }
 
 // clientNotes orders the writes of the notes.
@@ -71,13 +81,19 @@ func (h *Host) noteClient(clientID string) {
 	var note clientNote
 	var rev uint64
 	if cl != nil {
-		note = clientNote{Principal: cl.principal.String(), Version: cl.version, Host: h.hostName()}
-		if cl.conns == 0 {
+		note = clientNote{Principal: cl.principal.String(), Version: cl.version, Host: h.hostName(), Numbering: cl.numbering, Since: cl.since}
+		if cl.conns == 0 && !h.closing {
+			// (The host stopping is not the client leaving: its note
+			// keeps it connected, so its window starts with the next
+			// start, as after a crash.)
 			note.Left = cl.left
 		}
 		rev = cl.rev
 	}
 	h.mu.Unlock()
+	if cl != nil {
+		note.Taken = h.taken.Ranges(clientID, note.Numbering)
+	}
 
 	n := &h.clientNotes
 	n.mu.Lock()
@@ -145,7 +161,7 @@ func (h *Host) clientOf(data []byte, now time.Time) (cl *client, own bool) {
 		return nil, note.Host == h.hostName()
 	}
 	own = note.Host == h.hostName()
-	return &client{principal: p, version: note.Version, left: left, moved: !own}, own
+	return &client{principal: p, version: note.Version, left: left, moved: !own, taken: note.Taken, numbering: note.Numbering, since: note.Since}, own
 }
 
 // loadClients brings back the clients this host remembered when it
@@ -164,7 +180,7 @@ func (h *Host) loadClients() {
 	}
 	now := h.now()
 	var changed []string // stale notes to drop, and those to give the time the window starts
-	kept := 0
+	kept := map[string]*client{}
 	h.mu.Lock()
 	for _, n := range notes {
 		cl, own := h.clientOf(n.Data, now)
@@ -175,14 +191,19 @@ func (h *Host) loadClients() {
 			h.clientChangedLocked(cl)
 			h.clients[n.Name] = cl
 			changed = append(changed, n.Name)
-			kept++
+			kept[n.Name] = cl
 		}
 	}
 	h.mu.Unlock()
+	// What the sessions read back marked of an earlier numbering of a
+	// client goes; what its note says was taken is.
+	for id, cl := range kept {
+		h.taken.Resume(id, cl.numbering, cl.since, cl.taken)
+	}
 	for _, id := range changed {
 		h.noteClient(id)
 	}
-	if kept > 0 {
-		h.log.Info("remembered clients from before the restart", "clients", kept)
+	if len(kept) > 0 {
+		h.log.Info("remembered clients from before the restart", "clients", len(kept))
 	}
 }

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
@@ -37,6 +38,14 @@ type client struct {
 	// sent snapshots.
 	moved bool
 	rev   uint64 // Host.clientRev when it last changed, for its note
+	// numbering names the numbering of its actions begun as it last
+	// initialized, which a reconnect carries on, and since is the newest
+	// serverSeq then (package retries).
+	numbering uint64
+	since     int64
+	// taken are the clientSeqs its note says were taken, as it was read
+	// (clientnotes.go); the host's own are in Host.taken.
+	taken [][2]int64
 }
 
 // joinClient records that c is initialized as clientID, speaking version.
@@ -44,6 +53,29 @@ type client struct {
 // the id names the provisional sessions it made.
 func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
 	defer h.noteClient(clientID) // once mu is let go
+	// A client that initializes numbers its actions anew, in a numbering
+	// of this connection's (another connection of the client id may be
+	// open beside it, numbering its own).
+	id, since := newNumbering(), h.bus.Current()
+	if err := h.joinClientLocked(c, clientID, version, id, since); err != nil {
+		return err
+	}
+	h.taken.Begin(clientID, id, since)
+	c.SetNumbering(id)
+	return nil
+}
+
+// newNumbering names a numbering: at random, as a restarted host must not
+// name one as a remembered client's was.
+func newNumbering() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+func (h *Host) joinClientLocked(c *conn.Conn, clientID, version string, numbering uint64, since int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
@@ -57,6 +89,7 @@ func (h *Host) joinClient(c *conn.Conn, clientID, version string) error {
 	cl.version = version
 	cl.conns++
 	cl.moved = false
+	cl.numbering, cl.since, cl.taken = numbering, since, nil
 	h.clientChangedLocked(cl)
 	return nil
 }
@@ -70,19 +103,39 @@ func (h *Host) rejoinClient(c *conn.Conn, clientID string) (version string, move
 		found = h.clientFromNote(clientID) // another host's, or one this host forgot
 	}
 	defer h.noteClient(clientID) // once mu is let go
+	version, moved, adopted, err := h.rejoinClientLocked(c, clientID, found)
+	if err != nil {
+		return "", false, err
+	}
+	if adopted {
+		// What its note says was taken of it is (from another host, or
+		// from before this one forgot it).
+		h.taken.Resume(clientID, found.numbering, found.since, found.taken)
+	}
+	return version, moved, nil
+}
+
+// rejoinClientLocked counts c as clientID's, carrying on its newest
+// numbering; a client found in its note is adopted.
+func (h *Host) rejoinClientLocked(c *conn.Conn, clientID string, found *client) (version string, moved, adopted bool, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.clients[clientID]
-	if cl == nil && found != nil {
+	if cl == nil && found != nil && found.principal == c.Principal() {
 		cl = found
 		h.clients[clientID] = cl
+		adopted = true
 	}
 	if cl == nil || cl.principal != c.Principal() {
-		return "", false, protocol.Errorf(protocol.CodeNotFound, "client %s is not known to this host (the client was away too long, or never initialized here): send initialize", protocol.Quote(clientID))
+		return "", false, false, protocol.Errorf(protocol.CodeNotFound, "client %s is not known to this host (the client was away too long, or never initialized here): send initialize", protocol.Quote(clientID))
 	}
+	if cl.numbering == 0 { // a note from before numberings
+		cl.numbering = newNumbering()
+	}
+	c.SetNumbering(cl.numbering)
 	cl.conns++
 	h.clientChangedLocked(cl)
-	return cl.version, cl.moved, nil
+	return cl.version, cl.moved, adopted, nil
 }
 
 // leaveClient records that one of clientID's connections closed.
@@ -95,12 +148,9 @@ func (h *Host) leaveClient(clientID string) {
 		if cl.conns == 0 {
 			cl.left = h.now()
 		}
-		if !h.closing {
-			// (The host stopping is not the client leaving: its note
-			// keeps it connected, so its window starts with the next
-			// start, as after a crash.)
-			h.clientChangedLocked(cl)
-		}
+		// Written even as the host stops: the note keeps what was taken
+		// of the client (but not that it left, clientnotes.go).
+		h.clientChangedLocked(cl)
 	}
 }
 
@@ -130,7 +180,15 @@ func (h *Host) forgetClients(now time.Time) {
 			forgotten[id] = true
 		}
 	}
+	known := make(map[string]bool, len(h.clients))
+	for id := range h.clients {
+		known[id] = true
+	}
 	h.mu.Unlock()
+	// The actions taken of a client are kept as long as the client is
+	// (and those read back from the journal of clients never known here
+	// go at the first sweep).
+	h.taken.Forget(func(id string) bool { return known[id] })
 	if len(forgotten) == 0 {
 		return
 	}

@@ -20,6 +20,7 @@ type createSpec struct {
 	dirs         []string
 	config       protocol.SessionConfigState
 	owner, scope string
+	request      string // its digest (requests.go)
 }
 
 // readCreate checks a createSession request and settles what the session
@@ -33,7 +34,7 @@ func (h *Host) readCreate(c *conn.Conn, p *protocol.CreateSessionParams) (*creat
 	if err := checkSessionID(su.ID); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createSession: channel: %v", err)
 	}
-	spec := &createSpec{channel: p.Channel, uri: su, provider: su.Provider()}
+	spec := &createSpec{channel: p.Channel, uri: su, provider: su.Provider(), request: sessionRequest(c.Principal(), *p)}
 	if p.Provider != nil {
 		spec.provider = *p.Provider
 	}
@@ -104,23 +105,27 @@ func (h *Host) createDirs(c *conn.Conn, uris []protocol.URI) ([]string, error) {
 }
 
 // addSession makes the provisional session of spec and registers it,
-// unless one of its id exists or the host is closing.
-func (h *Host) addSession(c *conn.Conn, spec *createSpec) (*session.Session, error) {
+// unless one of its id exists or the host is closing. One made by the same
+// request is returned with again set: the request was sent again.
+func (h *Host) addSession(c *conn.Conn, spec *createSpec) (s *session.Session, again bool, err error) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
-		return nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
+		return nil, false, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
 	}
 	if old := h.sessions[spec.uri.ID]; old != nil {
 		h.mu.Unlock()
-		return nil, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", spec.channel, old.URI())
+		if old.Request() == spec.request {
+			return old, true, nil
+		}
+		return nil, false, protocol.Errorf(protocol.CodeSessionAlreadyExists, "session %s already exists (as %s)", spec.channel, old.URI())
 	}
-	s := h.newSession(c, session.Spec{URI: spec.uri, Provider: spec.provider, Backend: spec.backend,
-		Dirs: spec.dirs, Config: spec.config, Owner: spec.owner, Scope: spec.scope})
+	s = h.newSession(c, session.Spec{URI: spec.uri, Provider: spec.provider, Backend: spec.backend,
+		Dirs: spec.dirs, Config: spec.config, Owner: spec.owner, Scope: spec.scope, Request: spec.request})
 	own := s.OwnKeysUnshared() // before another can reach s
 	h.sessions[spec.uri.ID] = s
 	h.mu.Unlock()
 	h.ext.NoteOwn(own)
 	h.order.Add(s, s.CurrentSummary().ModifiedAt)
-	return s, nil
+	return s, false, nil
 }

@@ -47,6 +47,7 @@ import (
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/host/listing"
 	"github.com/ahpd/ahpd/host/outbox"
+	"github.com/ahpd/ahpd/host/retries"
 	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/host/shared"
 	"github.com/ahpd/ahpd/journal"
@@ -208,6 +209,9 @@ type Host struct {
 	conns    map[*conn.Conn]struct{}
 	nextConn int64
 	clients  map[string]*client // by client id (clients.go)
+	// taken is the clientSeqs of the client actions taken, so a client's
+	// action sent again is not applied again (rpc_dispatch.go).
+	taken *retries.Table
 	// clientRev counts changes to clients, for their notes (clientnotes.go).
 	clientRev uint64
 	homes     map[string]string // moved chat URI -> the id of the session it lives in (movechat.go)
@@ -358,6 +362,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		order:       listing.NewOrder(),
 		conns:       map[*conn.Conn]struct{}{},
 		clients:     map[string]*client{},
+		taken:       retries.New(),
 		homes:       map[string]string{},
 		pokes:       make(chan struct{}, 1),
 		health:      journalHealth{giving: giving, giveUp: giveUp},
@@ -365,6 +370,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 
 		unavailable: map[string]string{},
 	}
+	h.bus.OnRefused(h.actionRefused)
 	if opts.Cluster != nil {
 		h.cluster = shared.New((*clusterCore)(h), opts.Cluster, shared.Options{RelayClosed: opts.relayClosed, RecordsHeld: opts.recordsHeld})
 	}

@@ -108,6 +108,7 @@ func (h *Host) recoverSession(ctx context.Context, uri string) (*session.Recover
 	}
 	r := newReplayer(uri)
 	r.resolve = h.turnsResolver(ctx, uri)
+	r.taken = h.takenInJournal
 	done, err := h.replay(ctx, r, m.Seq-1, -1, maxRecoverEntries)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,13 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	}
 	s.Pin(true)
 	defer s.Unpin()
-	rec, cs, err := s.AddChatRecord(p.Chat)
+	rec, cs, err := s.AddChatRecord(p.Chat, chatRequest(c.Principal(), p))
+	if errors.Is(err, session.ErrSameRequest) {
+		// The client could not know the first got through (requests.go).
+		c.Log().Debug("a client sent createChat again: answered as the first", "chat", p.Chat)
+		h.metrics.repeats.Add(1)
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

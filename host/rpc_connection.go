@@ -147,6 +147,9 @@ func (h *Host) reconnect(ctx context.Context, c *conn.Conn, req *jrpc2.Request) 
 		}
 		var actions []protocol.ActionEnvelope
 		if actions, why = h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID()); why == "" {
+			// The host may have stopped since it took the client's last
+			// actions: what the gap holds of them is taken.
+			h.takenInGap(c, actions)
 			return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/retries"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -53,7 +54,9 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn.Conn, req *jrpc2.Requ
 		reason = conn.ReadOnlyReason
 	}
 	if reason == "" && isAutomationChannel(p.Channel) {
-		h.dispatchAutomation(c, p.Channel, a, origin) // automations.go
+		if !h.answeredAsTaken(c, p.Channel, a, origin) {
+			h.dispatchAutomation(c, p.Channel, a, origin) // automations.go
+		}
 		return nil, nil
 	}
 	if reason == "" {
@@ -66,10 +69,68 @@ func (h *Host) dispatchAction(ctx context.Context, c *conn.Conn, req *jrpc2.Requ
 		h.refuse(c, p.Channel, a, origin, reason)
 		return nil, nil
 	}
-	if ch, err := h.resolve(c, p.Channel); err == nil {
+	ch, err := h.resolve(c, p.Channel)
+	if err != nil {
+		return nil, nil // a channel that does not exist: ignored, as the protocol says
+	}
+	if !h.answeredAsTaken(c, p.Channel, a, origin) {
 		ch.dispatch(c, a, origin)
-	} // else a channel that does not exist: ignored, as the protocol says
+	}
 	return nil, nil
+}
+
+// answeredAsTaken claims the action's clientSeq for this dispatch (package
+// retries), or, when the client's action of that clientSeq was taken
+// before, answers it as taken and reports true: the same action is echoed
+// again, changing nothing, and another one is refused. A refusal of the
+// dispatch lets the claim go (Host.actionRefused).
+func (h *Host) answeredAsTaken(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin) bool {
+	if origin.ClientSeq == 0 || origin.ClientID == "" {
+		return false
+	}
+	data, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	switch h.taken.Claim(origin.ClientID, c.Numbering(), origin.ClientSeq, h.taken.Digest(channel, data), origin) {
+	case retries.Repeat:
+		c.Log().Debug("a client sent an action again that was taken: echoed, not applied", "channel", channel, "clientSeq", origin.ClientSeq)
+		h.metrics.repeats.Add(1)
+		h.bus.Echo(c, channel, a, origin, "")
+		return true
+	case retries.Reused:
+		h.refuse(c, channel, a, origin, fmt.Sprintf("clientSeq %d was taken for another action of this client: each action needs a clientSeq of its own", origin.ClientSeq))
+		return true
+	}
+	return false
+}
+
+// actionRefused lets go of the claim of a client action refused: nothing of
+// it was applied, so the client may send it again (the bus's OnRefused).
+func (h *Host) actionRefused(origin *protocol.ActionOrigin) {
+	h.taken.Release(origin.ClientID, origin.ClientSeq, origin)
+}
+
+// takenInJournal marks as taken the client actions of envelopes read back
+// from the journal (a session read back: numbering 0, each client's
+// newest): what the host took before it stopped is not taken again when a
+// client resends it.
+func (h *Host) takenInJournal(envs []protocol.ActionEnvelope) {
+	for i := range envs {
+		if o := envs[i].Origin; o != nil {
+			h.taken.Mark(o.ClientID, 0, o.ClientSeq, envs[i].ServerSeq)
+		}
+	}
+}
+
+// takenInGap marks as taken c's client's actions of the gap it was
+// replayed, in the numbering c carries on.
+func (h *Host) takenInGap(c *conn.Conn, envs []protocol.ActionEnvelope) {
+	for i := range envs {
+		if o := envs[i].Origin; o != nil && o.ClientID == c.Client() {
+			h.taken.Mark(o.ClientID, c.Numbering(), o.ClientSeq, envs[i].ServerSeq)
+		}
+	}
 }
 
 // notOffered names the channels of actions this host does not take yet,

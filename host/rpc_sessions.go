@@ -31,9 +31,15 @@ func (h *Host) createSession(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if why := h.journalRefusal(); why != "" {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "createSession: %s", why)
 	}
-	s, err := h.addSession(c, spec)
+	s, again, err := h.addSession(c, spec)
 	if err != nil {
 		return nil, err
+	}
+	if again {
+		// The client could not know the first got through (requests.go).
+		c.Log().Debug("a client sent createSession again: answered as the first", "session", s.URI())
+		h.metrics.repeats.Add(1)
+		return nil, nil
 	}
 	if keepNow(p.Meta) {
 		if err := h.keep(ctx, s); err != nil {

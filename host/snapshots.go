@@ -151,6 +151,9 @@ type replayer struct {
 	resolve func(at uint64) ([]protocol.Turn, *string, error)
 	// unresolved counts bare chats whose turns could not be read.
 	unresolved int
+	// taken, when set, is told of each client action read (the host marks
+	// it taken, rpc_dispatch.go).
+	taken func(envs []protocol.ActionEnvelope)
 }
 
 func newReplayer(session string) *replayer {
@@ -179,6 +182,9 @@ func (r *replayer) apply(je journalEntry) {
 			}
 		}
 	case je.env != nil:
+		if r.taken != nil && je.env.Origin != nil {
+			r.taken([]protocol.ActionEnvelope{*je.env})
+		}
 		ch := je.env.Channel
 		st := r.states[ch]
 		if st == nil {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,12 +150,13 @@ type turnsClient struct {
 	total int
 	files map[string]int64 // by session
 	next  func(chat string, ended int)
+	seq   atomic.Int64 // the clientSeqs used: one numbering for all its chats
 }
 
 // send starts turn n of a chat.
 func (c *turnsClient) send(b *testing.B, chat string, n int) {
 	msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "dispatchAction", "params": map[string]any{
-		"channel": chat, "clientSeq": n,
+		"channel": chat, "clientSeq": c.seq.Add(1),
 		"action": &protocol.ChatTurnStartedAction{
 			TurnID: fmt.Sprintf("turn%d", n), StartedAt: protocol.FormatTime(time.Now()),
 			Message: protocol.Message{Text: fmt.Sprintf("write turn%d.txt written by turn %d", n, n),

@@ -93,7 +93,7 @@ func TestVSCodeOpeningConversation(t *testing.T) {
 			// The active client, with its tools and 1.0 plugin
 			// customizations, before subscribe; then more tool updates.
 			for i := range 13 {
-				c.Notify("dispatchAction", map[string]any{"channel": session, "clientSeq": i + 1,
+				c.Notify("dispatchAction", map[string]any{"channel": session, "clientSeq": c.NextSeq(),
 					"action": map[string]any{"type": "session/activeClientSet", "activeClient": vscodeClient(i + 1)}})
 			}
 			snap := c.Subscribe(session).State.(*protocol.SessionState)
@@ -109,7 +109,7 @@ func TestVSCodeOpeningConversation(t *testing.T) {
 			sub := c.Start("subscribe", map[string]any{"channel": chat})
 			message := "  Fix   the\n build\tplease  "
 			turnID := "request_6f1c2a90-5b7e-4c2a-9f1e-3d2b1a0c9e8d"
-			c.Notify("dispatchAction", map[string]any{"channel": chat, "clientSeq": 100, "action": map[string]any{
+			c.Notify("dispatchAction", map[string]any{"channel": chat, "clientSeq": c.NextSeq(), "action": map[string]any{
 				"type": "chat/turnStarted", "turnId": turnID, "startedAt": protocol.FormatTime(time.Now()),
 				"message": map[string]any{"text": message, "origin": map[string]any{"kind": "user"}, "model": map[string]any{"id": "script"}},
 			}})

@@ -39,6 +39,13 @@ func (c *Conn) Negotiated() string {
 	return ""
 }
 
+// SetNumbering records which numbering of its client's actions the
+// connection's clientSeqs are of (package retries).
+func (c *Conn) SetNumbering(id uint64) { c.numbering.Store(id) }
+
+// Numbering is the numbering of its clientSeqs; 0 before it initialized.
+func (c *Conn) Numbering() uint64 { return c.numbering.Load() }
+
 // Client is the client id it initialized as, or "".
 func (c *Conn) Client() string {
 	if h := c.hello.Load(); h != nil {

@@ -40,6 +40,10 @@ type Conn struct {
 	onClosed func(*Conn)
 	// principal is who the connection acts for, fixed at the handshake.
 	principal grants.Principal
+	// numbering names the numbering of the client's actions the
+	// connection sends (package retries), set as it initializes or
+	// reconnects.
+	numbering atomic.Uint64
 	// forwardedFrom is the host whose connection this one stands for; ""
 	// for a connection of its own.
 	forwardedFrom string

@@ -63,6 +63,8 @@ type Bus struct {
 	next int                       // where the next envelope goes in ring
 	cut  int64                     // the newest envelope forgotten before its turn: replays start after it
 	subs map[string]*watchers
+
+	refused func(origin *protocol.ActionOrigin) // OnRefused's
 }
 
 // watchers are a channel's subscribers, each with the serverSeq it
@@ -254,6 +256,9 @@ func (b *Bus) PublishTo(channel string, a protocol.Action, only func(Subscriber)
 // nothing. It carries the serverSeq of the last change sent before it,
 // which does not advance.
 func (b *Bus) Echo(s Subscriber, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
+	if reason != "" && origin != nil && b.refused != nil {
+		b.refused(origin)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.queueLocked(&Batch{send: func(b *Bus) {
@@ -266,6 +271,12 @@ func (b *Bus) Echo(s Subscriber, channel string, a protocol.Action, origin *prot
 		s.Send(f)
 	}})
 }
+
+// OnRefused has fn told of every client action refused (echoed with a
+// rejectionReason), by its origin, as the refusal is queued and holding
+// none of the bus's locks: the host lets go of its claim on the action's
+// clientSeq. Set before the bus is used.
+func (b *Bus) OnRefused(fn func(origin *protocol.ActionOrigin)) { b.refused = fn }
 
 // Notify sends a protocol notification (root/sessionAdded, ...) to the
 // channel's subscribers, or, with only, to those it accepts, in its place

@@ -385,13 +385,19 @@ func (c *Client) SendRaw(data []byte) error {
 	return c.c.SendRaw(c.ctx, data)
 }
 
+// NextSeq takes the client's next clientSeq, for an action a test sends
+// as it is on the wire: the host takes each clientSeq of a client once.
+func (c *Client) NextSeq() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	return c.seq
+}
+
 // Dispatch sends a client action on a channel and returns its clientSeq.
 func (c *Client) Dispatch(channel string, a protocol.Action) int64 {
 	c.t.Helper()
-	c.mu.Lock()
-	c.seq++
-	seq := c.seq
-	c.mu.Unlock()
+	seq := c.NextSeq()
 	c.Notify("dispatchAction", map[string]any{"channel": channel, "clientSeq": seq, "action": a})
 	return seq
 }
@@ -544,8 +550,12 @@ func (c *Client) Resume(from *Client, clientID string) protocol.ReconnectResult 
 	c.t.Helper()
 	c.c.Adopt(from.c)
 	lastSeen := c.c.LastSeq()
+	from.mu.Lock()
+	seq := from.seq
+	from.mu.Unlock()
 	c.mu.Lock()
 	c.seen = max(c.seen, lastSeen)
+	c.seq = max(c.seq, seq) // a client carries its numbering on across a reconnect, as VS Code does
 	c.mu.Unlock()
 	raw := c.MustCall("reconnect", map[string]any{"clientId": clientID, "lastSeenServerSeq": lastSeen, "subscriptions": c.c.Channels()})
 	r, err := protocol.UnmarshalReconnectResult(raw)

@@ -46,6 +46,9 @@ type Spec struct {
 	// Owner and Scope are the record's (grants.Principal and scope
 	// strings): who owns it and which part of the roots it may reach.
 	Owner, Scope string
+	// Request is a digest of the createSession request the session was
+	// made by: the same request sent again is answered as taken.
+	Request string
 }
 
 // New makes a provisional session: there for the client that made it,
@@ -61,7 +64,7 @@ func New(env *Env, spec Spec) *Session {
 	s.rec = Record{
 		AHPD: RecordVersion, URI: uri, Provider: spec.Provider, Title: defaultTitle,
 		CreatedAt: now, ModifiedAt: now, WorkingDirectories: spec.Dirs, Config: spec.Config.Values, Folder: spec.Dirs[0],
-		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI,
+		Lifecycle: string(protocol.SessionLifecycleCreating), DefaultChat: chatURI, Request: spec.Request,
 		Chats: []*ChatRecord{{URI: chatURI, Title: defaultTitle, ModifiedAt: now, Conversation: spec.URI.ID}},
 		Owner: spec.Owner, Scope: spec.Scope,
 	}

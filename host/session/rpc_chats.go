@@ -41,26 +41,35 @@ func (s *Session) OpenChat(c *conn.Conn, p *protocol.CreateChatParams, rec *Chat
 	return nil
 }
 
+// ErrSameRequest is AddChatRecord's answer to the request that made the
+// chat, sent again: the chat is there as it asked.
+var ErrSameRequest = errors.New("the chat was made by this request already")
+
 // AddChatRecord adds a new chat to the session's record and stores it:
 // a chat is stored before anyone is told of it, so one a restart would
 // lose is not added. The record lists it while it is written, so a write
 // of the record meanwhile keeps it too; a failed write takes it out again.
-func (s *Session) AddChatRecord(uri string) (*ChatRecord, *protocol.ChatState, error) {
+// request is the digest of the createChat request (ChatRecord.Request).
+func (s *Session) AddChatRecord(uri, request string) (*ChatRecord, *protocol.ChatState, error) {
 	s.mu.Lock()
+	i := slices.IndexFunc(s.rec.Chats, func(cr *ChatRecord) bool { return cr.URI == uri })
 	switch {
+	case request != "" && i >= 0 && s.rec.Chats[i].Request == request && !s.disposed:
+		s.unlock()
+		return nil, nil, ErrSameRequest
 	case s.disposed:
 		s.unlock()
 		return nil, nil, protocol.Errorf(protocol.CodeSessionNotFound, "no session %s", s.uri)
 	case s.stopping:
 		s.unlock()
 		return nil, nil, protocol.Errorf(protocol.CodeInternalError, "ahpd is shutting down")
-	case s.chats[uri] != nil || slices.ContainsFunc(s.rec.Chats, func(cr *ChatRecord) bool { return cr.URI == uri }):
+	case s.chats[uri] != nil || i >= 0:
 		s.unlock()
 		return nil, nil, protocol.Errorf(protocol.CodeAlreadyExists, "chat %s already exists", uri)
 	}
 	now := protocol.FormatTime(s.h.Now())
 	rec := &ChatRecord{URI: uri, Title: "Chat " + strconv.Itoa(len(s.rec.Chats)+1), ModifiedAt: now,
-		Conversation: s.id + "-" + RandomID()}
+		Conversation: s.id + "-" + RandomID(), Request: request}
 	cs := &protocol.ChatState{
 		Resource: uri, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
 		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),

@@ -18,6 +18,14 @@ func (s *Session) Owner() string {
 	return s.rec.Owner
 }
 
+// Request is the digest of the createSession request that made the
+// session ("" for one made otherwise).
+func (s *Session) Request() string {
+	s.mu.Lock()
+	defer s.unlock()
+	return s.rec.Request
+}
+
 // Folder is the session's folder: where its work is done.
 func (s *Session) Folder() string {
 	s.mu.Lock()

@@ -51,6 +51,11 @@ type Record struct {
 	// Metadata are the strings clients label the session with
 	// (metadata.go).
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Request is a digest of the createSession request that made the
+	// session (who sent it and what it asked for): a client that sends it
+	// again, not knowing whether the first got through, is answered as
+	// the first was.
+	Request string `json:"request,omitempty"`
 
 	// Folder is the folder the session was made in, which its config is
 	// resolved against; "" in older records, where it is the first
@@ -108,6 +113,9 @@ type ChatRecord struct {
 	// Read and Archived are the chat's own marks.
 	Read     bool `json:"read,omitempty"`
 	Archived bool `json:"archived,omitempty"`
+	// Request is a digest of the createChat request that made the chat,
+	// as Record.Request is of a session's.
+	Request string `json:"request,omitempty"`
 	// Timing is each finished turn's start and duration as clients were
 	// told them, by turn id: a backend's transcript keeps its own clock,
 	// and turns read back from it are given these.
