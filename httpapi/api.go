@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/client"
+	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/protocol"
@@ -48,6 +49,9 @@ type Options struct {
 	KeepAlive time.Duration
 	// Metrics, when set, observe how long each route's requests take.
 	Metrics *Metrics
+	// Clock is what the answers kept for an Idempotency-Key age by
+	// (idempotency.go); nil is the real one.
+	Clock clock.Clock
 }
 
 // The bounds on what a client sends.
@@ -67,6 +71,7 @@ type API struct {
 	opts Options
 	log  *slog.Logger
 	mux  *http.ServeMux
+	keys *keys // the answers to POSTs sent with an Idempotency-Key
 }
 
 // New returns the API serving o.Host.
@@ -80,7 +85,10 @@ func New(o Options) *API {
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
-	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux()}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now)}
 	for _, r := range a.routes() {
 		a.mux.HandleFunc(r.method+" "+r.path, o.Metrics.instrument(r.method+" "+r.path, r.handle))
 	}
@@ -145,7 +153,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-	a.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), credKey{}, cred)))
+	a.keys.idempotent(w, r.WithContext(context.WithValue(r.Context(), credKey{}, cred)), cred.Principal, a.mux)
 }
 
 func (a *API) login(r *http.Request) (grants.Credential, bool) {

@@ -95,6 +95,13 @@ func newEnv(t *testing.T) *env {
 // JSON body (nil when there is none).
 func (e *env) call(who, method, path string, body any) (int, map[string]any) {
 	e.t.Helper()
+	status, _, out := e.callWith(nil, who, method, path, body)
+	return status, out
+}
+
+// callWith is call with headers of its own, answering the answer's too.
+func (e *env) callWith(header http.Header, who, method, path string, body any) (int, http.Header, map[string]any) {
+	e.t.Helper()
 	var r io.Reader
 	if s, ok := body.(string); ok {
 		r = strings.NewReader(s)
@@ -114,6 +121,9 @@ func (e *env) call(who, method, path string, body any) (int, map[string]any) {
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	for name, v := range header {
+		req.Header[name] = v
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)
@@ -126,7 +136,7 @@ func (e *env) call(who, method, path string, body any) (int, map[string]any) {
 			e.t.Fatalf("%s %s: the answer is not JSON: %v: %s", method, path, err, data)
 		}
 	}
-	return resp.StatusCode, out
+	return resp.StatusCode, resp.Header, out
 }
 
 // must is call expecting status.

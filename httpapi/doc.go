@@ -13,5 +13,7 @@
 // the person whose token came with it, spoken through the project's
 // client package: the host checks every grant and allowed root exactly as
 // for a WebSocket client, and what it refuses is refused here. The
-// package holds no state of its own between requests.
+// package holds no state of its own between requests but the answers to
+// POSTs sent with an Idempotency-Key (idempotency.go), bounded and kept
+// for a day.
 package httpapi

@@ -230,6 +230,10 @@ func document() map[string]any {
 		for _, p := range o.params {
 			params = append(params, paramDocs[p])
 		}
+		if method == "POST" {
+			params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "schema": str(maxKeyLen),
+				"description": "The request is done once under the key: sent again with the same request it is answered as the first was (Idempotent-Replayed: true), with another request 422, while the first is answered 409. Kept for a day, in memory."})
+		}
 		if params != nil {
 			operation["parameters"] = params
 		}

@@ -301,3 +301,26 @@ func TestListedOnceCreated(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateWithIdempotencyKey: POST /v1/sessions sent again under its
+// Idempotency-Key makes no second session and runs no second turn: the
+// answer is the first's, marked replayed.
+func TestCreateWithIdempotencyKey(t *testing.T) {
+	e := newEnv(t)
+	key := http.Header{"Idempotency-Key": {"create-1"}}
+	body := map[string]any{"input": "say once"}
+	status, _, first := e.callWith(key, "mo", "POST", "/v1/sessions", body)
+	if status != 201 {
+		t.Fatalf("the first: %d %v", status, first)
+	}
+	status, header, again := e.callWith(key, "mo", "POST", "/v1/sessions", body)
+	if status != 201 || header.Get("Idempotent-Replayed") != "true" || again["id"] != first["id"] {
+		t.Fatalf("sent again: %d, replayed %q, id %v (the first's %v)", status, header.Get("Idempotent-Replayed"), again["id"], first["id"])
+	}
+	if ss := e.must(200, "mo", "GET", "/v1/sessions", nil)["sessions"].([]any); len(ss) != 1 {
+		t.Errorf("%d sessions, want 1", len(ss))
+	}
+	if status, _, out := e.callWith(key, "mo", "POST", "/v1/sessions", map[string]any{"input": "say twice"}); status != 422 {
+		t.Errorf("another request under the key: %d %v, want 422", status, out)
+	}
+}
