@@ -149,6 +149,14 @@ func (cc *clusterCore) Refresh(ctx context.Context, id string) error {
 	if s == nil {
 		return nil
 	}
+	// Its changes here are numbered after every one its journal holds,
+	// whatever this host's clock and start: also when the copy here is in
+	// use and kept.
+	newest, err := h.sessionNewest(ctx, s.URI())
+	if err != nil {
+		return fmt.Errorf("reading the journal's newest entry: %w", err)
+	}
+	h.bus.AtLeast(newest)
 	data, unused, err := s.UnusedRecord()
 	if !unused || err != nil {
 		return err

@@ -420,6 +420,25 @@ func newestSeq(opts Options) int64 {
 	return env.ServerSeq
 }
 
+// sessionNewest is the serverSeq of the newest entry of a session's
+// journal, 0 when it holds none.
+func (h *Host) sessionNewest(ctx context.Context, uri string) (int64, error) {
+	j := h.opts.Journal
+	last, err := j.SessionLastSeq(ctx, uri)
+	if err != nil || last == 0 {
+		return 0, err
+	}
+	es, err := j.Read(ctx, uri, last-1, 1)
+	if err != nil || len(es) == 0 {
+		return 0, err
+	}
+	je, err := decodeEntry(es[0].Data)
+	if err != nil {
+		return 0, fmt.Errorf("the newest entry of %s: %w", uri, err)
+	}
+	return je.seq, nil
+}
+
 // firstSeq is where the host's serverSeqs start: at the clock in
 // microseconds, so they rise across restarts, and past the newest one in
 // the journal (newest), so they do even if the clock went back.
