@@ -133,6 +133,29 @@ func (cc *clusterCore) SessionOfChannel(channel string) (string, string) {
 	return "", ""
 }
 
+// Fence claims a session in the journal for this host (journal.Claim).
+// One the host has no copy of yet is claimed before its first append
+// (claimFirst).
+func (cc *clusterCore) Fence(ctx context.Context, id string) error {
+	h := cc.h()
+	if h.opts.Journal == nil {
+		return nil
+	}
+	s := h.byID(id)
+	if s == nil {
+		h.unclaimed.Store(id, true)
+		return nil
+	}
+	h.unclaimed.Delete(id)
+	h.fenced.Delete(s.URI())
+	seq, err := h.opts.Journal.Claim(ctx, s.URI(), h.hostName())
+	if err != nil {
+		return fmt.Errorf("claiming it in the journal: %w", err)
+	}
+	h.log.Debug("claimed a session in the journal", "session", s.URI(), "claim", seq)
+	return nil
+}
+
 // Refresh brings the copy of a session this host has up to date, for a
 // session it has just taken: another host may have run it since this one
 // last did, and written its journal (and, with records in the cluster,

@@ -71,8 +71,11 @@ type clusterLifecycle interface {
 
 // sessionHooks are what the host asks the part about one session.
 type sessionHooks interface {
-	// LetGo is told when a session falls asleep or is disposed here.
+	// LetGo is told when a session falls asleep or is disposed here;
+	// Fenced when the journal refused its append, as another host claimed
+	// it (fenced.go).
 	LetGo(id string)
+	Fenced(id string)
 	// Holds reports whether this host holds the session: only then does
 	// it number its actions (replay.go).
 	Holds(id string) bool

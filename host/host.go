@@ -215,8 +215,13 @@ type Host struct {
 	// clientRev counts changes to clients, for their notes (clientnotes.go).
 	clientRev uint64
 	homes     map[string]string // moved chat URI -> the id of the session it lives in (movechat.go)
-	closing   bool
-	pokes     chan struct{} // asks for a residency check
+	// fenced holds the URIs of sessions whose appends the journal refused
+	// since this host last claimed them: another host took them; unclaimed
+	// the ids of sessions taken before the host had a copy to claim
+	// (fenced.go).
+	fenced, unclaimed sync.Map
+	closing           bool
+	pokes             chan struct{} // asks for a residency check
 
 	rootMu      lockcheck.Mutex // guards root, unavailable and rootOut
 	rootOut     *outbox.Outbox  // what root's changes ask of the rest of the host (outbox.go)

@@ -127,6 +127,7 @@ func (h *Host) publish(key string, run []outbox.Effect) int64 {
 		h.bus.PublishAll(outbox.Items(run))
 		return 0
 	}
+	h.claimFirst(h.health.giving, key)
 	bt := h.bus.Reserve(outbox.Items(run))
 	size, err := h.writeDown(key, bt.Envelopes())
 	switch {
@@ -135,6 +136,12 @@ func (h *Host) publish(key string, run []outbox.Effect) int64 {
 		// not sent, as nothing is that the journal does not hold.
 		h.health.lost.Store(true)
 		h.bus.Discard(bt)
+		return size
+	case errors.Is(err, journal.ErrFenced):
+		// Another host took the session: nothing this one does with it
+		// reaches the journal or any client (fenced.go).
+		h.bus.Discard(bt)
+		h.fencedOut(key)
 		return size
 	case err != nil:
 		// An entry no journal can take: the run goes out, for its
@@ -218,6 +225,9 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
 			h.health.lost.Store(true)
 			return seqs, errStopping
+		}
+		if errors.Is(err, journal.ErrFenced) {
+			return seqs, err // never taken: another host holds the session
 		}
 		if unwritable(err) {
 			h.metrics.journalErrors.Add(1)

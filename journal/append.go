@@ -2,9 +2,11 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +24,11 @@ type sessionState struct {
 	bytes    int64
 	measured bool
 	trimming bool
+	// fence is the sequence of this journal's claim of the session, which
+	// its appends carry, and holder who claimed it (fence.go); 0 and ""
+	// when it has none.
+	fence  uint64
+	holder string
 }
 
 // state returns the session's state, creating it on first use.
@@ -90,6 +97,9 @@ func (j *Journal) append(ctx context.Context, session string, entries [][]byte, 
 		var ack *jetstream.PubAck
 		for _, f := range futures {
 			a, err := j.await(ctx, f, full)
+			if errors.Is(err, ErrFenced) {
+				err = j.reclaim(ctx, session, st, err)
+			}
 			if err != nil {
 				return seqs, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 			}
@@ -105,9 +115,10 @@ func (j *Journal) append(ctx context.Context, session string, entries [][]byte, 
 }
 
 // publish sends a batch without waiting for acks (but for a chunked
-// entry's first chunk's, which full also ends), holding the session's
-// order so the batch stays contiguous within the session. It returns
-// each entry's futures, the one of its last message last.
+// entry's first chunk's, which full also ends, and each message of a
+// fenced session's: send), holding the session's order so the batch
+// stays contiguous within the session. It returns each entry's futures,
+// the one of its last message last, up to the first refused.
 func (j *Journal) publish(ctx context.Context, st *sessionState, session string, entries [][]byte, full <-chan struct{}) ([][]jetstream.PubAckFuture, error) {
 	st.order.Lock()
 	defer st.order.Unlock()
@@ -115,20 +126,58 @@ func (j *Journal) publish(ctx context.Context, st *sessionState, session string,
 	sent := make([][]jetstream.PubAckFuture, 0, len(entries))
 	for i, e := range entries {
 		if len(e) > j.maxMsg {
-			futures, err := j.publishChunks(ctx, session, e, full)
+			futures, more, err := j.publishChunks(ctx, session, st, e, full)
 			if err != nil {
 				return sent, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 			}
 			sent = append(sent, futures)
+			if !more {
+				break
+			}
 			continue
 		}
-		// When too many appends await their acks, wait for room rather
-		// than fail.
-		f, err := j.js.PublishAsync(subject, e, jetstream.WithStallWait(ackTimeout))
+		f, more, err := j.send(ctx, session, st, &nats.Msg{Subject: subject, Data: e}, full)
 		if err != nil {
 			return sent, fmt.Errorf("journal: appending entry %d of %d: %w", i, len(entries), err)
 		}
 		sent = append(sent, []jetstream.PubAckFuture{f})
+		if !more {
+			break
+		}
 	}
 	return sent, nil
 }
+
+// send publishes one message of a session's and returns its future, and
+// whether the batch may go on. A fenced session's message is awaited
+// before the next goes: a clustered server takes one message at a time
+// that expects the holder subject's last sequence (a second in flight is
+// refused), and nothing sent after a refused one may be kept.
+func (j *Journal) send(ctx context.Context, session string, st *sessionState, m *nats.Msg, full <-chan struct{}) (jetstream.PubAckFuture, bool, error) {
+	m, fenced := j.fenced(session, st, m)
+	// When too many appends await their acks, wait for room rather than
+	// fail.
+	f, err := j.js.PublishMsgAsync(m, jetstream.WithStallWait(ackTimeout))
+	if err != nil || !fenced {
+		return f, true, err
+	}
+	done := &settled{msg: m, ok: make(chan *jetstream.PubAck, 1), err: make(chan error, 1)}
+	ack, err := j.await(ctx, f, full)
+	if err != nil {
+		done.err <- err
+		return done, false, nil
+	}
+	done.ok <- ack
+	return done, true, nil
+}
+
+// settled is a future whose ack (or error) is in already.
+type settled struct {
+	msg *nats.Msg
+	ok  chan *jetstream.PubAck
+	err chan error
+}
+
+func (s *settled) Ok() <-chan *jetstream.PubAck { return s.ok }
+func (s *settled) Err() <-chan error            { return s.err }
+func (s *settled) Msg() *nats.Msg               { return s.msg }

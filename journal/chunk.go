@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -119,19 +120,19 @@ func chunkID() string {
 // without waiting; the last one names the first's sequence. The caller
 // holds the session's order. It returns the futures of the chunks after
 // the first, the last one's last.
-func (j *Journal) publishChunks(ctx context.Context, session string, e []byte, full <-chan struct{}) ([]jetstream.PubAckFuture, error) {
+func (j *Journal) publishChunks(ctx context.Context, session string, st *sessionState, e []byte, full <-chan struct{}) ([]jetstream.PubAckFuture, bool, error) {
 	count := (len(e) + j.chunkData - 1) / j.chunkData
 	id := chunkID()
 	part := j.partSubject(session)
 	chunk := func(i int) []byte { return e[i*j.chunkData : min((i+1)*j.chunkData, len(e))] }
-	f, err := j.js.PublishMsgAsync(&nats.Msg{Subject: part, Header: chunkHeader(0, count, id, len(e), 0), Data: chunk(0)},
-		jetstream.WithStallWait(ackTimeout))
+	first, _ := j.fenced(session, st, &nats.Msg{Subject: part, Header: chunkHeader(0, count, id, len(e), 0), Data: chunk(0)})
+	f, err := j.js.PublishMsgAsync(first, jetstream.WithStallWait(ackTimeout))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ack, err := j.await(ctx, f, full)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	futures := make([]jetstream.PubAckFuture, 0, count-1)
 	for i := 1; i < count; i++ {
@@ -139,13 +140,16 @@ func (j *Journal) publishChunks(ctx context.Context, session string, e []byte, f
 		if i == count-1 {
 			m.Subject = j.subject(session)
 		}
-		f, err := j.js.PublishMsgAsync(m, jetstream.WithStallWait(ackTimeout))
+		f, more, err := j.send(ctx, session, st, m, full)
 		if err != nil {
-			return futures, err
+			return futures, false, err
 		}
 		futures = append(futures, f)
+		if !more {
+			return futures, false, nil
+		}
 	}
-	return futures, nil
+	return futures, true, nil
 }
 
 // await waits for one publish's ack. It ends with ErrNoSpace when the
@@ -157,10 +161,10 @@ func (j *Journal) await(ctx context.Context, f jetstream.PubAckFuture, full <-ch
 	case ack := <-f.Ok():
 		return ack, nil
 	case err := <-f.Err():
-		if isNoSpace(err) {
+		if isNoSpace(err) && !errors.Is(err, ErrNoSpace) {
 			return nil, fmt.Errorf("%w: %w", ErrNoSpace, err)
 		}
-		return nil, err
+		return nil, fenceError(err)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-full:

@@ -19,7 +19,7 @@ func (j *Journal) Delete(ctx context.Context, session string) error {
 	if err := checkSession(session); err != nil {
 		return err
 	}
-	for _, subject := range []string{j.subject(session), j.partSubject(session), j.floorSubject(session), j.markSubject(session)} {
+	for _, subject := range []string{j.subject(session), j.partSubject(session), j.floorSubject(session), j.markSubject(session), j.holderSubject(session)} {
 		if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 			return fmt.Errorf("journal: deleting a session: %w", err)
 		}

@@ -161,6 +161,12 @@ func (p *Part) claim(ctx context.Context, id string) (string, error) {
 	if old := p.leases.take(id, nil); old != nil {
 		p.releaseLease(old)
 	}
+	// Fenced before its tail is read: nothing a holder before this one
+	// appends from now on is taken, so the tail read is the whole of it.
+	if err := p.core.Fence(ctx, id); err != nil {
+		p.releaseLease(ls)
+		return "", protocol.Errorf(protocol.CodeInternalError, "could not take session %s for this host: %v", id, err)
+	}
 	p.dropMirror(id) // its clients here follow the session itself now
 	if err := p.core.Refresh(ctx, id); err != nil {
 		p.log.Warn("could not bring a claimed session up to date; it runs from what this host had", "session", id, "err", err)
@@ -188,6 +194,18 @@ func (p *Part) watchLease(id string, ls *cluster.Lease) {
 		return
 	}
 	p.stopHere(s)
+}
+
+// Fenced stops a session here whose append the journal refused: another
+// host claimed it, so this one's lease is gone, whatever its clock says.
+func (p *Part) Fenced(id string) {
+	if ls := p.leases.take(id, nil); ls != nil {
+		p.releaseLease(ls)
+	}
+	p.log.Warn("another host took a session this one held: it stops on this host", "session", id)
+	if s := p.core.Session(id); s != nil {
+		p.stopHere(s)
+	}
 }
 
 // stopHere ends what a session does on this host, for a host that lost

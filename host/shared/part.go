@@ -48,8 +48,11 @@ type Core interface {
 	// Sleep puts a session whose turns have ended to sleep, unloaded if it
 	// may be, for a host that lost its lease.
 	Sleep(s *session.Session)
-	// Refresh brings the copy of a session the host has up to date, for a
-	// session it has just taken (another host may have run it since).
+	// Fence claims a session the host has just taken in the journal, so
+	// that no append of a holder before it is taken from now on
+	// (journal.Claim); Refresh then brings the copy of it the host has up
+	// to date (another host may have run it since).
+	Fence(ctx context.Context, id string) error
 	Refresh(ctx context.Context, id string) error
 	// Restore makes a session from a record another host wrote, shared
 	// with nobody yet; Replace puts it in place of old (nil: none),
