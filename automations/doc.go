@@ -11,5 +11,9 @@
 // what changed through Options.OnChange. Time comes from a Clock, so tests
 // drive schedules with a FakeClock instead of waiting.
 //
+// Cron expressions are parsed here (cron.go), and their occurrences are
+// wall-clock times of the schedule's zone, each matching wall time run
+// once across clock changes: see Schedule.
+//
 // It must not import host, reach the network, or start a session itself.
 package automations

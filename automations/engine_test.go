@@ -513,26 +513,6 @@ func TestBadDefinitions(t *testing.T) {
 	}
 }
 
-func TestScheduleGrammar(t *testing.T) {
-	sat := time.Date(2030, 1, 5, 12, 0, 0, 0, time.UTC) // a Saturday
-	for _, tc := range []struct{ expr, tz, want string }{
-		{"0 0 * * 7", "UTC", "2030-01-06T00:00:00Z"},   // 7 is Sunday
-		{"0 0 * * 5-7", "UTC", "2030-01-06T00:00:00Z"}, // Fri-Sun
-		{"0 9 * * MON", "UTC", "2030-01-07T09:00:00Z"}, // names
-		{"30 8 * * *", "Europe/Berlin", "2030-01-06T07:30:00Z"},
-		{"*/15 * * * *", "UTC", "2030-01-05T12:15:00Z"},
-		{"0 0 1 * 1", "UTC", "2030-01-07T00:00:00Z"}, // day of month OR day of week
-	} {
-		s, err := ParseSchedule(tc.expr, tc.tz)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.expr, err)
-		}
-		if got := s.Next(sat).UTC().Format(time.RFC3339); got != tc.want {
-			t.Errorf("%s in %s: next = %s, want %s", tc.expr, tc.tz, got, tc.want)
-		}
-	}
-}
-
 func TestDeclared(t *testing.T) {
 	h := newHarness(t, t.TempDir(), NewFakeClock(t0), Options{})
 	def := everySecond(protocol.AutomationMisfirePolicyRunOnce, "0 9 * * *")

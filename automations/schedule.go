@@ -2,11 +2,9 @@ package automations
 
 import (
 	"fmt"
-	"strconv"
+	"math"
 	"strings"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -17,20 +15,31 @@ const maxExpression = 200
 
 // Schedule is a parsed schedule trigger: the occurrences of a cron
 // expression in a time zone.
+//
+// Occurrences are wall-clock times of the zone, each matching wall time
+// run once, at one instant:
+//
+//   - a wall time the zone has once runs then;
+//   - a wall time the zone skips that day (the spring-forward gap, 02:30
+//     in Europe/Berlin on 2027-03-28) runs at the first instant after the
+//     gap (03:00 local): every matching wall time of the gap, and the
+//     first after it, are that one occurrence;
+//   - a wall time the zone has twice (the repeated hour when clocks go
+//     back, 02:30 in Europe/Berlin on 2026-10-25) runs at its first
+//     occurrence only: "*/15 * * * *" runs 4 times in that hour, not 8.
+//
+// So an occurrence is never missed and never doubled by a clock change,
+// and Next and Prev agree on the one list of instants.
 type Schedule struct {
-	spec *cron.SpecSchedule
+	cron *cronSpec
 	loc  *time.Location
 }
-
-var (
-	minuteParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
-	secondParser = cron.NewParser(cron.Second | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow)
-)
 
 // ParseSchedule parses an AHP schedule: five cron fields (minute, hour,
 // day of month, month, day of week) read in the IANA time zone tz. As an
 // ahpd extension, six fields put a seconds field first. Macros (@daily),
-// CRON_TZ= prefixes and Quartz extensions are refused, as AHP says.
+// CRON_TZ= prefixes and Quartz extensions are refused, as AHP says, and
+// so is an expression that matches no date at all.
 func ParseSchedule(expr, tz string) (*Schedule, error) {
 	if len(expr) > maxExpression {
 		return nil, fmt.Errorf("cron expression is %d bytes; at most %d", len(expr), maxExpression)
@@ -46,12 +55,7 @@ func ParseSchedule(expr, tz string) (*Schedule, error) {
 		return nil, fmt.Errorf("unknown time zone %s: use an IANA name such as \"UTC\" or \"Europe/Berlin\"", protocol.Quote(tz))
 	}
 	fields := strings.Fields(expr)
-	parser := minuteParser
-	switch len(fields) {
-	case 5:
-	case 6:
-		parser = secondParser
-	default:
+	if len(fields) != 5 && len(fields) != 6 {
 		return nil, fmt.Errorf("cron expression %s has %d fields; want 5 (minute hour day-of-month month day-of-week), or 6 with seconds first", protocol.Quote(expr), len(fields))
 	}
 	for _, f := range fields {
@@ -59,74 +63,149 @@ func ParseSchedule(expr, tz string) (*Schedule, error) {
 			return nil, fmt.Errorf("cron expression %s: field %s uses syntax AHP does not have (no macros, ?, L, W or #)", protocol.Quote(expr), protocol.Quote(f))
 		}
 	}
-	dow, err := sundayAsZero(fields[len(fields)-1])
-	if err != nil {
-		return nil, fmt.Errorf("cron expression %s: day of week: %w", protocol.Quote(expr), err)
-	}
-	fields[len(fields)-1] = dow
-	s, err := parser.Parse(strings.Join(fields, " "))
+	c, err := parseCron(fields)
 	if err != nil {
 		return nil, fmt.Errorf("cron expression %s: %w", protocol.Quote(expr), err)
 	}
-	spec := s.(*cron.SpecSchedule)
-	spec.Location = loc
-	sched := &Schedule{spec: spec, loc: loc}
-	if sched.Next(time.Now()).IsZero() {
+	if !c.comesRound() {
 		return nil, fmt.Errorf("cron expression %s never comes round", protocol.Quote(expr))
 	}
-	return sched, nil
+	return &Schedule{cron: c, loc: loc}, nil
 }
 
 // Next returns the first occurrence strictly after t, or the zero time
-// when there is none within five years.
-func (s *Schedule) Next(t time.Time) time.Time { return s.spec.Next(t) }
-
-// Latest returns the last occurrence after from and not after to, or the
-// zero time when there is none. It walks the occurrences, so it stops
-// after a bound and answers the last it reached: a catch-up needs one
-// missed occurrence, not all of them.
-func (s *Schedule) Latest(from, to time.Time) time.Time {
-	var last time.Time
-	for i, t := 0, s.Next(from); i < 100000 && !t.IsZero() && !t.After(to); i, t = i+1, s.Next(t) {
-		last = t
+// when there is none within nine years.
+func (s *Schedule) Next(t time.Time) time.Time {
+	// Occurrences fall on whole seconds, so after t is after its second
+	// (Unix rounds towards the past).
+	w, ok := s.cron.firstFrom(time.Unix(s.after(t.Unix()), 0).UTC())
+	if !ok {
+		return time.Time{}
 	}
-	return last
+	return time.Unix(s.instant(w.Unix()), 0).In(s.loc)
 }
 
-// sundayAsZero rewrites a day-of-week field so 7 means Sunday, as AHP
-// says, for a parser that knows only 0-6: a numeric term naming 7 is
-// spelled out as a list.
-func sundayAsZero(field string) (string, error) {
-	terms := strings.Split(field, ",")
-	for i, term := range terms {
-		rng, step, hasStep := strings.Cut(term, "/")
-		lo, hi, isRange := strings.Cut(rng, "-")
-		if !isRange {
-			hi = lo
-		}
-		a, errA := strconv.Atoi(lo)
-		b, errB := strconv.Atoi(hi)
-		if errA != nil || errB != nil || b != 7 {
-			continue // names, *, and terms without 7 are the parser's
-		}
-		if a < 0 || a > 7 || a > b {
-			return "", fmt.Errorf("range %s is not within 0-7", protocol.Quote(term))
-		}
-		if hasStep && !isRange {
-			b = 7 // "7/2" reads as 7-7 stepping
-		}
-		n := 1
-		if hasStep {
-			var err error
-			if n, err = strconv.Atoi(step); err != nil || n < 1 {
-				return "", fmt.Errorf("step %s is not a positive integer", protocol.Quote(step))
-			}
-		}
-		var days []string
-		for d := a; d <= b; d += n {
-			days = append(days, strconv.Itoa(d%7))
-		}
-		terms[i] = strings.Join(days, ",")
+// Prev returns the last occurrence strictly before t, or the zero time
+// when there is none within nine years.
+func (s *Schedule) Prev(t time.Time) time.Time {
+	u := t.Unix()
+	if t.Equal(time.Unix(u, 0)) {
+		u-- // t is on a second, maybe an occurrence's: strictly before it
 	}
-	return strings.Join(terms, ","), nil
+	return s.atOrBefore(u)
+}
+
+// Latest returns the last occurrence after from and not after to, or the
+// zero time when there is none: the one a catch-up runs.
+func (s *Schedule) Latest(from, to time.Time) time.Time {
+	t := s.atOrBefore(to.Unix())
+	if t.IsZero() || !t.After(from) {
+		return time.Time{}
+	}
+	return t
+}
+
+// atOrBefore is the last occurrence at or before the second u.
+func (s *Schedule) atOrBefore(u int64) time.Time {
+	w, ok := s.cron.lastUpTo(time.Unix(s.after(u)-1, 0).UTC())
+	if !ok {
+		return time.Time{}
+	}
+	return time.Unix(s.instant(w.Unix()), 0).In(s.loc)
+}
+
+// The zone arithmetic below holds wall times as "local seconds": the
+// seconds since 1970-01-01 00:00:00 of the zone's clock, what Unix() of
+// the wall time read as UTC is. An instant x reads wall x+offset(x); the
+// instant of a wall time w, instant(w), is the first x that reads w, or,
+// when none does (a gap), the first instant after the gap. instant is
+// non-decreasing in w, which is what makes the rule above a list.
+
+// period is a stretch of instants [start, end) with one UTC offset.
+type period struct{ start, end, off int64 }
+
+// wallStart and wallEnd are the walls the period reads, [wallStart, wallEnd).
+func (p period) wallStart() int64 { return sat(p.start, p.off) }
+func (p period) wallEnd() int64   { return sat(p.end, p.off) }
+
+func sat(a, b int64) int64 {
+	if a == math.MinInt64 || a == math.MaxInt64 {
+		return a
+	}
+	return a + b
+}
+
+// reach bounds how far apart an instant and its wall time can be (UTC
+// offsets run from about -16 to +16 hours, counting old local mean times),
+// with room for the day some zones skipped or repeated.
+const reach = 2 * 24 * 3600
+
+// periods returns the zone's periods that hold an instant within reach
+// of u, in order.
+func (s *Schedule) periods(u int64) []period {
+	var out []period
+	x := u - reach
+	for range 64 { // bounded: no zone changes offset 64 times in four days
+		p := s.periodOf(x)
+		out = append(out, p)
+		if p.end == math.MaxInt64 || p.end > u+reach || p.end <= x {
+			break
+		}
+		x = p.end
+	}
+	return out
+}
+
+// instant is the instant of wall time w (local seconds).
+func (s *Schedule) instant(w int64) int64 {
+	ps := s.periods(w)
+	for _, p := range ps {
+		if x := w - p.off; x >= p.start && x < p.end {
+			return x // the first period that reads w: its first occurrence
+		}
+	}
+	for _, p := range ps {
+		if p.wallStart() > w {
+			return p.start // w is in a gap: the first instant after it
+		}
+	}
+	return w - ps[len(ps)-1].off // not reached for a zone as Go reads them
+}
+
+// after is the first wall time (local seconds) whose instant is after
+// the second u: every wall time before it has come by u, every one from
+// it on comes after.
+//
+// It is the wall of the second after u, but when u is in the second pass
+// of a repeated hour, the walls still to come in that pass ran in the
+// first, so it is the end of the repeat. (When u+1 starts a period after
+// a gap, the wall of u plus one is where the gap starts, and the gap's
+// walls come at u+1: that needs no case of its own.)
+func (s *Schedule) after(u int64) int64 {
+	w := sat(u, s.periodOf(u).off) + 1
+	for range 64 { // bounded: one step per earlier period that reads w
+		x := s.instant(w)
+		if x > u {
+			return w
+		}
+		// An earlier period reads w, before u: so it does every wall up
+		// to its end.
+		w = max(w+1, s.periodOf(x).wallEnd())
+	}
+	return w
+}
+
+// periodOf is the period holding instant x.
+func (s *Schedule) periodOf(x int64) period {
+	t := time.Unix(x, 0).In(s.loc)
+	_, off := t.Zone()
+	start, end := t.ZoneBounds()
+	p := period{start: math.MinInt64, end: math.MaxInt64, off: int64(off)}
+	if !start.IsZero() {
+		p.start = start.Unix()
+	}
+	if !end.IsZero() {
+		p.end = end.Unix()
+	}
+	return p
 }
