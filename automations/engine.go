@@ -78,10 +78,15 @@ type Options struct {
 	// no passes without a run. nil runs them all. It is called holding the
 	// engine's lock, so it must answer at once.
 	Scheduling func() bool
-	// Watch makes the file and ref watcher; nil uses NewFSWatcher. The
-	// engine calls its Set when what the triggers watch changes.
-	Watch  func(emit func(Event)) (Watcher, error)
-	Logger *slog.Logger
+	// Watch makes the file and ref watcher; nil uses NewFSWatcher, on
+	// the engine's clock and with Debounce. The engine calls its Set when
+	// what the triggers watch changes.
+	Watch func(emit func(Event)) (Watcher, error)
+	// Debounce is how long a file must be left alone before its changes
+	// make one file-changed event (WatcherOptions.Debounce): 0 is
+	// DefaultDebounce.
+	Debounce time.Duration
+	Logger   *slog.Logger
 }
 
 // Watcher watches folders and repositories for the event triggers.
@@ -166,7 +171,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	watch := opts.Watch
 	if watch == nil {
-		watch = NewFSWatcher(e.log)
+		watch = NewFSWatcher(WatcherOptions{Log: e.log, Clock: e.clock, Debounce: opts.Debounce})
 	}
 	w, err := watch(e.Event)
 	if err != nil {

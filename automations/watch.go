@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
@@ -21,12 +22,16 @@ const maxWatchedDirs = 4096
 // FSWatcher watches folders (with their subfolders) for file triggers and
 // repositories' refs for git ref triggers, with one fsnotify watcher.
 // Events are hints (inotify merges them), so a ref change is found by
-// reading the refs again and comparing.
+// reading the refs again and comparing. A file's changes are debounced
+// (WatcherOptions.Debounce): one save is one file-changed event.
 type FSWatcher struct {
-	log  *slog.Logger
-	emit func(Event)
-	w    *fsnotify.Watcher
-	done chan struct{}
+	log   *slog.Logger
+	emit  func(Event)
+	w     *fsnotify.Watcher
+	done  chan struct{}
+	clock Clock
+	deb   *debouncer // the run goroutine's
+	noted func(path string)
 
 	mu      sync.Mutex
 	folders []string                     // roots of file triggers
@@ -39,13 +44,20 @@ type FSWatcher struct {
 type repoWatch struct{ gitDir, commonDir string }
 
 // NewFSWatcher returns the Options.Watch that makes an FSWatcher.
-func NewFSWatcher(log *slog.Logger) func(emit func(Event)) (Watcher, error) {
+func NewFSWatcher(opts WatcherOptions) func(emit func(Event)) (Watcher, error) {
 	return func(emit func(Event)) (Watcher, error) {
 		w, err := fsnotify.NewWatcher()
 		if err != nil {
 			return nil, err
 		}
-		fw := &FSWatcher{log: log, emit: emit, w: w, done: make(chan struct{}),
+		log, clk := opts.Log, opts.Clock
+		if log == nil {
+			log = slog.New(slog.DiscardHandler)
+		}
+		if clk == nil {
+			clk = RealClock{}
+		}
+		fw := &FSWatcher{log: log, emit: emit, w: w, done: make(chan struct{}), clock: clk, deb: newDebouncer(opts.Debounce), noted: opts.noted,
 			repos: map[string]*repoWatch{}, dirs: map[string]bool{}, byGit: map[string]string{}, refs: map[string]map[string]string{}}
 		go fw.run()
 		return fw, nil
@@ -89,7 +101,8 @@ func (fw *FSWatcher) Set(folders, repos []string) {
 	}
 }
 
-// Close stops watching.
+// Close stops watching. Changes still being debounced are dropped: ahpd
+// is stopping, and runs would not start.
 func (fw *FSWatcher) Close() error {
 	err := fw.w.Close()
 	<-fw.done
@@ -124,18 +137,40 @@ func (fw *FSWatcher) addTreeLocked(root string) {
 	})
 }
 
+// run takes fsnotify's events and sends the trigger events they make,
+// a file's changes once it has been quiet. One goroutine does both, so the
+// debounce needs no lock and ends with the watcher.
 func (fw *FSWatcher) run() {
 	defer close(fw.done)
 	for {
+		var due <-chan time.Time
+		stop := func() {}
+		if next := fw.deb.next(); !next.IsZero() {
+			due, stop = fw.clock.At(next)
+		}
 		select {
 		case ev, ok := <-fw.w.Events:
+			stop()
 			if !ok {
 				return
 			}
+			// What came due before this change goes out first: a change
+			// after a file's quiet time starts an event of its own, and
+			// the order does not depend on which channel select took.
+			fw.flush()
 			for _, out := range fw.handle(ev) {
-				fw.emit(out)
+				if out.Type != TriggerFiles || !fw.deb.add(out, fw.clock.Now()) {
+					fw.emit(out)
+				}
 			}
+			if fw.noted != nil {
+				fw.noted(ev.Name)
+			}
+		case <-due:
+			stop()
+			fw.flush()
 		case err, ok := <-fw.w.Errors:
+			stop()
 			if !ok {
 				return
 			}
@@ -178,6 +213,13 @@ func (fw *FSWatcher) handle(ev fsnotify.Event) []Event {
 		}
 	}
 	return out
+}
+
+// flush sends the debounced changes due by now.
+func (fw *FSWatcher) flush() {
+	for _, out := range fw.deb.due(fw.clock.Now()) {
+		fw.emit(out)
+	}
 }
 
 func (fw *FSWatcher) underWatchedLocked(p string) bool {

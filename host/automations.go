@@ -34,6 +34,9 @@ type AutomationOptions struct {
 	// HistoryLimit is how many ended runs each automation keeps; 0 is
 	// automations.DefaultHistoryLimit.
 	HistoryLimit int
+	// Debounce is how long a file must be left alone before its changes
+	// make one file-changed event; 0 is automations.DefaultDebounce.
+	Debounce time.Duration
 	// NewRunner makes the runner of the runs from what it is given of the
 	// host (package asowner's runs them as their owners); nil refuses
 	// every run, saying the host runs none.
@@ -93,7 +96,7 @@ func (h *Host) openAutomations() error {
 	}
 	e, err := automations.Open(automations.Options{
 		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: runner,
-		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit,
+		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit, Debounce: h.opts.Automations.Debounce,
 		Logger: h.log.With("part", "automations"), Scheduling: scheduling,
 	})
 	if err != nil {
