@@ -78,6 +78,15 @@ type Options struct {
 	// no passes without a run. nil runs them all. It is called holding the
 	// engine's lock, so it must answer at once.
 	Scheduling func() bool
+	// Claim, when set, is asked before a schedule occurrence runs, and
+	// the run starts only when it answers true: it records the occurrence
+	// on a store the hosts running these automations share, the first
+	// host to record it winning (claims.go). An occurrence let pass while
+	// Scheduling said no is claimed if Scheduling says yes within two
+	// minutes of it. It is called holding none of the engine's locks,
+	// with a context ending at Close; an error is tried again. nil runs
+	// every occurrence Scheduling allows.
+	Claim func(ctx context.Context, o Occurrence) (bool, error)
 	// Watch makes the file and ref watcher; nil uses NewFSWatcher, on
 	// the engine's clock and with Debounce. The engine calls its Set when
 	// what the triggers watch changes.
@@ -101,8 +110,9 @@ type key struct {
 }
 
 type automation struct {
-	rec *record
-	c   *compiled
+	rec    *record
+	c      *compiled
+	passed map[string]time.Time // per schedule trigger, an occurrence another host was to run (Claim); not kept
 }
 
 // active is a run in progress.
@@ -127,7 +137,10 @@ type Engine struct {
 	runs    map[protocol.URI]key // every retained run, to its automation
 	active  map[protocol.URI]*active
 	closing bool
+	claims  []claim // occurrences waiting for Options.Claim (guarded by mu)
 
+	ctx    context.Context // ends at Close: the claims' context
+	cancel context.CancelFunc
 	wake   chan struct{}
 	synced chan chan struct{} // for tests: a pass of the scheduler, acknowledged
 	done   chan struct{}
@@ -150,6 +163,7 @@ func Open(opts Options) (*Engine, error) {
 		synced: make(chan chan struct{}),
 		done:   make(chan struct{}),
 	}
+	e.ctx, e.cancel = context.WithCancel(context.Background())
 	if e.clock == nil {
 		e.clock = RealClock{}
 	}
@@ -175,6 +189,7 @@ func Open(opts Options) (*Engine, error) {
 	}
 	w, err := watch(e.Event)
 	if err != nil {
+		e.cancel()
 		return nil, fmt.Errorf("automations: start the file watcher: %w", err)
 	}
 	e.watcher = w
@@ -239,7 +254,7 @@ func (e *Engine) restoreLocked(r *record, now time.Time) {
 			e.log.Info("automations: skipped a schedule occurrence missed while ahpd was down", "automation", r.Resource, "trigger", st.ID, "missed", missed)
 			continue
 		}
-		e.fireScheduledLocked(a, st.ID, missed, true)
+		e.offerLocked(a, st.ID, missed, true)
 	}
 	if changed {
 		e.saveLocked(a)
@@ -259,6 +274,7 @@ func (e *Engine) Close() error {
 		ac.cancel()
 	}
 	e.unlock()
+	e.cancel()
 	close(e.done)
 	e.wg.Wait()
 	return e.watcher.Close()
@@ -371,6 +387,7 @@ func (e *Engine) replaceLocked(a *automation, def protocol.AutomationDefinition)
 			last[st.ID] = prev
 		} else {
 			last[st.ID] = now // a new or changed schedule starts from now
+			delete(a.passed, st.ID)
 		}
 	}
 	a.rec.LastFire = last

@@ -148,12 +148,9 @@ func (e *Engine) Event(ev Event) {
 	}
 }
 
-// fireScheduledLocked starts a run for schedule trigger id's occurrence at.
+// fireScheduledLocked starts a run for schedule trigger id's occurrence
+// at, which this host is to run (offerLocked decides).
 func (e *Engine) fireScheduledLocked(a *automation, id string, at time.Time, catchUp bool) {
-	if e.opts.Scheduling != nil && !e.opts.Scheduling() {
-		e.log.Debug("automations: a schedule occurrence passes here: another host runs the schedules", "automation", a.rec.Resource, "trigger", id, "at", at)
-		return
-	}
 	origin := &protocol.AutomationTriggeredRunOrigin{TriggerID: id}
 	s := stamp(at)
 	origin.ScheduledFor = &s

@@ -10,13 +10,11 @@ import (
 
 // loop is the scheduler: it waits for the earliest thing due (a schedule
 // occurrence, an afterDate), or a change of definitions, and fires what
-// has come due.
+// has come due: one pass per wake, so a claim is asked once a wake.
 func (e *Engine) loop() {
 	defer e.wg.Done()
+	next := e.pass()
 	for {
-		e.mu.Lock()
-		next := e.tickLocked(e.clock.Now())
-		e.unlock()
 		var due <-chan time.Time
 		stop := func() {}
 		if !next.IsZero() {
@@ -32,18 +30,32 @@ func (e *Engine) loop() {
 			return
 		}
 		stop()
+		next = e.pass()
 		if ack != nil {
-			e.mu.Lock()
-			e.tickLocked(e.clock.Now())
-			e.unlock()
 			close(ack)
 		}
 	}
 }
 
-// tickLocked fires every schedule occurrence due by now (several missed
-// at once run once, for the latest), applies afterDate, and returns when
-// to look again (zero: nothing scheduled).
+// pass fires what is due by now, claims first where Options.Claim says
+// so, and returns when to look again (zero: nothing scheduled).
+func (e *Engine) pass() time.Time {
+	e.mu.Lock()
+	now := e.clock.Now()
+	next := e.tickLocked(now)
+	e.unlock()
+	if e.runClaims() {
+		if retry := now.Add(claimRetry); next.IsZero() || retry.Before(next) {
+			next = retry
+		}
+	}
+	return next
+}
+
+// tickLocked offers every schedule occurrence due by now (several missed
+// at once run once, for the latest), and again one held for a claim,
+// applies afterDate, and returns when to look again (zero: nothing
+// scheduled).
 func (e *Engine) tickLocked(now time.Time) time.Time {
 	if e.closing {
 		return time.Time{}
@@ -76,11 +88,16 @@ func (e *Engine) tickLocked(now time.Time) time.Time {
 			if !due.IsZero() && !due.After(now) {
 				at := s.Latest(last, now)
 				a.rec.LastFire[st.ID] = at
-				e.fireScheduledLocked(a, st.ID, at, false)
+				e.offerLocked(a, st.ID, at, false)
 				due = s.Next(at)
+			} else {
+				e.retryPassedLocked(a, st.ID, now)
 			}
 			if a.rec.Definition.Enabled {
 				earliest(due)
+				if _, held := a.passed[st.ID]; held {
+					earliest(now.Add(claimRetry)) // the schedules may come here
+				}
 			}
 		}
 		if a.rec.Definition.Enabled {
