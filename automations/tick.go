@@ -83,6 +83,9 @@ func (e *Engine) tickLocked(now time.Time) time.Time {
 				continue
 			}
 			s := a.c.schedules[st.ID]
+			// One let pass is offered first: the schedules may have come
+			// here just as the next occurrence is due, and it is older.
+			e.retryPassedLocked(a, st.ID, now)
 			last := a.rec.LastFire[st.ID]
 			due := s.Next(last)
 			if !due.IsZero() && !due.After(now) {
@@ -90,8 +93,6 @@ func (e *Engine) tickLocked(now time.Time) time.Time {
 				a.rec.LastFire[st.ID] = at
 				e.offerLocked(a, st.ID, at, false)
 				due = s.Next(at)
-			} else {
-				e.retryPassedLocked(a, st.ID, now)
 			}
 			if a.rec.Definition.Enabled {
 				earliest(due)

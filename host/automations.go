@@ -3,6 +3,8 @@ package host
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -87,8 +89,12 @@ func (h *Host) openAutomations() error {
 	ah := &automationHost{mu: lockcheck.Mutex{Class: "automations"}, runOf: map[string]protocol.URI{}}
 	h.autos = ah
 	var scheduling func() bool
+	var claim func(context.Context, automations.Occurrence) (bool, error)
 	if h.cluster != nil {
 		scheduling = h.cluster.Scheduling // one host of the cluster runs the schedules
+		if h.opts.Journal != nil {
+			claim = h.claimOccurrence // and each occurrence runs on one, across a handover
+		}
 	}
 	var runner automations.Runner = noRunner{}
 	if n := h.opts.Automations.NewRunner; n != nil {
@@ -97,7 +103,7 @@ func (h *Host) openAutomations() error {
 	e, err := automations.Open(automations.Options{
 		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: runner,
 		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit, Debounce: h.opts.Automations.Debounce,
-		Logger: h.log.With("part", "automations"), Scheduling: scheduling,
+		Logger: h.log.With("part", "automations"), Scheduling: scheduling, Claim: claim,
 	})
 	if err != nil {
 		return fmt.Errorf("host: automations: %w", err)
@@ -108,6 +114,19 @@ func (h *Host) openAutomations() error {
 		return fmt.Errorf("host: %w", err)
 	}
 	return nil
+}
+
+// scheduleNotes is the journal's note set of the schedules' occurrences
+// claimed: one note a schedule trigger, raised to each occurrence's time
+// by the host that runs it.
+const scheduleNotes = "schedules"
+
+// claimOccurrence claims a schedule occurrence for this host across the
+// cluster (automations.Options.Claim): won when no host claimed it, or a
+// later one of the trigger, before.
+func (h *Host) claimOccurrence(ctx context.Context, o automations.Occurrence) (bool, error) {
+	sum := sha256.Sum256([]byte(o.Owner + "\x00" + string(o.Automation) + "\x00" + o.Trigger))
+	return h.opts.Journal.RaiseNote(ctx, scheduleNotes, hex.EncodeToString(sum[:16]), o.At.UnixMicro(), h.hostName())
 }
 
 // closeAutomations stops the scheduler and the runs in progress.

@@ -614,3 +614,56 @@ func TestClusterSchedulesRunOnce(t *testing.T) {
 		return completedRuns(st, uri) == 1
 	})
 }
+
+// TestClusterScheduleHandoverLosesNoSecond: a schedule every second while
+// its lease moves late: the host running it stops, a second comes due
+// with nobody running the schedules, and the other host takes them only
+// after. That second runs once, on the host that took them (it claims the
+// occurrence it let pass), and every second after too: over five seconds,
+// five runs, none on both hosts.
+func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
+	t.Parallel()
+	nc := clustertest.Start(t, 1)
+	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
+	shared := t.TempDir()
+	const uri = "ahp-automation:/tick"
+	provider := "script"
+	declared := []automations.Declared{{Resource: uri, Definition: protocol.AutomationDefinition{
+		Title:   "tick every second",
+		Message: protocol.Message{Text: "say tick", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + shared}},
+		Enabled: true,
+		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
+			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
+	}}}
+	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
+	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
+	hostClock := clock.NewFake(time.Now())
+	b := startClusterHostReaching(t, nc, 0, "b", shared, declare, func(o *host.Options) { o.Clock = hostClock })
+	ca, cb := a.client("ca"), b.client("cb")
+	ca.Subscribe(automations.CatalogueURI)
+	cb.Subscribe(automations.CatalogueURI)
+	for i := 1; i <= 2; i++ {
+		clk.Advance(time.Second)
+		ca.WaitState(automations.CatalogueURI, fmt.Sprintf("run %d on a", i), func(st protocol.ChannelState) bool {
+			return completedRuns(st, uri) == i
+		})
+	}
+	// a stops; second 3 comes due before b takes the schedules. b looks
+	// again at the second it let pass as its scheduler next wakes (second
+	// 4), and runs both.
+	ca.Close()
+	a.stop()
+	clk.Advance(time.Second)
+	hostClock.Advance(time.Minute)
+	b.h.Balance()
+	for i, want := range []int{2, 3} {
+		clk.Advance(time.Second)
+		cb.WaitState(automations.CatalogueURI, fmt.Sprintf("%d runs on b by second %d", want, 4+i), func(st protocol.ChannelState) bool {
+			return completedRuns(st, uri) >= want
+		})
+	}
+	if nb := completedRuns(cb.State(automations.CatalogueURI), uri); nb != 3 {
+		t.Fatalf("b ran %d, want seconds 3, 4 and 5", nb)
+	}
+}

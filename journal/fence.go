@@ -31,7 +31,10 @@ var ErrFenced = errors.New("journal: another host claimed the session")
 // subject's last sequence that does not hold. (10164, "wrong last
 // sequence" with no sequence, is a clustered server's for one it cannot
 // check now, as a claim is in flight: tried again, it is answered.)
-const errWrongLastSequence jetstream.ErrorCode = 10071
+const (
+	errWrongLastSequence         jetstream.ErrorCode = 10071
+	errWrongLastSequenceInFlight jetstream.ErrorCode = 10164
+)
 
 // holderSubject is where a session's claims are recorded: a token of the
 // session's own, so no read of its entries matches it.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -135,4 +137,51 @@ func (j *Journal) GetNote(ctx context.Context, set, name string) (Note, bool, er
 		return Note{}, false, fmt.Errorf("journal: reading a note: %w", err)
 	}
 	return Note{Name: name, Data: m.Data, Time: m.Time}, true, nil
+}
+
+// RaiseNote records value as the note name of set, raised by who, if it is
+// greater than the value the note holds (none: any value is), as one step
+// no other writer can come between, and reports whether it did (or who
+// had raised it to value already: a retry of a raise whose answer was
+// lost): the hosts sharing a journal each try to raise one note to the
+// time of a schedule's occurrence, and only one of them wins each
+// occurrence. The note holds "<value> <who>".
+func (j *Journal) RaiseNote(ctx context.Context, set, name string, value int64, who string) (bool, error) {
+	if err := j.check(); err != nil {
+		return false, err
+	}
+	subject, err := j.noteSubject(set, name)
+	if err != nil {
+		return false, err
+	}
+	for range 5 {
+		var last uint64
+		m, err := j.stream.GetLastMsgForSubject(ctx, subject)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return false, fmt.Errorf("journal: reading a note: %w", err)
+		default:
+			held, by, _ := strings.Cut(string(m.Data), " ")
+			if n, perr := strconv.ParseInt(held, 10, 64); perr == nil && n >= value {
+				return n == value && by == who, nil
+			}
+			last = m.Sequence
+		}
+		msg := &nats.Msg{Subject: subject, Data: []byte(strconv.FormatInt(value, 10) + " " + who), Header: nats.Header{}}
+		msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+		ack, err := j.js.PublishMsg(ctx, msg)
+		var api *jetstream.APIError
+		switch {
+		case errors.As(err, &api) && (api.ErrorCode == errWrongLastSequence || api.ErrorCode == errWrongLastSequenceInFlight):
+			continue // another writer came first: look again
+		case err != nil:
+			return false, fmt.Errorf("journal: raising a note: %w", err)
+		}
+		if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject), jetstream.WithPurgeSequence(ack.Sequence)); err != nil {
+			j.log.Warn("journal: purging a note's older copies", "err", err)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("journal: raising a note: other writers kept coming first")
 }

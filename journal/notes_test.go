@@ -3,8 +3,10 @@ package journal
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -105,4 +107,48 @@ func TestSeek(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRaiseNote: hosts racing to raise one note to the same value: one
+// wins each value, a lower value loses to a higher one held, and a raise
+// retried by its winner is still its win.
+func TestRaiseNote(t *testing.T) {
+	h := &harness{t: t, url: true, dir: t.TempDir()}
+	h.startServer()
+	t.Cleanup(h.stopServer)
+	ctx := context.Background()
+	hosts := []*Journal{h.open(Config{}), h.open(Config{}), h.open(Config{})}
+	for value := int64(1); value <= 20; value++ {
+		wins := make(chan int, len(hosts))
+		var wg sync.WaitGroup
+		for i, j := range hosts {
+			wg.Go(func() {
+				won, err := j.RaiseNote(ctx, "schedules", "a/t", value, fmt.Sprint("host", i))
+				if err != nil {
+					t.Error(err)
+				}
+				if won {
+					wins <- i
+				}
+			})
+		}
+		wg.Wait()
+		close(wins)
+		var winners []int
+		for i := range wins {
+			winners = append(winners, i)
+		}
+		if len(winners) != 1 {
+			t.Fatalf("value %d: won by %v, want one host", value, winners)
+		}
+		if won, _ := hosts[winners[0]].RaiseNote(ctx, "schedules", "a/t", value, fmt.Sprint("host", winners[0])); !won {
+			t.Fatalf("value %d: its winner's retry lost", value)
+		}
+	}
+	if won, err := hosts[0].RaiseNote(ctx, "schedules", "a/t", 5, "host0"); won || err != nil {
+		t.Fatalf("a lower value: %v, %v", won, err)
+	}
+	if n, err := hosts[0].Notes(ctx, "schedules"); err != nil || len(n) != 1 || string(n[0].Data[:2]) != "20" {
+		t.Fatalf("notes %v, %v: want the one at 20", n, err)
+	}
 }
