@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -666,4 +667,77 @@ func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 	if nb := completedRuns(cb.State(automations.CatalogueURI), uri); nb != 3 {
 		t.Fatalf("b ran %d, want seconds 3, 4 and 5", nb)
 	}
+}
+
+// TestClusterFailoverTenTimes: a session fails over ten times, each time
+// to a host started before the holder it takes over from wrote its turns,
+// whose clock reads 2001: its own serverSeqs are below everything the
+// session's journal came to hold. Each holder runs a turn and crashes,
+// the next message wakes the session on the next host from the
+// shared journal and record alone (each host's script transcripts are its
+// own, so a turn read from a dead host's would be lost), every turn
+// completed before a crash is there after it, and the session's journal
+// numbers its actions rising across all the hosts.
+func TestClusterFailoverTenTimes(t *testing.T) {
+	t.Parallel()
+	nc := clustertest.Start(t, 1)
+	shared := t.TempDir()
+	w := startClusterHost(t, nc, 0, "w") // the watcher's, reaching no session's folder
+	holder := startClusterHostReaching(t, nc, 0, "h00", shared)
+	cw := w.client("cw")
+	session := "ahp-session:/tenfold"
+	chat := protocol.DefaultChatURI(session)
+	cw.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
+		"workingDirectories": []string{"file://" + shared}})
+	startTakenRemote(t, cw, holder, session, chat, "t00", "say turn 0")
+	cw.Subscribe(session)
+	cw.Subscribe(chat)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	freed, err := w.member.Freed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The next holders start now, each taking the session when those
+	// before it are gone (the least id of the hosts reaching its folder).
+	var next []*clusterHost
+	for round := 1; round <= 10; round++ {
+		past := clock.NewFake(time.Date(2001, 1, 1, 0, 0, round, 0, time.UTC))
+		next = append(next, startClusterHostReaching(t, nc, 0, fmt.Sprintf("h%02d", round), shared, func(o *host.Options) { o.Clock = past }))
+	}
+	want := []string{"turn 0"}
+	for round := 1; round <= 10; round++ {
+		next := next[round-1]
+		send(t, cw, chat, fmt.Sprintf("u%02d", round), "say more") // the journal grows past the next holder's start
+		want = append(want, "more")
+		holder.crash()
+		for id := range freed {
+			if id == "tenfold" {
+				break
+			}
+		}
+		turn := fmt.Sprintf("turn %d", round)
+		st := send(t, cw, chat, fmt.Sprintf("t%02d", round), "say "+turn)
+		if _, on := clusterStatus(t, cw, session); on != next.member.HostID() {
+			t.Fatalf("round %d: the session runs on %q, want %s", round, on, next.member.HostID())
+		}
+		want = append(want, turn)
+		var said []string
+		for _, tn := range st.Turns {
+			said = append(said, strings.TrimSpace(text(tn.ResponseParts)))
+		}
+		if !slices.Equal(said, want) {
+			t.Fatalf("round %d: the turns say %q, want %q", round, said, want)
+		}
+		holder = next
+	}
+	list, _ := journaled(t, holder.j, session)
+	for i := 1; i < len(list); i++ {
+		if list[i].ServerSeq <= list[i-1].ServerSeq {
+			t.Fatalf("the session's journal goes from serverSeq %d to %d (entry %d of %d)", list[i-1].ServerSeq, list[i].ServerSeq, i, len(list))
+		}
+	}
+	fresh := holder.client("fresh")
+	fresh.Subscribe(chat)
+	sameState(t, cw.State(chat), fresh.State(chat))
 }
