@@ -566,6 +566,23 @@ func TestClusterRelays(t *testing.T) {
 	}
 }
 
+// tickURI is the automation tickEverySecond declares.
+const tickURI = "ahp-automation:/tick"
+
+// tickEverySecond declares an automation running a turn in folder every
+// second, as each host of a cluster sharing one config does.
+func tickEverySecond(folder string) []automations.Declared {
+	provider := "script"
+	return []automations.Declared{{Resource: tickURI, Definition: protocol.AutomationDefinition{
+		Title:   "tick every second",
+		Message: protocol.Message{Text: "say tick", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
+		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + folder}},
+		Enabled: true,
+		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
+			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
+	}}}
+}
+
 // TestClusterSchedulesRunOnce: hosts declaring the same scheduled
 // automation, as a cluster's hosts sharing one config do, run each of its
 // occurrences once, on the host holding the schedules' lease; when that
@@ -575,16 +592,8 @@ func TestClusterSchedulesRunOnce(t *testing.T) {
 	nc := clustertest.Start(t, 1)
 	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	shared := t.TempDir()
-	const uri = "ahp-automation:/tick"
-	provider := "script"
-	declared := []automations.Declared{{Resource: uri, Definition: protocol.AutomationDefinition{
-		Title:   "tick every second",
-		Message: protocol.Message{Text: "say tick", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
-		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + shared}},
-		Enabled: true,
-		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
-			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
-	}}}
+	const uri = tickURI
+	declared := tickEverySecond(shared)
 	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
 	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
 	hostClock := clock.NewFake(time.Now()) // b's, for when it asks for the schedules again
@@ -627,16 +636,8 @@ func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 	nc := clustertest.Start(t, 1)
 	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
 	shared := t.TempDir()
-	const uri = "ahp-automation:/tick"
-	provider := "script"
-	declared := []automations.Declared{{Resource: uri, Definition: protocol.AutomationDefinition{
-		Title:   "tick every second",
-		Message: protocol.Message{Text: "say tick", Origin: protocol.MessageOrigin{Kind: protocol.MessageKindAutomation}},
-		Session: protocol.AutomationSessionTemplate{Provider: &provider, WorkingDirectories: []protocol.URI{"file://" + shared}},
-		Enabled: true,
-		Triggers: []protocol.AutomationTrigger{&protocol.AutomationScheduleTrigger{ID: "tick",
-			Schedule: protocol.AutomationSchedule{Expression: "* * * * * *", TimeZone: "UTC"}}},
-	}}}
+	const uri = tickURI
+	declared := tickEverySecond(shared)
 	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
 	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
 	hostClock := clock.NewFake(time.Now())

@@ -106,46 +106,9 @@ func TestParseLabels(t *testing.T) {
 // through A, wakes it on C, where the cut turn ends as the host's stop
 // and every turn is still there.
 func TestThreeHostsShareSessions(t *testing.T) {
-	nc := clustertest.Start(t, 3)
-	shared := t.TempDir()
-	envs := map[string]*env{}
-	procs := map[string]*proc{}
-	for i, id := range []string{"a", "b", "c"} {
-		e := newEnv(t)
-		repos := e.work
-		if id != "a" {
-			repos += "," + shared
-		}
-		cfg := writeConfig(t, e, "nats: {user: "+clustertest.User+", password: "+clustertest.Password+"}\ncluster: {replicas: 3}\n")
-		envs[id] = e
-		procs[id] = serveDaemon(t, e, "--config", cfg, "--nats", nc.URL(i), "--host-id", id,
-			"--labels", "repos="+repos, "--lease-ttl", "1s", "--log-level", "debug")
-	}
-	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
-	session := "ahp-session:/shared"
-	chat := protocol.DefaultChatURI(session)
-	ca.MustCall("createSession", map[string]any{
-		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + shared},
-		"config": map[string]any{"autoApprove": "allow"},
-	})
-	cb := connect(t, procs["b"], envs["b"].token(t), "cb")
-	startTurn(ca, chat, "t1", "say one")
-	cb.Wait("B to run the session", func(msgs []hosttest.Message) bool {
-		for _, m := range msgs {
-			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
-				return true
-			}
-		}
-		return false
-	})
-	for _, c := range []*hosttest.Client{ca, cb} {
-		c.Subscribe(session)
-		c.Subscribe(chat)
-		waitTurns(c, chat, 1)
-	}
-	if st, on := statusOf(t, ca, session); st != "active" || on != "b" {
-		t.Fatalf("status through A = %s on %q, want active on b", st, on)
-	}
+	tr := startTrio(t)
+	nc, envs, procs := tr.nc, tr.envs, tr.procs
+	ca, cb, session, chat := tr.sessionOnB(t, "shared")
 	if r := cli(t, envs["a"], "status", "shared"); r.code != 0 || r.stdout != "active on host b\n" {
 		t.Errorf("ahpd status through A: %d %q %q, want \"active on host b\"", r.code, r.stdout, r.stderr)
 	}
@@ -209,6 +172,66 @@ func TestThreeHostsShareSessions(t *testing.T) {
 	if len(got.Turns) != len(want.Turns) || text(got.Turns[1].ResponseParts) != text(want.Turns[1].ResponseParts) || text(got.Turns[2].ResponseParts) != text(want.Turns[2].ResponseParts) {
 		t.Fatalf("C's client and A's differ:\nC %+v\nA %+v", got.Turns, want.Turns)
 	}
+}
+
+// trio is three daemons on a three-node NATS cluster, each on its own
+// node, with a 1 s lease: A reaches only its own folder, B and C a shared
+// one too.
+type trio struct {
+	nc     *clustertest.Cluster
+	shared string
+	envs   map[string]*env
+	procs  map[string]*proc
+}
+
+func startTrio(t *testing.T) *trio {
+	t.Helper()
+	tr := &trio{nc: clustertest.Start(t, 3), shared: t.TempDir(), envs: map[string]*env{}, procs: map[string]*proc{}}
+	for i, id := range []string{"a", "b", "c"} {
+		e := newEnv(t)
+		repos := e.work
+		if id != "a" {
+			repos += "," + tr.shared
+		}
+		cfg := writeConfig(t, e, "nats: {user: "+clustertest.User+", password: "+clustertest.Password+"}\ncluster: {replicas: 3}\n")
+		tr.envs[id] = e
+		tr.procs[id] = serveDaemon(t, e, "--config", cfg, "--nats", tr.nc.URL(i), "--host-id", id,
+			"--labels", "repos="+repos, "--lease-ttl", "1s", "--log-level", "debug")
+	}
+	return tr
+}
+
+// sessionOnB makes session id in the shared folder through a client of
+// A: it is placed on B (the least id of the hosts reaching it), its first
+// turn runs there, and clients of A and B watch it.
+func (tr *trio) sessionOnB(t *testing.T, id string) (ca, cb *hosttest.Client, session, chat string) {
+	t.Helper()
+	ca = connect(t, tr.procs["a"], tr.envs["a"].token(t), "ca")
+	session = "ahp-session:/" + id
+	chat = protocol.DefaultChatURI(session)
+	ca.MustCall("createSession", map[string]any{
+		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + tr.shared},
+		"config": map[string]any{"autoApprove": "allow"},
+	})
+	cb = connect(t, tr.procs["b"], tr.envs["b"].token(t), "cb")
+	startTurn(ca, chat, "t1", "say one")
+	cb.Wait("B to run the session", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
+				return true
+			}
+		}
+		return false
+	})
+	for _, c := range []*hosttest.Client{ca, cb} {
+		c.Subscribe(session)
+		c.Subscribe(chat)
+		waitTurns(c, chat, 1)
+	}
+	if st, on := statusOf(t, ca, session); st != "active" || on != "b" {
+		t.Fatalf("status through A = %s on %q, want active on b", st, on)
+	}
+	return ca, cb, session, chat
 }
 
 // statusOf asks for a session's status and the host its _meta names.

@@ -23,48 +23,9 @@ import (
 // turn started, B's turn ended as C's takeover cut it, and B's own
 // client is cut with a reason saying the session moved.
 func TestFrozenHolderIsFenced(t *testing.T) {
-	nc := clustertest.Start(t, 3)
-	shared := t.TempDir()
-	envs := map[string]*env{}
-	procs := map[string]*proc{}
-	for i, id := range []string{"a", "b", "c"} {
-		e := newEnv(t)
-		repos := e.work
-		if id != "a" {
-			repos += "," + shared
-		}
-		cfg := writeConfig(t, e, "nats: {user: "+clustertest.User+", password: "+clustertest.Password+"}\ncluster: {replicas: 3}\n")
-		envs[id] = e
-		procs[id] = serveDaemon(t, e, "--config", cfg, "--nats", nc.URL(i), "--host-id", id,
-			"--labels", "repos="+repos, "--lease-ttl", "1s", "--log-level", "debug")
-	}
-	// B holds it: C would take it from nobody, but B is the least id of
-	// the equals.
-	ca := connect(t, procs["a"], envs["a"].token(t), "ca")
-	session := "ahp-session:/fenced"
-	chat := protocol.DefaultChatURI(session)
-	ca.MustCall("createSession", map[string]any{
-		"channel": session, "provider": "script", "workingDirectories": []string{"file://" + shared},
-		"config": map[string]any{"autoApprove": "allow"},
-	})
-	cb := connect(t, procs["b"], envs["b"].token(t), "cb")
-	startTurn(ca, chat, "t1", "say one")
-	cb.Wait("B to run the session", func(msgs []hosttest.Message) bool {
-		for _, m := range msgs {
-			if m.Method == "root/sessionAdded" && strings.Contains(string(m.Params), session) {
-				return true
-			}
-		}
-		return false
-	})
-	for _, c := range []*hosttest.Client{ca, cb} {
-		c.Subscribe(session)
-		c.Subscribe(chat)
-		waitTurns(c, chat, 1)
-	}
-	if st, on := statusOf(t, ca, session); st != "active" || on != "b" {
-		t.Fatalf("status = %s on %q, want active on b", st, on)
-	}
+	tr := startTrio(t)
+	nc, envs, procs := tr.nc, tr.envs, tr.procs
+	ca, cb, session, chat := tr.sessionOnB(t, "fenced")
 
 	obs, err := cluster.Join(clustertest.WaitContext(t), nc.Connect(0), cluster.Config{HostID: "observer"})
 	if err != nil {
