@@ -33,7 +33,9 @@ func (h *Host) claimFirst(ctx context.Context, uri string) {
 	}
 	if _, err := h.opts.Journal.Claim(ctx, uri, h.hostName()); err != nil {
 		h.log.Warn("could not claim a session in the journal; its appends go unfenced", "session", uri, "err", err)
+		return
 	}
+	h.fenced.Delete(uri)
 }
 
 // fencedOut stops a session here whose append the journal refused, once
