@@ -670,7 +670,8 @@ func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 	}
 }
 
-// TestClusterFailoverTenTimes: a session fails over ten times, each time
+// TestClusterFailoverTenTimes: on a three-node cluster, the hosts on its
+// nodes in turn, a session fails over ten times, each time
 // to a host started before the holder it takes over from wrote its turns,
 // whose clock reads 2001: its own serverSeqs are below everything the
 // session's journal came to hold. Each holder runs a turn and crashes,
@@ -681,10 +682,10 @@ func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 // numbers its actions rising across all the hosts.
 func TestClusterFailoverTenTimes(t *testing.T) {
 	t.Parallel()
-	nc := clustertest.Start(t, 1)
+	nc := clustertest.Start(t, 3)
 	shared := t.TempDir()
 	w := startClusterHost(t, nc, 0, "w") // the watcher's, reaching no session's folder
-	holder := startClusterHostReaching(t, nc, 0, "h00", shared)
+	holder := startClusterHostReaching(t, nc, 1, "h00", shared)
 	cw := w.client("cw")
 	session := "ahp-session:/tenfold"
 	chat := protocol.DefaultChatURI(session)
@@ -704,7 +705,7 @@ func TestClusterFailoverTenTimes(t *testing.T) {
 	var next []*clusterHost
 	for round := 1; round <= 10; round++ {
 		past := clock.NewFake(time.Date(2001, 1, 1, 0, 0, round, 0, time.UTC))
-		next = append(next, startClusterHostReaching(t, nc, 0, fmt.Sprintf("h%02d", round), shared, func(o *host.Options) { o.Clock = past }))
+		next = append(next, startClusterHostReaching(t, nc, round%3, fmt.Sprintf("h%02d", round), shared, func(o *host.Options) { o.Clock = past }))
 	}
 	want := []string{"turn 0"}
 	for round := 1; round <= 10; round++ {
