@@ -72,6 +72,10 @@ type config struct {
 	// Automations are declared in the file (config file only): runnable
 	// over the protocol, changed only here (config_automations.go).
 	Automations []automationConfig `yaml:"automations"`
+	// FileChangedDebounce is how long a file must be left alone before
+	// its changes make one file-changed event of the automations; 0 is
+	// the default, 200ms.
+	FileChangedDebounce time.Duration `yaml:"fileChangedDebounce"`
 	// NATS is where the journal is kept: no URL runs NATS in the daemon
 	// (config_journal.go, docs/JOURNAL.md).
 	NATS natsConfig `yaml:"nats"`
@@ -281,6 +285,9 @@ func parseConfigEnv(args []string, lookupEnv func(string) (string, bool), stderr
 	declared, err := checkAutomations(cfg.Automations, cfg.Users)
 	if err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if d := cfg.FileChangedDebounce; d != 0 && (d < 10*time.Millisecond || d > 10*time.Second) {
+		return nil, fmt.Errorf("config file: fileChangedDebounce: %v is not between 10ms and 10s", d)
 	}
 	cfg.declared = declared
 	if err := checkWebhooks(&cfg); err != nil {

@@ -159,6 +159,32 @@ func TestResidencySettings(t *testing.T) {
 	}
 }
 
+// TestFileChangedDebounce: the automations' debounce window from the
+// config file, within its bounds.
+func TestFileChangedDebounce(t *testing.T) {
+	e := newEnv(t)
+	for _, tc := range []struct {
+		yaml string
+		want time.Duration
+		err  string
+	}{
+		{"", 0, ""},
+		{"fileChangedDebounce: 750ms\n", 750 * time.Millisecond, ""},
+		{"fileChangedDebounce: 1ms\n", 0, "fileChangedDebounce: 1ms is not between 10ms and 10s"},
+		{"fileChangedDebounce: 1m\n", 0, "fileChangedDebounce: 1m0s is not between 10ms and 10s"},
+	} {
+		cfg, err := parseConfig([]string{"--state-dir", e.state, "--config", writeConfig(t, e, tc.yaml+"\n")}, io.Discard)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.err)
+		case tc.err == "" && err != nil:
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.err == "" && cfg.FileChangedDebounce != tc.want:
+			t.Errorf("%q: %v, want %v", tc.yaml, cfg.FileChangedDebounce, tc.want)
+		}
+	}
+}
+
 // TestQuietSessionSleepsInTheDaemon runs the daemon with a sleep of under a
 // second and watches the probe turn a session inactive.
 func TestQuietSessionSleepsInTheDaemon(t *testing.T) {
