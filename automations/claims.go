@@ -66,32 +66,49 @@ func (e *Engine) offerLocked(a *automation, id string, at time.Time, catchUp boo
 	e.claims = append(e.claims, claim{a: a, occ: Occurrence{Owner: a.rec.Owner, Automation: a.rec.Resource, Trigger: id, At: at}, catchUp: catchUp})
 }
 
-// hold keeps an occurrence that did not run here, to claim later.
+// maxHeld bounds the occurrences of one trigger held to claim: an
+// every-second schedule over the handover window holds them all.
+const maxHeld = 256
+
+// hold keeps an occurrence that did not run here, to claim later: every
+// one a handover lets pass, in order, so that none is lost when several
+// came due while the schedules moved.
 func (a *automation) hold(id string, at time.Time) {
 	if a.passed == nil {
-		a.passed = map[string]time.Time{}
+		a.passed = map[string][]time.Time{}
 	}
-	a.passed[id] = at
+	held := a.passed[id]
+	if n := len(held); n > 0 && !at.After(held[n-1]) {
+		return // held already (a failed claim held again)
+	}
+	if len(held) == maxHeld {
+		held = held[1:]
+	}
+	a.passed[id] = append(held, at)
 }
 
-// retryPassedLocked offers again an occurrence a's trigger id let pass,
-// once this host runs the schedules; one too old is forgotten.
+// retryPassedLocked offers again the occurrences a's trigger id let pass,
+// oldest first, once this host runs the schedules; those too old are
+// forgotten.
 func (e *Engine) retryPassedLocked(a *automation, id string, now time.Time) {
-	at, ok := a.passed[id]
-	if !ok {
-		return
-	}
-	if now.Sub(at) > handoverWindow {
+	held := a.passed[id]
+	for len(held) > 0 && now.Sub(held[0]) > handoverWindow {
 		// Another host's, which ran it or was down (its restart's
 		// misfire policy says what then), or unclaimable all this while.
-		e.log.Debug("automations: no longer claiming a schedule occurrence", "automation", a.rec.Resource, "trigger", id, "at", at)
+		e.log.Debug("automations: no longer claiming a schedule occurrence", "automation", a.rec.Resource, "trigger", id, "at", held[0])
+		held = held[1:]
+	}
+	if len(held) == 0 {
 		delete(a.passed, id)
 		return
 	}
+	a.passed[id] = held
 	if e.opts.Scheduling == nil || e.opts.Scheduling() {
 		delete(a.passed, id)
-		e.log.Info("automations: claiming an occurrence another host was to run", "automation", a.rec.Resource, "trigger", id, "at", at)
-		e.offerLocked(a, id, at, false)
+		for _, at := range held {
+			e.log.Info("automations: claiming an occurrence another host was to run", "automation", a.rec.Resource, "trigger", id, "at", at)
+			e.offerLocked(a, id, at, false)
+		}
 	}
 }
 

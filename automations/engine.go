@@ -112,7 +112,7 @@ type key struct {
 type automation struct {
 	rec    *record
 	c      *compiled
-	passed map[string]time.Time // per schedule trigger, an occurrence another host was to run (Claim); not kept
+	passed map[string][]time.Time // per schedule trigger, the occurrences another host was to run (Claim), oldest first; not kept
 }
 
 // active is a run in progress.

@@ -96,7 +96,7 @@ func (e *Engine) tickLocked(now time.Time) time.Time {
 			}
 			if a.rec.Definition.Enabled {
 				earliest(due)
-				if _, held := a.passed[st.ID]; held {
+				if len(a.passed[st.ID]) > 0 {
 					earliest(now.Add(claimRetry)) // the schedules may come here
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -657,8 +658,15 @@ func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 	ca.Close()
 	a.stop()
 	clk.Advance(time.Second)
-	hostClock.Advance(time.Minute)
+	hostClock.Advance(time.Minute) // (b's own residency check may take them first)
 	b.h.Balance()
+	takenBy := time.Now().Add(hosttest.Timeout)
+	for !b.h.RunsSchedules() {
+		if time.Now().After(takenBy) {
+			t.Fatal("b never took the schedules")
+		}
+		runtime.Gosched()
+	}
 	for i, want := range []int{2, 3} {
 		clk.Advance(time.Second)
 		cb.WaitState(automations.CatalogueURI, fmt.Sprintf("%d runs on b by second %d", want, 4+i), func(st protocol.ChannelState) bool {

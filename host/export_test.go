@@ -323,3 +323,7 @@ func (h *Host) Settle(ctx context.Context, uri string) error {
 	}
 	return s.Settle(ctx)
 }
+
+// RunsSchedules reports whether the host holds the automation schedules'
+// lease of its cluster.
+func (h *Host) RunsSchedules() bool { return h.cluster != nil && h.cluster.Scheduling() }
