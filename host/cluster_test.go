@@ -584,24 +584,40 @@ func tickEverySecond(folder string) []automations.Declared {
 	}}}
 }
 
+// scheduling is two hosts declaring tickEverySecond on one node, the
+// schedules' clock fake: a takes the schedules first; b's host clock is
+// fake too, for when it asks for them again. Their clients watch the
+// automations' catalogue.
+type scheduling struct {
+	clk, hostClock *clock.Fake
+	a, b           *clusterHost
+	ca, cb         *hosttest.Client
+}
+
+func startScheduling(t *testing.T) *scheduling {
+	t.Helper()
+	nc := clustertest.Start(t, 1)
+	sc := &scheduling{clk: automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC)), hostClock: clock.NewFake(time.Now())}
+	shared := t.TempDir()
+	declared := tickEverySecond(shared)
+	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = sc.clk, declared }
+	sc.a = startClusterHostReaching(t, nc, 0, "a", shared, declare)
+	sc.b = startClusterHostReaching(t, nc, 0, "b", shared, declare, func(o *host.Options) { o.Clock = sc.hostClock })
+	sc.ca, sc.cb = sc.a.client("ca"), sc.b.client("cb")
+	sc.ca.Subscribe(automations.CatalogueURI)
+	sc.cb.Subscribe(automations.CatalogueURI)
+	return sc
+}
+
 // TestClusterSchedulesRunOnce: hosts declaring the same scheduled
 // automation, as a cluster's hosts sharing one config do, run each of its
 // occurrences once, on the host holding the schedules' lease; when that
 // host stops, another takes the schedules on.
 func TestClusterSchedulesRunOnce(t *testing.T) {
 	t.Parallel()
-	nc := clustertest.Start(t, 1)
-	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
-	shared := t.TempDir()
+	sc := startScheduling(t)
+	clk, a, b, hostClock, ca, cb := sc.clk, sc.a, sc.b, sc.hostClock, sc.ca, sc.cb
 	const uri = tickURI
-	declared := tickEverySecond(shared)
-	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
-	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
-	hostClock := clock.NewFake(time.Now()) // b's, for when it asks for the schedules again
-	b := startClusterHostReaching(t, nc, 0, "b", shared, declare, func(o *host.Options) { o.Clock = hostClock })
-	ca, cb := a.client("ca"), b.client("cb")
-	ca.Subscribe(automations.CatalogueURI)
-	cb.Subscribe(automations.CatalogueURI)
 	runs := func() (int, int) {
 		return completedRuns(ca.State(automations.CatalogueURI), uri), completedRuns(cb.State(automations.CatalogueURI), uri)
 	}
@@ -634,18 +650,9 @@ func TestClusterSchedulesRunOnce(t *testing.T) {
 // five runs, none on both hosts.
 func TestClusterScheduleHandoverLosesNoSecond(t *testing.T) {
 	t.Parallel()
-	nc := clustertest.Start(t, 1)
-	clk := automations.NewFakeClock(time.Date(2030, 1, 1, 9, 0, 0, 0, time.UTC))
-	shared := t.TempDir()
+	sc := startScheduling(t)
+	clk, a, b, hostClock, ca, cb := sc.clk, sc.a, sc.b, sc.hostClock, sc.ca, sc.cb
 	const uri = tickURI
-	declared := tickEverySecond(shared)
-	declare := func(o *host.Options) { o.Automations.Clock, o.Automations.Declared = clk, declared }
-	a := startClusterHostReaching(t, nc, 0, "a", shared, declare)
-	hostClock := clock.NewFake(time.Now())
-	b := startClusterHostReaching(t, nc, 0, "b", shared, declare, func(o *host.Options) { o.Clock = hostClock })
-	ca, cb := a.client("ca"), b.client("cb")
-	ca.Subscribe(automations.CatalogueURI)
-	cb.Subscribe(automations.CatalogueURI)
 	for i := 1; i <= 2; i++ {
 		clk.Advance(time.Second)
 		ca.WaitState(automations.CatalogueURI, fmt.Sprintf("run %d on a", i), func(st protocol.ChannelState) bool {

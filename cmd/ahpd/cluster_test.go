@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,7 +108,7 @@ func TestParseLabels(t *testing.T) {
 // and every turn is still there.
 func TestThreeHostsShareSessions(t *testing.T) {
 	tr := startTrio(t)
-	nc, envs, procs := tr.nc, tr.envs, tr.procs
+	envs, procs := tr.envs, tr.procs
 	ca, cb, session, chat := tr.sessionOnB(t, "shared")
 	if r := cli(t, envs["a"], "status", "shared"); r.code != 0 || r.stdout != "active on host b\n" {
 		t.Errorf("ahpd status through A: %d %q %q, want \"active on host b\"", r.code, r.stdout, r.stderr)
@@ -121,24 +122,8 @@ func TestThreeHostsShareSessions(t *testing.T) {
 	}
 
 	// B dies mid-turn.
-	obs, err := cluster.Join(clustertest.WaitContext(t), nc.Connect(0), cluster.Config{HostID: "observer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close(clustertest.WaitContext(t))
-	freed, err := obs.Freed(clustertest.WaitContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var long strings.Builder
-	for i := range 200 {
-		fmt.Fprintf(&long, "say part %d\nwait 20ms\n", i)
-	}
-	before := len(chatActions(ca.Messages(), chat))
-	startTurn(ca, chat, "t3", long.String())
-	ca.Wait("t3 to stream", func(msgs []hosttest.Message) bool {
-		return len(chatActions(msgs, chat)) > before+20
-	})
+	freed := tr.freed(t)
+	streamLong(ca, chat, "t3", 200, 20)
 	killed := time.Now()
 	procs["b"].signal(syscall.SIGKILL)
 	procs["b"].wait(exitTimeout)
@@ -232,6 +217,41 @@ func (tr *trio) sessionOnB(t *testing.T, id string) (ca, cb *hosttest.Client, se
 		t.Fatalf("status through A = %s on %q, want active on b", st, on)
 	}
 	return ca, cb, session, chat
+}
+
+// freed follows the leases that end in the trio's cluster, by session id,
+// as an observer of the cluster.
+func (tr *trio) freed(t *testing.T) <-chan string {
+	t.Helper()
+	obs, err := cluster.Join(clustertest.WaitContext(t), tr.nc.Connect(0), cluster.Config{HostID: "observer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = obs.Close(ctx)
+	})
+	freed, err := obs.Freed(clustertest.WaitContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return freed
+}
+
+// streamLong starts turn turnID in chat through c, parts "say part N"
+// lines 20 ms apart, and waits until c has seen more than seen of its
+// actions.
+func streamLong(c *hosttest.Client, chat, turnID string, parts, seen int) {
+	var long strings.Builder
+	for i := range parts {
+		fmt.Fprintf(&long, "say part %d\nwait 20ms\n", i)
+	}
+	before := len(chatActions(c.Messages(), chat))
+	startTurn(c, chat, turnID, long.String())
+	c.Wait(turnID+" to stream", func(msgs []hosttest.Message) bool {
+		return len(chatActions(msgs, chat)) > before+seen
+	})
 }
 
 // statusOf asks for a session's status and the host its _meta names.

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ahpd/ahpd/cluster"
-	"github.com/ahpd/ahpd/cluster/clustertest"
-	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -24,27 +20,11 @@ import (
 // client is cut with a reason saying the session moved.
 func TestFrozenHolderIsFenced(t *testing.T) {
 	tr := startTrio(t)
-	nc, envs, procs := tr.nc, tr.envs, tr.procs
+	envs, procs := tr.envs, tr.procs
 	ca, cb, session, chat := tr.sessionOnB(t, "fenced")
 
-	obs, err := cluster.Join(clustertest.WaitContext(t), nc.Connect(0), cluster.Config{HostID: "observer"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer obs.Close(clustertest.WaitContext(t))
-	freed, err := obs.Freed(clustertest.WaitContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var long strings.Builder
-	for i := range 300 {
-		fmt.Fprintf(&long, "say part %d\nwait 20ms\n", i)
-	}
-	before := len(chatActions(ca.Messages(), chat))
-	startTurn(ca, chat, "t2", long.String())
-	ca.Wait("t2 to stream", func(msgs []hosttest.Message) bool {
-		return len(chatActions(msgs, chat)) > before+10
-	})
+	freed := tr.freed(t)
+	streamLong(ca, chat, "t2", 300, 10)
 	procs["b"].signal(syscall.SIGSTOP)
 	stopped := true
 	defer func() {
