@@ -24,8 +24,11 @@ import (
 // appends (the ends of the turns it stops) is refused once another host
 // claimed the session, and taken while none did.
 func (h *Host) claimFirst(ctx context.Context, uri string) {
+	if h.cluster == nil {
+		return // every publish comes here: a host alone goes no further
+	}
 	su, err := protocol.ParseSessionURI(uri)
-	if h.cluster == nil || err != nil {
+	if err != nil {
 		return // root's journal, which no one holds
 	}
 	if _, ok := h.unclaimed.LoadAndDelete(su.ID); !ok || !h.cluster.Holds(su.ID) {
