@@ -275,13 +275,19 @@ func normalize(cfg *Config) error {
 // host created it first. Keys carry their own TTL, so the bucket has no
 // age limit; the server marks a key's expiry for markerTTL.
 func (m *Member) bucket(ctx context.Context, name, desc string) (jetstream.KeyValue, error) {
-	kv, err := m.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         name,
-		Description:    desc,
-		History:        1,
-		Storage:        jetstream.FileStorage,
-		Replicas:       m.cfg.Replicas,
-		LimitMarkerTTL: markerTTL,
+	var kv jetstream.KeyValue
+	// Made again when the first try went unanswered: if it was made
+	// after all, the second says it exists.
+	err := whileSettling(ctx, func() (err error) {
+		kv, err = m.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         name,
+			Description:    desc,
+			History:        1,
+			Storage:        jetstream.FileStorage,
+			Replicas:       m.cfg.Replicas,
+			LimitMarkerTTL: markerTTL,
+		})
+		return err
 	})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		err = whileSettling(ctx, func() (err error) {

@@ -65,19 +65,19 @@ func retryBusy(ctx context.Context, op func() error) error {
 // missing before that is believed.
 const settleWait = 30 * time.Second
 
-// whileSettling runs op until it does not fail with the stream not found,
-// waiting 50 ms, then twice as long each time up to a second, for at most
-// settleWait in all. A replicated stream another host made, or one whose
-// group is electing a leader (a loaded machine misses heartbeats), can be
-// reported missing for a while: a member of its group answers while the
-// group has no leader, before it has made the stream itself. A stream
-// that is really gone is reported so once the wait is out.
+// whileSettling runs op until it does not fail as a cluster still settling
+// does (see settling), waiting 50 ms, then twice as long each time up to a
+// second, for at most settleWait in all. A replicated stream another host
+// made, or one whose group is electing a leader (a loaded machine misses
+// heartbeats), can be reported missing for a while: a member of its group
+// answers while the group has no leader, before it has made the stream
+// itself. A stream that is really gone is reported so once the wait is out.
 func whileSettling(ctx context.Context, op func() error) error {
 	deadline := time.Now().Add(settleWait)
 	wait := 50 * time.Millisecond
 	for {
 		err := op()
-		if !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound) || time.Now().After(deadline) {
+		if !settling(ctx, err) || time.Now().After(deadline) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -89,6 +89,24 @@ func whileSettling(ctx context.Context, op func() error) error {
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// settling tells whether err is what a cluster still forming or electing
+// answers: a stream or bucket reported missing, or no answer in time from
+// the JetStream API (its own timeout, not ctx's: a cluster of nodes just
+// started on a loaded machine can take longer than that to elect the
+// meta leader), or nobody to answer yet.
+func settling(ctx context.Context, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, jetstream.ErrStreamNotFound), errors.Is(err, jetstream.ErrBucketNotFound):
+		return true
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		return ctx.Err() == nil
+	}
+	return false
 }
 
 // newest is a key's newest message: its value and revision, and whether
