@@ -52,6 +52,9 @@ type Options struct {
 	// Clock is what the answers kept for an Idempotency-Key age by
 	// (idempotency.go); nil is the real one.
 	Clock clock.Clock
+	// Answers, when set, keeps those answers across restarts and hosts
+	// (the journal); nil keeps them in memory only.
+	Answers Answers
 }
 
 // The bounds on what a client sends.
@@ -88,7 +91,7 @@ func New(o Options) *API {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now)}
+	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now, o.Answers, o.Logger)}
 	for _, r := range a.routes() {
 		a.mux.HandleFunc(r.method+" "+r.path, o.Metrics.instrument(r.method+" "+r.path, r.handle))
 	}

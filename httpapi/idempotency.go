@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,10 +23,11 @@ import (
 // was done, or the retry is what was asked for.
 //
 // The answers are kept in memory, for keyTTL, within maxKept answers and
-// maxKeptBytes of bodies, the oldest dropped first: a retry comes within
-// minutes, and a host restarted meanwhile answers the key as new (a
-// session's client-chosen id, POST /v1/sessions's "id", is the way to a
-// create that holds across restarts).
+// maxKeptBytes of bodies, the oldest dropped first. With Options.Answers
+// (the journal) they are kept there too, before the first answer is sent
+// (keptanswers.go): a host restarted, or another host of its cluster,
+// answers the key as the first was, for the same keyTTL. Two requests
+// under one key in flight at once on two hosts are both served.
 
 const (
 	keyTTL       = 24 * time.Hour
@@ -51,17 +53,29 @@ type keyed struct {
 // look up and record, never while a request is served.
 type keys struct {
 	now   func() time.Time
+	store Answers // nil: in memory only
+	log   *slog.Logger
+
 	mu    sync.Mutex
 	byID  map[string]*keyed
 	order []*keyed // oldest first
 	bytes int
+	// The day answers are kept for in store, and how many were.
+	day       string
+	keptToday int
+	full      bool // kept maxKeptADay today, and said so
 }
 
-func newKeys(now func() time.Time) *keys {
+// newKeys returns the answers kept by now's clock; store and log may be
+// nil.
+func newKeys(now func() time.Time, store Answers, log *slog.Logger) *keys {
 	if now == nil {
 		now = time.Now
 	}
-	return &keys{now: now, byID: map[string]*keyed{}}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &keys{now: now, store: store, log: log, byID: map[string]*keyed{}}
 }
 
 // idempotent serves r with next once per Idempotency-Key, as above. A
@@ -85,40 +99,55 @@ func (k *keys) idempotent(w http.ResponseWriter, r *http.Request, who grants.Pri
 	id := fmt.Sprintf("%s\x00%s", who.String(), key)
 	fp := fingerprint(r.Method, r.URL.RequestURI(), body)
 
-	first, e := k.begin(id, fp)
+	first, e, seen := k.begin(id, fp)
+	if first && k.store != nil {
+		kept, err := k.recall(r.Context(), id)
+		if err != nil {
+			k.drop(e)
+			k.log.Warn("could not look up an Idempotency-Key's kept answer", "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, &apiError{Status: http.StatusServiceUnavailable, Code: "unavailable",
+				Message: "could not look up the answer kept for this Idempotency-Key: send the request again"})
+			return
+		}
+		if kept != nil {
+			first, seen = false, k.settle(e, kept)
+		}
+	}
 	switch {
 	case first:
 		rec := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 		k.finish(e, rec)
-	case e.fingerprint != fp:
+		rec.send()
+	case seen.fingerprint != fp:
 		writeError(w, &apiError{Status: http.StatusUnprocessableEntity, Code: "idempotency_key_reused",
 			Message: "this Idempotency-Key was sent with another request: use a new key for each request", Field: "Idempotency-Key"})
-	case !e.done:
+	case !seen.done:
 		writeError(w, &apiError{Status: http.StatusConflict, Code: "request_in_progress",
 			Message: "the request with this Idempotency-Key is still being answered: send it again later"})
-	case e.tooLarge:
+	case seen.tooLarge:
 		writeError(w, &apiError{Status: http.StatusConflict, Code: "idempotency_key_used",
-			Message: "the request with this Idempotency-Key was answered with " + strconv.Itoa(e.status) + " and an answer too large to keep: read the resource it made"})
+			Message: "the request with this Idempotency-Key was answered with " + strconv.Itoa(seen.status) + " and an answer too large to keep: read the resource it made"})
 	default:
-		for name, v := range e.header {
+		for name, v := range seen.header {
 			w.Header()[name] = v
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
-		w.WriteHeader(e.status)
-		_, _ = w.Write(e.body)
+		w.WriteHeader(seen.status)
+		_, _ = w.Write(seen.body)
 	}
 }
 
-// begin finds the request kept under id, or keeps a new one in flight and
-// reports first.
-func (k *keys) begin(id string, fp [sha256.Size]byte) (first bool, e *keyed) {
+// begin finds the request kept under id, as it is now, or keeps a new
+// one in flight and reports first.
+func (k *keys) begin(id string, fp [sha256.Size]byte) (first bool, e *keyed, seen keyed) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	now := k.now()
 	k.expireLocked(now)
 	if e := k.byID[id]; e != nil {
-		return false, e
+		return false, e, *e
 	}
 	e = &keyed{id: id, fingerprint: fp, at: now}
 	k.byID[id] = e
@@ -126,20 +155,43 @@ func (k *keys) begin(id string, fp [sha256.Size]byte) (first bool, e *keyed) {
 	for len(k.order) > maxKept {
 		k.dropLocked(k.order[0])
 	}
-	return true, e
+	return true, e, keyed{}
 }
 
-// finish keeps the answer rec recorded, or lets the key go when it is one
-// a retry should not be given.
-func (k *keys) finish(e *keyed, rec *recorder) {
+// settle makes e, in flight, the answer kept found for it, and returns
+// that.
+func (k *keys) settle(e, kept *keyed) keyed {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.byID[e.id] == e {
+		e.fingerprint, e.at, e.done, e.status, e.header, e.body, e.tooLarge =
+			kept.fingerprint, kept.at, true, kept.status, kept.header, kept.body, kept.tooLarge
+		k.bytes += len(e.body)
+	}
+	return *kept
+}
+
+// drop lets e go, served or not.
+func (k *keys) drop(e *keyed) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byID[e.id] == e {
+		k.dropLocked(e)
+	}
+}
+
+// finish keeps the answer rec recorded, in memory and in the store, or
+// lets the key go when it is one a retry should not be given.
+func (k *keys) finish(e *keyed, rec *recorder) {
+	status := rec.statusOr200()
+	k.mu.Lock()
 	if k.byID[e.id] != e {
+		k.mu.Unlock()
 		return // dropped meanwhile, to keep within the bounds
 	}
-	status := rec.statusOr200()
 	if status >= 500 || status == http.StatusTooManyRequests {
 		k.dropLocked(e)
+		k.mu.Unlock()
 		return
 	}
 	e.done, e.status = true, status
@@ -151,12 +203,17 @@ func (k *keys) finish(e *keyed, rec *recorder) {
 	}
 	if rec.overflow {
 		e.tooLarge = true
-		return
+	} else {
+		e.body = bytes.Clone(rec.body.Bytes())
+		k.bytes += len(e.body)
 	}
-	e.body = rec.body.Bytes()
-	k.bytes += len(e.body)
+	kept := *e
 	for k.bytes > maxKeptBytes && len(k.order) > 0 {
 		k.dropLocked(k.order[0])
+	}
+	k.mu.Unlock()
+	if k.store != nil {
+		k.keep(&kept)
 	}
 }
 
@@ -208,7 +265,9 @@ func fingerprint(method, uri string, body []byte) [sha256.Size]byte {
 	return out
 }
 
-// recorder passes an answer on and keeps a copy of it, up to maxKeptBody.
+// recorder holds an answer back until send, up to maxKeptBody, so that
+// it is kept before the client has it; a larger one it passes on as it
+// comes, keeping none of it.
 type recorder struct {
 	http.ResponseWriter
 	status   int
@@ -220,22 +279,34 @@ func (r *recorder) WriteHeader(status int) {
 	if r.status == 0 {
 		r.status = status
 	}
-	r.ResponseWriter.WriteHeader(status)
 }
 
 func (r *recorder) Write(p []byte) (int, error) {
 	if r.status == 0 {
 		r.status = http.StatusOK
 	}
-	if !r.overflow {
-		if r.body.Len()+len(p) > maxKeptBody {
-			r.overflow = true
-			r.body = bytes.Buffer{}
-		} else {
-			r.body.Write(p)
-		}
+	if r.overflow {
+		return r.ResponseWriter.Write(p)
 	}
+	if r.body.Len()+len(p) <= maxKeptBody {
+		return r.body.Write(p)
+	}
+	r.overflow = true
+	r.ResponseWriter.WriteHeader(r.status)
+	if _, err := r.ResponseWriter.Write(r.body.Bytes()); err != nil {
+		return 0, err
+	}
+	r.body = bytes.Buffer{}
 	return r.ResponseWriter.Write(p)
+}
+
+// send passes on what was held back.
+func (r *recorder) send() {
+	if r.overflow {
+		return
+	}
+	r.ResponseWriter.WriteHeader(r.statusOr200())
+	_, _ = r.ResponseWriter.Write(r.body.Bytes())
 }
 
 func (r *recorder) statusOr200() int {
@@ -244,6 +315,3 @@ func (r *recorder) statusOr200() int {
 	}
 	return r.status
 }
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -69,7 +69,7 @@ func TestIdempotencyKey(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := clock.NewFake(time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC))
-			k := newKeys(clk.Now)
+			k := newKeys(clk.Now, nil, nil)
 			var served atomic.Int64
 			next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				n := served.Add(1)
@@ -111,7 +111,7 @@ func TestIdempotencyKey(t *testing.T) {
 // TestIdempotencyKeyInFlight: a request sent again while the first is
 // still being answered is 409, and served by nobody.
 func TestIdempotencyKeyInFlight(t *testing.T) {
-	k := newKeys(nil)
+	k := newKeys(nil, nil, nil)
 	entered, release := make(chan struct{}), make(chan struct{})
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
@@ -144,7 +144,7 @@ func TestIdempotencyKeyInFlight(t *testing.T) {
 // bytes, the oldest going first; one too large to keep is answered 409
 // when sent again, not served twice.
 func TestIdempotencyKeyBounds(t *testing.T) {
-	k := newKeys(nil)
+	k := newKeys(nil, nil, nil)
 	big := strings.Repeat("x", maxKeptBody/2+1)
 	var served atomic.Int64
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

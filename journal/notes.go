@@ -21,8 +21,9 @@ import (
 // mark sees: <prefix>.notes.<set>.<name in base64url>, one token more
 // than any subject of a session's.
 
-// MaxNoteBytes bounds a note.
-const MaxNoteBytes = 4096
+// MaxNoteBytes bounds a note: room for the HTTP API's kept answers
+// (64 KiB of body and what describes it).
+const MaxNoteBytes = 68 << 10
 
 // maxNotes bounds what Notes reads of a set.
 const maxNotes = 100_000
@@ -82,6 +83,21 @@ func (j *Journal) DeleteNote(ctx context.Context, set, name string) error {
 	}
 	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(subject)); err != nil {
 		return fmt.Errorf("journal: deleting a note: %w", err)
+	}
+	return nil
+}
+
+// DropNotes drops every note of set: a set named for a day goes whole
+// once the day is past keeping.
+func (j *Journal) DropNotes(ctx context.Context, set string) error {
+	if err := j.check(); err != nil {
+		return err
+	}
+	if !noteSet.MatchString(set) {
+		return fmt.Errorf("journal: note set %q is not a lowercase name", set)
+	}
+	if err := j.stream.Purge(ctx, jetstream.WithPurgeSubject(j.cfg.Subject+".notes."+set+".*")); err != nil {
+		return fmt.Errorf("journal: dropping the notes of %s: %w", set, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 
 // TestNotes: the last note set under a name is the one read, across a
 // reopen; sets are apart; no session read, mark or Newest sees a note;
-// DeleteNote drops one; bad sets, names and sizes are refused.
+// DeleteNote drops one, DropNotes a set; bad sets, names and sizes are refused.
 func TestNotes(t *testing.T) {
 	modes(t, func(t *testing.T, h *harness) {
 		ctx := context.Background()
@@ -53,6 +53,18 @@ func TestNotes(t *testing.T) {
 		}
 		if got := notesOf(t, j, "clients"); !slices.Equal(got, []string{"c.2 *>=x"}) {
 			t.Fatalf("after delete %v", got)
+		}
+		if err := j.DropNotes(ctx, "others"); err != nil {
+			t.Fatal(err)
+		}
+		if got := notesOf(t, j, "others"); len(got) != 0 {
+			t.Fatalf("others after DropNotes: %v", got)
+		}
+		if got := notesOf(t, j, "clients"); !slices.Equal(got, []string{"c.2 *>=x"}) {
+			t.Fatalf("DropNotes of another set dropped clients: %v", got)
+		}
+		if err := j.SetNote(ctx, "clients", "big", []byte(strings.Repeat("x", MaxNoteBytes))); err != nil {
+			t.Fatalf("a note of MaxNoteBytes: %v", err)
 		}
 		if err := j.SetNote(ctx, "clients", "c1", []byte(strings.Repeat("x", MaxNoteBytes+1))); !errors.Is(err, ErrEntryTooLarge) {
 			t.Fatalf("a note too large: %v", err)

@@ -149,7 +149,11 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	return serveWebSocket(ctx, cfg, h, member, auth, kept, apiMetrics, stdout, stderr, log)
+	api := httpapi.Options{Metrics: apiMetrics}
+	if jr != nil {
+		api.Answers = jr // a retry after a restart, or through another host, is answered as the first
+	}
+	return serveWebSocket(ctx, cfg, h, member, auth, kept, api, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -168,8 +172,9 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 
 // serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/ and
 // the dashboard under /ui/ behind the same token and Host checks; auth holds the connection token
-// ("" for none) and kept is the file it is kept in, when ahpd made it.
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, apiMetrics *httpapi.Metrics, stdout, stderr io.Writer, log *slog.Logger) error {
+// ("" for none) and kept is the file it is kept in, when ahpd made it; api
+// has the HTTP API's metrics and where it keeps answers.
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, api httpapi.Options, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
 	ln := cfg.listener
 	if ln == nil {
@@ -181,7 +186,8 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	}
 	handshake := cfg.Limits.host().WithDefaults().Handshake
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log, Metrics: apiMetrics}))
+	api.Host, api.Auth, api.Open, api.Listen, api.Logger = h, auth, token == "", ln.Addr().String(), log
+	mux.Handle("/v1/", httpapi.New(api))
 	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	handleHealth(mux, h, member)
