@@ -410,11 +410,20 @@ func uriBadRune(s, extra string) (rune, bool) {
 		return utf8.RuneError, true
 	}
 	for _, r := range s {
-		if strings.ContainsRune(extra, r) || unicode.IsSpace(r) || unicode.IsControl(r) {
+		if strings.ContainsRune(extra, r) || unicode.IsSpace(r) || unicode.IsControl(r) || hidden(r) {
 			return r, true
 		}
 	}
 	return 0, false
+}
+
+// hidden reports whether r is drawn as nothing, or changes how the text
+// around it is drawn: a format character (bidirectional overrides and
+// isolates, zero-width spaces and joiners, the byte order mark) or one
+// that is not graphic at all (private use, unassigned). An id with one
+// can be shown as another id, or as nothing.
+func hidden(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || !unicode.IsGraphic(r)
 }
 
 func describeURIRune(r rune) string {
@@ -425,6 +434,10 @@ func describeURIRune(r rune) string {
 		return "white space"
 	case unicode.IsControl(r):
 		return "a control character"
+	case unicode.Is(unicode.Cf, r):
+		return fmt.Sprintf("an invisible formatting character (U+%04X)", r)
+	case hidden(r):
+		return fmt.Sprintf("a character that is not printable (U+%04X)", r)
 	}
 	return strconv.QuoteRune(r)
 }
