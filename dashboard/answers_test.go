@@ -24,7 +24,8 @@ var hiddenToolCall = regexp.MustCompile(`name="toolCall" value="([^"]+)"`)
 func TestAnswerAndApproveForms(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	mo := e.conn("mo")
-	uri, chat := e.startSession(t, mo, "forms", "answer me", "ask Which file?\nwrite notes.txt hi")
+	// Shared with the team, so the guest may read it.
+	uri, chat := e.startSessionWith(t, mo, "forms", "answer me", "ask Which file?\nwrite notes.txt hi", teamShared)
 	waitChat(t, mo, chat, waiting)
 	page := "/ui/session?uri=" + url.QueryEscape(uri)
 

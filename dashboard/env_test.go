@@ -165,6 +165,10 @@ func (e *env) startSession(t testing.TB, c *client.Client, id, title, input stri
 // whose input runs a command, which the default permissions ask about.
 var bypass = protocol.Object{"permissions": jsontext.Value(`{"mode":"bypass"}`)}
 
+// teamShared is the config of a person's session others may work in (a
+// person's is private unless shared).
+var teamShared = protocol.Object{"sharing": jsontext.Value(`"team"`)}
+
 // startSessionWith is startSession for a session made with config.
 func (e *env) startSessionWith(t testing.TB, c *client.Client, id, title, input string, config protocol.Object) (string, string) {
 	t.Helper()

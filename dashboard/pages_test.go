@@ -181,7 +181,7 @@ func TestSessionPage(t *testing.T) {
 func TestWritesFollowGrants(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	mo := e.conn("mo")
-	uri, chat := e.startSession(t, mo, "w1", "waits", "wait 30s")
+	uri, chat := e.startSessionWith(t, mo, "w1", "waits", "wait 30s", teamShared)
 	waitChat(t, mo, chat, func(cs *protocol.ChatState) bool { return cs.ActiveTurn != nil })
 	page := "/ui/session?" + url.Values{"uri": {uri}}.Encode()
 

@@ -41,9 +41,16 @@ func deny(p Principal, op Operation, why string) *Denied {
 
 // Check decides whether p may do op to a session owned by owner (the zero
 // Principal for a session with no owner, or when op is not about one
-// session), and returns nil or a *Denied. The host calls it before every
-// handler and for every action a client dispatches, with the operation
-// ForCommand or ForAction gave.
+// session) that is shared with the team, and returns nil or a *Denied:
+// CheckSession with Target{Owner: owner, Sharing: ShareTeam}.
+func (d *Directory) Check(p Principal, op Operation, owner Principal) error {
+	return d.CheckSession(p, op, Target{Owner: owner, Sharing: ShareTeam})
+}
+
+// CheckSession decides whether p may do op to the session t (the zero
+// Target when op is not about one session), and returns nil or a
+// *Denied. The host calls it before every handler and for every action a
+// client dispatches, with the operation ForCommand or ForAction gave.
 //
 // The rules, in order:
 //   - an Operation that is neither a grant nor a marker is refused to
@@ -55,8 +62,12 @@ func deny(p Principal, op Operation, why string) *Denied {
 //   - a user has the role the directory gives them now (a user removed
 //     since they connected may do nothing but None);
 //   - session:dispose is the owner's or an administrator's: anybody else
-//     whose role grants it gets OnlyOwnerMessage.
-func (d *Directory) Check(p Principal, op Operation, owner Principal) error {
+//     whose role grants it gets OnlyOwnerMessage; session:share likewise,
+//     with OnlyOwnerShares;
+//   - a user who is neither the owner nor an administrator does to an
+//     owned session only what its sharing leaves them: nothing when it is
+//     private, reading when it is shared for reading.
+func (d *Directory) CheckSession(p Principal, op Operation, t Target) error {
 	if !op.known() {
 		return &Denied{Principal: p, Operation: op, Message: fmt.Sprintf("%s may not %s: not an operation", p, quote(string(op)))}
 	}
@@ -83,8 +94,16 @@ func (d *Directory) Check(p Principal, op Operation, owner Principal) error {
 	if !role.Allows(op) {
 		return deny(p, op, fmt.Sprintf("the %s role does not grant it", role))
 	}
-	if op == SessionDispose && role != Admin && p != owner {
+	if role == Admin || p == t.Owner {
+		return nil
+	}
+	switch {
+	case op == SessionDispose:
 		return &Denied{Principal: p, Operation: op, Message: OnlyOwnerMessage}
+	case op == SessionShare:
+		return &Denied{Principal: p, Operation: op, Message: OnlyOwnerShares}
+	case p.Kind == KindUser && op.Group() != "" && !sharingAllows(op, t):
+		return notShared(p, op, t)
 	}
 	return nil
 }

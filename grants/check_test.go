@@ -34,7 +34,8 @@ func TestCheck(t *testing.T) {
 	)
 	// The session in question is bob's. Each row says, for ada (admin),
 	// bob (member, owner), carol (member, not owner) and gina (guest, not
-	// owner): y allowed, n refused by role, o refused as not the owner.
+	// owner): y allowed, n refused by role, o refused as not the owner,
+	// s refused as not the owner who shares.
 	table := []struct {
 		op   Operation
 		want string
@@ -49,6 +50,7 @@ func TestCheck(t *testing.T) {
 		{SessionMark, "yyyn"},
 		{SessionWorktree, "yyyn"},
 		{SessionArtifacts, "yyyn"},
+		{SessionShare, "yysn"},
 		{ChatTurns, "yyyy"},
 		{ChatCreate, "yyyn"},
 		{ChatDispose, "yyyn"},
@@ -92,6 +94,10 @@ func TestCheck(t *testing.T) {
 				if err.Error() != OnlyOwnerMessage {
 					t.Errorf("Check(%s, %s) = %q, want %q", p, row.op, err, OnlyOwnerMessage)
 				}
+			case 's':
+				if err.Error() != OnlyOwnerShares {
+					t.Errorf("Check(%s, %s) = %q, want %q", p, row.op, err, OnlyOwnerShares)
+				}
 			case 'n':
 				if prefix := p.String() + " may not " + string(row.op); !strings.HasPrefix(err.Error(), prefix) {
 					t.Errorf("Check(%s, %s) = %q, want it to start %q", p, row.op, err, prefix)
@@ -109,6 +115,58 @@ func TestCheck(t *testing.T) {
 				t.Errorf("no directory: Check(%s, %s) = %v, want allowed", p, row.op, err)
 			}
 		}
+	}
+}
+
+// TestCheckSharing: who else may do what in bob's session, by its
+// sharing: carol (member), gina (guest), ada (admin), root and a plugin.
+// y allowed, n refused.
+func TestCheckSharing(t *testing.T) {
+	d := testDirectory(t)
+	bob := UserPrincipal("bob")
+	who := []Principal{UserPrincipal("carol"), UserPrincipal("gina"), UserPrincipal("ada"), RootPrincipal("h"), PluginPrincipal("cron")}
+	table := []struct {
+		sharing string
+		op      Operation
+		want    string
+		reason  string // what carol is told when refused
+	}{
+		{"private", SessionState, "nnyyy", "the session is user:bob's and not shared"},
+		{"private", ChatTurns, "nnyyy", "the session is user:bob's and not shared"},
+		{"private", ChatSend, "nnyyy", "the session is user:bob's and not shared"},
+		{"private", SessionRename, "nnyyy", "the session is user:bob's and not shared"},
+		{"private", SessionConfigure, "nnyyy", "the session is user:bob's and not shared"},
+		{"private", ChatCancel, "nnyyy", "the session is user:bob's and not shared"},
+		{"read", SessionState, "yyyyy", ""},
+		{"read", ChatTurns, "yyyy" + "y", ""},
+		{"read", ChatSend, "nnyyy", "the session is user:bob's, shared for reading only"},
+		{"read", SessionRename, "nnyyy", "the session is user:bob's, shared for reading only"},
+		{"team", SessionState, "yyyyy", ""},
+		{"team", ChatSend, "ynyyy", ""},
+		{"", ChatSend, "ynyyy", ""},
+		{"garbled", SessionState, "nnyyy", "the session is user:bob's and not shared"},
+		// Sharing does not give what only the owner does.
+		{"team", SessionDispose, "nnyyn", OnlyOwnerMessage},
+		{"team", SessionShare, "nnyyn", OnlyOwnerShares},
+	}
+	for _, row := range table {
+		target := Session(bob, row.sharing)
+		for i, p := range who {
+			err := d.CheckSession(p, row.op, target)
+			if (err == nil) != (row.want[i] == 'y') {
+				t.Errorf("sharing %q: CheckSession(%s, %s) = %v, want %c", row.sharing, p, row.op, err, row.want[i])
+			}
+			if i == 0 && err != nil && row.reason != "" && !strings.Contains(err.Error(), row.reason) {
+				t.Errorf("sharing %q: %s is told %q, want it to say %q", row.sharing, p, err, row.reason)
+			}
+		}
+		if err := d.CheckSession(bob, row.op, target); err != nil && row.op != SessionDispose && row.op != SessionShare {
+			t.Errorf("sharing %q: the owner is refused %s: %v", row.sharing, row.op, err)
+		}
+	}
+	// Nobody's session is nobody's to keep.
+	if err := d.CheckSession(UserPrincipal("carol"), ChatSend, Session(Principal{}, "private")); err != nil {
+		t.Errorf("a session nobody owns, private: %v", err)
 	}
 }
 

@@ -28,6 +28,9 @@ const (
 	SessionMark      Operation = "session:mark"
 	SessionWorktree  Operation = "session:worktree"
 	SessionArtifacts Operation = "session:artifacts"
+	// SessionShare is changing who a session is shared with (its
+	// sharing): its owner's or an administrator's, like dispose.
+	SessionShare Operation = "session:share"
 )
 
 // The chat's operations. A chat lives in a session, so each belongs to one
@@ -80,6 +83,7 @@ var groups = map[Operation]Group{
 	SessionMark:      GroupWrite,
 	SessionWorktree:  GroupWrite,
 	SessionArtifacts: GroupWrite,
+	SessionShare:     GroupWrite,
 	ChatCreate:       GroupWrite,
 	ChatDispose:      GroupWrite,
 	ChatSend:         GroupWrite,

@@ -51,7 +51,7 @@ var wantActions = []string{
 var wantOperations = []Operation{
 	"session:list", "session:state", "session:create", "session:dispose",
 	"session:rename", "session:configure", "session:folders", "session:mark",
-	"session:worktree", "session:artifacts",
+	"session:worktree", "session:artifacts", "session:share",
 	"chat:turns", "chat:create", "chat:dispose", "chat:send", "chat:cancel",
 	"chat:answer", "chat:tool", "chat:draft", "chat:truncate", "chat:move",
 }

@@ -6,13 +6,13 @@ import (
 )
 
 // operationsFor lists the operations of the grants table c's principal
-// may do to a session owner owns, as ahpd/sessionStatus tells them: a
+// may do to the session t, as ahpd/sessionStatus tells them: a
 // client offers what the host would take (ahpd pending lists only the
 // questions the caller may answer) without trying each.
-func (h *Host) operationsFor(c *conn.Conn, owner grants.Principal) []string {
+func (h *Host) operationsFor(c *conn.Conn, t grants.Target) []string {
 	var out []string
 	for _, op := range grants.Operations() {
-		if h.check(c, op, owner) == nil {
+		if h.check(c, op, t) == nil {
 			out = append(out, string(op))
 		}
 	}

@@ -184,7 +184,7 @@ func (h *Host) automationChanged(ch automations.Change) {
 
 // attachAutomation subscribes c to the catalogue or to one of its runs.
 func (h *Host) attachAutomation(c *conn.Conn, channel, requestID string) (protocol.Snapshot, error) {
-	if err := h.check(c, grants.SessionList, grants.Principal{}); err != nil {
+	if err := h.check(c, grants.SessionList, grants.Target{}); err != nil {
 		return protocol.Snapshot{}, err
 	}
 	owner := h.automationOwner(c)

@@ -97,14 +97,13 @@ func (h *Host) ownTimes() []time.Time {
 	return own
 }
 
-// listPage is a page of the listing for me (with mine, only the sessions
-// me owns) after the cursor after.
-func (h *Host) listPage(me string, mine bool, after *listing.Key, limit int) ([]protocol.SessionSummary, listing.Key, bool) {
+// listPage is a page of the listing q asks for.
+func (h *Host) listPage(q listing.Query) ([]protocol.SessionSummary, listing.Key, bool) {
 	var v *listing.View
-	if !mine {
+	if !q.Mine {
 		v = h.ext.View()
 	}
-	return listing.Page(h.order, v, listing.Query{Me: me, Mine: mine, After: after, Limit: limit})
+	return listing.Page(h.order, v, q)
 }
 
 // openExternal holds an external session a client asked for, so it can be

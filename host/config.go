@@ -63,6 +63,9 @@ func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who
 	if p, ok := h.scopeProperty(who); ok {
 		take(plugins.Property{Key: session.KeyScope, Schema: p})
 	}
+	if p, ok := h.sharingProperty(who); ok {
+		take(plugins.Property{Key: session.KeySharing, Schema: p})
+	}
 	for k := range given {
 		if _, ok := state.Schema.Properties.Get(k); !ok {
 			ignored = append(ignored, k)
@@ -70,6 +73,29 @@ func (h *Host) resolveConfig(backend plugins.Backend, given protocol.Object, who
 	}
 	slices.Sort(ignored)
 	return state, ignored
+}
+
+// sharingProperty is the sharing key: offered to people on a host with
+// users, private unless they choose otherwise; the owner may change it
+// while the session runs.
+func (h *Host) sharingProperty(who grants.Principal) (protocol.SessionConfigPropertySchema, bool) {
+	if h.directory() == nil || who.Kind != grants.KindUser {
+		return protocol.SessionConfigPropertySchema{}, false
+	}
+	p := protocol.SessionConfigPropertySchema{
+		Type:           "string",
+		Title:          "Sharing",
+		Description:    new("Who besides you and the administrators may use this session: nobody, read it, or work in it."),
+		SessionMutable: new(true),
+	}
+	labels := map[grants.Sharing]string{grants.SharePrivate: "Only me", grants.ShareRead: "Others may read", grants.ShareTeam: "Others may work in it"}
+	for _, sh := range grants.Sharings {
+		v, _ := json.Marshal(string(sh))
+		p.Enum = append(p.Enum, v)
+		p.EnumLabels = append(p.EnumLabels, labels[sh])
+	}
+	p.Default = p.Enum[0]
+	return p, true
 }
 
 // scopeProperty is the scope key: offered only when there is a person to

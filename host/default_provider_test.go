@@ -61,7 +61,7 @@ func TestSessionStatusOperations(t *testing.T) {
 	th, tokens := usersHost(t, t.TempDir())
 	mo := dialAs(t, th, tokens["mo"], "mo")
 	mia := dialAs(t, th, tokens["mia"], "mia")
-	f := newFixture(t, th, mo, "owned")
+	f := newFixture(t, th, mo, "owned", "team")
 	ops := func(c interface {
 		MustCall(string, any) json.RawMessage
 	}) []string {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -48,11 +49,13 @@ func (h *Host) allow(c *conn.Conn, method, params string) error {
 	if !ok {
 		return protocol.Errorf(protocol.CodePermissionDenied, "%s is not in the grants table", method)
 	}
-	return h.check(c, op, h.ownerOf(c, p.Channel))
+	return h.check(c, op, h.targetOf(c, p.Channel))
 }
 
-func (h *Host) check(c *conn.Conn, op grants.Operation, owner grants.Principal) error {
-	return h.directory().Check(c.Principal(), op, owner)
+// check checks op on the session t (the zero Target for none) against
+// c's principal.
+func (h *Host) check(c *conn.Conn, op grants.Operation, t grants.Target) error {
+	return h.directory().CheckSession(c.Principal(), op, t)
 }
 
 // checkAction checks a client action; a refusal says why, for the echo.
@@ -61,36 +64,46 @@ func (h *Host) checkAction(c *conn.Conn, channel string, a protocol.Action) stri
 	if !ok {
 		return string(a.Type()) + " is not in the grants table"
 	}
-	if err := h.check(c, op, h.ownerOf(c, channel)); err != nil {
+	t := h.targetOf(c, channel)
+	if err := h.check(c, op, t); err != nil {
 		return err.Error()
+	}
+	// Who a session is shared with is its owner's to say, not everybody's
+	// who may configure it.
+	if cc, ok := a.(*protocol.SessionConfigChangedAction); ok {
+		if _, sharing := cc.Config[session.KeySharing]; sharing {
+			if err := h.check(c, grants.SessionShare, t); err != nil {
+				return err.Error()
+			}
+		}
 	}
 	return ""
 }
 
-// ownerOf returns the owner of the session a channel belongs to. It looks
-// only at the sessions the host holds: checking a grant opens nothing.
-func (h *Host) ownerOf(c *conn.Conn, channel string) grants.Principal {
+// targetOf returns the session a channel belongs to, as the grants check
+// it: its owner and sharing. It looks only at the sessions the host
+// holds: checking a grant opens nothing.
+func (h *Host) targetOf(c *conn.Conn, channel string) grants.Target {
 	uri := channel
 	switch kind, _ := protocol.ClassifyChannel(channel); kind {
 	case protocol.ChannelSession:
 	case protocol.ChannelChat:
 		cu, err := protocol.ParseChatURI(channel)
 		if err != nil {
-			return grants.Principal{}
+			return grants.Target{}
 		}
 		uri = cu.Session
 		if home := h.chatHome(channel); home != nil {
 			uri = home.URI()
 		}
 	default:
-		return grants.Principal{}
+		return grants.Target{}
 	}
 	s := h.held(uri)
 	if s == nil || !s.VisibleTo(c) {
-		return grants.Principal{}
+		return grants.Target{}
 	}
-	owner, _ := grants.Parse(s.Owner())
-	return owner
+	return s.Target()
 }
 
 // ownerFilter reads listSessions' owner filter: _meta {"ahpd.owner": "me"}

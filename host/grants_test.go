@@ -89,6 +89,14 @@ var readOnly = []string{
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }
 
+// aboutTheSession are the commands that name the fixture's session or one
+// of its chats: what a session kept from its actor refuses.
+var aboutTheSession = []string{
+	"subscribe session", "subscribe chat", "disposeSession", "createChat", "disposeChat", "fetchTurns", "moveChat",
+	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata",
+	"ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints",
+}
+
 // actionSamples holds an action of every type a client may dispatch. A
 // type added to the protocol without a sample fails the table test.
 var actionSamples = map[protocol.ActionType]string{
@@ -213,27 +221,53 @@ func TestGrantsTable(t *testing.T) {
 	})
 
 	isRead := func(row string) bool { return slices.Contains(readOnly, row) }
+	// A session not shared with its actor is theirs to do nothing to:
+	// every row about it is refused, whatever their role.
+	private := func(row string) bool {
+		if slices.Contains(aboutTheSession, row) {
+			return true
+		}
+		// Every action but the root's is sent on the session or its chat.
+		at := protocol.ActionType(row)
+		return at.ClientDispatchable() && at.Channel() != "root"
+	}
 	hostOnly := func(row string) bool { return row == "root/configChanged" || row == "ahpd/webhookLog" }
 	allowed := func(string) (bool, string) { return false, "" }
 	cases := []struct {
-		th    *testHost
-		owner string
+		th      *testHost
+		owner   string
+		sharing string
 		role
 	}{
-		{withUsers, tokens["mo"], role{"admin", tokens["ada"], allowed}},
-		{withUsers, tokens["mo"], role{"member who owns the session", tokens["mo"], func(row string) (bool, string) {
+		{withUsers, tokens["mo"], "", role{"admin", tokens["ada"], allowed}},
+		{withUsers, tokens["mo"], "", role{"member who owns the session", tokens["mo"], func(row string) (bool, string) {
 			return hostOnly(row), ""
 		}}},
-		{withUsers, tokens["mo"], role{"member who does not", tokens["mia"], func(row string) (bool, string) {
+		{withUsers, tokens["mo"], "team", role{"member who does not, shared with the team", tokens["mia"], func(row string) (bool, string) {
 			if row == "disposeSession" {
 				return true, grants.OnlyOwnerMessage
 			}
 			return hostOnly(row), ""
 		}}},
-		{withUsers, tokens["mo"], role{"guest", tokens["gus"], func(row string) (bool, string) {
+		{withUsers, tokens["mo"], "read", role{"member who does not, shared for reading", tokens["mia"], func(row string) (bool, string) {
+			if row == "disposeSession" {
+				return true, grants.OnlyOwnerMessage
+			}
+			return hostOnly(row) || !isRead(row) && private(row), ""
+		}}},
+		{withUsers, tokens["mo"], "", role{"member who does not, private", tokens["mia"], func(row string) (bool, string) {
+			if row == "disposeSession" {
+				return true, grants.OnlyOwnerMessage
+			}
+			return hostOnly(row) || private(row), ""
+		}}},
+		{withUsers, tokens["mo"], "team", role{"guest, shared with the team", tokens["gus"], func(row string) (bool, string) {
 			return !isRead(row), ""
 		}}},
-		{noUsers, "root-token", role{"no users directory", "root-token", allowed}},
+		{withUsers, tokens["mo"], "", role{"guest, private", tokens["gus"], func(row string) (bool, string) {
+			return !isRead(row) || private(row), ""
+		}}},
+		{noUsers, "root-token", "", role{"no users directory", "root-token", allowed}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +279,7 @@ func TestGrantsTable(t *testing.T) {
 			n := 0
 			fresh := func() fixture {
 				n++
-				return newFixture(t, tc.th, owner, fmt.Sprintf("%s-%d", strings.ReplaceAll(tc.name, " ", "-"), n))
+				return newFixture(t, tc.th, owner, fmt.Sprintf("%s-%d", strings.NewReplacer(" ", "-", ",", "").Replace(tc.name), n), tc.sharing)
 			}
 			shared := fresh()
 			for _, row := range commands {
@@ -257,8 +291,10 @@ func TestGrantsTable(t *testing.T) {
 				checkCommand(t, tc.role, row.name, err)
 			}
 			shared = fresh()
-			actor.Subscribe(shared.session)
-			actor.Subscribe(shared.chat)
+			if denied, _ := tc.denied("subscribe session"); !denied {
+				actor.Subscribe(shared.session)
+				actor.Subscribe(shared.chat)
+			}
 			for _, at := range protocol.ActionTypes() {
 				if !at.ClientDispatchable() {
 					continue
@@ -278,10 +314,14 @@ func dialAs(t *testing.T, th *testHost, token, clientID string) *hosttest.Client
 }
 
 // newFixture makes a session whose first turn has run, so every client
-// can see it.
-func newFixture(t *testing.T, th *testHost, owner *hosttest.Client, id string) fixture {
+// that may can see it, shared as sharing says ("" for the default).
+func newFixture(t *testing.T, th *testHost, owner *hosttest.Client, id, sharing string) fixture {
 	t.Helper()
-	session, chat := th.newSession(owner, id, nil)
+	var config map[string]any
+	if sharing != "" {
+		config = map[string]any{"sharing": sharing}
+	}
+	session, chat := th.newSession(owner, id, config)
 	send(t, owner, chat, "t1", "say hi")
 	owner.WaitState(session, "ready", func(s protocol.ChannelState) bool {
 		return s.(*protocol.SessionState).Lifecycle == protocol.SessionLifecycleReady
@@ -433,7 +473,7 @@ func TestOwnerAndScope(t *testing.T) {
 		t.Errorf("mo, asking for a scope not theirs: %v", err)
 	}
 
-	session, chat := th.newSession(mo, "s1", map[string]any{"scope": "core/docs"})
+	session, chat := th.newSession(mo, "s1", map[string]any{"scope": "core/docs", "sharing": "team"})
 	send(t, mo, chat, "t1", "say hi")
 	mia.Subscribe(chat)
 	mia.Dispatch(chat, &protocol.ChatTurnStartedAction{

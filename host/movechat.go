@@ -46,7 +46,7 @@ func (h *Host) moveChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request) (
 		if dst == src {
 			return h.reorderChat(src, e, d.After)
 		}
-		if err := h.check(c, grants.ChatMove, h.ownerOf(c, dst.URI())); err != nil {
+		if err := h.check(c, grants.ChatMove, h.targetOf(c, dst.URI())); err != nil {
 			return nil, err
 		}
 		return h.transferChat(src, dst, e, d.After)
@@ -97,7 +97,7 @@ func (h *Host) transferChat(src, dst *session.Session, e *session.ChatEntry, aft
 // session is stored before the chat leaves its old one: a move that
 // cannot be kept fails and changes nothing.
 func (h *Host) moveToNewSession(c *conn.Conn, src *session.Session, e *session.ChatEntry) (any, error) {
-	if err := h.check(c, grants.SessionCreate, grants.Principal{}); err != nil {
+	if err := h.check(c, grants.SessionCreate, grants.Target{}); err != nil {
 		return nil, err
 	}
 	uri := e.Record().URI

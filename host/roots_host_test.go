@@ -188,9 +188,10 @@ func TestAllowedRootsOnActions(t *testing.T) {
 		}
 	}
 
-	// An admin's session outside: the admin's turns run, a member's do not.
+	// An admin's session outside, shared with the team: the admin's turns
+	// run, a member's do not.
 	theirs := "ahp-session:/theirs"
-	ada.MustCall("createSession", map[string]any{"channel": theirs, "provider": "script", "workingDirectories": fileURIs(p.outside)})
+	ada.MustCall("createSession", map[string]any{"channel": theirs, "provider": "script", "workingDirectories": fileURIs(p.outside), "config": map[string]any{"sharing": "team"}})
 	ada.Subscribe(theirs)
 	theirChat := protocol.DefaultChatURI(theirs)
 	ada.Subscribe(theirChat)

@@ -43,7 +43,7 @@ func (h *Host) sessionEventCounts(ctx context.Context, c *conn.Conn, req *jrpc2.
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for %s: channels: a URI of %d bytes: at most %d are allowed", req.Method(), len(uri), protocol.MaxURIBytes())
 		}
 		s := h.held(uri)
-		if s == nil || s.URI() != uri || !s.VisibleTo(c) || h.check(c, grants.SessionState, h.ownerOf(c, uri)) != nil {
+		if s == nil || s.URI() != uri || !s.VisibleTo(c) || h.check(c, grants.SessionState, h.targetOf(c, uri)) != nil {
 			continue
 		}
 		readable = append(readable, uri)

@@ -67,12 +67,12 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if err != nil {
 		return nil, err
 	}
-	owner := h.ownerOf(c, p.Channel)
-	if !owner.IsZero() {
-		res.Owner = owner.String()
+	t := h.targetOf(c, p.Channel)
+	if !t.Owner.IsZero() {
+		res.Owner = t.Owner.String()
 	}
 	if p.Operations {
-		res.Operations = h.operationsFor(c, owner)
+		res.Operations = h.operationsFor(c, t)
 	}
 	return res, nil
 }

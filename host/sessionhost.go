@@ -8,6 +8,7 @@ import (
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/grants"
 	"github.com/ahpd/ahpd/host/conn"
+	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -126,4 +127,22 @@ func (sh *sessionHost) WorkRefusal(c *conn.Conn, s *session.Session) string {
 
 func (sh *sessionHost) OwnerOf(by grants.Principal) grants.Principal {
 	return sh.h().directory().Owner(by)
+}
+
+func (sh *sessionHost) MayRead(c *conn.Conn, t grants.Target) bool {
+	return sh.h().check(c, grants.SessionState, t) == nil
+}
+
+func (sh *sessionHost) KeepOut(channels []string, t grants.Target) {
+	h := sh.h()
+	for _, ch := range channels {
+		for _, sub := range h.bus.DropWhere(ch, func(sub fanout.Subscriber) bool {
+			c, ok := sub.(*conn.Conn)
+			return ok && !sh.MayRead(c, t)
+		}) {
+			c := sub.(*conn.Conn)
+			c.Forget(ch)
+			c.Log().Info("dropped a subscription to a session no longer shared with its client", "channel", ch)
+		}
+	}
 }

@@ -14,7 +14,7 @@ func TestSessionStatusOwner(t *testing.T) {
 	th, tokens := usersHost(t, t.TempDir())
 	mo := dialAs(t, th, tokens["mo"], "mo")
 	mia := dialAs(t, th, tokens["mia"], "mia")
-	f := newFixture(t, th, mo, "owned")
+	f := newFixture(t, th, mo, "owned", "team")
 	for who, c := range map[string]*hosttest.Client{"mo": mo, "mia": mia} {
 		if got := string(c.MustCall("ahpd/sessionStatus", map[string]any{"channel": f.session})); got != `{"status":"active","owner":"user:mo"}` {
 			t.Errorf("%s asks: %s", who, got)
@@ -23,7 +23,7 @@ func TestSessionStatusOwner(t *testing.T) {
 
 	open := startHost(t, t.TempDir())
 	c := dialAs(t, open, "", "any")
-	g := newFixture(t, open, c, "nobodys")
+	g := newFixture(t, open, c, "nobodys", "")
 	if got := string(c.MustCall("ahpd/sessionStatus", map[string]any{"channel": g.session})); got != `{"status":"active"}` {
 		t.Errorf("on a host with no users: %s", got)
 	}

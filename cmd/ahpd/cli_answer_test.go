@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -134,7 +136,8 @@ func TestCLIAnswerAndApprove(t *testing.T) {
 }
 
 // TestCLIGuestCannotAnswer: `ahpd pending` lists only what the caller's
-// grants let them answer, and the host refuses a guest's answer.
+// grants let them answer; a member's session is not even found by a
+// guest until it is shared, and then the host refuses the guest's answer.
 func TestCLIGuestCannotAnswer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -143,7 +146,7 @@ func TestCLIGuestCannotAnswer(t *testing.T) {
 	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
 	mo := ahpdUser(t, e, users, 0, "token", "mo")[0]
 	gus := ahpdUser(t, e, users, 0, "token", "gus")[0]
-	serveDaemon(t, e, "--users", users)
+	p := serveDaemon(t, e, "--users", users)
 
 	run := cli(t, e, "run", "--token", mo, "--provider", "script", "ask Which file?")
 	m := sessionLine.FindStringSubmatch(run.stderr)
@@ -153,6 +156,24 @@ func TestCLIGuestCannotAnswer(t *testing.T) {
 	if r := cli(t, e, "pending", "--token", gus); r.code != 0 || r.stdout != "" {
 		t.Errorf("ahpd pending as a guest: %d %q %q", r.code, r.stdout, r.stderr)
 	}
+	if r := cli(t, e, "answer", "--token", gus, m[1], "x"); r.code != 1 || !strings.Contains(r.stderr, "no session") {
+		t.Errorf("ahpd answer as a guest, the session private: %d %q", r.code, r.stderr)
+	}
+	owner := connect(t, p, mo, "mo-shares")
+	session := "ahp-session:/" + m[1]
+	owner.Subscribe(session)
+	seq := owner.Dispatch(session, &protocol.SessionConfigChangedAction{Config: protocol.Object{"sharing": jsontext.Value(`"team"`)}})
+	owner.Wait("the session shared", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if e := m.Envelope; e != nil && e.Origin != nil && e.Origin.ClientSeq == seq {
+				if e.RejectionReason != nil {
+					t.Fatalf("sharing refused: %s", *e.RejectionReason)
+				}
+				return true
+			}
+		}
+		return false
+	})
 	if r := cli(t, e, "answer", "--token", gus, m[1], "x"); r.code != 1 || !strings.Contains(r.stderr, "user:gus may not chat:answer") {
 		t.Errorf("ahpd answer as a guest: %d %q", r.code, r.stderr)
 	}

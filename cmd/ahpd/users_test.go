@@ -171,7 +171,7 @@ func TestRevokeCutsOpenConnections(t *testing.T) {
 	p := serveDaemon(t, e, "--users", users)
 
 	c := connect(t, p, mo, "mo")
-	_, chat := newSession(t, c, e, "s1")
+	_, chat := newSessionWith(t, c, e, "s1", map[string]any{"sharing": "read"}) // the guest watches it
 	send(t, c, chat, "t1", "say hi")
 	g := connect(t, p, gus, "gus")
 

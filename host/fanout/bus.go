@@ -397,6 +397,36 @@ func (b *Bus) Subscribers(channel string) int {
 	return 0
 }
 
+// DropWhere removes the subscriptions of channel whose subscriber drop
+// picks, and returns them: who may no longer watch it.
+func (b *Bus) DropWhere(channel string, drop func(Subscriber) bool) []Subscriber {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.subs[channel]
+	if w == nil {
+		return nil
+	}
+	var out []Subscriber
+	for i := 0; i < len(w.list); {
+		s := w.list[i].s
+		if !drop(s) {
+			i++
+			continue
+		}
+		out = append(out, s)
+		last := len(w.list) - 1
+		w.list[i] = w.list[last]
+		w.index[w.list[i].s] = i
+		w.list[last] = watcher{}
+		w.list = w.list[:last]
+		delete(w.index, s)
+	}
+	if len(w.list) == 0 {
+		delete(b.subs, channel)
+	}
+	return out
+}
+
 // Drop removes every subscription of channel, as its state goes away, and
 // returns who had one.
 func (b *Bus) Drop(channel string) []Subscriber {

@@ -13,9 +13,9 @@ type Item interface {
 	// URI is the session's; it never changes.
 	URI() string
 	// Listed returns the session's row and whether a listing for me
-	// shows it (with mine, only sessions me owns); shown is the external
-	// rows the listing shows, by URI.
-	Listed(mine bool, me string, shown map[string]bool) (protocol.SessionSummary, bool)
+	// shows it (with mine, only sessions me owns; without all, only those
+	// me may read); shown is the external rows the listing shows, by URI.
+	Listed(mine bool, me string, all bool, shown map[string]bool) (protocol.SessionSummary, bool)
 }
 
 // entry is a row's place in the listing order, with the row: a session

@@ -109,6 +109,6 @@ func newItem(uri string) *item { return &item{uri} }
 
 func (i *item) URI() string { return i.uri }
 
-func (i *item) Listed(bool, string, map[string]bool) (protocol.SessionSummary, bool) {
+func (i *item) Listed(bool, string, bool, map[string]bool) (protocol.SessionSummary, bool) {
 	return protocol.SessionSummary{Resource: i.uri}, true
 }

@@ -10,6 +10,7 @@ import (
 type Query struct {
 	Me    string // who asks
 	Mine  bool   // only the sessions Me owns (no external rows: nobody owns them)
+	All   bool   // Me sees every session, those kept private by others too
 	After *Key   // where the previous page ended; nil: from the start
 	Limit int    // at most this many rows
 }
@@ -27,7 +28,7 @@ func Page(o *Order, v *View, q Query) ([]protocol.SessionSummary, Key, bool) {
 	// Both halves are in listing order already (the order's, and the view
 	// sorted when made): the page is their merge from the cursor on, and
 	// the rows past it are never looked at.
-	own := ownRows{o: o, shown: v.byURI, after: q.After, mine: q.Mine, me: q.Me, batch: min(q.Limit+1, 512)}
+	own := ownRows{o: o, shown: v.byURI, after: q.After, mine: q.Mine, me: q.Me, all: q.All, batch: min(q.Limit+1, 512)}
 	ei := 0
 	if q.After != nil {
 		var found bool
@@ -75,6 +76,7 @@ type ownRows struct {
 	after *Key            // where the walk resumes
 	mine  bool            // the owner filter
 	me    string          // who asks
+	all   bool            // me sees private sessions
 	batch int
 
 	keys []entry
@@ -100,7 +102,7 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 		}
 		k := w.keys[w.i]
 		w.i++
-		if sum, listed := k.item.Listed(w.mine, w.me, w.shown); listed {
+		if sum, listed := k.item.Listed(w.mine, w.me, w.all, w.shown); listed {
 			w.key = k.Key
 			return true, sum
 		}

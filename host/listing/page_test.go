@@ -19,7 +19,7 @@ type owned struct {
 
 func (o *owned) URI() string { return o.uri }
 
-func (o *owned) Listed(mine bool, me string, _ map[string]bool) (protocol.SessionSummary, bool) {
+func (o *owned) Listed(mine bool, me string, _ bool, _ map[string]bool) (protocol.SessionSummary, bool) {
 	if mine && o.owner != me {
 		return protocol.SessionSummary{}, false
 	}

@@ -102,7 +102,8 @@ func (s *Session) adoptLocked(by grants.Principal) {
 		params := &protocol.SessionSummaryChangedParams{
 			Channel: protocol.RootURI, Session: s.uri, Changes: protocol.PartialSessionSummary{Meta: protocol.Object{ExternalMeta: jsontext.Value("false")}},
 		}
-		s.out.Later(func() { h.Bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		readers := s.readersLocked()
+		s.out.Later(func() { h.Bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, readers) })
 	} else {
 		s.announceLocked()
 	}

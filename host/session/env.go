@@ -142,4 +142,9 @@ type Policy interface {
 	WorkRefusal(c *conn.Conn, s *Session) string
 	// OwnerOf is the owner a session adopted by a principal gets.
 	OwnerOf(by grants.Principal) grants.Principal
+	// MayRead reports whether c may read the session t.
+	MayRead(c *conn.Conn, t grants.Target) bool
+	// KeepOut drops the subscriptions to channels (a session's and its
+	// chats') of everybody who may not read the session t.
+	KeepOut(channels []string, t grants.Target)
 }

@@ -17,7 +17,7 @@ const IsolationTree = "worktree"
 // isolation itself and the backend's keys.
 var hostKeys = []string{
 	KeyIsolation, worktree.KeyBranch, worktree.KeyBranchPrefix, worktree.KeyIncludeFiles,
-	worktree.KeySymlinkFolders, worktree.KeyCreateNewBranch, worktree.KeyBranchTrack, KeyScope,
+	worktree.KeySymlinkFolders, worktree.KeyCreateNewBranch, worktree.KeyBranchTrack, KeyScope, KeySharing,
 }
 
 func IsHostKey(k string) bool {

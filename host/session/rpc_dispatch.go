@@ -39,6 +39,12 @@ func (s *Session) dispatchLocked(c *conn.Conn, a protocol.Action, origin *protoc
 			s.echoLocked(c, s.uri, a, origin, reason)
 			return nil
 		}
+		before := s.targetLocked()
+		defer func() {
+			if after := s.targetLocked(); after != before {
+				s.sharingChangedLocked(before, after)
+			}
+		}()
 		if !SameJSON(config, a.Config) {
 			changed := *a
 			changed.Config = config

@@ -486,9 +486,9 @@ func (s *Session) announceLocked() {
 		return // an external session is listed by the catalogue's rules
 	}
 	s.announced = true
-	sum := s.summary
+	sum, readers := s.summary, s.readersLocked()
 	s.out.Later(func() {
-		s.h.Bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		s.h.Bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, readers)
 	})
 }
 

@@ -158,6 +158,8 @@ func (f *fakeHost) LetGo(string) {}
 
 func (f *fakeHost) WorkRefusal(*conn.Conn, *session.Session) string { return "" }
 func (f *fakeHost) OwnerOf(by grants.Principal) grants.Principal    { return by }
+func (f *fakeHost) MayRead(*conn.Conn, grants.Target) bool          { return true }
+func (f *fakeHost) KeepOut([]string, grants.Target)                 {}
 
 // TestSessionTurn runs one turn of a session made against a fake host, with
 // the script backend, and checks what the session asked of its host: the

@@ -89,7 +89,8 @@ func (s *Session) refreshSummaryLocked() {
 	}
 	if changed && s.announced {
 		params := &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.uri, Changes: changes}
-		s.out.Later(func() { s.h.Bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, nil) })
+		readers := s.readersLocked()
+		s.out.Later(func() { s.h.Bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", params, readers) })
 	}
 }
 

@@ -127,13 +127,14 @@ func (p *Part) recordChanged(rec *session.Record, rev uint64) {
 		return
 	}
 	bus := p.core.Bus()
+	readers := s.Readers()
 	if old == nil {
-		bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, nil)
+		bus.Notify(protocol.RootURI, "root/sessionAdded", &protocol.SessionAddedParams{Channel: protocol.RootURI, Summary: sum}, readers)
 		return
 	}
 	before := old.CurrentSummary()
 	if changes, changed := session.SummaryChanges(before, sum); changed {
-		bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.URI(), Changes: changes}, nil)
+		bus.Notify(protocol.RootURI, "root/sessionSummaryChanged", &protocol.SessionSummaryChangedParams{Channel: protocol.RootURI, Session: s.URI(), Changes: changes}, readers)
 	}
 }
 
