@@ -156,7 +156,7 @@ func schemas() map[string]any {
 		"Suspend":          obj(nil, map[string]any{"ifIdle": map[string]any{"type": "boolean"}}),
 		"Residency":        obj([]string{"id", "residency"}, map[string]any{"id": str(0), "residency": map[string]any{"enum": []string{"active", "suspended"}}}),
 		"AutomationList":   obj([]string{"automations"}, map[string]any{"automations": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
-		"CreateAutomation": obj([]string{"definition"}, map[string]any{"id": idPattern, "definition": map[string]any{"type": "object"}}),
+		"CreateAutomation": obj([]string{"definition"}, map[string]any{"id": idPattern, "definition": definitionSchema}),
 		"RunList":          obj([]string{"runs"}, map[string]any{"runs": arrayOf("Run")}),
 		"Run": map[string]any{"type": "object", "required": []string{"waitingFor"}, "description": "An AHP AutomationRunSummary (or, read alone, AutomationRunState), with waitingFor",
 			"properties": map[string]any{"waitingFor": arrayOf("Waiting")}},
@@ -183,6 +183,11 @@ var inputTimeoutSchema = map[string]any{
 		map[string]any{"type": "number", "minimum": 0, "maximum": 2592000},
 	},
 }
+
+// definitionSchema is an automation's definition: AHP's, which the
+// document does not repeat.
+var definitionSchema = map[string]any{"type": "object",
+	"description": "An AHP AutomationDefinition (docs/AUTOMATIONS.md): a member AHP does not define, anywhere in it but _meta and a config, is 400 naming it"}
 
 // answerValue is the schema of one question's answer.
 var answerValue = map[string]any{"oneOf": []any{
