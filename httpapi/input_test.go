@@ -112,3 +112,30 @@ func TestStrictBodies(t *testing.T) {
 		t.Errorf("made %v", d)
 	}
 }
+
+// TestBodyMediaType: a body is taken as application/json or with no
+// Content-Type; one a form (or a page's text/plain fetch) sends is 415,
+// as a page of another site may send those without a CORS preflight.
+func TestBodyMediaType(t *testing.T) {
+	e := newEnv(t)
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"} {
+		code, _, out := e.callWith(http.Header{"Content-Type": {ct}}, "mo", "POST", "/v1/sessions", `{"title": "a"}`)
+		if errObj, _ := out["error"].(map[string]any); code != http.StatusUnsupportedMediaType || errObj["code"] != "unsupported_media_type" {
+			t.Errorf("Content-Type %s: %d %v, want 415 unsupported_media_type", ct, code, out)
+		}
+	}
+	e.must(201, "mo", "POST", "/v1/sessions", map[string]any{"id": "typed"})
+	if code, _, out := e.callWith(http.Header{"Content-Type": {"application/json; charset=utf-8"}}, "mo", "POST", "/v1/sessions", `{"id": "charset"}`); code != 201 {
+		t.Errorf("application/json with a charset: %d %v", code, out)
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/v1/sessions", strings.NewReader(`{"id": "untyped"}`))
+	req.Header.Set("Authorization", "Bearer "+e.tokens["mo"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Errorf("a body with no Content-Type: %d, want 201", resp.StatusCode)
+	}
+}

@@ -243,6 +243,8 @@ func document() map[string]any {
 			operation["parameters"] = params
 		}
 		if o.body != "" {
+			responses["415"] = map[string]any{"description": "unsupported_media_type: the body is sent as another type than application/json",
+				"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 			operation["requestBody"] = map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref(o.body)}}}
 		}
 		item[strings.ToLower(method)] = operation
