@@ -198,7 +198,7 @@ var answerValue = map[string]any{"oneOf": []any{
 var errorStatuses = map[string]string{
 	"400": "Bad input: error.field names the member at fault",
 	"401": "No valid token",
-	"403": "The token's person may not do this (a grant, an allowed root)",
+	"403": "forbidden: the token's person may not do this (a grant, an allowed root); cross_origin: a page of another origin sent it, to a host that asks no token",
 	"404": "No such session, automation, run, question or tool call waiting (for this person)",
 	"409": "session_busy: a turn is running; already_exists; turn_ended: the question's turn has ended",
 	"413": "The body is larger than 1 MiB",
