@@ -49,7 +49,13 @@ type Options struct {
 	// KeepAlive is how often an idle event stream sends a comment, so
 	// proxies keep it open; 0 means 15 seconds.
 	KeepAlive time.Duration
-	// Metrics, when set, observe how long each route's requests take.
+	// MaxStreamsPerPerson bounds the event streams one person (the
+	// principal of a request's credential) holds open at once; past it a
+	// stream is refused with 429 too_many_streams (streams.go). 0, or
+	// less, means 32.
+	MaxStreamsPerPerson int
+	// Metrics, when set, observe how long each route's requests take, and
+	// the event streams open and refused.
 	Metrics *Metrics
 	// Clock is what the answers kept for an Idempotency-Key age by
 	// (idempotency.go); nil is the real one.
@@ -77,6 +83,8 @@ type API struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	keys *keys // the answers to POSTs sent with an Idempotency-Key
+	// streams counts each person's open event streams.
+	streams *streams
 }
 
 // New returns the API serving o.Host.
@@ -93,7 +101,8 @@ func New(o Options) *API {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now, o.Answers, o.Logger)}
+	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now, o.Answers, o.Logger),
+		streams: newStreams(o.MaxStreamsPerPerson, o.Logger, o.Metrics)}
 	for _, r := range a.routes() {
 		a.mux.HandleFunc(r.method+" "+r.path, o.Metrics.instrument(r.method+" "+r.path, r.handle))
 	}

@@ -223,6 +223,8 @@ func document() map[string]any {
 		case "":
 		case "events":
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": str(0)}}
+			responses["429"] = map[string]any{"description": "too_many_streams: the person holds as many event streams open as one may; Retry-After says when to try again",
+				"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 		default:
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref(o.result)}}
 		}
