@@ -151,10 +151,11 @@ var objectType = reflect.TypeFor[protocol.Object]()
 
 // strictMembers refuses a member v holds that its type does not define
 // (kept in an Extra), or a variant of a union it does not know, naming
-// it by its path; variant says v is one of a union's. A misspelt or invented member ("owner") would
-// otherwise be kept and shown back as if it meant something. The
-// protocol's open objects (_meta, a config) are taken as they are: the
-// host checks a config's keys when it makes the session.
+// it by its path; variant says v is one of a union's. A misspelt or
+// invented member ("owner") would otherwise be kept, and shown back, as
+// if it meant something. The protocol's open objects (_meta, a config)
+// are taken as they are: a config's keys are its provider's, which this
+// does not know (checkTemplate checks the two the API documents).
 func strictMembers(v reflect.Value, path string, variant bool) error {
 	switch v.Kind() {
 	case reflect.Interface:
