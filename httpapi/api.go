@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -36,7 +37,8 @@ type Options struct {
 	Auth *grants.Authenticator
 	// Open says the host asks no token of its clients: requests must then
 	// name it by an address, a loopback name or Listen (DNS rebinding),
-	// and come from no page of another origin.
+	// and come from no page of another origin, by Sec-Fetch-Site and
+	// Origin (openRefusal).
 	Open bool
 	// Listen is the address the host listens on, for Open's check.
 	Listen string
@@ -47,7 +49,13 @@ type Options struct {
 	// KeepAlive is how often an idle event stream sends a comment, so
 	// proxies keep it open; 0 means 15 seconds.
 	KeepAlive time.Duration
-	// Metrics, when set, observe how long each route's requests take.
+	// MaxStreamsPerPerson bounds the event streams one person (the
+	// principal of a request's credential) holds open at once; past it a
+	// stream is refused with 429 too_many_streams (streams.go). 0, or
+	// less, means 32.
+	MaxStreamsPerPerson int
+	// Metrics, when set, observe how long each route's requests take, and
+	// the event streams open and refused.
 	Metrics *Metrics
 	// Clock is what the answers kept for an Idempotency-Key age by
 	// (idempotency.go); nil is the real one.
@@ -75,6 +83,8 @@ type API struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	keys *keys // the answers to POSTs sent with an Idempotency-Key
+	// streams counts each person's open event streams.
+	streams *streams
 }
 
 // New returns the API serving o.Host.
@@ -91,7 +101,8 @@ func New(o Options) *API {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now, o.Answers, o.Logger)}
+	a := &API{opts: o, log: o.Logger, mux: http.NewServeMux(), keys: newKeys(o.Clock.Now, o.Answers, o.Logger),
+		streams: newStreams(o.MaxStreamsPerPerson, o.Logger, o.Metrics)}
 	for _, r := range a.routes() {
 		a.mux.HandleFunc(r.method+" "+r.path, o.Metrics.instrument(r.method+" "+r.path, r.handle))
 	}
@@ -142,11 +153,13 @@ type credKey struct{}
 
 // ServeHTTP checks who the request is from, bounds its body and routes it.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if a.opts.Open && !a.sameSite(r) {
-		a.log.Warn("refused an HTTP API request for another host name or origin", "host", protocol.Quote(r.Host), "remote", r.RemoteAddr)
-		writeError(w, &apiError{Status: http.StatusForbidden, Code: "forbidden",
-			Message: "this host serves only loopback names without a connection token, and no page of another origin"})
-		return
+	if a.opts.Open {
+		if e := a.openRefusal(r); e != nil {
+			a.log.Warn("refused an HTTP API request on a host that asks no token", "code", e.Code, "host", protocol.Quote(r.Host),
+				"origin", protocol.Quote(r.Header.Get("Origin")), "sec-fetch-site", protocol.Quote(r.Header.Get("Sec-Fetch-Site")), "remote", r.RemoteAddr)
+			writeError(w, e)
+			return
+		}
 	}
 	cred, ok := a.login(r)
 	if !ok {
@@ -178,21 +191,39 @@ func tokenOf(r *http.Request) string {
 	return ""
 }
 
-// sameSite reports whether an open host may take r: its Host is one a
-// page of another site cannot make resolve here, and it comes from no
-// page of another origin (a browser sends Origin on what it sends across
-// sites).
-func (a *API) sameSite(r *http.Request) bool {
+// openRefusal is why a host that asks no token does not take r, or nil.
+// Without a token, whatever can make a browser send a request here acts
+// as the host: so r must name the host by a name a page of another site
+// cannot make resolve here (DNS rebinding), and come from no page but
+// the host's own. A browser says where a request comes from in
+// Sec-Fetch-Site, on every request, GETs and navigations among them; it
+// sends Origin on what crosses origins but a GET's. Same-site is
+// refused too: a site is a scheme and a domain, not a port, so every
+// other server on localhost (a dev server, a notebook) is this host's
+// same site. "none" is a person's own doing (a typed URL, a bookmark);
+// curl and scripts send neither header.
+func (a *API) openRefusal(r *http.Request) *apiError {
 	if !host.LocalHost(r.Host, a.opts.Listen) {
-		return false
+		return &apiError{Status: http.StatusForbidden, Code: "forbidden",
+			Message: "this host asks no token: it serves requests for an IP address, a loopback name or the name it listens on, and for no other name"}
 	}
-	if o := r.Header.Get("Origin"); o != "" {
+	switch site := r.Header.Get("Sec-Fetch-Site"); site {
+	case "", "same-origin", "none":
+	default:
+		return &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+			Message: fmt.Sprintf("this host asks no token: it serves no request a page of another origin sent (Sec-Fetch-Site: %s)", protocol.Quote(site))}
+	}
+	// A page under Referrer-Policy: no-referrer (the dashboard's) sends
+	// Origin: null to its own host; a sandboxed frame's, also null, is
+	// never same-origin.
+	if o := r.Header.Get("Origin"); o != "" && (o != "null" || r.Header.Get("Sec-Fetch-Site") != "same-origin") {
 		u, err := url.Parse(o)
-		if err != nil || !strings.EqualFold(u.Host, r.Host) {
-			return false
+		if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+			return &apiError{Status: http.StatusForbidden, Code: "cross_origin",
+				Message: fmt.Sprintf("this host asks no token: it serves no request a page of another origin sent (Origin: %s)", protocol.Quote(o))}
 		}
 	}
-	return true
+	return nil
 }
 
 // connect opens an AHP connection acting for the request's person.

@@ -37,9 +37,17 @@ type env struct {
 	srv    *httptest.Server
 	work   string
 	tokens map[string]string
+	api    *httpapi.API
+	host   *host.Host
 }
 
 func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with the API's options changed by opts.
+func newEnvWith(t *testing.T, opts func(*httpapi.Options)) *env {
 	t.Helper()
 	state := t.TempDir()
 	work := filepath.Join(state, "work")
@@ -75,8 +83,13 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := httpapi.Options{Host: h, Auth: auth, Logger: log, MinSeqWait: 200 * time.Millisecond}
+	if opts != nil {
+		opts(&o)
+	}
+	api := httpapi.New(o)
 	mux := http.NewServeMux()
-	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Logger: log, MinSeqWait: 200 * time.Millisecond}))
+	mux.Handle("/v1/", api)
 	mux.Handle("/", h.Handler(false, ""))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
@@ -88,7 +101,7 @@ func newEnv(t *testing.T) *env {
 		}
 		srv.Close()
 	})
-	return &env{t: t, srv: srv, work: work, tokens: tokens}
+	return &env{t: t, srv: srv, work: work, tokens: tokens, api: api, host: h}
 }
 
 // call sends a request as who and returns the status and the decoded

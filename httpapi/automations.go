@@ -3,8 +3,13 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/ahpd/ahpd/automations"
@@ -114,10 +119,138 @@ func checkTemplate(t protocol.AutomationSessionTemplate) error {
 	return nil
 }
 
-// automationBody is POST /v1/automations.
+// automationBody is POST /v1/automations. The definition is read here,
+// not by decode: its type keeps members it does not define (Extra), and
+// the host would keep them too.
 type automationBody struct {
-	ID         *string                        `json:"id"`
-	Definition *protocol.AutomationDefinition `json:"definition"`
+	ID         *string         `json:"id"`
+	Definition json.RawMessage `json:"definition"`
+}
+
+// definition reads b's definition, refusing what it does not define.
+func (b *automationBody) definition() (*protocol.AutomationDefinition, error) {
+	if len(b.Definition) == 0 || string(b.Definition) == "null" {
+		return nil, badRequest("definition", "definition is required: the automation's message, session template and triggers")
+	}
+	var def protocol.AutomationDefinition
+	if err := def.UnmarshalJSON(b.Definition); err != nil {
+		var de *protocol.DecodeError
+		if errors.As(err, &de) && de.Path != "" {
+			field := "definition." + de.Path
+			return nil, badRequest(clientField(field), "%s: %s", field, clip(de.Err.Error()))
+		}
+		return nil, badRequest("definition", "definition: %s", clip(err.Error()))
+	}
+	if err := strictMembers(reflect.ValueOf(def), "definition", false); err != nil {
+		return nil, err
+	}
+	return &def, nil
+}
+
+var objectType = reflect.TypeFor[protocol.Object]()
+
+// strictMembers refuses a member v holds that its type does not define
+// (kept in an Extra), or a variant of a union it does not know, naming
+// it by its path; variant says v is one of a union's. A misspelt or
+// invented member ("owner") would otherwise be kept, and shown back, as
+// if it meant something. The protocol's open objects (_meta, a config)
+// are taken as they are: a config's keys are its provider's, which this
+// does not know (checkTemplate checks the two the API documents).
+func strictMembers(v reflect.Value, path string, variant bool) error {
+	switch v.Kind() {
+	case reflect.Interface:
+		if v.IsNil() {
+			return nil
+		}
+		return strictMembers(v.Elem(), path, true)
+	case reflect.Pointer:
+		if v.IsNil() {
+			return nil
+		}
+		if u, ok := v.Interface().(*protocol.Unknown); ok {
+			if u.Kind == "" {
+				return badRequest(clientField(path), "%s names no kind (docs/AUTOMATIONS.md)", clip(path))
+			}
+			return badRequest(clientField(path), "%s: %s is not a kind this API knows (docs/AUTOMATIONS.md)", clip(path), protocol.Quote(u.Kind))
+		}
+		return strictMembers(v.Elem(), path, variant)
+	case reflect.Slice, reflect.Array:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			return nil // raw JSON, or bytes
+		}
+		for i := range v.Len() {
+			if err := strictMembers(v.Index(i), fmt.Sprintf("%s[%d]", path, i), false); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		if v.Type() == objectType {
+			return nil
+		}
+		keys := v.MapKeys()
+		slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
+		for _, k := range keys {
+			if err := strictMembers(v.MapIndex(k), path+"["+protocol.Quote(k.String())+"]", false); err != nil {
+				return err
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		if all := v.MethodByName("All"); all.IsValid() && t.PkgPath() == objectType.PkgPath() && strings.HasPrefix(t.Name(), "Map[") {
+			// A protocol.Map keeps its members unexported, in order.
+			for k, e := range all.Call(nil)[0].Seq2() {
+				if err := strictMembers(e, path+"["+protocol.Quote(k.String())+"]", false); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var names []string
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if name := jsonName(f); name != "" {
+				names = append(names, name)
+			}
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			switch {
+			case !f.IsExported():
+			case f.Name == "Extra" && f.Type == objectType:
+				extra := v.Field(i).Interface().(protocol.Object)
+				if len(extra) == 0 {
+					continue
+				}
+				name := slices.Sorted(maps.Keys(extra))[0]
+				kind := ""
+				if variant {
+					kind = " (and the one naming its kind)"
+				}
+				return badRequest(clientField(path+"."+name), "%s is not a member of %s: its members are %s%s",
+					protocol.Quote(name), clip(path), strings.Join(names, ", "), kind)
+			case jsonName(f) != "":
+				if err := strictMembers(v.Field(i), path+"."+jsonName(f), false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// jsonName is the member a struct field is, or "" for none.
+func jsonName(f reflect.StructField) string {
+	if !f.IsExported() {
+		return ""
+	}
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	switch name {
+	case "-":
+		return ""
+	case "":
+		return f.Name
+	}
+	return name
 }
 
 func (a *API) createAutomation(w http.ResponseWriter, r *http.Request) {
@@ -126,11 +259,12 @@ func (a *API) createAutomation(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	if b.Definition == nil {
-		a.fail(w, r, badRequest("definition", "definition is required: the automation's message, session template and triggers"))
+	def, err := b.definition()
+	if err != nil {
+		a.fail(w, r, err)
 		return
 	}
-	if err := checkTemplate(b.Definition.Session); err != nil {
+	if err := checkTemplate(def.Session); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -147,7 +281,7 @@ func (a *API) createAutomation(w http.ResponseWriter, r *http.Request) {
 		if _, err := catalogue(ctx, c); err != nil {
 			return err
 		}
-		if err := c.DispatchWait(ctx, automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: *b.Definition}); err != nil {
+		if err := c.DispatchWait(ctx, automations.CatalogueURI, &protocol.AutomationCreateRequestedAction{Resource: uri, Definition: *def}); err != nil {
 			return err
 		}
 		e, err := entry(ctx, c, uri)

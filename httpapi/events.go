@@ -64,6 +64,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, channels channelsFu
 		a.fail(w, r, err)
 		return
 	}
+	release, ok := a.streams.take(w, r, credOf(r).Principal.String())
+	if !ok {
+		return
+	}
+	defer release()
 	ctx := r.Context()
 	id := clientIDOf(credOf(r))
 	c, err := a.connectAs(ctx, credOf(r), id)

@@ -156,7 +156,7 @@ func schemas() map[string]any {
 		"Suspend":          obj(nil, map[string]any{"ifIdle": map[string]any{"type": "boolean"}}),
 		"Residency":        obj([]string{"id", "residency"}, map[string]any{"id": str(0), "residency": map[string]any{"enum": []string{"active", "suspended"}}}),
 		"AutomationList":   obj([]string{"automations"}, map[string]any{"automations": map[string]any{"type": "array", "items": map[string]any{"type": "object"}}}),
-		"CreateAutomation": obj([]string{"definition"}, map[string]any{"id": idPattern, "definition": map[string]any{"type": "object"}}),
+		"CreateAutomation": obj([]string{"definition"}, map[string]any{"id": idPattern, "definition": definitionSchema}),
 		"RunList":          obj([]string{"runs"}, map[string]any{"runs": arrayOf("Run")}),
 		"Run": map[string]any{"type": "object", "required": []string{"waitingFor"}, "description": "An AHP AutomationRunSummary (or, read alone, AutomationRunState), with waitingFor",
 			"properties": map[string]any{"waitingFor": arrayOf("Waiting")}},
@@ -184,6 +184,11 @@ var inputTimeoutSchema = map[string]any{
 	},
 }
 
+// definitionSchema is an automation's definition: AHP's, which the
+// document does not repeat.
+var definitionSchema = map[string]any{"type": "object",
+	"description": "An AHP AutomationDefinition (docs/AUTOMATIONS.md): a member AHP does not define, anywhere in it but _meta and a config, is 400 naming it"}
+
 // answerValue is the schema of one question's answer.
 var answerValue = map[string]any{"oneOf": []any{
 	map[string]any{"type": "string"}, map[string]any{"type": "number"}, map[string]any{"type": "boolean"},
@@ -193,7 +198,7 @@ var answerValue = map[string]any{"oneOf": []any{
 var errorStatuses = map[string]string{
 	"400": "Bad input: error.field names the member at fault",
 	"401": "No valid token",
-	"403": "The token's person may not do this (a grant, an allowed root)",
+	"403": "forbidden: the token's person may not do this (a grant, an allowed root); cross_origin: a page of another origin sent it, to a host that asks no token",
 	"404": "No such session, automation, run, question or tool call waiting (for this person)",
 	"409": "session_busy: a turn is running; already_exists; turn_ended: the question's turn has ended",
 	"413": "The body is larger than 1 MiB",
@@ -218,6 +223,8 @@ func document() map[string]any {
 		case "":
 		case "events":
 			ok["content"] = map[string]any{"text/event-stream": map[string]any{"schema": str(0)}}
+			responses["429"] = map[string]any{"description": "too_many_streams: the person holds as many event streams open as one may; Retry-After says when to try again",
+				"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 		default:
 			ok["content"] = map[string]any{"application/json": map[string]any{"schema": ref(o.result)}}
 		}
@@ -238,6 +245,8 @@ func document() map[string]any {
 			operation["parameters"] = params
 		}
 		if o.body != "" {
+			responses["415"] = map[string]any{"description": "unsupported_media_type: the body is sent as another type than application/json",
+				"content": map[string]any{"application/json": map[string]any{"schema": ref("Error")}}}
 			operation["requestBody"] = map[string]any{"content": map[string]any{"application/json": map[string]any{"schema": ref(o.body)}}}
 		}
 		item[strings.ToLower(method)] = operation

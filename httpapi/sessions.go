@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,14 +25,14 @@ import (
 )
 
 // decode reads a JSON request body into v. An empty body leaves v as it
-// is; a body that is not JSON, or has a member v does not, is refused
-// naming it.
+// is; a body that is not one JSON value, names a member twice, or has a
+// member v does not, is refused naming it.
 func decode(r *http.Request, v any) error {
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return err
 	}
-	if len(strings.TrimSpace(string(data))) == 0 {
+	if len(bytes.TrimSpace(data)) == 0 {
 		return nil
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
@@ -39,23 +40,85 @@ func decode(r *http.Request, v any) error {
 			return &apiError{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Message: "send the body as application/json"}
 		}
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if err := checkJSON(data); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return badRequest(te.Field, "%s: expected %s", te.Field, te.Type)
+			field := clientField(te.Field)
+			return badRequest(field, "%s: expected %s", protocol.Quote(te.Field), te.Type)
 		}
 		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
-			field := m[1]
-			if len(field) > 64 {
-				field = "" // a client's string is not handed back whole
-			}
-			return badRequest(field, "%s is not a member of this request", protocol.Quote(m[1]))
+			return badRequest(clientField(m[1]), "%s is not a member of this request", protocol.Quote(m[1]))
 		}
-		return badRequest("", "the body is not valid JSON: %v", err)
+		return badRequest("", "the body is not valid JSON: %s", clip(err.Error()))
 	}
 	return nil
+}
+
+// checkJSON refuses what encoding/json takes without a word: a member
+// named twice in one object, whose last value would win unseen by
+// whoever read the first (a proxy, a log, a reviewer); data after the
+// value, which may be a second request; text that is not UTF-8.
+func checkJSON(data []byte) error {
+	dec := jsontext.NewDecoder(bytes.NewReader(data))
+	if _, err := dec.ReadValue(); err != nil {
+		var se *jsontext.SyntacticError
+		if errors.As(err, &se) && errors.Is(se.Err, jsontext.ErrDuplicateName) {
+			name := pointerField(se.JSONPointer)
+			return badRequest(clientField(name), "%s is given twice: give each member once", protocol.Quote(name))
+		}
+		return badRequest("", "the body is not valid JSON: %s", clip(err.Error()))
+	}
+	end := dec.InputOffset()
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return badRequest("", "the body goes on after its JSON value (from byte %d): send one JSON value", end)
+	}
+	return nil
+}
+
+// pointerField names the member a JSON pointer points at as the API's
+// fields do: /metadata/k is metadata.k, /triggers/0/id triggers[0].id.
+func pointerField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		switch {
+		case tok != "" && strings.Trim(tok, "0123456789") == "" && b.Len() > 0:
+			b.WriteString("[" + tok + "]")
+		case b.Len() > 0:
+			b.WriteString("." + tok)
+		default:
+			b.WriteString(tok)
+		}
+	}
+	return b.String()
+}
+
+// clientField is a field named by what a client sent, as an error's
+// field: one too long to be any of the API's is left out (the message
+// quotes it, cut short), so a client's string is not handed back whole.
+func clientField(name string) string {
+	if len(name) > 128 {
+		return ""
+	}
+	return name
+}
+
+// clip cuts an error's text short: a decoder's may quote what the
+// client sent.
+func clip(s string) string {
+	const limit = 200
+	if len(s) <= limit {
+		return s
+	}
+	cut := limit
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }
 
 var unknownField = regexp.MustCompile(`unknown field "([^"]*)"`)
