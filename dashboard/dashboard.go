@@ -59,6 +59,9 @@ type Options struct {
 	// else a 21st browser would end the first one's login, and the forms
 	// it has open with it.
 	MaxLoginsPerPerson int
+	// MaxLivePagesPerPerson bounds the live streams one person keeps open
+	// across all their logins, beside the 16 of each login; 0 means 32.
+	MaxLivePagesPerPerson int
 	// KeepAlive is how often an idle live stream sends a comment (and a
 	// sessions table is read again); 0 means 15 seconds.
 	KeepAlive time.Duration
@@ -113,6 +116,9 @@ func New(o Options) *Dashboard {
 	if o.MaxLoginsPerPerson <= 0 {
 		o.MaxLoginsPerPerson = 20
 	}
+	if o.MaxLivePagesPerPerson <= 0 {
+		o.MaxLivePagesPerPerson = 32
+	}
 	perPerson := o.MaxLoginsPerPerson
 	if o.Open {
 		perPerson = o.MaxLogins
@@ -127,7 +133,7 @@ func New(o Options) *Dashboard {
 		o.Now = time.Now
 	}
 	d := &Dashboard{opts: o, log: o.Logger, mux: http.NewServeMux(),
-		logins: newLogins(loginBounds{max: o.MaxLogins, perPerson: perPerson}, o.LoginTTL, o.Now),
+		logins: newLogins(loginBounds{max: o.MaxLogins, perPerson: perPerson, livePerson: o.MaxLivePagesPerPerson}, o.LoginTTL, o.Now),
 		pages:  parseTemplates()}
 	static, _ := fs.Sub(staticFS, "static")
 	d.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))

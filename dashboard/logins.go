@@ -4,9 +4,9 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ahpd/ahpd/grants"
@@ -20,53 +20,44 @@ type login struct {
 	cred    grants.Credential
 	csrf    string
 	expires time.Time
-	streams atomic.Int32 // live streams open
+	streams int // live streams open, under the table's lock
 }
 
 // maxStreams bounds the live streams one login keeps open at once (a
 // tab each).
 const maxStreams = 16
 
-// openStream counts a live stream of the login's, or reports false when
-// it has as many as it may.
-func (in *login) openStream() bool {
-	if in.streams.Add(1) > maxStreams {
-		in.streams.Add(-1)
-		return false
-	}
-	return true
-}
-
-func (in *login) closeStream() { in.streams.Add(-1) }
-
 // person is what the table keeps of one principal across their logins,
 // so that what one person does is bounded by their own budget and costs
-// nobody else a login.
+// nobody else a login or a live page.
 type person struct {
-	ids []string // their logins' ids, oldest first
+	ids     []string // their logins' ids, oldest first
+	streams int      // live streams open on their logins, those let go among them
 }
 
 // logins is the bounded table of open logins. Its lock guards the logins
-// and the people both.
+// and the people both: a login's budget is checked against its person's
+// in one step.
 type logins struct {
-	mu        sync.Mutex
-	byID      map[string]*login
-	people    map[grants.Principal]*person
-	max       int // logins in the table
-	perPerson int // logins of one person
-	ttl       time.Duration
-	now       func() time.Time
-	newID     func() string
+	mu         sync.Mutex
+	byID       map[string]*login
+	people     map[grants.Principal]*person
+	max        int // logins in the table
+	perPerson  int // logins of one person
+	livePerson int // live streams of one person
+	ttl        time.Duration
+	now        func() time.Time
+	newID      func() string
 }
 
 // loginBounds are the table's bounds.
 type loginBounds struct {
-	max, perPerson int
+	max, perPerson, livePerson int
 }
 
 func newLogins(b loginBounds, ttl time.Duration, now func() time.Time) *logins {
 	return &logins{byID: map[string]*login{}, people: map[grants.Principal]*person{},
-		max: b.max, perPerson: b.perPerson,
+		max: b.max, perPerson: b.perPerson, livePerson: b.livePerson,
 		ttl: ttl, now: now, newID: func() string { return randomToken(32) }}
 }
 
@@ -123,7 +114,8 @@ func (l *logins) open(cred grants.Credential) (string, *login, error) {
 	return id, in, nil
 }
 
-// dropLocked lets the login id go, and its person with their last.
+// dropLocked lets the login id go, and its person when they have no
+// login and no stream left.
 func (l *logins) dropLocked(id string) {
 	in, ok := l.byID[id]
 	if !ok {
@@ -141,7 +133,7 @@ func (l *logins) dropLocked(id string) {
 }
 
 func (l *logins) forgetLocked(who grants.Principal, p *person) {
-	if len(p.ids) == 0 {
+	if len(p.ids) == 0 && p.streams <= 0 {
 		delete(l.people, who)
 	}
 }
@@ -195,6 +187,47 @@ func (l *logins) size() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.byID)
+}
+
+// The bounds a live stream may be refused by.
+var (
+	errLoginStreams  = errors.New("too many live pages are open on this login")
+	errPersonStreams = errors.New("too many live pages are open on this person's logins")
+)
+
+// openStream counts a live stream of in's, or says which bound it would
+// pass. A stream outlives its login being let go (signing in past the
+// budget does not cut the tabs of the login it lets go), so its person is
+// kept until it closes: a person cannot pass their budget by signing in
+// again.
+func (l *logins) openStream(in *login) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if in.streams >= maxStreams {
+		return errLoginStreams
+	}
+	p := l.people[in.cred.Principal]
+	if p != nil && p.streams >= l.livePerson {
+		return errPersonStreams
+	}
+	if p == nil {
+		p = &person{}
+		l.people[in.cred.Principal] = p
+	}
+	in.streams++
+	p.streams++
+	return nil
+}
+
+// closeStream gives back a stream openStream counted.
+func (l *logins) closeStream(in *login) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	in.streams--
+	if p := l.people[in.cred.Principal]; p != nil {
+		p.streams--
+		l.forgetLocked(in.cred.Principal, p)
+	}
 }
 
 // csrfOK says whether a form's token is its login's, in constant time.

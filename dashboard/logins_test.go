@@ -14,7 +14,7 @@ import (
 // forgets a login once it expired.
 func TestLoginsBoundedAndExpiring(t *testing.T) {
 	now := time.Unix(1000, 0)
-	l := newLogins(loginBounds{max: 3, perPerson: 20}, time.Hour, func() time.Time { return now })
+	l := newLogins(loginBounds{max: 3, perPerson: 20, livePerson: 32}, time.Hour, func() time.Time { return now })
 	cred := grants.Credential{Principal: grants.UserPrincipal("mo")}
 	first, _, _ := l.open(cred)
 	now = now.Add(time.Minute)
@@ -95,7 +95,7 @@ func TestLoginsBudgetedPerPerson(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
-			l := newLogins(loginBounds{max: tc.max, perPerson: tc.per}, time.Hour, func() time.Time { return now })
+			l := newLogins(loginBounds{max: tc.max, perPerson: tc.per, livePerson: 32}, time.Hour, func() time.Time { return now })
 			ids := make([]string, len(tc.signIns))
 			for i, who := range tc.signIns {
 				last := i == len(tc.signIns)-1
@@ -144,6 +144,70 @@ func credOf(who string) grants.Credential {
 		return grants.Credential{Principal: grants.RootPrincipal("test")}
 	}
 	return grants.Credential{Principal: grants.UserPrincipal(who)}
+}
+
+// TestStreamsBudgeted checks the live streams' two bounds: a login's 16,
+// and a person's across their logins, which a stream keeps counting in
+// after its login was let go.
+func TestStreamsBudgeted(t *testing.T) {
+	l := newLogins(loginBounds{max: 10, perPerson: 2, livePerson: 20}, time.Hour, time.Now)
+	_, a, _ := l.open(credOf("mo"))
+	_, b, _ := l.open(credOf("mo"))
+	gid, g, _ := l.open(credOf("gus"))
+	for range maxStreams {
+		if err := l.openStream(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		in   *login
+		want error
+	}{
+		{"a login's 17th", a, errLoginStreams},
+		{"the person's 17th to 20th, on another login", b, nil},
+		{"", b, nil}, {"", b, nil}, {"", b, nil},
+		{"the person's 21st", b, errPersonStreams},
+		{"another person's first", g, nil},
+	} {
+		if err := l.openStream(tc.in); err != tc.want {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	// Signing in twice more lets a and b go, but not their streams.
+	_, c, _ := l.open(credOf("mo"))
+	l.open(credOf("mo"))
+	if err := l.openStream(c); err != errPersonStreams {
+		t.Fatalf("a new login's stream while the let-go logins' are open: %v", err)
+	}
+	l.closeStream(a)
+	if err := l.openStream(c); err != nil {
+		t.Fatalf("a stream once one closed: %v", err)
+	}
+	for range maxStreams - 1 {
+		l.closeStream(a)
+	}
+	for range 4 {
+		l.closeStream(b)
+	}
+	l.closeStream(c)
+	// A person with a stream and no login is kept until it closes.
+	l.close(gid)
+	if !l.hasPerson("gus", 1) {
+		t.Fatal("gus was forgotten with a stream open")
+	}
+	l.closeStream(g)
+	if l.hasPerson("gus", 0) || !l.hasPerson("mo", 0) {
+		t.Fatal("gus was kept with no login and no stream, or mo was forgotten with two logins")
+	}
+}
+
+// hasPerson reports whether the table keeps who, with streams open.
+func (l *logins) hasPerson(who string, streams int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.people[credOf(who).Principal]
+	return p != nil && p.streams == streams
 }
 
 func TestCSRFCheck(t *testing.T) {
