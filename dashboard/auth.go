@@ -1,7 +1,10 @@
 package dashboard
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,9 +34,46 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	if old, ok := d.current(r); ok {
 		d.logins.close(old.id)
 	}
-	id, in := d.logins.open(cred)
+	id, in, err := d.logins.open(cred)
+	if err != nil {
+		d.tableFull(w, r, cred, err, next)
+		return
+	}
 	d.setCookie(w, r, id, in.expires)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// tableFull answers a sign-in the logins table had no room for with the
+// sign-in page, saying when to try again: a login surely ends then, and
+// one may sooner, when somebody signs out.
+func (d *Dashboard) tableFull(w http.ResponseWriter, r *http.Request, cred grants.Credential, err error, next string) {
+	wait := time.Minute
+	var full *errTableFull
+	if errors.As(err, &full) {
+		wait = full.wait
+	}
+	secs := max(1, int((wait+time.Second-1)/time.Second))
+	d.log.Warn("refused a dashboard sign-in: every login the host keeps is another person's",
+		"principal", cred.Principal.String(), "remote", r.RemoteAddr, "max_logins", d.opts.MaxLogins, "retry_after", secs)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	d.render(w, r, http.StatusTooManyRequests, "login", page{Title: "Sign in", Next: next,
+		Error: fmt.Sprintf("This host keeps at most %d dashboard sign-ins, and they are all other people's. "+
+			"One of them ends within %s, or sooner when somebody signs out: sign in again then. "+
+			"Whoever runs the host can let it keep more.", d.opts.MaxLogins, within(time.Duration(secs)*time.Second))})
+}
+
+// within says a wait in whole minutes or hours, rounded up, so that
+// "within" it is true.
+func within(d time.Duration) string {
+	switch {
+	case d <= time.Minute:
+		return "a minute"
+	case d < time.Hour:
+		return fmt.Sprintf("%d minutes", int((d+time.Minute-1)/time.Minute))
+	case d <= time.Hour:
+		return "an hour"
+	}
+	return fmt.Sprintf("%d hours", int((d+time.Hour-1)/time.Hour))
 }
 
 func (d *Dashboard) check(token string) (grants.Credential, bool) {

@@ -3,8 +3,12 @@ package dashboard_test
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ahpd/ahpd/clock"
 )
 
 // TestSignIn follows a browser from the sign-in page through a session
@@ -155,6 +159,14 @@ func TestOpenHost(t *testing.T) {
 	if !strings.Contains(r.header.Get("Set-Cookie"), "HttpOnly") {
 		t.Fatalf("no login cookie: %q", r.header.Get("Set-Cookie"))
 	}
+	// Every browser is the host's one person: more browsers than a
+	// person's budget take no browser's login, and its forms' token, away.
+	for range 21 {
+		e.browser().get("/ui/")
+	}
+	if r := b.get("/ui/"); r.status != http.StatusOK || r.header.Get("Set-Cookie") != "" {
+		t.Fatalf("other browsers on an open host took a browser's login: %d, a new cookie %q", r.status, r.header.Get("Set-Cookie"))
+	}
 	req, _ := http.NewRequest("GET", e.srv.URL+"/ui/", nil)
 	req.Host = "evil.example"
 	if r := b.do(req); r.status != http.StatusForbidden {
@@ -168,4 +180,99 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// TestSignInBudgets signs people in, each time from a new browser, and
+// checks that each keeps exactly their newest logins: a person signing
+// in past their budget signs out only their own oldest browser, and never
+// anyone else, however many times they sign in.
+func TestSignInBudgets(t *testing.T) {
+	type signIns struct {
+		who string
+		n   int
+	}
+	for _, tc := range []struct {
+		name string
+		o    envOptions
+		in   []signIns
+		kept map[string]int // how many of each person's newest browsers are signed in
+	}{{
+		name: "a guest's 1,001 sign-ins leave the others signed in",
+		in:   []signIns{{"root", 1}, {"mo", 1}, {"gus", 1001}},
+		kept: map[string]int{"root": 1, "mo": 1, "gus": 20},
+	}, {
+		name: "a person's 21st login signs out their own oldest",
+		in:   []signIns{{"mo", 1}, {"gus", 1}, {"mo", 20}},
+		kept: map[string]int{"mo": 20, "gus": 1},
+	}, {
+		name: "the budget is an option",
+		o:    envOptions{loginsPerPerson: 3},
+		in:   []signIns{{"gus", 1}, {"mo", 5}},
+		kept: map[string]int{"mo": 3, "gus": 1},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.o)
+			browsers := map[string][]*browser{}
+			for _, s := range tc.in {
+				for range s.n {
+					browsers[s.who] = append(browsers[s.who], e.signIn(s.who))
+				}
+			}
+			for who, bs := range browsers {
+				for i, b := range bs {
+					want := http.StatusUnauthorized
+					if i >= len(bs)-tc.kept[who] {
+						want = http.StatusOK
+					}
+					if r := b.get("/ui/"); r.status != want {
+						t.Fatalf("%s's browser %d of %d: GET /ui/ %d, want %d", who, i+1, len(bs), r.status, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSignInRefusedWhenFullOfOthers checks that a table full of other
+// people's logins refuses a sign-in, with 429, a Retry-After of when the
+// first of them ends and a page saying so, signs nobody out, and lets
+// the sign-in in once a login expired.
+func TestSignInRefusedWhenFullOfOthers(t *testing.T) {
+	// Near the real time: the cookie jar drops a cookie whose Expires,
+	// read from this clock, has passed.
+	c := clock.NewFake(time.Now())
+	e := newEnv(t, envOptions{maxLogins: 3, loginsPerPerson: 2, now: c.Now})
+	var in []*browser
+	for _, who := range []string{"mo", "mo", "root"} {
+		in = append(in, e.signIn(who))
+		c.Advance(time.Minute)
+	}
+	gus := e.browser()
+	r := gus.post("/ui/login", url.Values{"token": {e.tokens["gus"]}, "next": {"/ui/automations"}})
+	if r.status != http.StatusTooManyRequests {
+		t.Fatalf("signing in to a table full of other people's: %d %s", r.status, r.body)
+	}
+	if got, want := r.header.Get("Retry-After"), strconv.Itoa(int((12*time.Hour - 3*time.Minute).Seconds())); got != want {
+		t.Errorf("Retry-After %q, want %q: when mo's first login ends", got, want)
+	}
+	for _, want := range []string{"at most 3 dashboard sign-ins", "other people", "within 12 hours", `name="token"`, `value="/ui/automations"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("the refusal's page lacks %q: %s", want, r.body)
+		}
+	}
+	if r.header.Get("Set-Cookie") != "" {
+		t.Errorf("a refused sign-in set a cookie: %q", r.header.Get("Set-Cookie"))
+	}
+	for i, b := range in {
+		if r := b.get("/ui/"); r.status != http.StatusOK {
+			t.Fatalf("%s's browser %d after the refusal: %d", b.who, i, r.status)
+		}
+	}
+	c.Advance(12*time.Hour - 3*time.Minute)
+	e.signIn("gus")
+	for i, want := range []int{http.StatusUnauthorized, http.StatusOK, http.StatusOK} {
+		if r := in[i].get("/ui/"); r.status != want {
+			t.Fatalf("%s's browser %d once its first login expired: %d, want %d", in[i].who, i, r.status, want)
+		}
+	}
 }

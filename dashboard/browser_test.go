@@ -303,3 +303,16 @@ func TestBrowser(t *testing.T) {
 	}
 	t.Logf("a reply of 10,000 deltas was on the page %v after it was sent", time.Since(start).Round(time.Millisecond))
 }
+
+// TestBrowserLivePageRefused checks that a page whose live stream is
+// refused, its person having all their live pages open elsewhere, says
+// it is not live rather than that it reconnects.
+func TestBrowserLivePageRefused(t *testing.T) {
+	e := newEnv(t, envOptions{livePerPerson: 1})
+	ctx := startBrowser(t)
+	e.signIn("root").stream(t, "/ui/events")
+	signInBrowser(t, ctx, e, "root")
+	tab(t, ctx, "the refused page's state",
+		poll(`document.querySelector(".live-state").textContent.includes("Not live: reload the page")`),
+	)
+}

@@ -46,9 +46,22 @@ type Options struct {
 	Logger *slog.Logger
 	// LoginTTL is how long a login lasts; 0 means 12 hours.
 	LoginTTL time.Duration
-	// MaxLogins bounds the logins open at once; 0 means 1,000. Past it
-	// the one nearest its end is let go.
+	// MaxLogins bounds the logins open at once, a bound on memory; 0
+	// means 1,000. A full table lets its expired logins go, then the
+	// signing-in person's own oldest; when every login left is somebody
+	// else's the sign-in is refused (429, with Retry-After), for letting
+	// one go would sign a person out for another.
 	MaxLogins int
+	// MaxLoginsPerPerson bounds the logins one person (the principal of
+	// their token) holds at once; 0 means 20. A sign-in past it lets that
+	// person's own oldest login go, and nobody else's. On an Open host
+	// every browser is the host's one person and only MaxLogins applies:
+	// else a 21st browser would end the first one's login, and the forms
+	// it has open with it.
+	MaxLoginsPerPerson int
+	// MaxLivePagesPerPerson bounds the live streams one person keeps open
+	// across all their logins, beside the 16 of each login; 0 means 32.
+	MaxLivePagesPerPerson int
 	// KeepAlive is how often an idle live stream sends a comment (and a
 	// sessions table is read again); 0 means 15 seconds.
 	KeepAlive time.Duration
@@ -100,6 +113,16 @@ func New(o Options) *Dashboard {
 	if o.MaxLogins <= 0 {
 		o.MaxLogins = 1000
 	}
+	if o.MaxLoginsPerPerson <= 0 {
+		o.MaxLoginsPerPerson = 20
+	}
+	if o.MaxLivePagesPerPerson <= 0 {
+		o.MaxLivePagesPerPerson = 32
+	}
+	perPerson := o.MaxLoginsPerPerson
+	if o.Open {
+		perPerson = o.MaxLogins
+	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
 	}
@@ -110,7 +133,8 @@ func New(o Options) *Dashboard {
 		o.Now = time.Now
 	}
 	d := &Dashboard{opts: o, log: o.Logger, mux: http.NewServeMux(),
-		logins: newLogins(o.MaxLogins, o.LoginTTL, o.Now), pages: parseTemplates()}
+		logins: newLogins(loginBounds{max: o.MaxLogins, perPerson: perPerson, livePerson: o.MaxLivePagesPerPerson}, o.LoginTTL, o.Now),
+		pages:  parseTemplates()}
 	static, _ := fs.Sub(staticFS, "static")
 	d.mux.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
 	d.mux.HandleFunc("POST /ui/login", d.signIn)
@@ -210,7 +234,14 @@ func (d *Dashboard) signedIn(next http.HandlerFunc) http.HandlerFunc {
 			}
 		}
 		if !ok && d.opts.Open {
-			id, in := d.logins.open(grants.Credential{Principal: d.rootPrincipal()})
+			cred := grants.Credential{Principal: d.rootPrincipal()}
+			id, in, err := d.logins.open(cred)
+			if err != nil {
+				// Unreached while every login is the host's, as on an
+				// open host: a full table lets the oldest go.
+				d.tableFull(w, r, cred, err, r.URL.RequestURI())
+				return
+			}
 			d.setCookie(w, r, id, in.expires)
 			v, ok = viewer{id: id, login: in}, true
 		}

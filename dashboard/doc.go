@@ -18,5 +18,6 @@
 // the project's client package, so the host checks every grant and what
 // it refuses is refused here. The dashboard reads the grants only to
 // leave out the buttons of writes the host would refuse. It keeps no
-// state but the logins table, bounded in size and in time.
+// state but the logins table, bounded in size, per person and in time,
+// so that nobody's sign-ins or live pages cost another person theirs.
 package dashboard

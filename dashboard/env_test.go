@@ -52,6 +52,9 @@ type envOptions struct {
 	open     bool // no token, no users
 	throttle time.Duration
 	repo     bool // the sessions' folder is a git repository, with one commit
+	// The dashboard's bounds and clock, as its Options have them.
+	maxLogins, loginsPerPerson, livePerPerson int
+	now                                       func() time.Time
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -110,7 +113,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 	srv := httptest.NewUnstartedServer(mux)
 	listen := srv.Listener.Addr().String()
 	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log}))
-	ui := dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log, Throttle: o.throttle})
+	ui := dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log, Throttle: o.throttle,
+		MaxLogins: o.maxLogins, MaxLoginsPerPerson: o.loginsPerPerson, MaxLivePagesPerPerson: o.livePerPerson, Now: o.now})
 	mux.Handle("/ui/", ui)
 	mux.Handle("/", h.Handler(o.open, listen))
 	srv.Start()

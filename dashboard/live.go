@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -91,15 +92,28 @@ func (d *Dashboard) follow(ctx context.Context, c *client.Client, s *sseWriter, 
 	}
 }
 
-// streamSlot takes one of the login's live streams, answering 429 when
-// it has them all; release gives it back.
-func streamSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+// streamRetry is the Retry-After of a live page refused: a place frees
+// when one of the person's tabs closes, which no clock says, so it is a
+// wait short enough for a person who just closed one and long enough
+// that a script trying again does not spin.
+const streamRetry = "10"
+
+// streamSlot takes one of the login's live streams, and one of its
+// person's, answering 429 when either has them all; release gives it
+// back.
+func (d *Dashboard) streamSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
 	in := viewerOf(r).login
-	if !in.openStream() {
-		http.Error(w, "Too many live pages are open: close some tabs.", http.StatusTooManyRequests)
+	if err := d.logins.openStream(in); err != nil {
+		msg := "Too many live pages are open: close some tabs."
+		if errors.Is(err, errPersonStreams) {
+			msg = "You have too many live pages open, in this browser and others you signed in from: close some tabs."
+		}
+		d.log.Info("refused a dashboard live page", "principal", in.cred.Principal.String(), "remote", r.RemoteAddr, "err", err)
+		w.Header().Set("Retry-After", streamRetry)
+		http.Error(w, msg, http.StatusTooManyRequests)
 		return nil, false
 	}
-	return in.closeStream, true
+	return func() { d.logins.closeStream(in) }, true
 }
 
 // sessionsEvents streams the sessions table's rows, for the filters the
@@ -110,7 +124,7 @@ func (d *Dashboard) sessionsEvents(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	release, ok := streamSlot(w, r)
+	release, ok := d.streamSlot(w, r)
 	if !ok {
 		return
 	}
@@ -158,7 +172,7 @@ func (d *Dashboard) sessionEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sq.At = -1
-	release, ok := streamSlot(w, r)
+	release, ok := d.streamSlot(w, r)
 	if !ok {
 		return
 	}

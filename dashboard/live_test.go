@@ -106,7 +106,41 @@ func TestStreamsBounded(t *testing.T) {
 	for range 16 {
 		b.stream(t, "/ui/events")
 	}
-	if r := b.get("/ui/events"); r.status != http.StatusTooManyRequests {
-		t.Fatalf("a 17th stream: %d", r.status)
+	if r := b.get("/ui/events"); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a 17th stream: %d, Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+}
+
+// TestStreamsBoundedPerPerson checks that a person keeps at most so many
+// live streams across all their logins, each login keeping its own 16,
+// and that what one person holds takes none of another's.
+func TestStreamsBoundedPerPerson(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		o       envOptions
+		streams []int // the streams each of mo's logins opens, in turn
+		refused int   // the login whose next stream is refused
+		says    string
+	}{
+		{name: "32 by default", streams: []int{16, 16, 0}, refused: 2, says: "in this browser and others"},
+		{name: "a login's own 16 first", streams: []int{16, 15}, refused: 0, says: "Too many live pages are open"},
+		{name: "an option", o: envOptions{livePerPerson: 5}, streams: []int{3, 2}, refused: 0, says: "in this browser and others"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, tc.o)
+			var mo []*browser
+			for _, n := range tc.streams {
+				b := e.signIn("mo")
+				for range n {
+					b.stream(t, "/ui/events")
+				}
+				mo = append(mo, b)
+			}
+			r := mo[tc.refused].get("/ui/session/events?uri=ahp-session:/none")
+			if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, tc.says) {
+				t.Fatalf("mo's next stream: %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+			}
+			e.signIn("gus").stream(t, "/ui/events")
+		})
 	}
 }

@@ -48,7 +48,10 @@
     });
     es.addEventListener("error", function () {
       delete root.dataset.synced;
-      if (state) { state.textContent = "Reconnecting…"; }
+      // A stream the server refused (a 429 past the live pages' bounds,
+      // a 401 once signed out) is not tried again by the browser.
+      var closed = es.readyState === EventSource.CLOSED;
+      if (state) { state.textContent = closed ? "Not live: reload the page to try again." : "Reconnecting…"; }
     });
     es.addEventListener("rows", function (e) { put("rows", JSON.parse(e.data).rows); });
     ["conversation", "timeline", "actions", "status"].forEach(function (name) {
