@@ -115,6 +115,9 @@ type Options struct {
 	// its directory is a grants.Notifier, open connections are rechecked
 	// at each change and those it no longer accepts closed (revoke.go).
 	Auth *grants.Authenticator
+	// ConnectionsPerPerson bounds the WebSocket connections one person
+	// holds open at once (budgets.go); 0 means 64.
+	ConnectionsPerPerson int
 	// ClientWindow is how long a client whose connections all closed is
 	// remembered, for it to reconnect; 0 means ten minutes.
 	ClientWindow time.Duration
@@ -192,6 +195,7 @@ type Host struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
+	slots   personSlots // the connections each person holds (budgets.go)
 	ctx     context.Context
 	stop    context.CancelFunc
 	bus     *fanout.Bus
@@ -310,6 +314,9 @@ func (opts *Options) fill() (roots []string, err error) {
 	opts.Limits = opts.Limits.WithDefaults()
 	if n := opts.Limits.IdentifierBytes; n > 0 {
 		protocol.SetIdentifierLimits(n, n)
+	}
+	if opts.ConnectionsPerPerson <= 0 {
+		opts.ConnectionsPerPerson = defaultConnectionsPerPerson
 	}
 	if opts.ClientWindow <= 0 {
 		opts.ClientWindow = defaultClientWindow

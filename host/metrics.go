@@ -28,6 +28,7 @@ type metrics struct {
 	commandSecs   *prometheus.HistogramVec       // how long commands took, by method
 	commands      map[string]prometheus.Observer // commandSecs by method, made at start
 	pushErrors    atomic.Int64                   // pushes of checkpoints that failed (pushes.go)
+	budgetRefused atomic.Int64                   // connections refused past their person's budget (budgets.go)
 	repeats       atomic.Int64                   // client actions and create requests sent again after they were taken, answered as taken (rpc_dispatch.go, requests.go)
 	released      atomic.Int64                   // times memory was given back to the system (memory.go)
 	returnedAfter atomic.Int64                   // how many connections were done when it last was
@@ -173,6 +174,7 @@ var (
 	descJournalDown   = prometheus.NewDesc("ahpd_journal_down", "1 while appends to the journal fail: sessions wait and new work is refused.", nil, nil)
 	descJournalWaits  = prometheus.NewDesc("ahpd_journal_waits_total", "Times an agent or a client waited for its session's actions to be written to the journal (backpressure).", nil, nil)
 	descJournalWait   = prometheus.NewDesc("ahpd_journal_waiting", "Agents and clients waiting now for their session's actions to be written to the journal.", nil, nil)
+	descBudget        = prometheus.NewDesc("ahpd_connections_refused_total", "WebSocket connections refused because their person held as many as one may (budgets.connections).", nil, nil)
 	descRepeats       = prometheus.NewDesc("ahpd_action_repeats_total", "Client actions (the same client and clientSeq) and createSession/createChat requests sent again after the host took them: answered as the first, not applied twice.", nil, nil)
 	descPushErrors    = prometheus.NewDesc("ahpd_checkpoint_push_errors_total", "Pushes of sessions' checkpoints to --push-checkpoints that failed; the turns went on.", nil, nil)
 	descMemory        = prometheus.NewDesc("ahpd_memory_released_total", "Times the host, quiet after work, gave the memory it left back to the system.", nil, nil)
@@ -187,7 +189,7 @@ var (
 type hostCollector struct{ h *Host }
 
 func (hc hostCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descJournalDown, descJournalWaits, descJournalWait, descPushErrors, descRepeats, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
+	for _, d := range []*prometheus.Desc{descConnections, descSubscriptions, descQueued, descQueuedBytes, descMaxQueued, descSessions, descResident, descCut, descTurns, descStoreErrors, descJournalErrors, descJournalDown, descJournalWaits, descJournalWait, descPushErrors, descRepeats, descBudget, descAgents, descMemory, descClosed, descReturnedAfter, descLiveHeap, descQuietRSS} {
 		ch <- d
 	}
 }
@@ -219,6 +221,7 @@ func (hc hostCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descJournalWaits, prometheus.CounterValue, float64(m.journalWaits.Load()))
 	ch <- prometheus.MustNewConstMetric(descPushErrors, prometheus.CounterValue, float64(m.pushErrors.Load()))
 	ch <- prometheus.MustNewConstMetric(descRepeats, prometheus.CounterValue, float64(m.repeats.Load()))
+	ch <- prometheus.MustNewConstMetric(descBudget, prometheus.CounterValue, float64(m.budgetRefused.Load()))
 	ch <- prometheus.MustNewConstMetric(descMemory, prometheus.CounterValue, float64(m.released.Load()))
 	ch <- prometheus.MustNewConstMetric(descClosed, prometheus.CounterValue, float64(m.closed.Load()))
 	ch <- prometheus.MustNewConstMetric(descReturnedAfter, prometheus.GaugeValue, float64(m.returnedAfter.Load()))

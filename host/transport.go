@@ -42,6 +42,11 @@ func (h *Host) Handler(open bool, listen string) http.Handler {
 			h.MetricsHandler().ServeHTTP(w, r)
 			return
 		}
+		release, ok := h.connectionSlot(w, cred.Principal)
+		if !ok {
+			return
+		}
+		defer release()
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: !open})
 		if err != nil {
 			h.log.Debug("websocket upgrade failed", "remote", r.RemoteAddr, "err", err)

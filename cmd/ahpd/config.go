@@ -61,6 +61,9 @@ type config struct {
 	// Limits bound each connection (config file only); what is left out
 	// takes the default.
 	Limits limitsConfig `yaml:"limits"`
+	// Budgets bound what each person holds at once (config file only;
+	// config_budgets.go).
+	Budgets budgetsConfig `yaml:"budgets"`
 	// ClientWindow is how long a client whose connections all closed is
 	// remembered, to reconnect by replay (config file only).
 	ClientWindow time.Duration `yaml:"clientWindow"`
@@ -259,6 +262,9 @@ func parseConfigEnv(args []string, lookupEnv func(string) (string, bool), stderr
 		return nil, err
 	}
 	if err := cfg.Limits.host().Validate(); err != nil {
+		return nil, fmt.Errorf("config file: %w", err)
+	}
+	if err := checkBudgets(cfg.Budgets); err != nil {
 		return nil, fmt.Errorf("config file: %w", err)
 	}
 	if err := checkNATSNode(&cfg); err != nil {

@@ -123,14 +123,15 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		Version:         version,
 		Collectors:      []prometheus.Collector{apiMetrics.Collector()},
 		// Minutes as a fraction: tests and demos sleep sessions in seconds.
-		SleepAfter:     time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
-		ResidencyLimit: cfg.SessionResidencyLimit,
-		Auth:           auth,
-		WorktreesRoot:  cfg.WorktreesRoot,
-		Limits:         cfg.Limits.host(),
-		AgentProcesses: agentproc.Running,
-		ClientWindow:   cfg.ClientWindow,
-		AllowedRoots:   cfg.AllowedRoots,
+		SleepAfter:           time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
+		ResidencyLimit:       cfg.SessionResidencyLimit,
+		Auth:                 auth,
+		WorktreesRoot:        cfg.WorktreesRoot,
+		Limits:               cfg.Limits.host(),
+		AgentProcesses:       agentproc.Running,
+		ClientWindow:         cfg.ClientWindow,
+		ConnectionsPerPerson: cfg.Budgets.Connections,
+		AllowedRoots:         cfg.AllowedRoots,
 		// What a session whose config sets neither gets (docs/PERMISSIONS.md).
 		Permissions:  cfg.defaultPermissions,
 		InputTimeout: cfg.defaultInputTimeout,
@@ -149,7 +150,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if cfg.Stdio {
 		return serveStdio(ctx, cfg, h, stdin, stdout, log)
 	}
-	api := httpapi.Options{Metrics: apiMetrics}
+	api := httpapi.Options{Metrics: apiMetrics, MaxStreamsPerPerson: cfg.Budgets.EventStreams}
 	if jr != nil {
 		api.Answers = jr // a retry after a restart, or through another host, is answered as the first
 	}
@@ -188,7 +189,8 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	mux := http.NewServeMux()
 	api.Host, api.Auth, api.Open, api.Listen, api.Logger = h, auth, token == "", ln.Addr().String(), log
 	mux.Handle("/v1/", httpapi.New(api))
-	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log}))
+	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log,
+		MaxLoginsPerPerson: cfg.Budgets.DashboardLogins, MaxLivePagesPerPerson: cfg.Budgets.DashboardLivePages}))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	handleHealth(mux, h, member)
 	srv := &http.Server{
