@@ -78,7 +78,7 @@ func (d *Dashboard) checkWrite(ctx context.Context, c *client.Client, v viewer, 
 		return nil
 	}
 	owner, _ := grants.Parse(probe.Owner)
-	if err := d.opts.Auth.Directory().Check(v.login.cred.Principal, need, owner); err != nil {
+	if err := d.opts.Auth.Directory().CheckSession(v.login.cred.Principal, need, grants.Session(owner, probe.Sharing)); err != nil {
 		return &pageError{Status: http.StatusForbidden, Message: err.Error()}
 	}
 	return nil

@@ -34,7 +34,7 @@ func (d *Dashboard) formsFor(v viewer, b *sessionBody) *formsView {
 	p := v.login.cred.Principal
 	may := func(op string) bool {
 		need, ok := opOperation(op)
-		return ok && d.may(p, need, b.Owner)
+		return ok && d.may(p, need, b.Owner, b.Sharing)
 	}
 	f := &formsView{CSRF: v.login.csrf, URI: b.URI, Chat: b.Chat, Answer: may("answer"), Approve: may("approve")}
 	if !f.Answer && !f.Approve {

@@ -246,7 +246,7 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 	if err := c.Call(ctx, "ahpd/sessionStatus", map[string]string{"channel": sq.URI}, &probe); err != nil {
 		return nil, err
 	}
-	b := &sessionBody{URI: sq.URI, Owner: probe.Owner, At: -1, Live: true}
+	b := &sessionBody{URI: sq.URI, Owner: probe.Owner, Sharing: probe.Sharing, At: -1, Live: true}
 	chat := pickChat(ss, sq.Chat)
 	if c.State(chat) == nil {
 		if _, err := c.Subscribe(ctx, chat); err != nil {

@@ -82,6 +82,7 @@ type sessionBody struct {
 	Title        string
 	Provider     string
 	Owner        string
+	Sharing      string // who else may use it: the grants' sharing
 	Status       string
 	StatusClass  string
 	Folder       string
@@ -185,7 +186,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 	if err := c.Call(ctx, "ahpd/sessionStatus", map[string]string{"channel": sq.URI}, &probe); err != nil {
 		return nil, err
 	}
-	b := &sessionBody{URI: sq.URI, ID: sq.URI, Owner: probe.Owner, At: sq.At}
+	b := &sessionBody{URI: sq.URI, ID: sq.URI, Owner: probe.Owner, Sharing: probe.Sharing, At: sq.At}
 	var ss *protocol.SessionState
 	chats := map[string]*protocol.ChatState{}
 	if sq.At >= 0 || probe.Status == "inactive" {
@@ -399,7 +400,7 @@ func (d *Dashboard) actionsFor(v viewer, b *sessionBody, ss *protocol.SessionSta
 	}
 	may := func(op string) bool {
 		need, ok := opOperation(op)
-		return ok && d.may(p, need, b.Owner)
+		return ok && d.may(p, need, b.Owner, b.Sharing)
 	}
 	a.Wake = residency == "inactive" && may("wake")
 	a.Suspend = residency == "active" && (cs == nil || cs.ActiveTurn == nil) && may("suspend")
@@ -410,13 +411,14 @@ func (d *Dashboard) actionsFor(v viewer, b *sessionBody, ss *protocol.SessionSta
 	return a
 }
 
-// may says whether p's grants allow op on a session owner owns.
-func (d *Dashboard) may(p grants.Principal, op grants.Operation, owner string) bool {
+// may says whether p's grants allow op on a session owner owns, shared
+// so (as ahpd/sessionStatus says).
+func (d *Dashboard) may(p grants.Principal, op grants.Operation, owner, sharing string) bool {
 	if d.opts.Auth == nil {
 		return true
 	}
 	o, _ := grants.Parse(owner)
-	return d.opts.Auth.Directory().Check(p, op, o) == nil
+	return d.opts.Auth.Directory().CheckSession(p, op, grants.Session(o, sharing)) == nil
 }
 
 // liveStatus is a followed session's status with what its chat says

@@ -203,8 +203,9 @@ func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.S
 
 // probeResult is what ahpd/sessionStatus says of a session.
 type probeResult struct {
-	Status string `json:"status"` // active, inactive; "" when unknown
-	Owner  string `json:"owner"`
+	Status  string `json:"status"` // active, inactive; "" when unknown
+	Owner   string `json:"owner"`
+	Sharing string `json:"sharing"`
 }
 
 // probe asks the host, a few at a time, whether each session is awake and

@@ -32,6 +32,8 @@ type statusResult struct {
 	// root:<host>), when the host holds it and it has one: a dashboard
 	// shows it and works out from it which writes the grants allow.
 	Owner string `json:"owner,omitempty"`
+	// Sharing is who else may use it (grants.Sharing), with Owner.
+	Sharing string `json:"sharing,omitempty"`
 	// Operations, for ahpd/sessionStatus asked for them, are the
 	// operations of the grants table the caller may do to the session
 	// (allowed.go).
@@ -69,7 +71,7 @@ func (h *Host) sessionStatus(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	}
 	t := h.targetOf(c, p.Channel)
 	if !t.Owner.IsZero() {
-		res.Owner = t.Owner.String()
+		res.Owner, res.Sharing = t.Owner.String(), string(t.Sharing)
 	}
 	if p.Operations {
 		res.Operations = h.operationsFor(c, t)

@@ -16,7 +16,7 @@ func TestSessionStatusOwner(t *testing.T) {
 	mia := dialAs(t, th, tokens["mia"], "mia")
 	f := newFixture(t, th, mo, "owned", "team")
 	for who, c := range map[string]*hosttest.Client{"mo": mo, "mia": mia} {
-		if got := string(c.MustCall("ahpd/sessionStatus", map[string]any{"channel": f.session})); got != `{"status":"active","owner":"user:mo"}` {
+		if got := string(c.MustCall("ahpd/sessionStatus", map[string]any{"channel": f.session})); got != `{"status":"active","owner":"user:mo","sharing":"team"}` {
 			t.Errorf("%s asks: %s", who, got)
 		}
 	}
