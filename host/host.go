@@ -195,7 +195,8 @@ type Host struct {
 	opts    Options
 	log     *slog.Logger
 	now     func() time.Time
-	slots   personSlots // the connections each person holds (budgets.go)
+	slots   personSlots  // the connections each person holds (budgets.go)
+	reads   journalReads // the timeline and replay reads running (reads.go)
 	ctx     context.Context
 	stop    context.CancelFunc
 	bus     *fanout.Bus

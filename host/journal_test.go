@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,12 +231,14 @@ func TestSessionTimeline(t *testing.T) {
 		}
 	}
 
+	// A page holds its last action's events whole: two, or a few more.
 	newest, more := page(map[string]any{"limit": 2})
-	if len(newest) != 2 || !more || newest[0]["kind"] != all[len(all)-1]["kind"] || newest[0]["seq"].(float64) < newest[1]["seq"].(float64) {
+	if len(newest) < 2 || len(newest) > 4 || !more || newest[0]["kind"] != all[len(all)-1]["kind"] || newest[0]["seq"].(float64) < newest[1]["seq"].(float64) {
 		t.Errorf("the newest two: %v (more %v); the last is %v", newest, more, all[len(all)-1])
 	}
-	older, _ := page(map[string]any{"limit": 2, "before": newest[1]["seq"]})
-	if len(older) != 2 || older[0]["seq"].(float64) >= newest[1]["seq"].(float64) {
+	last := newest[len(newest)-1]["seq"]
+	older, _ := page(map[string]any{"limit": 2, "before": last})
+	if len(older) < 2 || len(older) > 4 || older[0]["seq"].(float64) >= last.(float64) {
 		t.Errorf("the two before: %v", older)
 	}
 	tools, _ := page(map[string]any{"after": 0, "kinds": []string{"tool_call", "tool_result"}})
@@ -451,5 +454,78 @@ func TestTimelineSleepAndWake(t *testing.T) {
 	// A replay and a reconnect's gap pass over them.
 	if _, err := c.Call("ahpd/replaySession", map[string]any{"channel": session}); err != nil {
 		t.Errorf("replay across a sleep: %v", err)
+	}
+}
+
+// TestSessionTimelinePagedBothWays: over a long session (a turn of many
+// streamed entries, then short ones, and a copy of an entry appended
+// again as a retried append leaves one), the newest-first pages, read
+// back with before until none is left, are the oldest-first timeline
+// reversed: the windows the newest pages read the journal in miss
+// nothing, double nothing, and show a copied entry once.
+func TestSessionTimelinePagedBothWays(t *testing.T) {
+	t.Parallel()
+	j := openJournal(t)
+	th := startHost(t, "", withJournal(j))
+	c := th.client("c1")
+	session, chat := th.newSession(c, "paged", nil)
+	send(t, c, chat, "long", "say "+strings.Repeat("word ", 3000))
+	for i := range 12 {
+		send(t, c, chat, fmt.Sprint("s", i), "say short")
+	}
+	// A copy of the last entry of a short turn, as an append tried again
+	// after a lost answer writes it.
+	entries, err := j.Read(context.Background(), session, 0, journal.MaxReadLimit)
+	if err != nil || len(entries) < 100 {
+		t.Fatalf("%d entries: %v", len(entries), err)
+	}
+	if _, err := j.Append(context.Background(), session, entries[len(entries)-1].Data); err != nil {
+		t.Fatal(err)
+	}
+	type event struct {
+		Seq  int64  `json:"seq"`
+		Kind string `json:"kind"`
+	}
+	page := func(params map[string]any) ([]event, bool) {
+		t.Helper()
+		params["channel"] = session
+		var res struct {
+			Events []event `json:"events"`
+			More   bool    `json:"more"`
+		}
+		if err := json.Unmarshal(c.MustCall("ahpd/sessionEvents", params), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.Events, res.More
+	}
+	var forward []event
+	for after := int64(0); ; {
+		evs, more := page(map[string]any{"after": after, "limit": 9})
+		forward = append(forward, evs...)
+		if !more {
+			break
+		}
+		after = evs[len(evs)-1].Seq
+	}
+	var backward []event
+	params := map[string]any{"limit": 7}
+	for {
+		evs, more := page(params)
+		backward = append(backward, evs...)
+		if !more {
+			break
+		}
+		params = map[string]any{"limit": 7, "before": evs[len(evs)-1].Seq}
+	}
+	slices.Reverse(backward)
+	if len(forward) < 40 || !slices.Equal(forward, backward) {
+		t.Fatalf("%d events oldest first, %d newest first reversed:\n%v\n%v", len(forward), len(backward), forward, backward)
+	}
+	seen := map[event]bool{}
+	for _, e := range forward {
+		if seen[e] {
+			t.Fatalf("event %v twice", e)
+		}
+		seen[e] = true
 	}
 }

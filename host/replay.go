@@ -76,6 +76,28 @@ func (m *journalMarks) before(key string, serverSeq int64) uint64 {
 	return uint64(list[i-1].seq - 1)
 }
 
+// atOrAfter returns the journal sequence of the first mark of key at or
+// past serverSeq: every entry of key from it on has a serverSeq at least
+// that; false when there is none.
+func (m *journalMarks) atOrAfter(key string, serverSeq int64) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	list := m.by[key]
+	i, _ := slices.BinarySearchFunc(list, serverSeq, func(mk journalMark, s int64) int {
+		switch {
+		case mk.serverSeq < s:
+			return -1
+		case mk.serverSeq > s:
+			return 1
+		}
+		return 0
+	})
+	if i == len(list) {
+		return 0, false
+	}
+	return uint64(list[i].seq), true
+}
+
 func (m *journalMarks) forget(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -48,6 +48,11 @@ func (h *Host) sessionEvents(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if h.opts.Journal == nil {
 		return nil, notImplemented("a timeline on a host that keeps no journal (--sessions memory)")
 	}
+	release, err := h.reads.begin(ctx, c.Principal(), req.Method())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	events, more, err := h.timeline(ctx, s.URI(), p)
 	if err != nil {
 		return nil, err
@@ -114,6 +119,11 @@ func (h *Host) replaySession(ctx context.Context, c *conn.Conn, req *jrpc2.Reque
 	if p.AtSeq != nil {
 		at = *p.AtSeq
 	}
+	release, err := h.reads.begin(ctx, c.Principal(), req.Method())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	ss, chats, ok, err := h.replayState(ctx, s.URI(), at)
 	if err != nil {
 		return nil, err

@@ -67,7 +67,7 @@ func TestStreamBudget(t *testing.T) {
 	e := newEnvWith(t, func(o *httpapi.Options) {
 		o.MaxStreamsPerPerson, o.Metrics, o.Logger = limit, metrics, slog.New(logs)
 	})
-	e.must(201, "mo", "POST", "/v1/sessions", map[string]any{"id": "watched"})
+	e.must(201, "mo", "POST", "/v1/sessions", map[string]any{"id": "watched", "config": map[string]any{"sharing": "read"}})
 	const gus, mo = "user:gus", "user:mo"
 
 	var open []*stream
