@@ -25,6 +25,11 @@ const (
 	// (a run's session finishing starts another's run, and so on), so
 	// two automations triggering each other stop.
 	MaxChain = 8
+	// DefaultMaxPerOwner bounds the automations one person may make
+	// (Options.MaxPerOwner): generous for a team's use, but each one is a
+	// file kept, a schedule looked at each pass and maybe a watch, so one
+	// member's script cannot make the host's work unbounded.
+	DefaultMaxPerOwner = 100
 )
 
 // Runner executes a run: it creates a session from the definition's
@@ -72,6 +77,14 @@ type Options struct {
 	OnChange     func(Change) // called in order, holding none of the engine's locks, from one goroutine at a time; it must not call the engine
 	HistoryLimit int          // ended runs kept per automation
 	MaxActive    int          // runs in progress per automation
+	// MaxPerOwner is how many automations one owner may have; making
+	// one more over the protocol (Create) is refused, saying so. 0 is
+	// DefaultMaxPerOwner. The host itself (IsHostOwner: root, or nobody on
+	// a host without users) is not limited, and the config file's
+	// automations (SetDeclared) are never refused: they count, but the
+	// host's admin wrote them. Automations kept from before a lower
+	// limit stay.
+	MaxPerOwner int
 	// Scheduling, when set, says whether this engine runs its schedules'
 	// occurrences now: of several hosts declaring the same automations,
 	// one does (the host decides which). An occurrence due while it says
@@ -175,6 +188,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	if e.opts.MaxActive <= 0 {
 		e.opts.MaxActive = DefaultMaxActive
+	}
+	if e.opts.MaxPerOwner <= 0 {
+		e.opts.MaxPerOwner = DefaultMaxPerOwner
 	}
 	if opts.Dir != "" {
 		e.store = &store{dir: opts.Dir}
@@ -318,6 +334,12 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 		e.unlock()
 		return protocol.AutomationEntry{}, invalid("an automation %s already exists; update it or choose another id", protocol.Quote(uri))
 	}
+	if !fromConfig && !IsHostOwner(owner) {
+		if n := e.countLocked(owner); n >= e.opts.MaxPerOwner {
+			e.unlock()
+			return protocol.AutomationEntry{}, limited("%s has %d automations, the most one person may have on this host; remove one before making another", owner, n)
+		}
+	}
 	now := e.clock.Now()
 	r := &record{
 		Version: recordVersion, Owner: owner, Resource: uri, Definition: c.def,
@@ -338,6 +360,27 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	e.unlock()
 	e.afterDefinitionChange()
 	return entry, nil
+}
+
+// countLocked is how many automations owner has.
+func (e *Engine) countLocked(owner string) int {
+	n := 0
+	for k := range e.autos {
+		if k.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// IsHostOwner reports whether owner is the host itself, which the limits
+// on one person (Options.MaxPerOwner, Options.WatchShare) do not bound:
+// root (root:<host>, the connection token's principal and the config
+// file's default owner), or nobody ("" as the host records it, or
+// "nobody" as grants.Parse reads it: everyone on a host without a users
+// directory, where there is only the one party to share with).
+func IsHostOwner(owner string) bool {
+	return owner == "" || owner == "nobody" || strings.HasPrefix(owner, "root:")
 }
 
 // Update applies a patch to owner's automation at uri.
