@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -101,19 +105,41 @@ type Options struct {
 	// every occurrence Scheduling allows.
 	Claim func(ctx context.Context, o Occurrence) (bool, error)
 	// Watch makes the file and ref watcher; nil uses NewFSWatcher, on
-	// the engine's clock and with Debounce. The engine calls its Set when
-	// what the triggers watch changes.
-	Watch func(emit func(Event)) (Watcher, error)
+	// the engine's clock, with Debounce and WatchBudget. The engine calls
+	// its Set when what the triggers watch changes, and its Check before
+	// it takes a trigger.
+	Watch func(WatchSink) (Watcher, error)
 	// Debounce is how long a file must be left alone before its changes
 	// make one file-changed event (WatcherOptions.Debounce): 0 is
 	// DefaultDebounce.
 	Debounce time.Duration
-	Logger   *slog.Logger
+	// WatchBudget is the most folders the file and git ref triggers of
+	// everyone on the host watch together (WatcherOptions.Budget): 0 is
+	// DefaultWatchBudget. WatchShare is the most one owner's triggers
+	// watch together (a folder two of them watch counts once): 0 is
+	// DefaultWatchShare; it is at most WatchBudget. A trigger whose
+	// folders would take its owner past their share is refused when it
+	// is made or changed; one that cannot be watched later (its tree grew
+	// past the share, the budget is spent by watches that came first, its
+	// folder is gone, the system refused) fires for nothing and says why
+	// in its automation's entry (_meta "ahpd.watchError", logged once).
+	// The host itself (IsHostOwner) has no share: the budget alone bounds
+	// it.
+	WatchBudget int
+	WatchShare  int
+	Logger      *slog.Logger
 }
 
-// Watcher watches folders and repositories for the event triggers.
+// Watcher watches folders and repositories for the event triggers; it
+// sends their events, and its problems, to the WatchSink it was made
+// with.
 type Watcher interface {
-	Set(folders, repos []string)
+	// Set replaces what is watched, in the order watches came first.
+	Set(watches []Watch)
+	// Check says why w would be refused by its owner's share now (an
+	// error that is ErrWatchShare), without watching it; nil when it
+	// fits, or when only watching it will tell.
+	Check(w Watch) error
 	Close() error
 }
 
@@ -125,7 +151,8 @@ type key struct {
 type automation struct {
 	rec    *record
 	c      *compiled
-	passed map[string][]time.Time // per schedule trigger, the occurrences another host was to run (Claim), oldest first; not kept
+	passed map[string][]time.Time  // per schedule trigger, the occurrences another host was to run (Claim), oldest first; not kept
+	watch  map[string]WatchProblem // per event trigger, why its watch does not work, as the watcher last said; not kept
 }
 
 // active is a run in progress.
@@ -143,6 +170,7 @@ type Engine struct {
 	store   *store
 	log     *slog.Logger
 	watcher Watcher
+	setMu   sync.Mutex // one refreshWatches at a time, so a later Set is never overtaken by an earlier
 
 	mu      sync.Mutex
 	told    telling // the changes not yet reported, and who reports them (guarded by mu)
@@ -192,6 +220,13 @@ func Open(opts Options) (*Engine, error) {
 	if e.opts.MaxPerOwner <= 0 {
 		e.opts.MaxPerOwner = DefaultMaxPerOwner
 	}
+	if e.opts.WatchBudget <= 0 {
+		e.opts.WatchBudget = DefaultWatchBudget
+	}
+	if e.opts.WatchShare <= 0 {
+		e.opts.WatchShare = DefaultWatchShare
+	}
+	e.opts.WatchShare = min(e.opts.WatchShare, e.opts.WatchBudget)
 	if opts.Dir != "" {
 		e.store = &store{dir: opts.Dir}
 	}
@@ -201,9 +236,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	watch := opts.Watch
 	if watch == nil {
-		watch = NewFSWatcher(WatcherOptions{Log: e.log, Clock: e.clock, Debounce: opts.Debounce})
+		watch = NewFSWatcher(WatcherOptions{Log: e.log, Clock: e.clock, Debounce: opts.Debounce, Budget: e.opts.WatchBudget})
 	}
-	w, err := watch(e.Event)
+	w, err := watch(WatchSink{Emit: e.Event, Problems: e.watchProblems})
 	if err != nil {
 		e.cancel()
 		return nil, fmt.Errorf("automations: start the file watcher: %w", err)
@@ -324,6 +359,11 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	if err != nil {
 		return protocol.AutomationEntry{}, err
 	}
+	if !fromConfig {
+		if err := e.checkWatches(owner, uri, c.def); err != nil {
+			return protocol.AutomationEntry{}, err
+		}
+	}
 	e.mu.Lock()
 	k := key{owner, uri}
 	if e.closing {
@@ -385,6 +425,17 @@ func IsHostOwner(owner string) bool {
 
 // Update applies a patch to owner's automation at uri.
 func (e *Engine) Update(owner string, uri protocol.URI, p protocol.AutomationDefinitionPatch) (protocol.AutomationEntry, error) {
+	// What it would watch is checked against the owner's share before
+	// the lock, since that walks folders (a change made meanwhile is
+	// caught by the watcher). One the config file declares is refused
+	// below for that.
+	if cur, err := e.Entry(owner, uri); err == nil && !IsHostOwner(owner) && slices.Contains(cur.Operations, protocol.AutomationOperationUpdate) {
+		if c, err := compile(applyPatch(cur.Definition, p)); err == nil {
+			if err := e.checkWatches(owner, uri, c.def); err != nil {
+				return protocol.AutomationEntry{}, err
+			}
+		}
+	}
 	e.mu.Lock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
@@ -611,6 +662,11 @@ func (e *Engine) entryLocked(a *automation) protocol.AutomationEntry {
 	for _, rr := range r.Runs {
 		entry.Runs = append(entry.Runs, summary(rr.State))
 	}
+	if info, ok := a.watchErrorInfo(); ok {
+		if b, err := json.Marshal(info); err == nil {
+			entry.Meta = protocol.Object{watchErrorMeta: jsontext.Value(b)}
+		}
+	}
 	return entry
 }
 
@@ -666,32 +722,162 @@ func (e *Engine) afterDefinitionChange() {
 	e.refreshWatches()
 }
 
-// refreshWatches tells the watcher what the enabled event triggers watch.
+// refreshWatches tells the watcher what the enabled event triggers watch,
+// the oldest automations first: the watcher serves them in that order,
+// so an automation made later never takes folders from one before it.
 func (e *Engine) refreshWatches() {
+	e.setMu.Lock()
+	defer e.setMu.Unlock()
 	e.mu.Lock()
-	var folders, repos []string
-	for _, a := range e.autos {
-		if !a.rec.Definition.Enabled {
-			continue
-		}
-		for _, t := range a.c.def.Triggers {
-			et, ok := t.(*protocol.AutomationEventTrigger)
-			if !ok {
-				continue
-			}
-			c := configOf(et)
-			switch et.Type {
-			case TriggerFiles:
-				folders = append(folders, c["folder"])
-			case TriggerGitRef:
-				repos = append(repos, c["repository"])
-			}
+	var ws []Watch
+	ks := e.sortedKeysLocked()
+	slices.SortStableFunc(ks, func(x, y key) int { return strings.Compare(e.autos[x].rec.CreatedAt, e.autos[y].rec.CreatedAt) })
+	for _, k := range ks {
+		if a := e.autos[k]; a.rec.Definition.Enabled {
+			ws = append(ws, e.watchesOf(k.owner, k.uri, a.c.def)...)
 		}
 	}
 	e.unlock()
-	slices.Sort(folders)
-	slices.Sort(repos)
-	e.watcher.Set(slices.Compact(folders), slices.Compact(repos))
+	e.watcher.Set(ws)
+}
+
+// watchesOf is what def's event triggers watch, for owner's automation uri.
+func (e *Engine) watchesOf(owner string, uri protocol.URI, def protocol.AutomationDefinition) []Watch {
+	share := e.opts.WatchShare
+	if IsHostOwner(owner) {
+		share = 0
+	}
+	var ws []Watch
+	for _, t := range def.Triggers {
+		et, ok := t.(*protocol.AutomationEventTrigger)
+		if !ok {
+			continue
+		}
+		w := Watch{Owner: owner, Automation: uri, Trigger: et.ID, Type: et.Type, Share: share}
+		switch et.Type {
+		case TriggerFiles:
+			w.Path = configOf(et)["folder"]
+		case TriggerGitRef:
+			w.Path = configOf(et)["repository"]
+		}
+		if w.Path != "" {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// checkWatches refuses def when what one of its triggers watches would
+// take owner past their share. It walks folders (Share+1 at most a
+// trigger), so it is called holding none of the engine's locks.
+func (e *Engine) checkWatches(owner string, uri protocol.URI, def protocol.AutomationDefinition) error {
+	if IsHostOwner(owner) {
+		return nil
+	}
+	for _, w := range e.watchesOf(owner, uri, def) {
+		if err := e.watcher.Check(w); err != nil {
+			return limited("trigger %s: %v", protocol.Quote(w.Trigger), err)
+		}
+	}
+	return nil
+}
+
+// watchErrorMeta is the _meta key, on an automation's entry, that says
+// one of its triggers' watches does not work (or missed changes): an
+// ErrorInfo whose message names each such trigger and why.
+const watchErrorMeta = "ahpd.watchError"
+
+// watchProblems takes what the watcher says does not work
+// (WatchSink.Problems): each automation whose problems changed is told
+// again, and each new problem logged once.
+func (e *Engine) watchProblems(ps []WatchProblem) {
+	e.mu.Lock()
+	defer e.unlock()
+	if e.closing {
+		return
+	}
+	next := map[key]map[string]WatchProblem{}
+	for _, p := range ps {
+		k := key{p.Owner, p.Automation}
+		if next[k] == nil {
+			next[k] = map[string]WatchProblem{}
+		}
+		if _, ok := next[k][p.Trigger]; !ok {
+			next[k][p.Trigger] = p
+		}
+	}
+	for _, k := range e.sortedKeysLocked() {
+		a := e.autos[k]
+		now := next[k]
+		same := len(now) == len(a.watch)
+		for id, p := range now {
+			was, had := a.watch[id]
+			if had && was.Missed == p.Missed && was.Err.Error() == p.Err.Error() {
+				continue
+			}
+			same = false
+			if !p.Missed { // a miss the watcher logged, once for all
+				e.log.Warn("automations: a trigger's watch does not work; it fires for nothing", "automation", k.uri, "owner", k.owner, "trigger", id, "err", p.Err)
+			}
+		}
+		for id, was := range a.watch {
+			if _, ok := now[id]; !ok {
+				same = false
+				if !was.Missed {
+					e.log.Info("automations: a trigger's watch works again", "automation", k.uri, "owner", k.owner, "trigger", id)
+				}
+			}
+		}
+		if !same {
+			a.watch = now
+			e.emitEntryLocked(a)
+		}
+	}
+}
+
+// watchBroken reports whether trigger id of a watches nothing now.
+func (a *automation) watchBroken(id string) bool {
+	p, ok := a.watch[id]
+	return ok && !p.Missed
+}
+
+// watchErrorInfo is the entry's watchErrorMeta: its triggers' problems,
+// in the order of its triggers, the first naming the error's type; not
+// ok when none has one. (A problem of a trigger its definition no
+// longer has is shown no more: the watcher's next word is on its way.)
+func (a *automation) watchErrorInfo() (protocol.ErrorInfo, bool) {
+	var info protocol.ErrorInfo
+	var msgs []string
+	for _, t := range a.c.def.Triggers {
+		et, ok := t.(*protocol.AutomationEventTrigger)
+		if !ok {
+			continue
+		}
+		p, ok := a.watch[et.ID]
+		if !ok {
+			continue
+		}
+		if info.ErrorType == "" {
+			info.ErrorType = watchErrorType(p)
+		}
+		msgs = append(msgs, fmt.Sprintf("trigger %s: %v", protocol.Quote(et.ID), p.Err))
+	}
+	info.Message = strings.Join(msgs, "; ")
+	return info, len(msgs) > 0
+}
+
+func watchErrorType(p WatchProblem) string {
+	switch {
+	case p.Missed:
+		return "watchMissedChanges"
+	case errors.Is(p.Err, ErrWatchShare):
+		return "watchShareExceeded"
+	case errors.Is(p.Err, ErrWatchBudget):
+		return "watchBudgetSpent"
+	case errors.Is(p.Err, ErrWatchGone):
+		return "watchGone"
+	}
+	return "watchFailed"
 }
 
 func sameDefinition(a, b protocol.AutomationDefinition) bool {
