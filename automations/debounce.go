@@ -33,6 +33,9 @@ type WatcherOptions struct {
 	// Debounce when it is longer); 0 is DefaultDebounce, negative makes
 	// each change an event of its own.
 	Debounce time.Duration
+	// Budget is the most folders the watcher watches for the whole host;
+	// 0 is DefaultWatchBudget. Each Watch's Share is its owner's part.
+	Budget int
 
 	// noted, for tests, is called once an fsnotify event has been taken
 	// in: what the debounce does with it is decided by then.

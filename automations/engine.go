@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -25,6 +29,11 @@ const (
 	// (a run's session finishing starts another's run, and so on), so
 	// two automations triggering each other stop.
 	MaxChain = 8
+	// DefaultMaxPerOwner bounds the automations one person may make
+	// (Options.MaxPerOwner): generous for a team's use, but each one is a
+	// file kept, a schedule looked at each pass and maybe a watch, so one
+	// member's script cannot make the host's work unbounded.
+	DefaultMaxPerOwner = 100
 )
 
 // Runner executes a run: it creates a session from the definition's
@@ -72,6 +81,14 @@ type Options struct {
 	OnChange     func(Change) // called in order, holding none of the engine's locks, from one goroutine at a time; it must not call the engine
 	HistoryLimit int          // ended runs kept per automation
 	MaxActive    int          // runs in progress per automation
+	// MaxPerOwner is how many automations one owner may have; making
+	// one more over the protocol (Create) is refused, saying so. 0 is
+	// DefaultMaxPerOwner. The host itself (IsHostOwner: root, or nobody on
+	// a host without users) is not limited, and the config file's
+	// automations (SetDeclared) are never refused: they count, but the
+	// host's admin wrote them. Automations kept from before a lower
+	// limit stay.
+	MaxPerOwner int
 	// Scheduling, when set, says whether this engine runs its schedules'
 	// occurrences now: of several hosts declaring the same automations,
 	// one does (the host decides which). An occurrence due while it says
@@ -88,19 +105,41 @@ type Options struct {
 	// every occurrence Scheduling allows.
 	Claim func(ctx context.Context, o Occurrence) (bool, error)
 	// Watch makes the file and ref watcher; nil uses NewFSWatcher, on
-	// the engine's clock and with Debounce. The engine calls its Set when
-	// what the triggers watch changes.
-	Watch func(emit func(Event)) (Watcher, error)
+	// the engine's clock, with Debounce and WatchBudget. The engine calls
+	// its Set when what the triggers watch changes, and its Check before
+	// it takes a trigger.
+	Watch func(WatchSink) (Watcher, error)
 	// Debounce is how long a file must be left alone before its changes
 	// make one file-changed event (WatcherOptions.Debounce): 0 is
 	// DefaultDebounce.
 	Debounce time.Duration
-	Logger   *slog.Logger
+	// WatchBudget is the most folders the file and git ref triggers of
+	// everyone on the host watch together (WatcherOptions.Budget): 0 is
+	// DefaultWatchBudget. WatchShare is the most one owner's triggers
+	// watch together (a folder two of them watch counts once): 0 is
+	// DefaultWatchShare; it is at most WatchBudget. A trigger whose
+	// folders would take its owner past their share is refused when it
+	// is made or changed; one that cannot be watched later (its tree grew
+	// past the share, the budget is spent by watches that came first, its
+	// folder is gone, the system refused) fires for nothing and says why
+	// in its automation's entry (_meta "ahpd.watchError", logged once).
+	// The host itself (IsHostOwner) has no share: the budget alone bounds
+	// it.
+	WatchBudget int
+	WatchShare  int
+	Logger      *slog.Logger
 }
 
-// Watcher watches folders and repositories for the event triggers.
+// Watcher watches folders and repositories for the event triggers; it
+// sends their events, and its problems, to the WatchSink it was made
+// with.
 type Watcher interface {
-	Set(folders, repos []string)
+	// Set replaces what is watched, in the order watches came first.
+	Set(watches []Watch)
+	// Check says why w would be refused by its owner's share now (an
+	// error that is ErrWatchShare), without watching it; nil when it
+	// fits, or when only watching it will tell.
+	Check(w Watch) error
 	Close() error
 }
 
@@ -112,7 +151,8 @@ type key struct {
 type automation struct {
 	rec    *record
 	c      *compiled
-	passed map[string][]time.Time // per schedule trigger, the occurrences another host was to run (Claim), oldest first; not kept
+	passed map[string][]time.Time  // per schedule trigger, the occurrences another host was to run (Claim), oldest first; not kept
+	watch  map[string]WatchProblem // per event trigger, why its watch does not work, as the watcher last said; not kept
 }
 
 // active is a run in progress.
@@ -130,6 +170,7 @@ type Engine struct {
 	store   *store
 	log     *slog.Logger
 	watcher Watcher
+	setMu   sync.Mutex // one refreshWatches at a time, so a later Set is never overtaken by an earlier
 
 	mu      sync.Mutex
 	told    telling // the changes not yet reported, and who reports them (guarded by mu)
@@ -176,6 +217,16 @@ func Open(opts Options) (*Engine, error) {
 	if e.opts.MaxActive <= 0 {
 		e.opts.MaxActive = DefaultMaxActive
 	}
+	if e.opts.MaxPerOwner <= 0 {
+		e.opts.MaxPerOwner = DefaultMaxPerOwner
+	}
+	if e.opts.WatchBudget <= 0 {
+		e.opts.WatchBudget = DefaultWatchBudget
+	}
+	if e.opts.WatchShare <= 0 {
+		e.opts.WatchShare = DefaultWatchShare
+	}
+	e.opts.WatchShare = min(e.opts.WatchShare, e.opts.WatchBudget)
 	if opts.Dir != "" {
 		e.store = &store{dir: opts.Dir}
 	}
@@ -185,9 +236,9 @@ func Open(opts Options) (*Engine, error) {
 	}
 	watch := opts.Watch
 	if watch == nil {
-		watch = NewFSWatcher(WatcherOptions{Log: e.log, Clock: e.clock, Debounce: opts.Debounce})
+		watch = NewFSWatcher(WatcherOptions{Log: e.log, Clock: e.clock, Debounce: opts.Debounce, Budget: e.opts.WatchBudget})
 	}
-	w, err := watch(e.Event)
+	w, err := watch(WatchSink{Emit: e.Event, Problems: e.watchProblems})
 	if err != nil {
 		e.cancel()
 		return nil, fmt.Errorf("automations: start the file watcher: %w", err)
@@ -308,6 +359,11 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	if err != nil {
 		return protocol.AutomationEntry{}, err
 	}
+	if !fromConfig {
+		if err := e.checkWatches(owner, uri, c.def); err != nil {
+			return protocol.AutomationEntry{}, err
+		}
+	}
 	e.mu.Lock()
 	k := key{owner, uri}
 	if e.closing {
@@ -317,6 +373,12 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	if _, ok := e.autos[k]; ok {
 		e.unlock()
 		return protocol.AutomationEntry{}, invalid("an automation %s already exists; update it or choose another id", protocol.Quote(uri))
+	}
+	if !fromConfig && !IsHostOwner(owner) {
+		if n := e.countLocked(owner); n >= e.opts.MaxPerOwner {
+			e.unlock()
+			return protocol.AutomationEntry{}, limited("%s has %d automations, the most one person may have on this host; remove one before making another", owner, n)
+		}
 	}
 	now := e.clock.Now()
 	r := &record{
@@ -340,8 +402,40 @@ func (e *Engine) create(owner string, uri protocol.URI, def protocol.AutomationD
 	return entry, nil
 }
 
+// countLocked is how many automations owner has.
+func (e *Engine) countLocked(owner string) int {
+	n := 0
+	for k := range e.autos {
+		if k.owner == owner {
+			n++
+		}
+	}
+	return n
+}
+
+// IsHostOwner reports whether owner is the host itself, which the limits
+// on one person (Options.MaxPerOwner, Options.WatchShare) do not bound:
+// root (root:<host>, the connection token's principal and the config
+// file's default owner), or nobody ("" as the host records it, or
+// "nobody" as grants.Parse reads it: everyone on a host without a users
+// directory, where there is only the one party to share with).
+func IsHostOwner(owner string) bool {
+	return owner == "" || owner == "nobody" || strings.HasPrefix(owner, "root:")
+}
+
 // Update applies a patch to owner's automation at uri.
 func (e *Engine) Update(owner string, uri protocol.URI, p protocol.AutomationDefinitionPatch) (protocol.AutomationEntry, error) {
+	// What it would watch is checked against the owner's share before
+	// the lock, since that walks folders (a change made meanwhile is
+	// caught by the watcher). One the config file declares is refused
+	// below for that.
+	if cur, err := e.Entry(owner, uri); err == nil && !IsHostOwner(owner) && slices.Contains(cur.Operations, protocol.AutomationOperationUpdate) {
+		if c, err := compile(applyPatch(cur.Definition, p)); err == nil {
+			if err := e.checkWatches(owner, uri, c.def); err != nil {
+				return protocol.AutomationEntry{}, err
+			}
+		}
+	}
 	e.mu.Lock()
 	a, ok := e.autos[key{owner, uri}]
 	if !ok {
@@ -568,6 +662,11 @@ func (e *Engine) entryLocked(a *automation) protocol.AutomationEntry {
 	for _, rr := range r.Runs {
 		entry.Runs = append(entry.Runs, summary(rr.State))
 	}
+	if info, ok := a.watchErrorInfo(); ok {
+		if b, err := json.Marshal(info); err == nil {
+			entry.Meta = protocol.Object{watchErrorMeta: jsontext.Value(b)}
+		}
+	}
 	return entry
 }
 
@@ -623,32 +722,162 @@ func (e *Engine) afterDefinitionChange() {
 	e.refreshWatches()
 }
 
-// refreshWatches tells the watcher what the enabled event triggers watch.
+// refreshWatches tells the watcher what the enabled event triggers watch,
+// the oldest automations first: the watcher serves them in that order,
+// so an automation made later never takes folders from one before it.
 func (e *Engine) refreshWatches() {
+	e.setMu.Lock()
+	defer e.setMu.Unlock()
 	e.mu.Lock()
-	var folders, repos []string
-	for _, a := range e.autos {
-		if !a.rec.Definition.Enabled {
-			continue
-		}
-		for _, t := range a.c.def.Triggers {
-			et, ok := t.(*protocol.AutomationEventTrigger)
-			if !ok {
-				continue
-			}
-			c := configOf(et)
-			switch et.Type {
-			case TriggerFiles:
-				folders = append(folders, c["folder"])
-			case TriggerGitRef:
-				repos = append(repos, c["repository"])
-			}
+	var ws []Watch
+	ks := e.sortedKeysLocked()
+	slices.SortStableFunc(ks, func(x, y key) int { return strings.Compare(e.autos[x].rec.CreatedAt, e.autos[y].rec.CreatedAt) })
+	for _, k := range ks {
+		if a := e.autos[k]; a.rec.Definition.Enabled {
+			ws = append(ws, e.watchesOf(k.owner, k.uri, a.c.def)...)
 		}
 	}
 	e.unlock()
-	slices.Sort(folders)
-	slices.Sort(repos)
-	e.watcher.Set(slices.Compact(folders), slices.Compact(repos))
+	e.watcher.Set(ws)
+}
+
+// watchesOf is what def's event triggers watch, for owner's automation uri.
+func (e *Engine) watchesOf(owner string, uri protocol.URI, def protocol.AutomationDefinition) []Watch {
+	share := e.opts.WatchShare
+	if IsHostOwner(owner) {
+		share = 0
+	}
+	var ws []Watch
+	for _, t := range def.Triggers {
+		et, ok := t.(*protocol.AutomationEventTrigger)
+		if !ok {
+			continue
+		}
+		w := Watch{Owner: owner, Automation: uri, Trigger: et.ID, Type: et.Type, Share: share}
+		switch et.Type {
+		case TriggerFiles:
+			w.Path = configOf(et)["folder"]
+		case TriggerGitRef:
+			w.Path = configOf(et)["repository"]
+		}
+		if w.Path != "" {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// checkWatches refuses def when what one of its triggers watches would
+// take owner past their share. It walks folders (Share+1 at most a
+// trigger), so it is called holding none of the engine's locks.
+func (e *Engine) checkWatches(owner string, uri protocol.URI, def protocol.AutomationDefinition) error {
+	if IsHostOwner(owner) {
+		return nil
+	}
+	for _, w := range e.watchesOf(owner, uri, def) {
+		if err := e.watcher.Check(w); err != nil {
+			return limited("trigger %s: %v", protocol.Quote(w.Trigger), err)
+		}
+	}
+	return nil
+}
+
+// watchErrorMeta is the _meta key, on an automation's entry, that says
+// one of its triggers' watches does not work (or missed changes): an
+// ErrorInfo whose message names each such trigger and why.
+const watchErrorMeta = "ahpd.watchError"
+
+// watchProblems takes what the watcher says does not work
+// (WatchSink.Problems): each automation whose problems changed is told
+// again, and each new problem logged once.
+func (e *Engine) watchProblems(ps []WatchProblem) {
+	e.mu.Lock()
+	defer e.unlock()
+	if e.closing {
+		return
+	}
+	next := map[key]map[string]WatchProblem{}
+	for _, p := range ps {
+		k := key{p.Owner, p.Automation}
+		if next[k] == nil {
+			next[k] = map[string]WatchProblem{}
+		}
+		if _, ok := next[k][p.Trigger]; !ok {
+			next[k][p.Trigger] = p
+		}
+	}
+	for _, k := range e.sortedKeysLocked() {
+		a := e.autos[k]
+		now := next[k]
+		same := len(now) == len(a.watch)
+		for id, p := range now {
+			was, had := a.watch[id]
+			if had && was.Missed == p.Missed && was.Err.Error() == p.Err.Error() {
+				continue
+			}
+			same = false
+			if !p.Missed { // a miss the watcher logged, once for all
+				e.log.Warn("automations: a trigger's watch does not work; it fires for nothing", "automation", k.uri, "owner", k.owner, "trigger", id, "err", p.Err)
+			}
+		}
+		for id, was := range a.watch {
+			if _, ok := now[id]; !ok {
+				same = false
+				if !was.Missed {
+					e.log.Info("automations: a trigger's watch works again", "automation", k.uri, "owner", k.owner, "trigger", id)
+				}
+			}
+		}
+		if !same {
+			a.watch = now
+			e.emitEntryLocked(a)
+		}
+	}
+}
+
+// watchBroken reports whether trigger id of a watches nothing now.
+func (a *automation) watchBroken(id string) bool {
+	p, ok := a.watch[id]
+	return ok && !p.Missed
+}
+
+// watchErrorInfo is the entry's watchErrorMeta: its triggers' problems,
+// in the order of its triggers, the first naming the error's type; not
+// ok when none has one. (A problem of a trigger its definition no
+// longer has is shown no more: the watcher's next word is on its way.)
+func (a *automation) watchErrorInfo() (protocol.ErrorInfo, bool) {
+	var info protocol.ErrorInfo
+	var msgs []string
+	for _, t := range a.c.def.Triggers {
+		et, ok := t.(*protocol.AutomationEventTrigger)
+		if !ok {
+			continue
+		}
+		p, ok := a.watch[et.ID]
+		if !ok {
+			continue
+		}
+		if info.ErrorType == "" {
+			info.ErrorType = watchErrorType(p)
+		}
+		msgs = append(msgs, fmt.Sprintf("trigger %s: %v", protocol.Quote(et.ID), p.Err))
+	}
+	info.Message = strings.Join(msgs, "; ")
+	return info, len(msgs) > 0
+}
+
+func watchErrorType(p WatchProblem) string {
+	switch {
+	case p.Missed:
+		return "watchMissedChanges"
+	case errors.Is(p.Err, ErrWatchShare):
+		return "watchShareExceeded"
+	case errors.Is(p.Err, ErrWatchBudget):
+		return "watchBudgetSpent"
+	case errors.Is(p.Err, ErrWatchGone):
+		return "watchGone"
+	}
+	return "watchFailed"
 }
 
 func sameDefinition(a, b protocol.AutomationDefinition) bool {

@@ -134,8 +134,8 @@ func (e *Engine) Event(ev Event) {
 		}
 		for _, t := range a.c.def.Triggers {
 			et, ok := t.(*protocol.AutomationEventTrigger)
-			if !ok || !matches(et, k.uri, ev, runOf) {
-				continue
+			if !ok || a.watchBroken(et.ID) || !matches(et, k.uri, ev, runOf) {
+				continue // a trigger whose watch is broken fires for nothing, also on what another's watch sees
 			}
 			if depth > MaxChain {
 				e.log.Warn("automations: an event chain reached its bound; not starting another run", "automation", k.uri, "bound", MaxChain)

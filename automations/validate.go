@@ -39,6 +39,25 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
+// ErrLimit marks a request refused because it would take its owner past
+// a limit of the host's on one person (Options.MaxPerOwner,
+// Options.WatchShare). Such an error is ErrInvalid too: the request, not
+// the host, is at fault.
+var ErrLimit = errors.New("over a limit of the host's")
+
+// limitError is an ErrLimit whose text is the reason alone: a person
+// reads it as the rejection and can act on it, and "invalid automation"
+// would misname an automation that is fine in itself.
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+
+func (e *limitError) Is(target error) bool { return target == ErrLimit || target == ErrInvalid }
+
+func limited(format string, args ...any) error {
+	return &limitError{msg: fmt.Sprintf(format, args...)}
+}
+
 // FieldError is an invalid definition's error with the field at fault,
 // named as the protocol spells it ("title", "triggers[2].schedule",
 // "disableConditions[0]"), so that a config file can point at its own

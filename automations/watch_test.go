@@ -35,6 +35,8 @@ type probe struct {
 	noted   chan string
 	emitted chan emitted
 	marks   int
+	budget  int // the watcher's WatcherOptions.Budget
+	fw      *FSWatcher
 }
 
 type emitted struct {
@@ -46,13 +48,23 @@ func newProbe(t *testing.T, clock *FakeClock, dir string) *probe {
 	return &probe{t: t, clock: clock, dir: dir, noted: make(chan string, 10000), emitted: make(chan emitted, 10000)}
 }
 
-// watch is an Options.Watch: the FSWatcher, passing its events to emit
+// watch is an Options.Watch: the FSWatcher, passing its events on
 // before the probe sees them.
-func (p *probe) watch(emit func(Event)) (Watcher, error) {
-	return NewFSWatcher(WatcherOptions{Clock: p.clock, noted: func(path string) { p.noted <- path }})(func(ev Event) {
-		emit(ev)
-		p.emitted <- emitted{ev, p.clock.Now()}
+func (p *probe) watch(sink WatchSink) (Watcher, error) {
+	w, err := NewFSWatcher(WatcherOptions{Clock: p.clock, Budget: p.budget, noted: func(path string) { p.noted <- path }})(WatchSink{
+		Emit: func(ev Event) {
+			if sink.Emit != nil {
+				sink.Emit(ev)
+			}
+			p.emitted <- emitted{ev, p.clock.Now()}
+		},
+		Problems: sink.Problems,
 	})
+	if err != nil {
+		return nil, err
+	}
+	p.fw = w.(*FSWatcher)
+	return w, nil
 }
 
 // sync writes a mark file and waits for the watcher to take in its
@@ -151,12 +163,12 @@ func appendFile(t *testing.T, path, text string) {
 // newProbedWatcher is a probe's watcher on its own, watching dir.
 func newProbedWatcher(t *testing.T, dir string) *probe {
 	p := newProbe(t, NewFakeClock(t0), dir)
-	w, err := p.watch(func(Event) {})
+	w, err := p.watch(WatchSink{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	w.Set([]string{dir}, nil)
+	w.Set([]Watch{{Type: TriggerFiles, Path: dir}})
 	return p
 }
 

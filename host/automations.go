@@ -39,6 +39,15 @@ type AutomationOptions struct {
 	// Debounce is how long a file must be left alone before its changes
 	// make one file-changed event; 0 is automations.DefaultDebounce.
 	Debounce time.Duration
+	// MaxPerOwner is how many automations one person may have
+	// (automations.Options.MaxPerOwner); 0 is
+	// automations.DefaultMaxPerOwner.
+	MaxPerOwner int
+	// WatchBudget is how many folders the file and git ref triggers of
+	// everyone on the host may watch together, and WatchShare how many
+	// one person's may (automations.Options.WatchBudget, WatchShare); 0
+	// is automations.DefaultWatchBudget, DefaultWatchShare.
+	WatchBudget, WatchShare int
 	// NewRunner makes the runner of the runs from what it is given of the
 	// host (package asowner's runs them as their owners); nil refuses
 	// every run, saying the host runs none.
@@ -104,6 +113,7 @@ func (h *Host) openAutomations() error {
 		Dir: dir, Clock: cmp.Or[automations.Clock](h.opts.Automations.Clock, h.opts.Clock), Runner: runner,
 		OnChange: h.automationChanged, HistoryLimit: h.opts.Automations.HistoryLimit, Debounce: h.opts.Automations.Debounce,
 		Logger: h.log.With("part", "automations"), Scheduling: scheduling, Claim: claim,
+		MaxPerOwner: h.opts.Automations.MaxPerOwner, WatchBudget: h.opts.Automations.WatchBudget, WatchShare: h.opts.Automations.WatchShare,
 	})
 	if err != nil {
 		return fmt.Errorf("host: automations: %w", err)
