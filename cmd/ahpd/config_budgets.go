@@ -20,6 +20,13 @@ type budgetsConfig struct {
 	// DashboardLivePages are live dashboard pages across the person's
 	// logins (dashboard.Options).
 	DashboardLivePages int `yaml:"dashboardLivePages"`
+	// Automations are the automations a person may have
+	// (host.AutomationOptions.MaxPerOwner).
+	Automations int `yaml:"automations"`
+	// WatchedFolders are the folders a person's file and git ref triggers
+	// may watch, their share of the host's 4,096
+	// (host.AutomationOptions.WatchShare).
+	WatchedFolders int `yaml:"watchedFolders"`
 }
 
 // maxBudget bounds each budget: past it a budget is no bound at all.

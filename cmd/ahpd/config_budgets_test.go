@@ -18,8 +18,8 @@ func TestBudgetsConfig(t *testing.T) {
 		want       budgetsConfig
 		err        string
 	}{
-		{"all", "budgets: {connections: 8, eventStreams: 4, dashboardLogins: 3, dashboardLivePages: 6}\n",
-			budgetsConfig{Connections: 8, EventStreams: 4, DashboardLogins: 3, DashboardLivePages: 6}, ""},
+		{"all", "budgets: {connections: 8, eventStreams: 4, dashboardLogins: 3, dashboardLivePages: 6, automations: 5, watchedFolders: 50}\n",
+			budgetsConfig{Connections: 8, EventStreams: 4, DashboardLogins: 3, DashboardLivePages: 6, Automations: 5, WatchedFolders: 50}, ""},
 		{"some", "budgets: {connections: 2}\n", budgetsConfig{Connections: 2}, ""},
 		{"none", "", budgetsConfig{}, ""},
 		{"negative", "budgets: {eventStreams: -1}\n", budgetsConfig{}, "budgets.eventStreams: -1 is not between 0"},

@@ -138,7 +138,8 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		// Pushed off the turns' path; see docs/CLUSTER.md.
 		PushCheckpoints: cfg.Checkpoints.Push,
 		Events:          hooks, // docs/WEBHOOKS.md
-		Automations:     host.AutomationOptions{Declared: declaredAutomations(cfg, auth), NewRunner: runAsOwner, Debounce: cfg.FileChangedDebounce},
+		Automations: host.AutomationOptions{Declared: declaredAutomations(cfg, auth), NewRunner: runAsOwner, Debounce: cfg.FileChangedDebounce,
+			MaxPerOwner: cfg.Budgets.Automations, WatchShare: cfg.Budgets.WatchedFolders},
 		Transcripts: host.Transcripts{
 			Listers: backends.TranscriptListers(),
 			Index:   filepath.Join(cfg.StateDir, "catalogue-index.json"),
