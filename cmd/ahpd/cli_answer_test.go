@@ -141,11 +141,7 @@ func TestCLIAnswerAndApprove(t *testing.T) {
 func TestCLIGuestCannotAnswer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	users := filepath.Join(e.root, "users.yaml")
-	ahpdUser(t, e, users, 0, "add", "mo", "--role", "member", "--scope", "core/ahpd")
-	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
-	mo := ahpdUser(t, e, users, 0, "token", "mo")[0]
-	gus := ahpdUser(t, e, users, 0, "token", "gus")[0]
+	users, mo, gus := moAndGus(t, e)
 	p := serveDaemon(t, e, "--users", users)
 
 	run := cli(t, e, "run", "--token", mo, "--provider", "script", "ask Which file?")

@@ -3,7 +3,6 @@ package main
 import (
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -49,11 +48,7 @@ func TestBudgetsConfig(t *testing.T) {
 func TestConnectionsBudgetOfTheDaemon(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	users := filepath.Join(e.root, "users.yaml")
-	ahpdUser(t, e, users, 0, "add", "mo", "--role", "member", "--scope", "core/ahpd")
-	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
-	mo := ahpdUser(t, e, users, 0, "token", "mo")[0]
-	gus := ahpdUser(t, e, users, 0, "token", "gus")[0]
+	users, mo, gus := moAndGus(t, e)
 	p := serveDaemon(t, e, "--users", users, "--config", writeConfig(t, e, "budgets: {connections: 1}\n"))
 	connect(t, p, mo, "mo-1")
 	if code := handshake(t, p.url(mo), nil); code != http.StatusTooManyRequests {

@@ -18,6 +18,16 @@ import (
 
 // ahpdUser runs `ahpd user args... --users file` and returns its stdout
 // lines, failing the test unless it exits with want.
+// moAndGus writes a users directory with mo, a member of core/ahpd, and
+// gus, a guest, and returns its path and their tokens.
+func moAndGus(t *testing.T, e *env) (users, mo, gus string) {
+	t.Helper()
+	users = filepath.Join(e.root, "users.yaml")
+	ahpdUser(t, e, users, 0, "add", "mo", "--role", "member", "--scope", "core/ahpd")
+	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
+	return users, ahpdUser(t, e, users, 0, "token", "mo")[0], ahpdUser(t, e, users, 0, "token", "gus")[0]
+}
+
 func ahpdUser(t *testing.T, e *env, users string, want int, args ...string) []string {
 	t.Helper()
 	p := launch(t, e, 0, append(append([]string{"user"}, args...), "--users", users)...)
@@ -92,11 +102,7 @@ func TestUserCommands(t *testing.T) {
 func TestUsersInTheDaemon(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	users := filepath.Join(e.root, "users.yaml")
-	ahpdUser(t, e, users, 0, "add", "mo", "--role", "member", "--scope", "core/ahpd")
-	ahpdUser(t, e, users, 0, "add", "gus", "--role", "guest")
-	mo := ahpdUser(t, e, users, 0, "token", "mo")[0]
-	gus := ahpdUser(t, e, users, 0, "token", "gus")[0]
+	users, mo, gus := moAndGus(t, e)
 	p := serveDaemon(t, e, "--users", users, "--log-level", "debug")
 	root := e.token(t)
 

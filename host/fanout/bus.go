@@ -372,19 +372,23 @@ func (b *Bus) Unsubscribe(s Subscriber, channel string) {
 	if w == nil {
 		return
 	}
-	i, ok := w.index[s]
-	if !ok {
-		return
+	if i, ok := w.index[s]; ok {
+		w.remove(i)
 	}
+	if len(w.list) == 0 {
+		delete(b.subs, channel)
+	}
+}
+
+// remove drops the i'th watcher, putting the last in its place.
+func (w *watchers) remove(i int) {
+	s := w.list[i].s
 	last := len(w.list) - 1
 	w.list[i] = w.list[last]
 	w.index[w.list[i].s] = i
 	w.list[last] = watcher{}
 	w.list = w.list[:last]
 	delete(w.index, s)
-	if len(w.list) == 0 {
-		delete(b.subs, channel)
-	}
 }
 
 // Subscribers reports how many subscribers watch channel.
@@ -414,12 +418,7 @@ func (b *Bus) DropWhere(channel string, drop func(Subscriber) bool) []Subscriber
 			continue
 		}
 		out = append(out, s)
-		last := len(w.list) - 1
-		w.list[i] = w.list[last]
-		w.index[w.list[i].s] = i
-		w.list[last] = watcher{}
-		w.list = w.list[:last]
-		delete(w.index, s)
+		w.remove(i)
 	}
 	if len(w.list) == 0 {
 		delete(b.subs, channel)
