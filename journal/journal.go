@@ -89,6 +89,13 @@ type Config struct {
 	User      string
 	Password  string
 	Token     string
+	// NKeySeedFile is this host's own NATS key (an nkey seed), what a
+	// server with a key for each host lets it in by.
+	NKeySeedFile string
+	// TLSCA, when set, is the CA (PEM file) the server's certificate is
+	// checked against, and TLSCert and TLSKey the certificate this host
+	// shows the server, which a server checking clients asks for.
+	TLSCA, TLSCert, TLSKey string
 
 	// Stream is the JetStream stream's name (default DefaultStream) and
 	// Subject the prefix of its subjects (default DefaultSubject); several
@@ -270,6 +277,19 @@ func ConnectOptions(cfg Config) []nats.Option {
 	}
 	if cfg.Token != "" {
 		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.NKeySeedFile != "" {
+		opt, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			opt = func(*nats.Options) error { return fmt.Errorf("journal: this host's NATS key: %w", err) }
+		}
+		opts = append(opts, opt)
+	}
+	if cfg.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCA))
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 	}
 	return opts
 }

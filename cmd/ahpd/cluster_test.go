@@ -116,7 +116,11 @@ func TestThreeHostsShareSessions(t *testing.T) {
 	from := len(ca.Messages())
 	fromB := len(cb.Messages())
 	send(t, ca, chat, "t2", "say two\nwrite two.txt 2")
-	waitTurns(cb, chat, 2)
+	// Waited for in the messages each client recorded, which may come a
+	// moment after the state it reduced them into.
+	for _, c := range []*hosttest.Client{ca, cb} {
+		turnEnded(t, c, chat, "t2")
+	}
 	if a, b := chatActions(ca.Messages()[from:], chat), chatActions(cb.Messages()[fromB:], chat); !slices.Equal(a, b) {
 		t.Fatalf("A's client saw\n%v\nB's saw\n%v", a, b)
 	}
@@ -271,6 +275,21 @@ func statusOf(t *testing.T, c *hosttest.Client, session string) (string, string)
 
 // chatActions lists a chat's actions among msgs, as their JSON without
 // serverSeq, which each host numbers its own way.
+// turnEnded waits until c has recorded the end of chat's turn turnID.
+func turnEnded(t *testing.T, c *hosttest.Client, chat, turnID string) {
+	t.Helper()
+	c.Wait(turnID+" to end", func(msgs []hosttest.Message) bool {
+		for _, m := range msgs {
+			if e := m.Envelope; e != nil && e.Channel == chat {
+				if a, ok := e.Action.(*protocol.ChatTurnCompleteAction); ok && a.TurnID == turnID {
+					return true
+				}
+			}
+		}
+		return false
+	})
+}
+
 func chatActions(msgs []hosttest.Message, chat string) []string {
 	var out []string
 	for _, m := range msgs {

@@ -171,6 +171,9 @@ func flagSet(cfg *config, file *string) *flag.FlagSet {
 	fs.StringVar(&cfg.NATS.URL, "nats", cfg.NATS.URL, "")
 	fs.StringVar(&cfg.NATS.Node.Listen, "nats-listen", cfg.NATS.Node.Listen, "")
 	fs.StringVar(&cfg.NATS.Node.Cluster, "nats-cluster", cfg.NATS.Node.Cluster, "")
+	fs.StringVar(&cfg.NATS.TLS.Cert, "nats-tls-cert", cfg.NATS.TLS.Cert, "")
+	fs.StringVar(&cfg.NATS.TLS.Key, "nats-tls-key", cfg.NATS.TLS.Key, "")
+	fs.StringVar(&cfg.NATS.TLS.CA, "nats-tls-ca", cfg.NATS.TLS.CA, "")
 	fs.Func("nats-routes", "", func(v string) error {
 		cfg.NATS.Node.Routes = nil
 		for _, r := range strings.Split(v, ",") {

@@ -21,9 +21,23 @@ type natsConfig struct {
 	User      string `yaml:"user"`
 	Password  string `yaml:"password"`
 	Token     string `yaml:"token"`
+	// NKeySeedFile is this host's own NATS key, as `ahpd cluster
+	// credentials` writes it (natscreds.go).
+	NKeySeedFile string `yaml:"nkeySeedFile"`
+	// TLS secures the connections to NATS, and the daemon's node's
+	// client and route ports.
+	TLS natsTLSConfig `yaml:"tls"`
 	// Node runs a NATS node in the daemon that other daemons join
 	// (natsnode.go).
 	Node natsNodeConfig `yaml:"node"`
+}
+
+// natsTLSConfig is TLS for NATS: the CA that signed the nodes' and hosts'
+// certificates, and this host's certificate and key (PEM files).
+type natsTLSConfig struct {
+	CA   string `yaml:"ca"`
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
 }
 
 // journalConfig is how long the journal keeps what.
@@ -49,13 +63,17 @@ func checkJournal(cfg *config) error {
 		return errors.New("config file: journal: maxAge and maxBytesPerSession must not be negative (0 turns each off)")
 	}
 	if cfg.NATS.URL == "" && cfg.NATS.Node.Listen == "" {
-		if cfg.NATS.CredsFile != "" || cfg.NATS.User != "" || cfg.NATS.Password != "" || cfg.NATS.Token != "" {
+		if cfg.NATS.CredsFile != "" || cfg.NATS.User != "" || cfg.NATS.Password != "" || cfg.NATS.Token != "" ||
+			cfg.NATS.NKeySeedFile != "" || cfg.NATS.TLS != (natsTLSConfig{}) {
 			return errors.New("config file: nats: credentials without a url: the embedded NATS needs none")
 		}
 		return nil
 	}
 	if cfg.NATS.URL == "" {
 		return nil // the daemon's own node
+	}
+	if err := checkNATSTLS(cfg.NATS.TLS, false); err != nil {
+		return err
 	}
 	for _, u := range strings.Split(cfg.NATS.URL, ",") {
 		p, err := url.Parse(strings.TrimSpace(u))
@@ -91,8 +109,13 @@ func openJournal(ctx context.Context, cfg *config, log *slog.Logger) (*journal.J
 // journalConfigOf is the journal's config from the daemon's: where NATS
 // is and with what credentials, and how long entries are kept.
 func journalConfigOf(cfg *config, log *slog.Logger) journal.Config {
+	user, password, token := cfg.NATS.User, cfg.NATS.Password, cfg.NATS.Token
+	if len(cfg.NATS.Node.Hosts) > 0 {
+		user, password, token = "", "", "" // the routes' alone: this host goes in by its key
+	}
 	return journal.Config{
-		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: cfg.NATS.User, Password: cfg.NATS.Password, Token: cfg.NATS.Token,
+		URL: cfg.NATS.URL, CredsFile: cfg.NATS.CredsFile, User: user, Password: password, Token: token,
+		NKeySeedFile: cfg.NATS.NKeySeedFile, TLSCA: cfg.NATS.TLS.CA, TLSCert: cfg.NATS.TLS.Cert, TLSKey: cfg.NATS.TLS.Key,
 		MaxAge: cfg.Journal.MaxAge, MaxBytesPerSession: cfg.Journal.MaxBytesPerSession,
 		Replicas: cfg.Cluster.Replicas,
 		Logger:   log.With("part", "journal"),

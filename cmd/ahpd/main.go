@@ -37,6 +37,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 && args[0] == "user" {
 		return userCommand(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "cluster" {
+		return clusterCommand(args[1:], stdout, stderr)
+	}
 	if len(args) > 0 {
 		if cmd, ok := commands[args[0]]; ok {
 			return cmd.run(ctx, args[1:], cliIO{stdin: stdin, stdout: stdout, stderr: stderr})
@@ -72,6 +75,7 @@ Usage:
   ahpd [serve] [flags]
   ahpd version                   the version, commit and Go toolchain of this binary (also --version)
   ahpd user add|role|scopes|token|tokens|revoke|rm|list ...   manage the users directory (see ahpd user --help)
+  ahpd cluster credentials [--out DIR] HOST...   a NATS key for each cluster host (docs/CLUSTER.md)
 
 Flags (each also as AHPD_<NAME>, e.g. AHPD_STATE_DIR; a flag wins over it, it over the config file):
   --listen ADDR                  address to serve on (default 127.0.0.1:9187; port 0 picks one)
@@ -100,6 +104,10 @@ Flags (each also as AHPD_<NAME>, e.g. AHPD_STATE_DIR; a flag wins over it, it ov
                                  the config's nats user and password, or token), instead of --nats
   --nats-cluster ADDR            take the other nodes' routes on ADDR
   --nats-routes URL,...          the other nodes' --nats-cluster addresses (nats://host:port)
+  --nats-tls-cert F, --nats-tls-key F, --nats-tls-ca F
+                                 TLS to NATS with this host's certificate and key, checked
+                                 against the CA; a node in the daemon asks the same of every
+                                 client and route (docs/CLUSTER.md)
   --host-id ID                   share sessions with the other hosts on the same NATS as host ID
                                  (docs/CLUSTER.md)
   --labels K=V,...               this host's labels in the registry (repos=/srv/repos,... : the

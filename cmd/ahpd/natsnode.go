@@ -35,6 +35,11 @@ type natsNodeConfig struct {
 	// Name names the NATS cluster (default "ahpd"); every node of it has
 	// the same.
 	Name string `yaml:"name"`
+	// Hosts are the public NATS keys of the cluster's hosts, by host id
+	// (`ahpd cluster credentials` makes them): given, the node lets in
+	// only those keys, each with the permissions of its host
+	// (natscreds.go), and no user, password or token of clients.
+	Hosts map[string]string `yaml:"hosts"`
 }
 
 // natsReadyTimeout bounds the wait for the node's JetStream: a node of a
@@ -56,8 +61,17 @@ func checkNATSNode(cfg *config) error {
 	if cfg.NATS.CredsFile != "" {
 		return errors.New("config file: nats: a credentials file is for an existing NATS; a node in the daemon takes a user and password, or a token")
 	}
-	if cfg.NATS.User == "" && cfg.NATS.Token == "" {
-		return errors.New("--nats-listen: the node would take anyone: set nats: {user, password} or nats: {token} in the config file")
+	if err := checkNATSTLS(cfg.NATS.TLS, true); err != nil {
+		return err
+	}
+	if len(n.Hosts) > 0 {
+		if err := checkHostKeys(cfg); err != nil {
+			return err
+		}
+	} else if cfg.NATS.NKeySeedFile != "" {
+		return errors.New("nats.nkeySeedFile: the node lets hosts in by their keys only with nats.node.hosts: list every host's public key there")
+	} else if cfg.NATS.User == "" && cfg.NATS.Token == "" {
+		return errors.New("--nats-listen: the node would take anyone: set nats: {user, password} or nats: {token}, or nats.node.hosts (`ahpd cluster credentials`), in the config file")
 	}
 	for _, a := range []string{n.Listen, n.Cluster} {
 		if a == "" {
@@ -108,6 +122,19 @@ func startNATSNode(cfg *config, log *slog.Logger) (stop func(), err error) {
 	if cfg.NATS.Token != "" {
 		opts.Username, opts.Password, opts.Authorization = "", "", cfg.NATS.Token
 	}
+	if len(n.Hosts) > 0 {
+		// Each host by its own key, with what its host may do; a user,
+		// password or token is then the routes' alone.
+		opts.Username, opts.Password, opts.Authorization = "", "", ""
+		opts.Nkeys = hostUsers(n.Hosts)
+	}
+	tc, err := nodeTLS(cfg.NATS.TLS)
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		opts.TLSConfig, opts.TLS, opts.TLSVerify, opts.TLSTimeout = tc, true, true, tlsTimeout
+	}
 	if n.Cluster != "" {
 		ch, cp, err := splitPort(n.Cluster)
 		if err != nil {
@@ -115,15 +142,24 @@ func startNATSNode(cfg *config, log *slog.Logger) (stop func(), err error) {
 		}
 		opts.Cluster = server.ClusterOpts{
 			Name: cmp.Or(n.Name, "ahpd"), Host: ch, Port: cp,
-			// The nodes route to each other with the clients' credentials.
+			// The nodes route to each other with the clients' credentials,
+			// and with TLS, by their certificates.
 			Username: cfg.NATS.User, Password: cfg.NATS.Password,
 		}
 		if cfg.NATS.Token != "" {
 			opts.Cluster.Username, opts.Cluster.Password = "ahpd", cfg.NATS.Token
 		}
+		if tc != nil {
+			if opts.Cluster.TLSConfig, err = nodeTLS(cfg.NATS.TLS); err != nil {
+				return nil, err
+			}
+			opts.Cluster.TLSTimeout = tlsTimeout
+		}
 		for _, r := range n.Routes {
 			u, _ := url.Parse(r)
-			u.User = url.UserPassword(opts.Cluster.Username, opts.Cluster.Password)
+			if opts.Cluster.Username != "" {
+				u.User = url.UserPassword(opts.Cluster.Username, opts.Cluster.Password)
+			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}

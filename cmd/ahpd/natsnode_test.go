@@ -160,6 +160,13 @@ func TestNATSNodeSettings(t *testing.T) {
 // waits until each listens.
 func startOwnNATSHosts(t *testing.T, args ...string) (map[string]*env, map[string]*proc, map[string]string) {
 	t.Helper()
+	return startOwnNATSHostsWith(t, func(string) string { return "nats: {user: ahpd, password: node-test-pass}\ncluster: {replicas: 3}\n" }, args...)
+}
+
+// startOwnNATSHostsWith is startOwnNATSHosts with each host's config file
+// as config gives it.
+func startOwnNATSHostsWith(t *testing.T, config func(id string) string, args ...string) (map[string]*env, map[string]*proc, map[string]string) {
+	t.Helper()
 	ids := []string{"a", "b", "c"}
 	clients, routes := map[string]string{}, map[string]string{}
 	addrs := freeAddrs(t, 2*len(ids))
@@ -175,7 +182,7 @@ func startOwnNATSHosts(t *testing.T, args ...string) (map[string]*env, map[strin
 			}
 		}
 		e := newEnv(t)
-		cfg := writeConfig(t, e, "nats: {user: ahpd, password: node-test-pass}\ncluster: {replicas: 3}\n")
+		cfg := writeConfig(t, e, config(id))
 		envs[id] = e
 		procs[id] = launch(t, e, 0, append([]string{"--listen", "127.0.0.1:0", "--state-dir", e.state, "--config", cfg,
 			"--nats-listen", clients[id], "--nats-cluster", routes[id], "--nats-routes", strings.Join(others, ","),
