@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -61,15 +62,7 @@ func (m *journalMarks) before(key string, serverSeq int64) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.by[key]
-	i, _ := slices.BinarySearchFunc(list, serverSeq+1, func(mk journalMark, s int64) int {
-		switch {
-		case mk.serverSeq < s:
-			return -1
-		case mk.serverSeq > s:
-			return 1
-		}
-		return 0
-	})
+	i := firstMarkFrom(list, serverSeq+1)
 	if i == 0 {
 		return 0
 	}
@@ -83,19 +76,18 @@ func (m *journalMarks) atOrAfter(key string, serverSeq int64) (uint64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.by[key]
-	i, _ := slices.BinarySearchFunc(list, serverSeq, func(mk journalMark, s int64) int {
-		switch {
-		case mk.serverSeq < s:
-			return -1
-		case mk.serverSeq > s:
-			return 1
-		}
-		return 0
-	})
+	i := firstMarkFrom(list, serverSeq)
 	if i == len(list) {
 		return 0, false
 	}
 	return uint64(list[i].seq), true
+}
+
+// firstMarkFrom is the index of the first mark of list (in serverSeq
+// order) at or past serverSeq, len(list) for none.
+func firstMarkFrom(list []journalMark, serverSeq int64) int {
+	i, _ := slices.BinarySearchFunc(list, serverSeq, func(mk journalMark, s int64) int { return cmp.Compare(mk.serverSeq, s) })
+	return i
 }
 
 func (m *journalMarks) forget(key string) {
