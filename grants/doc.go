@@ -34,7 +34,10 @@
 //	guest   the read group
 //
 // Root may do everything. A plugin acts as a member. Deleting a session
-// (session:dispose) is further restricted to its owner and administrators.
+// (session:dispose) and changing who it is shared with (session:share)
+// are further restricted to its owner and administrators, and a person
+// other than those does to a session only what its sharing leaves them
+// (sharing.go: private, read, team).
 //
 // # The users file
 //

@@ -54,8 +54,8 @@ func Session(owner Principal, sharing string) Target {
 	return Target{Owner: owner, Sharing: sh}
 }
 
-// NotSharedMessage is what anybody is told who may not use a session
-// because it is not shared with them.
+// notShared is the refusal of anybody who may not use a session because
+// it is not shared with them.
 func notShared(p Principal, op Operation, t Target) *Denied {
 	switch t.Sharing {
 	case ShareRead:
