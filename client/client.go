@@ -44,7 +44,8 @@ type Options struct {
 	// Received, when set, is given every message the host sends, as it
 	// came (one that is not JSON too), once the client has handled it:
 	// what the message changed (a state, the version) is in place, and a
-	// call it answers has its answer. A caller logs the wire with it, or
+	// call it answers returns only after the hook did (a Call that returned
+	// had its answer shown). A caller logs the wire with it, or
 	// checks what the host says (against the protocol's schemas, say). It
 	// runs on the goroutine that reads the connection, which reads
 	// nothing more until it returns: it may read the client (State,
@@ -586,10 +587,13 @@ func (c *Client) read(ctx context.Context, cn *connection) {
 			c.log.Debug("connection ended", "url", c.url, "err", err)
 			return
 		}
-		c.handle(cn, data)
+		answer := c.handle(cn, data)
 		if c.opts.Received != nil {
 			c.opts.Received(data)
 		}
+		// The caller has its answer only once the hook saw it, so a
+		// Call that returned was shown to Received.
+		answer()
 	}
 }
 
@@ -602,31 +606,35 @@ type message struct {
 	Error  *Error          `json:"error"`
 }
 
-func (c *Client) handle(cn *connection, data []byte) {
+// handle applies one message from the host and returns what hands a
+// call its answer (a no-op for anything else).
+func (c *Client) handle(cn *connection, data []byte) (answer func()) {
+	answer = func() {}
 	var m message
 	if err := json.Unmarshal(data, &m); err != nil {
 		c.log.Debug("a message that is not JSON-RPC", "err", err)
-		return
+		return answer
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.signalLocked()
 	if m.Method != "" {
 		c.notificationLocked(m.Method, m.Params)
-		return
+		return answer
 	}
 	p, ok := cn.pending[string(m.ID)]
 	if !ok {
 		if m.Error != nil {
 			c.log.Debug("an error answering no request", "err", m.Error)
 		}
-		return
+		return answer
 	}
 	delete(cn.pending, string(m.ID))
 	if m.Error == nil && p.onResult != nil {
 		p.onResult(m.Result)
 	}
-	p.ch <- response{result: m.Result, err: m.Error}
+	// p.ch holds one answer, so handing it over never blocks.
+	return func() { p.ch <- response{result: m.Result, err: m.Error} }
 }
 
 // notificationLocked applies an action and hands the notification on.
