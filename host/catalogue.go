@@ -65,6 +65,7 @@ func (h *Host) openCatalogue() {
 	}
 	mode := h.ext.Start(roots, h.opts.Transcripts.Index)
 	h.root.Config = listing.RootConfig(mode, h.root.Config.Values)
+	declareHostRules(&h.root.Config.Schema.Properties)
 }
 
 // modeChanged applies the root config's showExternalSessions.

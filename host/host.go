@@ -241,6 +241,9 @@ type Host struct {
 
 	// storeErrors counts the writes to the store that failed (store.go).
 	storeErrors atomic.Uint64
+	// hostRules are the root config's approval keys, as agents take them
+	// (hostrules.go); nil when they decide nothing.
+	hostRules atomic.Pointer[plugins.HostRules]
 	// health is whether the journal takes the host's appends
 	// (journal.go); marks find a serverSeq in the journal (replay.go).
 	health journalHealth

@@ -26,15 +26,17 @@ const (
 // emptyRootConfig is the root config of a host with nothing to configure
 // yet: no schema, no values.
 func emptyRootConfig() *protocol.RootConfigState {
+	props := protocol.NewMap[protocol.ConfigPropertySchema]()
+	declareHostRules(&props)
 	return &protocol.RootConfigState{
-		Schema: protocol.ConfigSchema{Properties: protocol.NewMap[protocol.ConfigPropertySchema]()},
+		Schema: protocol.ConfigSchema{Properties: props},
 		Values: protocol.Object{},
 	}
 }
 
 // rootConfigChange checks a root/configChanged and returns the change to
-// apply: a known key with a value it cannot take is left out, unknown keys
-// go through. The action is refused only when it would keep too much or
+// apply: a known key with a value it cannot take is left out (and
+// logged), unknown keys go through. The action is refused only when it would keep too much or
 // leaves nothing to apply. The caller holds rootMu.
 func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) (*protocol.RootConfigChangedAction, string) {
 	size := 0
@@ -55,24 +57,30 @@ func (h *Host) rootConfigChange(a *protocol.RootConfigChangedAction) (*protocol.
 	}
 	changed := *a
 	var dropped []string
+	why := map[string]string{}
 	for k, v := range a.Config {
-		if k != catalogue.ConfigKey || !h.ext.Has() {
-			continue
+		reason := checkHostRule(k, v)
+		if k == catalogue.ConfigKey && h.ext.Has() {
+			if _, ok := catalogue.ParseMode(session.StringValue(v)); !ok {
+				reason = k + " takes one of none, recent, last24Hours, last7Days and last30Days"
+			}
 		}
-		if _, ok := catalogue.ParseMode(session.StringValue(v)); !ok {
+		if reason != "" {
 			dropped = append(dropped, k)
+			why[k] = reason
 		}
 	}
 	if len(dropped) == 0 {
 		return a, ""
 	}
+	slices.Sort(dropped)
+	h.log.Warn("root/configChanged: left out values that cannot be taken", "keys", dropped, "first", why[dropped[0]])
 	changed.Config = maps.Clone(a.Config)
 	for _, k := range dropped {
 		delete(changed.Config, k)
 	}
 	if len(changed.Config) == 0 && (a.Replace == nil || !*a.Replace) {
-		slices.Sort(dropped)
-		return nil, fmt.Sprintf("%s takes one of none, recent, last24Hours, last7Days and last30Days", dropped[0])
+		return nil, boundedMessage(why[dropped[0]])
 	}
 	return &changed, ""
 }

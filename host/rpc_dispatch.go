@@ -222,4 +222,5 @@ func (h *Host) dispatchRoot(c *conn.Conn, a protocol.Action, origin *protocol.Ac
 		return
 	}
 	h.modeChanged()
+	h.hostRulesChanged()
 }

@@ -150,6 +150,7 @@ func (p Permissions) Safe() Permissions {
 // name (case does not matter; "*" is any tool), and optionally a glob the
 // paths the call touches must match, relative to the session's folder.
 type rule struct {
+	from string   // "host " for a rule of the host's (HostRules), else ""
 	text string   // as written, trimmed
 	word string   // the tool or kind, lower case
 	glob []string // the glob's segments; nil for none

@@ -66,8 +66,10 @@ func (d Decision) Reason() string {
 // Its methods are safe for concurrent use.
 type Policy struct {
 	perm        Permissions
-	allow, deny []rule
+	allow, deny []rule // the session's, then the host's
 	dir         string
+	allowAll    bool           // the host's AllowAll
+	terminal    []TerminalRule // the host's terminal rules
 }
 
 // NewPolicy binds p to dir. A rule that does not parse (p was not
@@ -97,9 +99,18 @@ func NewPolicy(p Permissions, dir string) *Policy {
 }
 
 // PolicyOf is the policy of a session's config values for its agents
-// working in dir (PermissionsOf).
+// working in dir (PermissionsOf), with the host's rules the values carry
+// (ConfigHostRules).
 func PolicyOf(config protocol.Object, dir string) *Policy {
-	return NewPolicy(PermissionsOf(config), dir)
+	pol := NewPolicy(PermissionsOf(config), dir)
+	host := hostLayerOf(config)
+	if host.bad {
+		pol.perm.Mode, pol.allow = ModeAsk, nil
+	}
+	pol.allow = append(pol.allow, host.allow...)
+	pol.deny = append(pol.deny, host.deny...)
+	pol.allowAll, pol.terminal = host.allowAll, host.terminal
+	return pol
 }
 
 // Permissions returns what the policy was made of.
@@ -134,14 +145,14 @@ func (p *Policy) Decide(call ToolCall) Decision {
 			continue
 		}
 		if r.glob == nil {
-			return Decision{Verdict: Deny, Rule: "deny " + quoteRule(r.text)}
+			return Decision{Verdict: Deny, Rule: r.from + "deny " + quoteRule(r.text)}
 		}
 		for _, t := range paths() {
 			switch {
 			case !t.ok:
 				unsure = true
 			case t.inside && matchGlob(r.glob, t.rel):
-				return Decision{Verdict: Deny, Rule: "deny " + quoteRule(r.text)}
+				return Decision{Verdict: Deny, Rule: r.from + "deny " + quoteRule(r.text)}
 			}
 		}
 	}
@@ -151,13 +162,21 @@ func (p *Policy) Decide(call ToolCall) Decision {
 	if p.perm.Mode == ModeBypass {
 		return Decision{Verdict: Allow, Rule: "mode bypass"}
 	}
+	if p.allowAll {
+		return Decision{Verdict: Allow, Rule: "host allowAll"}
+	}
 	for _, r := range p.allow {
 		if r.names(call) && (r.glob == nil || allInside(paths(), r.glob)) {
-			return Decision{Verdict: Allow, Rule: "allow " + quoteRule(r.text)}
+			return Decision{Verdict: Allow, Rule: r.from + "allow " + quoteRule(r.text)}
 		}
 	}
 	if p.perm.Mode == ModeAcceptEdits && strings.EqualFold(call.Kind, KindEdit) && allInside(paths(), nil) {
 		return Decision{Verdict: Allow, Rule: "mode acceptEdits"}
+	}
+	if len(p.terminal) > 0 && strings.EqualFold(call.Kind, KindExecute) {
+		if key, ok := DecideCommand(p.terminal, commandOf(call)); ok {
+			return Decision{Verdict: Allow, Rule: "host terminal " + quoteRule(key)}
+		}
 	}
 	return Decision{Verdict: Ask}
 }

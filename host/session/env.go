@@ -13,6 +13,7 @@ import (
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/host/outbox"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
 )
@@ -147,4 +148,8 @@ type Policy interface {
 	// KeepOut drops the subscriptions to channels (a session's and its
 	// chats') of everybody who may not read the session t.
 	KeepOut(channels []string, t grants.Target)
+	// HostRules are the approvals the host lays over every session's
+	// permissions (root config), handed to agents with the session's
+	// config values; nil for none. It takes no lock.
+	HostRules() *plugins.HostRules
 }

@@ -22,7 +22,7 @@ func (s *Session) Dispatch(c *conn.Conn, a protocol.Action, origin *protocol.Act
 	configure := s.dispatchLocked(c, a, origin)
 	s.unlock()
 	for _, e := range configure {
-		e.chat.Configure(func() protocol.Object { return e.start.Load().config })
+		e.chat.Configure(func() protocol.Object { return s.agentConfig(e.start.Load().config) })
 	}
 }
 

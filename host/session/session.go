@@ -157,7 +157,9 @@ func (s *Session) newChat(rec *ChatRecord, state *protocol.ChatState) *ChatEntry
 			if s.backend == nil {
 				return nil, fmt.Errorf("provider %q is not available on this host", s.provider)
 			}
-			return s.backend.Start(ctx, e.startOptions(s.WorkDir()))
+			opts := e.startOptions(s.WorkDir())
+			opts.Config = s.agentConfig(opts.Config)
+			return s.backend.Start(ctx, opts)
 		},
 		Prepare: s.prepare,
 	})
@@ -187,6 +189,27 @@ func (e *ChatEntry) startOptions(dir string) plugins.StartOptions {
 		Conversation: plugins.Conversation{ID: sp.conversation, Dir: dir},
 		Resume:       sp.resume,
 		Config:       sp.config,
+	}
+}
+
+// agentConfig is what an agent is handed of the session's config values:
+// them, with the host's rules (plugins.WithHostRules), which replace any
+// of a client's making under that key.
+func (s *Session) agentConfig(values protocol.Object) protocol.Object {
+	return plugins.WithHostRules(values, s.h.HostRules())
+}
+
+// HostRulesChanged hands the host's new rules to the chats' agents that
+// run. The caller holds no session lock.
+func (s *Session) HostRulesChanged() {
+	s.mu.Lock()
+	entries := make([]*ChatEntry, 0, len(s.chats))
+	for _, e := range s.chats {
+		entries = append(entries, e)
+	}
+	s.unlock()
+	for _, e := range entries {
+		e.chat.Configure(func() protocol.Object { return s.agentConfig(e.start.Load().config) })
 	}
 }
 

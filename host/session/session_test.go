@@ -19,6 +19,7 @@ import (
 	"github.com/ahpd/ahpd/host/fanout"
 	"github.com/ahpd/ahpd/host/outbox"
 	"github.com/ahpd/ahpd/host/session"
+	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/script"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/worktree"
@@ -160,6 +161,7 @@ func (f *fakeHost) WorkRefusal(*conn.Conn, *session.Session) string { return "" 
 func (f *fakeHost) OwnerOf(by grants.Principal) grants.Principal    { return by }
 func (f *fakeHost) MayRead(*conn.Conn, grants.Target) bool          { return true }
 func (f *fakeHost) KeepOut([]string, grants.Target)                 {}
+func (f *fakeHost) HostRules() *plugins.HostRules                   { return nil }
 
 // TestSessionTurn runs one turn of a session made against a fake host, with
 // the script backend, and checks what the session asked of its host: the
