@@ -77,6 +77,10 @@ type Options struct {
 	// 0 is no limit. Called with the owner's lock held, as each wait
 	// begins.
 	InputTimeout func() time.Duration
+	// AutoReply, if set and true as a question is asked, answers it at
+	// once for a person who is not there (AutoReplyAnswer), as VS Code's
+	// chat.autoReply does. Called with the owner's lock held.
+	AutoReply func() bool
 }
 
 // Chat is one conversation.
@@ -88,6 +92,7 @@ type Chat struct {
 	now     func() time.Time
 	clock   clock.Clock
 	timeout func() time.Duration
+	reply   func() bool
 
 	// Guarded by the owner's lock.
 	state      *protocol.ChatState
@@ -155,6 +160,7 @@ func New(opts Options) *Chat {
 		now:        now,
 		clock:      clk,
 		timeout:    opts.InputTimeout,
+		reply:      opts.AutoReply,
 		state:      opts.State,
 		confirm:    map[string]chan bool{},
 		answers:    map[string]chan plugins.Answer{},

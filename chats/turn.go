@@ -469,11 +469,23 @@ func (t *turn) ToolDone(id string, result protocol.ToolCallResult) {
 func (t *turn) Ask(ctx context.Context, req protocol.ChatInputRequest) (plugins.Answer, error) {
 	ch := make(chan plugins.Answer, 1)
 	var w inputWait
+	replied := false
+	var reply plugins.Answer
 	t.c.owner.Do(func() {
+		if t.c.reply != nil && t.c.reply() {
+			if reply, replied = autoReply(req); replied {
+				t.c.owner.Emit(t.c, &protocol.ChatInputRequestedAction{Request: req})
+				t.c.owner.Emit(t.c, &protocol.ChatInputCompletedAction{RequestID: req.ID, Response: reply.Response, Answers: reply.Answers})
+				return
+			}
+		}
 		t.c.answers[req.ID] = ch
 		w = t.c.waitLocked()
 		t.c.owner.Emit(t.c, &protocol.ChatInputRequestedAction{Request: req})
 	})
+	if replied {
+		return reply, nil
+	}
 	defer w.release()
 	select {
 	case ans, open := <-ch:

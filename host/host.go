@@ -244,6 +244,7 @@ type Host struct {
 	// hostRules are the root config's approval keys, as agents take them
 	// (hostrules.go); nil when they decide nothing.
 	hostRules atomic.Pointer[plugins.HostRules]
+	autoReply atomic.Bool // root config's autoReplyEnabled
 	// health is whether the journal takes the host's appends
 	// (journal.go); marks find a serverSeq in the journal (replay.go).
 	health journalHealth

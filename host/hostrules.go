@@ -30,6 +30,9 @@ const (
 	rootTerminalAutoApprove = "terminalAutoApproveEnabled"
 	// rootTerminalRules: VS Code's chat.tools.terminal.autoApprove.
 	rootTerminalRules = "terminalAutoApproveRules"
+	// rootAutoReply: VS Code's chat.autoReply: questions are answered at
+	// once for a person who is not there (chats.AutoReplyAnswer).
+	rootAutoReply = "autoReplyEnabled"
 )
 
 // hostRuleProperties are the root config properties of the keys above.
@@ -62,6 +65,10 @@ func hostRuleProperties() []struct {
 			Type: "boolean", Title: "Terminal Auto Approve", Default: jsontext.Value("true"),
 			Description: new("Whether the terminal auto-approve rules decide commands."),
 		}},
+		{rootAutoReply, protocol.ConfigPropertySchema{
+			Type: "boolean", Title: "Auto Reply", Default: jsontext.Value("false"),
+			Description: new("Answer the agents' questions at once, telling them nobody is there to answer and to choose by their own judgement."),
+		}},
 		{rootTerminalRules, protocol.ConfigPropertySchema{
 			Type: "object", Title: "Terminal Auto Approve Rules", Default: jsontext.Value("{}"),
 			Description: new("Commands that run without asking: each key a command prefix (\"npm test\") or a /regular expression/, each value true (run), false (ask) or {\"approve\": bool, \"matchCommandLine\": bool}."),
@@ -89,7 +96,7 @@ func checkHostRule(k string, v jsontext.Value) string {
 		if p.Mode != plugins.ModeAsk {
 			return fmt.Sprintf("%s: a mode is each session's own; the host's permissions take allow and deny", k)
 		}
-	case rootGlobalAutoApprove, rootTerminalAutoApprove:
+	case rootGlobalAutoApprove, rootTerminalAutoApprove, rootAutoReply:
 		if s := string(bytes.TrimSpace(v)); s != "true" && s != "false" {
 			return fmt.Sprintf("%s takes true or false", k)
 		}
@@ -129,6 +136,7 @@ func hostRulesOf(values protocol.Object) *plugins.HostRules {
 func (h *Host) hostRulesChanged() {
 	h.rootMu.Lock()
 	r := hostRulesOf(h.root.Config.Values)
+	h.autoReply.Store(string(bytes.TrimSpace(h.root.Config.Values[rootAutoReply])) == "true")
 	h.unlockRoot()
 	if old := h.hostRules.Swap(r); sameRules(old, r) {
 		return
@@ -146,5 +154,7 @@ func sameRules(a, b *plugins.HostRules) bool {
 }
 
 func (sh *sessionHost) HostRules() *plugins.HostRules { return sh.h().hostRules.Load() }
+
+func (sh *sessionHost) AutoReply() bool { return sh.h().autoReply.Load() }
 
 var _ session.Host = (*sessionHost)(nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -23,7 +24,7 @@ func TestRootApprovals(t *testing.T) {
 	th := startHost(t, "")
 	c := th.client("c1")
 	root := c.Subscribe(protocol.RootURI).State.(*protocol.RootState)
-	for _, k := range []string{"permissions", "globalAutoApproveEnabled", "terminalAutoApproveEnabled", "terminalAutoApproveRules"} {
+	for _, k := range []string{"permissions", "globalAutoApproveEnabled", "terminalAutoApproveEnabled", "terminalAutoApproveRules", "autoReplyEnabled"} {
 		if _, ok := root.Config.Schema.Properties.Get(k); !ok {
 			t.Errorf("root config does not declare %s", k)
 		}
@@ -75,6 +76,24 @@ func TestRootApprovals(t *testing.T) {
 	last := cs.Turns[len(cs.Turns)-1].ResponseParts
 	if w, ok := last[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCompletedState); !ok || string(w.Meta["ahpd.permission"]) != `"host allowAll"` {
 		t.Errorf("the write under global auto approve: %+v", last[0].(*protocol.ToolCallResponsePart).ToolCall)
+	}
+
+	// Auto reply answers a question at once, for a person not there; the
+	// turn shows the question and its answer.
+	setRoot(protocol.Object{"autoReplyEnabled": jsontext.Value(`true`)})
+	cs = send(t, c, chat, "t4", "ask Which branch?")
+	last = cs.Turns[len(cs.Turns)-1].ResponseParts
+	if got := text(last); !strings.Contains(got, chats.AutoReplyAnswer) {
+		t.Errorf("the question auto-replied: the turn said %q", got)
+	}
+	var asked *protocol.InputRequestResponsePart
+	for _, p := range last {
+		if ir, ok := p.(*protocol.InputRequestResponsePart); ok {
+			asked = ir
+		}
+	}
+	if asked == nil || asked.Request.Answers.Len() != 1 {
+		t.Errorf("the turn does not show the question answered: %+v", asked)
 	}
 
 	// Refused, saying why, when nothing of the change can be taken.

@@ -152,4 +152,8 @@ type Policy interface {
 	// permissions (root config), handed to agents with the session's
 	// config values; nil for none. It takes no lock.
 	HostRules() *plugins.HostRules
+	// AutoReply reports whether questions are answered at once for a
+	// person who is not there (root config's autoReplyEnabled). It
+	// takes no lock.
+	AutoReply() bool
 }

@@ -151,6 +151,7 @@ func (s *Session) newChat(rec *ChatRecord, state *protocol.ChatState) *ChatEntry
 		Clock: s.h.Clock,
 		// Called with s.mu held, as each wait for a person begins.
 		InputTimeout: s.inputTimeoutLocked,
+		AutoReply:    s.h.AutoReply,
 		// Start runs holding no session lock: it reads what it needs
 		// from the entry's and the session's atomic values.
 		Start: func(ctx context.Context) (plugins.Agent, error) {

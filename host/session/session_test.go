@@ -162,6 +162,7 @@ func (f *fakeHost) OwnerOf(by grants.Principal) grants.Principal    { return by 
 func (f *fakeHost) MayRead(*conn.Conn, grants.Target) bool          { return true }
 func (f *fakeHost) KeepOut([]string, grants.Target)                 {}
 func (f *fakeHost) HostRules() *plugins.HostRules                   { return nil }
+func (f *fakeHost) AutoReply() bool                                 { return false }
 
 // TestSessionTurn runs one turn of a session made against a fake host, with
 // the script backend, and checks what the session asked of its host: the
