@@ -2,7 +2,6 @@ package automations
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,18 +45,15 @@ func filesDef(folder string) protocol.AutomationDefinition {
 	return eventDef(TriggerFiles, EventFileChanged, map[string]string{"folder": folder, "pattern": "*.md"})
 }
 
-// watchErrorOf reads an entry's watchErrorMeta.
+// watchErrorOf reads an entry's watchErrorMeta, as clients do.
 func watchErrorOf(t *testing.T, e protocol.AutomationEntry) (protocol.ErrorInfo, bool) {
 	t.Helper()
-	raw, ok := e.Meta[watchErrorMeta]
-	if !ok {
-		return protocol.ErrorInfo{}, false
+	if raw, ok := e.Meta[watchErrorMeta]; ok {
+		if _, ok := WatchErrorOf(e); !ok {
+			t.Fatalf("WatchErrorOf cannot read %s", raw)
+		}
 	}
-	var info protocol.ErrorInfo
-	if err := json.Unmarshal(raw, &info); err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	return info, true
+	return WatchErrorOf(e)
 }
 
 // waitEntry waits for a change of the automation at uri that cond takes.

@@ -22,6 +22,8 @@ type automationView struct {
 	NextRunAt string
 	RunCount  int64
 	Runs      []runView
+	// WatchError says why its triggers do not watch, or "".
+	WatchError string
 }
 
 // runView is one run of an automation.
@@ -73,6 +75,9 @@ func automationOf(e *protocol.AutomationEntry) automationView {
 	}
 	if e.NextRunAt != nil {
 		v.NextRunAt = *e.NextRunAt
+	}
+	if info, ok := automations.WatchErrorOf(*e); ok {
+		v.WatchError = info.Message
 	}
 	for _, t := range e.Definition.Triggers {
 		v.Triggers = append(v.Triggers, triggerText(t))

@@ -166,8 +166,12 @@ func automationsLs(ctx context.Context, args []string, io cliIO) int {
 		if len(e.Runs) > 0 {
 			last = automations.StateOf(e.Runs[0].Lifecycle)
 		}
+		triggers := oneLine(triggersText(e.Definition.Triggers), 40)
+		if _, ok := automations.WatchErrorOf(e); ok {
+			triggers += " (not watching: ahpd automations show)"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", automationID(e.Resource), yesNo(e.Definition.Enabled),
-			oneLine(triggersText(e.Definition.Triggers), 40), next, last, oneLine(e.Definition.Title, 60))
+			triggers, next, last, oneLine(e.Definition.Title, 60))
 	}
 	_ = tw.Flush()
 	return exitOK

@@ -59,6 +59,9 @@ func printAutomation(io cliIO, e protocol.AutomationEntry, runs []runView) {
 	fmt.Fprintf(w, "title       %s\n", d.Title)
 	fmt.Fprintf(w, "enabled     %s\n", yesNo(d.Enabled))
 	fmt.Fprintf(w, "triggers    %s\n", triggersText(d.Triggers))
+	if info, ok := automations.WatchErrorOf(e); ok {
+		fmt.Fprintf(w, "watching    no (%s): %s\n", info.ErrorType, info.Message)
+	}
 	if e.NextRunAt != nil {
 		fmt.Fprintf(w, "next run    %s\n", shortTime(*e.NextRunAt))
 	}
