@@ -39,7 +39,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Models are the models offered for a client to pick a turn's from
 	// (Info's models); nil offers DefaultModels. An entry whose ID no
-	// --model may carry is left out.
+	// --model may carry is left out; one without a Name is named by its
+	// ID. The ahpd config file does not set them yet.
 	Models []Model
 }
 
