@@ -221,7 +221,13 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		return a.in.failure(ctx, "running the turn", r.err)
 	}
 	if u := r.resp.Usage; u != nil {
-		t.Usage(usageInfo(*u))
+		info := usageInfo(*u)
+		// ACP's usage names no model: the turn ran on the session's
+		// current one, which selectModel set.
+		if m := a.currentModel(); m != "" {
+			info.Model = &m
+		}
+		t.Usage(info)
 	}
 	switch r.resp.StopReason {
 	case sdk.StopReasonCancelled:
@@ -390,6 +396,17 @@ func (a *Agent) selectModel(ctx context.Context, m *protocol.ModelSelection) {
 	a.mu.Lock()
 	a.options.models = &changed
 	a.mu.Unlock()
+}
+
+// currentModel returns the model the session runs, or "" for an agent
+// that reported no models.
+func (a *Agent) currentModel() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.options.models == nil {
+		return ""
+	}
+	return string(a.options.models.CurrentModelId)
 }
 
 // usageInfo converts ACP's token counts.

@@ -53,9 +53,10 @@ func TestConfigOptionsAndModels(t *testing.T) {
 		t.Fatalf("config = %q, want %q", got, want)
 	}
 
-	// A message that asks for a model switches to it.
+	// A message that asks for a model switches to it, and the turn's
+	// usage names it.
 	turn := pluginstest.NewTurn("")
-	msg := userMessage("config")
+	msg := userMessage("config\nusage")
 	msg.Model = &protocol.ModelSelection{ID: "m2"}
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Hang)
 	defer cancel()
@@ -64,6 +65,9 @@ func TestConfigOptionsAndModels(t *testing.T) {
 	}
 	if got := turn.Response(); got != "style=fancy verbose=true model=m2" {
 		t.Errorf("after choosing m2: %q", got)
+	}
+	if u := turn.Of("usage"); len(u) != 1 || u[0].Usage.Model == nil || *u[0].Usage.Model != "m2" {
+		t.Errorf("usage after choosing m2 = %+v", u)
 	}
 
 	// Values given at Start apply from the start.

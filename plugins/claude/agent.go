@@ -8,7 +8,6 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/ahpd/ahpd/plugins"
@@ -21,7 +20,8 @@ var errClosed = errors.New("claude: agent is closed")
 
 // Agent is one conversation in a running CLI. The CLI is started with the
 // agent and started again, resuming the conversation, before a turn that
-// finds it gone or running with config that has since changed.
+// finds it gone or running with config that has since changed; a turn
+// that picks another model switches it (model.go).
 type Agent struct {
 	b          *Backend
 	command    string
@@ -42,7 +42,8 @@ type Agent struct {
 	mu     sync.Mutex
 	config protocol.Object
 	// picked is the model the client picked for the turn running or last
-	// run (message.model), over the config's; "" runs the config's.
+	// run (message.model), over the config's; "" runs the config's
+	// (wantedModel).
 	picked     string
 	closed     bool
 	prompting  bool
@@ -120,39 +121,6 @@ func (a *Agent) SetConfig(values protocol.Object) {
 	a.config = maps.Clone(values)
 }
 
-// pick takes the model a turn's message picked: the CLI runs it (--model,
-// restarting on the conversation when it changes) over the config's. A
-// message that picks none, or one no CLI flag may carry, runs the
-// config's.
-func (a *Agent) pick(m *protocol.ModelSelection) {
-	picked := ""
-	if m != nil {
-		if validModel(m.ID) {
-			picked = m.ID
-		} else {
-			a.log.Warn("a turn picked a model the CLI cannot be asked for; it runs the session's", "model", protocol.Quote(m.ID))
-		}
-	}
-	a.mu.Lock()
-	a.picked = picked
-	a.mu.Unlock()
-}
-
-// validModel reports whether id may go to the CLI as --model's value: a
-// model name or alias (claude-opus-4-8, haiku, sonnet[1m]), never what
-// the CLI would read as a flag.
-func validModel(id string) bool {
-	if id == "" || len(id) > 128 || id[0] == '-' {
-		return false
-	}
-	for _, r := range id {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("-._:[]@/", r)) {
-			return false
-		}
-	}
-	return true
-}
-
 // policy returns the session's permissions as the agent's config gives
 // them now: the CLI's permission prompts are answered by them first.
 func (a *Agent) policy() *plugins.Policy {
@@ -162,13 +130,18 @@ func (a *Agent) policy() *plugins.Policy {
 	return plugins.PolicyOf(config, a.conv.Dir)
 }
 
-// start starts the CLI. The caller has the agent to itself: it is Start,
-// or the Prompt in progress.
+// start starts the CLI, on the model the next turn wants. The caller has
+// the agent to itself: it is Start, or the Prompt in progress.
 func (a *Agent) start() error {
 	a.mu.Lock()
 	config := a.cliArgs()
+	model := a.wantedModel()
 	a.mu.Unlock()
-	args := append(slices.Clone(config),
+	args := slices.Clone(config)
+	if model != "" {
+		args = append(args, "--model", model)
+	}
+	args = append(args,
 		"-p",
 		"--input-format", "stream-json",
 		"--output-format", "stream-json",
@@ -188,6 +161,7 @@ func (a *Agent) start() error {
 	if err != nil {
 		return err
 	}
+	p.model = model
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -200,15 +174,30 @@ func (a *Agent) start() error {
 	return nil
 }
 
-// ready returns the CLI to run a turn in, (re)starting it when it is gone
-// or runs with config flags that have changed.
-func (a *Agent) ready() (*process, error) {
+// ready returns the CLI to run a turn in, on the model the turn wants:
+// (re)started when it is gone or runs with config flags that have
+// changed, switched when it runs another model, and restarted on that
+// model should the switch fail.
+func (a *Agent) ready(ctx context.Context) (*process, error) {
 	a.mu.Lock()
 	p := a.proc
 	fresh := p != nil && p.alive() && slices.Equal(p.args, a.cliArgs())
+	model := a.wantedModel()
 	a.mu.Unlock()
-	if fresh {
+	if fresh && p.model == model {
 		return p, nil
+	}
+	if fresh {
+		err := a.setModel(ctx, p, model)
+		if err == nil {
+			a.log.Debug("switched the CLI's model", "pid", p.PID(), "model", model)
+			p.model = model
+			return p, nil
+		}
+		if ctx.Err() != nil || a.closing.Err() != nil {
+			return nil, err
+		}
+		a.log.Warn("cannot switch the CLI's model; restarting it on the model", "model", model, "err", err)
 	}
 	if p != nil {
 		if p.alive() {
@@ -270,7 +259,7 @@ func (a *Agent) Prompt(ctx context.Context, msg protocol.Message, t plugins.Turn
 		// goes to the CLI running the turn, whatever it names.
 		a.pick(msg.Model)
 	}
-	p, err := a.ready()
+	p, err := a.ready(ctx)
 	if err != nil {
 		return err
 	}

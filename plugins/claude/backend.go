@@ -37,6 +37,11 @@ type Options struct {
 	// Logger receives debug output (the CLI's stderr, lines the backend
 	// does not understand); nil discards it.
 	Logger *slog.Logger
+	// Models are the models offered for a client to pick a turn's from
+	// (Info's models); nil offers DefaultModels. An entry whose ID no
+	// --model may carry is left out; one without a Name is named by its
+	// ID. The ahpd config file does not set them yet.
+	Models []Model
 }
 
 // Backend runs conversations in the Claude Code CLI. It holds no state of
@@ -46,6 +51,7 @@ type Backend struct {
 	command string
 	env     []string
 	log     *slog.Logger
+	models  []Model
 }
 
 var (
@@ -59,14 +65,20 @@ func New(opts Options) *Backend {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{command: opts.Command, env: append([]string(nil), opts.Env...), log: log.With("backend", Provider)}
+	return &Backend{
+		command: opts.Command,
+		env:     append([]string(nil), opts.Env...),
+		log:     log.With("backend", Provider),
+		models:  append([]Model(nil), offeredModels(opts.Models)...),
+	}
 }
 
-// Info describes the backend.
+// Info describes the backend, with the models a client may pick a
+// turn's from.
 func (b *Backend) Info() protocol.AgentInfo {
-	models := make([]protocol.SessionModelInfo, 0, len(knownModels))
-	for _, m := range knownModels {
-		models = append(models, protocol.SessionModelInfo{ID: m.id, Provider: Provider, Name: m.name})
+	models := make([]protocol.SessionModelInfo, 0, len(b.models))
+	for _, m := range b.models {
+		models = append(models, protocol.SessionModelInfo{ID: m.ID, Provider: Provider, Name: m.Name})
 	}
 	return protocol.AgentInfo{
 		Provider:    Provider,

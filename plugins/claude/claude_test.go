@@ -492,7 +492,7 @@ func TestConfig(t *testing.T) {
 
 // TestPickedModel: a turn runs on the model its message picked (a
 // client's model picker), over the session config's; a turn that picks
-// none, or picks what no flag may carry, runs the config's.
+// none, "default", or what no flag may carry, runs the config's.
 func TestPickedModel(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -501,6 +501,7 @@ func TestPickedModel(t *testing.T) {
 		{"claude-picked-model", "claude-picked-model"},
 		{"", "claude-config-model"},
 		{"haiku", "claude-haiku"}, // an alias, which the CLI resolves
+		{"default", "claude-config-model"},
 		{"--dangerously-skip-permissions", "claude-config-model"},
 		{"a model with spaces", "claude-config-model"},
 	} {
@@ -595,11 +596,31 @@ func TestStartErrors(t *testing.T) {
 	}
 }
 
+// TestInfoAndConfigProperties: the models a client picks from are in
+// Info, the CLI's aliases unless the options name others, and the config
+// offers no model of its own (VS Code would show it as a second picker).
 func TestInfoAndConfigProperties(t *testing.T) {
 	b := claude.New(claude.Options{})
 	info := b.Info()
-	if info.Provider != "claude" || info.DisplayName != "Claude Code" || info.Description == "" || len(info.Models) == 0 {
+	if info.Provider != "claude" || info.DisplayName != "Claude Code" || info.Description == "" {
 		t.Errorf("Info = %+v", info)
+	}
+	models := func(info protocol.AgentInfo) []string {
+		var out []string
+		for _, m := range info.Models {
+			if m.Provider != "claude" {
+				t.Errorf("model %s has provider %q", m.ID, m.Provider)
+			}
+			out = append(out, m.ID+"="+m.Name)
+		}
+		return out
+	}
+	if got, want := models(info), []string{"default=Default", "sonnet=Claude Sonnet", "opus=Claude Opus", "haiku=Claude Haiku"}; !slices.Equal(got, want) {
+		t.Errorf("models = %q, want %q", got, want)
+	}
+	custom := claude.New(claude.Options{Models: []claude.Model{{ID: "claude-sonnet-5", Name: "Sonnet 5"}, {ID: "--evil"}, {ID: "opus[1m]"}}})
+	if got, want := models(custom.Info()), []string{"claude-sonnet-5=Sonnet 5", "opus[1m]=opus[1m]"}; !slices.Equal(got, want) {
+		t.Errorf("configured models = %q, want %q", got, want)
 	}
 	var keys []string
 	for _, p := range b.ConfigProperties() {
@@ -608,7 +629,7 @@ func TestInfoAndConfigProperties(t *testing.T) {
 			t.Errorf("%s is not session-mutable", p.Key)
 		}
 	}
-	if want := []string{"model", "permissionMode", "allowedTools", "disallowedTools"}; !slices.Equal(keys, want) {
+	if want := []string{"permissionMode", "allowedTools", "disallowedTools"}; !slices.Equal(keys, want) {
 		t.Errorf("config keys = %q, want %q", keys, want)
 	}
 }

@@ -8,24 +8,16 @@ import (
 	"github.com/ahpd/ahpd/protocol"
 )
 
-// The session config keys the backend offers.
+// The session config keys the backend reads. It offers all but
+// ConfigModel: a turn's model is the one its message picks (model.go),
+// and a config's model, from a session made before, is only read, as
+// that session's default.
 const (
 	ConfigModel           = "model"
 	ConfigPermissionMode  = "permissionMode"
 	ConfigAllowedTools    = "allowedTools"
 	ConfigDisallowedTools = "disallowedTools"
 )
-
-// modelDefault is the model value that leaves the choice to the CLI.
-const modelDefault = "default"
-
-// knownModels are the model aliases the CLI resolves to its latest model
-// of each family.
-var knownModels = []struct{ id, name, description string }{
-	{"opus", "Claude Opus", "The most capable model"},
-	{"sonnet", "Claude Sonnet", "Fast and capable"},
-	{"haiku", "Claude Haiku", "The fastest model"},
-}
 
 // permissionModes are the CLI's --permission-mode values the backend
 // offers, with a label and a description each. The CLI knows others
@@ -37,18 +29,11 @@ var permissionModes = []struct{ id, label, description string }{
 	{"bypassPermissions", "Bypass permissions", "Never ask (refused when the CLI runs as root)"},
 }
 
-// ConfigProperties offers the model, the permission mode, and the tools
-// allowed without asking or never allowed. All of them can change while
-// a session runs: the CLI restarts with them before the next turn.
+// ConfigProperties offers the permission mode, and the tools allowed
+// without asking or never allowed. All of them can change while a session
+// runs: the CLI restarts with them before the next turn. The model is no
+// property: it is picked per turn from Info's models.
 func (b *Backend) ConfigProperties() []plugins.Property {
-	modelEnum := []jsontext.Value{quote(modelDefault)}
-	modelLabels := []string{"Default"}
-	modelDescs := []string{"The CLI's default model"}
-	for _, m := range knownModels {
-		modelEnum = append(modelEnum, quote(m.id))
-		modelLabels = append(modelLabels, m.name)
-		modelDescs = append(modelDescs, m.description)
-	}
 	var modeEnum []jsontext.Value
 	var modeLabels, modeDescs []string
 	for _, m := range permissionModes {
@@ -67,16 +52,6 @@ func (b *Backend) ConfigProperties() []plugins.Property {
 		}}
 	}
 	return []plugins.Property{
-		{Key: ConfigModel, Schema: protocol.SessionConfigPropertySchema{
-			Type:             "string",
-			Title:            "Model",
-			Description:      new("The model Claude Code uses."),
-			Enum:             modelEnum,
-			EnumLabels:       modelLabels,
-			EnumDescriptions: modelDescs,
-			Default:          quote(modelDefault),
-			SessionMutable:   new(true),
-		}},
 		{Key: ConfigPermissionMode, Schema: protocol.SessionConfigPropertySchema{
 			Type:             "string",
 			Title:            "Permissions",
@@ -97,14 +72,12 @@ func quote(s string) jsontext.Value {
 	return v
 }
 
-// configArgs returns the CLI flags that carry config. A value of the
-// wrong type is ignored rather than guessed at; an unknown permission
-// mode falls back to the CLI's default, which asks the most.
+// configArgs returns the CLI flags that carry config, but for the model,
+// which a resident CLI can switch without a restart (model.go). A value
+// of the wrong type is ignored rather than guessed at; an unknown
+// permission mode falls back to the CLI's default, which asks the most.
 func configArgs(config protocol.Object) []string {
 	var args []string
-	if m := stringValue(config[ConfigModel]); m != "" && m != modelDefault {
-		args = append(args, "--model", m)
-	}
 	if mode := stringValue(config[ConfigPermissionMode]); mode != "" && mode != "default" {
 		for _, m := range permissionModes {
 			if m.id == mode {

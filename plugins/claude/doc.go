@@ -5,9 +5,9 @@
 // Each started chat is one long-lived CLI process, started in the chat's
 // working directory as
 //
-//	claude [config flags] -p --input-format stream-json --output-format stream-json
-//	    --verbose --include-partial-messages --permission-prompt-tool stdio
-//	    (--session-id ID | --resume ID)
+//	claude [config flags] [--model M] -p --input-format stream-json
+//	    --output-format stream-json --verbose --include-partial-messages
+//	    --permission-prompt-tool stdio (--session-id ID | --resume ID)
 //
 // A turn is one user line written to its stdin; the CLI answers with JSON
 // lines on stdout until the turn's "result" line. Text and reasoning reach
@@ -29,6 +29,9 @@
 // when it exits, so a turn just finished by a running agent may be missing
 // from it for that long.
 //
-// Config changes (model, permission mode, allowed and disallowed tools)
+// A turn runs on the model its message picks (message.model, from the
+// models Info lists), else the session's: a running CLI is switched to it
+// with a set_model control request before the turn (model.go). Config
+// changes (permission mode, allowed and disallowed tools, permissions)
 // take effect by restarting the CLI with --resume before the next turn.
 package claude

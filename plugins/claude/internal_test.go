@@ -54,8 +54,8 @@ func TestConfigArgs(t *testing.T) {
 	}{
 		{nil, nil},
 		{protocol.Object{ConfigModel: jsontext.Value(`"default"`), ConfigPermissionMode: jsontext.Value(`"default"`)}, nil},
-		{protocol.Object{ConfigModel: jsontext.Value(`"sonnet"`)}, []string{"--model", "sonnet"}},
-		{protocol.Object{ConfigModel: jsontext.Value(`42`)}, nil},
+		// The model is no restart's business: the agent switches it.
+		{protocol.Object{ConfigModel: jsontext.Value(`"sonnet"`)}, nil},
 		{protocol.Object{ConfigPermissionMode: jsontext.Value(`"plan"`)}, []string{"--permission-mode", "plan"}},
 		// An unknown mode must not grant more than the default.
 		{protocol.Object{ConfigPermissionMode: jsontext.Value(`"yolo"`)}, nil},

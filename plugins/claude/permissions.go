@@ -1,7 +1,6 @@
 package claude
 
 import (
-	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,19 +22,11 @@ import (
 // model), a glob on reading or searching as a Read rule on that path.
 
 // cliArgs returns the flags the agent's config gives the CLI: the
-// backend's own keys (the model the turn picked over the config's) and
-// the deny rules of the session's permissions, one --disallowedTools list
-// for both. Called with a.mu held.
+// backend's own keys (but the model, model.go) and the deny rules of the
+// session's permissions, one --disallowedTools list for both. Called with
+// a.mu held.
 func (a *Agent) cliArgs() []string {
-	config := a.config
-	if a.picked != "" {
-		config = maps.Clone(config)
-		if config == nil {
-			config = protocol.Object{}
-		}
-		config[ConfigModel] = quote(a.picked)
-	}
-	args := configArgs(config)
+	args := configArgs(a.config)
 	deny := denyArgs(a.config, a.conv.Dir, a.realDir)
 	if len(deny) == 0 {
 		return args

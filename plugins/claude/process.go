@@ -47,8 +47,12 @@ const (
 // restart to its stop.
 type process struct {
 	*agentproc.Process
-	args []string // the config flags it runs with
-	log  *slog.Logger
+	args []string // the config flags it runs with, but --model
+	// model is the model it runs ("" for the CLI's default), as started
+	// or switched since; touched by the agent's start and the Prompt in
+	// progress only.
+	model string
+	log   *slog.Logger
 
 	writeMu sync.Mutex // one line at a time on stdin
 

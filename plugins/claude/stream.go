@@ -156,9 +156,10 @@ type controlRequestLine struct {
 }
 
 // controlRequest is the body of a control request. The CLI asks
-// can_use_tool (a permission prompt); we ask interrupt.
+// can_use_tool (a permission prompt); we ask interrupt and set_model.
 type controlRequest struct {
 	Subtype   string         `json:"subtype"`
+	Model     string         `json:"model,omitzero"` // set_model's
 	ToolName  string         `json:"tool_name,omitzero"`
 	Input     jsontext.Value `json:"input,omitzero"`
 	ToolUseID string         `json:"tool_use_id,omitzero"`

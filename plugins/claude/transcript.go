@@ -29,10 +29,20 @@ import (
 //   - "user" with tool_result blocks: tool calls complete.
 //   - "user" with the text "[Request interrupted by user]": the turn was
 //     cancelled.
+//   - "user" with a slash command and its output (<command-name>,
+//     <local-command-stdout>): skipped; a model switch writes them.
 //
 // Others (queue-operation, attachment, last-prompt, mode, ...), lines of
 // subagents (isSidechain) and the CLI's own notes (isMeta) are skipped, as
 // are lines that do not decode, such as one cut short.
+
+// localCommand reports the text of a user line the CLI writes for a
+// slash command run outside a turn: the command, and what it printed
+// (the caveat before them is isMeta).
+func localCommand(text string) bool {
+	t := strings.TrimLeft(text, " \t\r\n")
+	return strings.HasPrefix(t, "<command-name>") || strings.HasPrefix(t, "<local-command-stdout>") || strings.HasPrefix(t, "<local-command-stderr>")
+}
 
 // interruptMarker starts the text the CLI records when a turn is
 // interrupted.
@@ -188,6 +198,9 @@ func (b *turnBuilder) user(line []byte) {
 		b.touch(m.Timestamp)
 	case results:
 		b.touch(m.Timestamp)
+	case localCommand(text):
+		// A slash command's record (the backend's model switch is /model),
+		// which is no prompt.
 	case len(texts) > 0:
 		b.finish()
 		b.cur = &turnRecord{id: m.UUID, prompt: text, tools: map[string]*recordedTool{}, usage: map[string]apiUsage{}}
