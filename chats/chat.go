@@ -98,7 +98,7 @@ type Chat struct {
 	state      *protocol.ChatState
 	run        *run                           // the running turn
 	last       *run                           // the turn that ran last, while its ending is told
-	confirm    map[string]chan bool           // tool call id -> the runner waiting on it
+	confirm    map[string]*pendingConfirm     // tool call id -> the runner waiting on it
 	answers    map[string]chan plugins.Answer // input request id -> the runner waiting on it
 	background map[string]bool                // the background work listed, by id
 	busy       bool
@@ -162,7 +162,7 @@ func New(opts Options) *Chat {
 		timeout:    opts.InputTimeout,
 		reply:      opts.AutoReply,
 		state:      opts.State,
-		confirm:    map[string]chan bool{},
+		confirm:    map[string]*pendingConfirm{},
 		answers:    map[string]chan plugins.Answer{},
 		background: map[string]bool{},
 	}
@@ -323,9 +323,9 @@ func (c *Chat) React(a protocol.Action) {
 			c.cancel(c.run.turnID)
 		}
 	case *protocol.ChatToolCallConfirmedAction:
-		if ch, ok := c.confirm[a.ToolCallID]; ok {
+		if p, ok := c.confirm[a.ToolCallID]; ok {
 			delete(c.confirm, a.ToolCallID)
-			ch <- a.Approved
+			p.ch <- c.answerConfirmLocked(p, a)
 		}
 	case *protocol.ChatInputCompletedAction:
 		if ch, ok := c.answers[a.RequestID]; ok {

@@ -289,8 +289,8 @@ func (c *Chat) releaseLocked(r *run) {
 		return
 	}
 	c.run, c.last = nil, r
-	for id, ch := range c.confirm {
-		close(ch)
+	for id, p := range c.confirm {
+		close(p.ch)
 		delete(c.confirm, id)
 	}
 	for id, ch := range c.answers {
@@ -426,30 +426,49 @@ func (t *turn) ToolRunning(id string, invocation protocol.StringOrMarkdown, inpu
 	})
 }
 
-// Confirm puts the call in pending-confirmation and waits for the client's
+// Confirm puts the call in pending-confirmation, with the options a
+// person has (confirmOptions), and waits for the client's
 // chat/toolCallConfirmed, which React hands over, or for the session's
-// inputTimeout.
+// inputTimeout. An answer that allowed the call in this session returns
+// once the session's agents have the rule it added, so the agent's next
+// call like it is decided by it.
 func (t *turn) Confirm(ctx context.Context, call plugins.ToolCall) (bool, error) {
-	ch := make(chan bool, 1)
+	rule := t.sessionRule(call)
+	p := &pendingConfirm{ch: make(chan confirmAnswer, 1), rule: rule}
 	var w inputWait
 	t.c.owner.Do(func() {
 		t.startLocked(call)
-		t.c.confirm[call.ID] = ch
+		t.c.confirm[call.ID] = p
 		w = t.c.waitLocked()
-		t.c.owner.Emit(t.c, &protocol.ChatToolCallReadyAction{
+		ready := &protocol.ChatToolCallReadyAction{
 			TurnID:            t.r.turnID,
 			ToolCallID:        call.ID,
 			InvocationMessage: call.Invocation,
 			ToolInput:         protocol.InlineInput(call.Input),
-		})
+			Options:           confirmOptions(rule),
+		}
+		t.c.owner.Emit(t.c, ready)
 	})
 	defer w.release()
 	select {
-	case ok, open := <-ch:
+	case ans, open := <-p.ch:
 		if !open {
 			return false, context.Canceled
 		}
-		return ok, nil
+		if ans.configure != nil {
+			// Run holding no lock; a turn that ends meanwhile does not
+			// wait for it.
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ans.configure()
+			}()
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+		}
+		return ans.ok, nil
 	case <-ctx.Done():
 		t.c.owner.Do(func() { delete(t.c.confirm, call.ID) })
 		return false, ctx.Err()

@@ -68,7 +68,9 @@ func TestAnswerAndApproveForms(t *testing.T) {
 	}
 	r = mob.get(page)
 	tc := hiddenToolCall.FindStringSubmatch(r.body)
-	if tc == nil || !strings.Contains(r.body, `name="decision" value="approve"`) || !strings.Contains(r.body, `name="decision" value="deny"`) {
+	// The host's options, as the buttons: allow in this session, allow once, deny.
+	if tc == nil || !strings.Contains(r.body, `name="option" value="allow-session"`) || !strings.Contains(r.body, `name="option" value="allow-once"`) ||
+		!strings.Contains(r.body, `name="option" value="deny"`) {
 		t.Fatalf("the member's page has no approval buttons: %s", r.body)
 	}
 	confirm := url.Values{"csrf": {mob.csrf()}, "uri": {uri}, "chat": {chat}, "toolCall": {tc[1]}}

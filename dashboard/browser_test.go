@@ -240,10 +240,11 @@ func TestBrowser(t *testing.T) {
 	waitChat(t, root, writes, waiting)
 	tab(t, ctx, "the writing session's page",
 		chromedp.Navigate(e.srv.URL+"/ui/session?uri=ahp-session:/writes"),
-		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[value="approve"]`)),
+		// The host's options, as its buttons.
+		chromedp.WaitVisible(chromedp.CSS(`form.confirm button[value="allow-once"]`)),
 		poll(`!!document.querySelector('form.confirm button[value="deny"]')`),
 	)
-	follow(t, ctx, "pressing Approve", `form.confirm button[value="approve"]`)
+	follow(t, ctx, "pressing Allow Once", `form.confirm button[value="allow-once"]`)
 	tab(t, ctx, "the approved write",
 		poll(`!!document.querySelector("#turn-t-writes.t-complete")`),
 		poll(`document.querySelector("#turn-t-writes details.tool summary").innerText.includes("completed")`),

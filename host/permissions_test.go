@@ -1,17 +1,21 @@
 package host_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ahpd/ahpd/chats"
 	"github.com/ahpd/ahpd/clock"
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/protocol/protocoltest"
 )
 
 var strict = map[string]any{"ahpd.strictConfig": true}
@@ -232,5 +236,140 @@ func checkTimedOut(t *testing.T, turn protocol.Turn, says string) {
 	e := turn.ErrorPart()
 	if turn.State != protocol.TurnStateError || e == nil || e.Error.ErrorType != "inputTimeout" || !strings.Contains(e.Error.Message, says) {
 		t.Errorf("the turn ended %s with %+v, want inputTimeout saying %q", turn.State, e, says)
+	}
+}
+
+// readyOf returns the chat/toolCallReady c was sent for a tool call.
+func readyOf(t *testing.T, c *hosttest.Client, chat, toolCallID string) *protocol.ChatToolCallReadyAction {
+	t.Helper()
+	for _, m := range c.Messages() {
+		if e := m.Envelope; e != nil && e.Channel == chat {
+			if a, ok := e.Action.(*protocol.ChatToolCallReadyAction); ok && a.ToolCallID == toolCallID {
+				return a
+			}
+		}
+	}
+	t.Fatalf("no chat/toolCallReady for %s", toolCallID)
+	return nil
+}
+
+// toolCalls returns the tool calls of a turn, in order.
+func toolCalls(turn protocol.Turn) []protocol.ToolCallState {
+	var out []protocol.ToolCallState
+	for _, p := range turn.ResponseParts {
+		if tp, ok := p.(*protocol.ToolCallResponsePart); ok {
+			out = append(out, tp.ToolCall)
+		}
+	}
+	return out
+}
+
+func confirm(c *hosttest.Client, chat, turnID, toolCallID, option string) {
+	c.Dispatch(chat, &protocol.ChatToolCallConfirmedAction{TurnID: turnID, ToolCallID: toolCallID, Approved: true,
+		Confirmed: new(protocol.ToolCallConfirmationReasonUserAction), SelectedOptionID: &option})
+}
+
+// TestAllowInSession: a confirmation offers allow in this session, allow
+// once and deny (validated against the schemas); picking allow in this
+// session adds an allow rule for the tool anywhere in the folder to the
+// session's permissions, which every client sees in its config and which
+// outlives a restart, and the next writes, of another file too, run
+// confirmed by that setting. Allow once, and an option the host never
+// offered, allow the one call: the next asks again.
+func TestAllowInSession(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	th := startHost(t, state)
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+
+	startTaken(t, c, chat, "t1", "write a.txt one\nwrite c.txt two")
+	id := pendingTool(t, c, chat)
+	ready := readyOf(t, c, chat, id)
+	protocoltest.Validate(t, "ChatToolCallReadyAction", ready)
+	var got []string
+	for _, o := range ready.Options {
+		g := ""
+		if o.Group != nil {
+			g = fmt.Sprint(*o.Group)
+		}
+		got = append(got, o.ID+"|"+o.Label+"|"+string(o.Kind)+"|"+g)
+	}
+	if want := []string{"allow-session|Allow in this Session|approve|1", "allow-once|Allow Once|approve|", "deny|Deny|deny|2"}; !slices.Equal(got, want) {
+		t.Errorf("the options: %q, want %q", got, want)
+	}
+	confirm(c, chat, "t1", id, "allow-session")
+	// The turn's second write, another file, runs on the rule at once.
+	cs := waitTurnEnd(t, c, chat, "t1")
+	calls := toolCalls(cs.Turns[0])
+	first, ok := calls[0].(*protocol.ToolCallCompletedState)
+	if !ok || first.Confirmed != protocol.ToolCallConfirmationReasonUserAction || first.SelectedOption == nil || first.SelectedOption.ID != "allow-session" {
+		t.Errorf("the write allowed in the session: %+v", calls[0])
+	}
+	wantRule := `{"mode":"ask","allow":["write(**)"]}`
+	checkSetting := func(call protocol.ToolCallState) {
+		t.Helper()
+		done, ok := call.(*protocol.ToolCallCompletedState)
+		if !ok || !done.Success || done.Confirmed != protocol.ToolCallConfirmationReasonSetting || string(done.Meta["ahpd.permission"]) != `"allow \"write(**)\""` {
+			t.Errorf("a write after allow in this session: %+v", call)
+		}
+	}
+	checkSetting(calls[1])
+	st := c.WaitState(session, "the rule in the config", func(s protocol.ChannelState) bool {
+		return string(s.(*protocol.SessionState).Config.Values["permissions"]) == wantRule
+	}).(*protocol.SessionState)
+	if p, ok := st.Config.Schema.Properties.Get("permissions"); !ok || p.SessionMutable == nil || !*p.SessionMutable {
+		t.Errorf("the permissions property: %+v", p)
+	}
+	// Another client sees it too, from the session's state.
+	c2 := th.client("c2")
+	if got := string(c2.Subscribe(session).State.(*protocol.SessionState).Config.Values["permissions"]); got != wantRule {
+		t.Errorf("another client's config: %s", got)
+	}
+
+	cs = send(t, c, chat, "t2", "write b.txt three\nwrite a.txt four")
+	for _, call := range toolCalls(cs.Turns[1]) {
+		checkSetting(call)
+	}
+	for name, want := range map[string]string{"a.txt": "four", "b.txt": "three", "c.txt": "two"} {
+		if data, err := os.ReadFile(filepath.Join(th.work, name)); err != nil || string(data) != want {
+			t.Errorf("%s = %q, %v", name, data, err)
+		}
+	}
+
+	// Allow once, then an option the host did not offer: each allows its
+	// call alone, and the permissions stay as they were.
+	s2, chat2 := th.newSession(c, "s2", nil)
+	for i, option := range []string{"allow-once", "always"} {
+		turnID := fmt.Sprintf("t%d", i+1)
+		startTaken(t, c, chat2, turnID, "write d.txt "+option)
+		id := pendingTool(t, c, chat2)
+		confirm(c, chat2, turnID, id, option)
+		last := waitTurnEnd(t, c, chat2, turnID).Turns[i]
+		if done, ok := toolCalls(last)[0].(*protocol.ToolCallCompletedState); !ok || done.Confirmed != protocol.ToolCallConfirmationReasonUserAction {
+			t.Errorf("%s: %+v", option, toolCalls(last)[0])
+		}
+	}
+	// A third asks again; deny refuses it.
+	startTaken(t, c, chat2, "t3", "write d.txt denied")
+	id = pendingTool(t, c, chat2)
+	c.Dispatch(chat2, &protocol.ChatToolCallConfirmedAction{TurnID: "t3", ToolCallID: id, Approved: false,
+		Reason: new(protocol.ToolCallCancellationReasonDenied), SelectedOptionID: new(chats.OptionDeny)})
+	if _, ok := toolCalls(waitTurnEnd(t, c, chat2, "t3").Turns[2])[0].(*protocol.ToolCallCancelledState); !ok {
+		t.Error("the denied write was not cancelled")
+	}
+	if data, _ := os.ReadFile(filepath.Join(th.work, "d.txt")); string(data) != "always" {
+		t.Errorf("d.txt = %q", data)
+	}
+	if got := string(c.Subscribe(s2).State.(*protocol.SessionState).Config.Values["permissions"]); got != `{"mode":"ask"}` {
+		t.Errorf("allow once changed the permissions: %s", got)
+	}
+
+	// The rule outlives a restart of the host.
+	th.stop()
+	th = startHost(t, state)
+	c = th.client("c3")
+	if got := string(c.Subscribe(session).State.(*protocol.SessionState).Config.Values["permissions"]); got != wantRule {
+		t.Errorf("after a restart the permissions are %s", got)
 	}
 }

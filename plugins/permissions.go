@@ -140,6 +140,24 @@ func (p Permissions) Encode() jsontext.Value {
 	return v
 }
 
+// WithAllow returns p with rule added to its allow list, and whether it
+// was added: a rule already there (as written) or a full list leaves p
+// as it is. The rule is checked as a config value's are.
+func (p Permissions) WithAllow(rule string) (Permissions, bool) {
+	r, err := parseRule(rule)
+	if err != nil || len(p.Allow) >= maxRules {
+		return p, false
+	}
+	for _, have := range p.Allow {
+		if have == r.text {
+			return p, false
+		}
+	}
+	// A new list: p's may be shared with the config value it came from.
+	p.Allow = append(append(make([]string, 0, len(p.Allow)+1), p.Allow...), r.text)
+	return p, true
+}
+
 // Safe returns what stands for a value that cannot be read: the mode that
 // asks, with p's deny list (denying never grants anything).
 func (p Permissions) Safe() Permissions {

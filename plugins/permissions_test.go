@@ -1,6 +1,7 @@
 package plugins_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -214,4 +215,109 @@ func TestInputTimeoutOf(t *testing.T) {
 			t.Errorf("FormatDuration(%v) = %q, want %q", d, got, want)
 		}
 	}
+}
+
+// TestSessionRule: the rule "allow in this session" adds for each
+// backend's calls, and what the permissions grown by it allow next: the
+// tool anywhere in the folder for a call that touches paths, the tool
+// whole for one that touches none, and nothing for a call no rule could
+// allow as the person saw it.
+func TestSessionRule(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("loop", filepath.Join(dir, "loop")); err != nil {
+		t.Fatal(err)
+	}
+	in := func(name string) string { return filepath.Join(dir, name) }
+	call := func(name, kind string, paths ...string) plugins.ToolCall {
+		return plugins.ToolCall{ID: "c", Name: name, Kind: kind, Paths: paths}
+	}
+	for _, tc := range []struct {
+		name string
+		perm plugins.Permissions
+		call plugins.ToolCall
+		rule string
+		// next are calls the grown permissions allow; notNext, calls
+		// they still ask about.
+		next, notNext []plugins.ToolCall
+	}{
+		{"script write", plugins.Permissions{}, call("write", plugins.KindEdit, in("a.txt")), "write(**)",
+			[]plugins.ToolCall{call("write", plugins.KindEdit, in("b/c.txt"))},
+			[]plugins.ToolCall{call("write", plugins.KindEdit, filepath.Join(outside, "a.txt")), call("run", plugins.KindExecute)}},
+		{"script run", plugins.Permissions{}, call("run", plugins.KindExecute), "run",
+			[]plugins.ToolCall{call("run", plugins.KindExecute)}, []plugins.ToolCall{call("write", plugins.KindEdit, in("a.txt"))}},
+		{"Claude's Write", plugins.Permissions{Mode: plugins.ModeAsk, Deny: []string{"edit(secrets/**)"}}, call("Write", plugins.KindEdit, in("a.txt")), "Write(**)",
+			[]plugins.ToolCall{call("Write", plugins.KindEdit, "src/x.go")},
+			[]plugins.ToolCall{call("Edit", plugins.KindEdit, in("a.txt")), call("Write", plugins.KindEdit, "out/x")}},
+		{"Claude's Bash", plugins.Permissions{}, call("Bash", plugins.KindExecute), "Bash",
+			[]plugins.ToolCall{call("Bash", plugins.KindExecute)}, []plugins.ToolCall{call("BashOutput", plugins.KindExecute)}},
+		{"an MCP tool", plugins.Permissions{}, call("mcp__github__create_issue", plugins.KindOther), "mcp__github__create_issue", nil, nil},
+		{"an ACP edit", plugins.Permissions{}, call("edit", "edit", "a.txt", "b.txt"), "edit(**)",
+			[]plugins.ToolCall{call("edit", "edit", "c.txt")}, []plugins.ToolCall{call("edit", "edit")}},
+		{"an ACP command", plugins.Permissions{}, call("execute", "execute"), "execute", nil, nil},
+		{"a write outside the folder", plugins.Permissions{}, call("Write", plugins.KindEdit, filepath.Join(outside, "a")), "", nil, nil},
+		{"a write through a link out", plugins.Permissions{}, call("Write", plugins.KindEdit, "out/a"), "", nil, nil},
+		{"one of two paths outside", plugins.Permissions{}, call("edit", "edit", "a", filepath.Join(outside, "b")), "", nil, nil},
+		{"an edit that names no path", plugins.Permissions{}, call("Edit", plugins.KindEdit), "", nil, nil},
+		{"a read that names no path", plugins.Permissions{}, call("Read", plugins.KindRead), "", nil, nil},
+		{"a name no rule can hold", plugins.Permissions{}, call("Write file", plugins.KindEdit, "a"), "", nil, nil},
+		{"a deny glob that cannot be checked", plugins.Permissions{Deny: []string{"edit(secrets/**)"}}, call("Write", plugins.KindEdit, "loop/a"), "", nil, nil},
+		{"a full allow list", plugins.Permissions{Allow: fullList()}, call("Bash", plugins.KindExecute), "", nil, nil},
+	} {
+		pol := plugins.NewPolicy(tc.perm, dir)
+		rule := pol.SessionRule(tc.call)
+		if rule != tc.rule {
+			t.Errorf("%s: rule %q, want %q", tc.name, rule, tc.rule)
+			continue
+		}
+		if rule == "" {
+			continue
+		}
+		grown, ok := tc.perm.WithAllow(rule)
+		if !ok || grown.Validate() != nil {
+			t.Fatalf("%s: %q not added: %+v", tc.name, rule, grown)
+		}
+		g := plugins.NewPolicy(grown, dir)
+		for _, c := range append([]plugins.ToolCall{tc.call}, tc.next...) {
+			if d := g.Decide(c); d.Verdict != plugins.Allow || d.Rule != "allow "+protocol.Quote(rule) {
+				t.Errorf("%s: %+v after the rule: %+v", tc.name, c, d)
+			}
+		}
+		for _, c := range tc.notNext {
+			if d := g.Decide(c); d.Verdict != plugins.Ask {
+				t.Errorf("%s: %+v after the rule: %+v, want it asked", tc.name, c, d)
+			}
+		}
+	}
+	if r := (*plugins.Policy)(nil).SessionRule(call("Bash", plugins.KindExecute)); r != "" {
+		t.Errorf("a nil policy: %q", r)
+	}
+
+	// WithAllow adds a rule once, and never to a full list or a bad one.
+	p := plugins.Permissions{Mode: plugins.ModeAcceptEdits, Allow: []string{"Bash"}}
+	if got, ok := p.WithAllow(" Write(**) "); !ok || string(got.Encode()) != `{"mode":"acceptEdits","allow":["Bash","Write(**)"]}` {
+		t.Errorf("added: %s %v", got.Encode(), ok)
+	}
+	if len(p.Allow) != 1 {
+		t.Errorf("WithAllow changed the list it was given: %q", p.Allow)
+	}
+	for _, r := range []string{"Bash", "Bash(x)", ""} {
+		if got, ok := p.WithAllow(r); ok || len(got.Allow) != 1 {
+			t.Errorf("%q added: %q", r, got.Allow)
+		}
+	}
+	if _, ok := (plugins.Permissions{Allow: fullList()}).WithAllow("Bash"); ok {
+		t.Error("added to a full list")
+	}
+}
+
+func fullList() []string {
+	list := make([]string, 256)
+	for i := range list {
+		list[i] = fmt.Sprintf("tool%d", i)
+	}
+	return list
 }

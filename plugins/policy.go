@@ -330,6 +330,56 @@ func matchSegs(glob, segs []string) bool {
 	return len(segs) == 0
 }
 
+// SessionRule returns the allow rule a person's "allow in this session"
+// adds to the permissions for call, or "" when no rule would say what the
+// person saw: the next calls like this one then run without asking. What
+// "like this one" means depends on what the call touches:
+//
+//   - a call that touches paths (a write, an edit) is allowed for its tool
+//     anywhere in the session's folder, NAME(**), as a person who let the
+//     agent write a.txt means to let it write the folder's files without
+//     asking each time; a path outside the folder is never allowed, so a
+//     call that touches one gets no rule;
+//   - a call that touches no path (a command, a fetch, an MCP tool) is
+//     allowed for its tool whole, NAME: rules hold no command patterns,
+//     so allowing a shell allows every command it runs;
+//   - a file tool (edit, delete, move, read, search) whose paths the
+//     backend could not tell gets no rule: allowing it whole would let it
+//     touch any file, outside the folder too.
+//
+// A tool whose name a rule cannot hold gets none, and neither does a call
+// the rule would not allow after all (a deny glob it cannot be checked
+// against): offering it would promise what the policy will not do.
+func (p *Policy) SessionRule(call ToolCall) string {
+	if p == nil || call.Name == "*" || checkWord(call.Name) != nil {
+		return ""
+	}
+	rule := call.Name
+	switch {
+	case len(call.Paths) > 0 && !pathless[strings.ToLower(call.Name)]:
+		rule += "(**)"
+	case len(call.Paths) == 0 && touchesFiles(call.Kind):
+		return ""
+	}
+	grown, ok := p.perm.WithAllow(rule)
+	if !ok {
+		return ""
+	}
+	if NewPolicy(grown, p.dir).Decide(call).Verdict != Allow {
+		return ""
+	}
+	return rule
+}
+
+// touchesFiles reports whether a kind of tool works on files.
+func touchesFiles(kind string) bool {
+	switch strings.ToLower(kind) {
+	case KindEdit, KindDelete, KindMove, KindRead, KindSearch:
+		return true
+	}
+	return false
+}
+
 // Confirm decides call by p and, when p leaves it open, asks a person
 // through t. It reports whether the call may run, and the decision that
 // says so (Ask when a person answered). A call p decides is reported to t

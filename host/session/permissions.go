@@ -107,3 +107,57 @@ func (s *Session) EmitBatch(c *chats.Chat, as []protocol.Action) {
 	s.mirrorHeld = false
 	s.mirrorChatLocked(c)
 }
+
+// PolicyLocked returns the session's permissions as its config says them
+// now, bound to the folder its agents work in (chats.Granter): what a
+// confirmation's options are worked out from. Called with s.mu held.
+func (s *Session) PolicyLocked() *plugins.Policy {
+	return plugins.PolicyOf(s.configValuesLocked(), s.WorkDir())
+}
+
+// AllowLocked adds rule to the session's allow rules, for a person who
+// allowed a call in this session (chats.Granter). It is a
+// session/configChanged of the permissions key, checked as a client's is
+// and then applied, journaled, broadcast and kept as one, so every
+// client sees the rule in the session's config and it outlives a
+// restart. The function it returns, run holding no lock, tells the
+// chats' agents; nil when nothing changed (the rule was there, the list
+// is full, the session cannot change its permissions now). Called with
+// s.mu held.
+func (s *Session) AllowLocked(c *chats.Chat, rule string) func() {
+	cfg := s.state.Config
+	if s.disposed || cfg == nil {
+		return nil
+	}
+	prop, ok := cfg.Schema.Properties.Get(KeyPermissions)
+	if !ok {
+		return nil
+	}
+	v, ok := cfg.Values[KeyPermissions]
+	if !ok {
+		v = prop.Default
+	}
+	p, err := plugins.ParsePermissions(v)
+	if err != nil {
+		return nil
+	}
+	grown, ok := p.WithAllow(rule)
+	if !ok {
+		return nil
+	}
+	a := &protocol.SessionConfigChangedAction{Config: protocol.Object{KeyPermissions: grown.Encode()}}
+	config, reason := configChange(cfg, a, !s.provisional)
+	if reason != "" {
+		s.h.Log.Warn("a rule allowed in a session could not be kept", "session", s.uri, "rule", rule, "reason", reason)
+		return nil
+	}
+	a.Config = config
+	if !s.emitSessionLocked(a, nil) {
+		return nil
+	}
+	s.h.Log.Info("a person allowed a tool in the session", "session", s.uri, "chat", c.URI(), "rule", rule)
+	entries := s.afterSessionActionLocked(a)
+	return func() { s.configureChats(entries) }
+}
+
+var _ chats.Granter = (*Session)(nil)

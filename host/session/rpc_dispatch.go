@@ -21,7 +21,14 @@ func (s *Session) Dispatch(c *conn.Conn, a protocol.Action, origin *protocol.Act
 	s.mu.Lock()
 	configure := s.dispatchLocked(c, a, origin)
 	s.unlock()
-	for _, e := range configure {
+	s.configureChats(configure)
+}
+
+// configureChats hands each chat's agent the config its entry starts
+// with now (the values a config change left), with the host's rules.
+// The caller holds no lock.
+func (s *Session) configureChats(entries []*ChatEntry) {
+	for _, e := range entries {
 		e.chat.Configure(func() protocol.Object { return s.agentConfig(e.start.Load().config) })
 	}
 }

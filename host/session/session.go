@@ -209,9 +209,7 @@ func (s *Session) HostRulesChanged() {
 		entries = append(entries, e)
 	}
 	s.unlock()
-	for _, e := range entries {
-		e.chat.Configure(func() protocol.Object { return s.agentConfig(e.start.Load().config) })
-	}
+	s.configureChats(entries)
 }
 
 func (s *Session) configValuesLocked() protocol.Object {

@@ -174,3 +174,45 @@ func TestPermissionsDenyTool(t *testing.T) {
 		t.Errorf("the tools offered are %q", tools)
 	}
 }
+
+// TestPermissionsAllowInSession: the rule a person's "allow in this
+// session" adds for the CLI's Write (plugins.Policy.SessionRule), handed
+// to the running agent as the session's changed config, decides the next
+// Write, of another file, without asking anyone.
+func TestPermissionsAllowInSession(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	config := permissions(`{"mode":"ask"}`)
+	a := f.start(t, f.backend, newID(), false, config)
+	f.mock.Enqueue(claudetest.Write("toolu_w1", filepath.Join(f.dir, "a.txt"), "one\n"), claudetest.Text("asked"))
+	turn := pluginstest.NewTurn("turn-1")
+	turn.Confirms <- true
+	if err := prompt(t, a, turn, "write a"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	confirms := turn.Of("confirm")
+	if len(confirms) != 1 {
+		t.Fatalf("asked %+v, want the write", confirms)
+	}
+	rule := plugins.PolicyOf(config, f.dir).SessionRule(confirms[0].Call)
+	if rule != "Write(**)" {
+		t.Fatalf("the rule for %+v: %q", confirms[0].Call, rule)
+	}
+	grown, _ := plugins.PermissionsOf(config).WithAllow(rule)
+	a.SetConfig(permissions(string(grown.Encode())))
+
+	f.mock.Enqueue(claudetest.Write("toolu_w2", filepath.Join(f.dir, "b.txt"), "two\n"), claudetest.Text("allowed"))
+	turn = pluginstest.NewTurn("turn-2")
+	if err := prompt(t, a, turn, "write b"); err != nil {
+		t.Fatalf("Prompt: %v", err)
+	}
+	if len(turn.Of("confirm")) != 0 {
+		t.Errorf("a person was asked: %v", turn.Kinds())
+	}
+	if d := turn.Of("decided"); len(d) != 1 || d[0].Decision.Verdict != plugins.Allow || d[0].Decision.Rule != `allow "Write(**)"` {
+		t.Errorf("decided %+v", d)
+	}
+	if data, err := os.ReadFile(filepath.Join(f.dir, "b.txt")); err != nil || string(data) != "two\n" {
+		t.Errorf("b.txt: %q, %v", data, err)
+	}
+}
