@@ -234,3 +234,112 @@ func BenchmarkChanges(b *testing.B) {
 	b.ReportMetric(medianMs(session), "session-changes-ms")
 	b.ReportMetric(medianMs(branch), "branch-changes-ms")
 }
+
+// BenchmarkOwnChanges measures a folder session's counts in the
+// 20,000-file repository after 100 turns, each changing 50 of 500 files
+// (a window moving by 10, so each turn changes 40 files an earlier turn
+// changed): what a turn's end now costs (its diff against its start,
+// folded into the Own, and the count of the two small trees) against the
+// one diff the old count was (turn 0 against the last), the snapshot a
+// turn's start now costs in a folder that did not change since the last
+// checkpoint, and reading every turn back after a restart.
+func BenchmarkOwnChanges(b *testing.B) {
+	ctx := context.Background()
+	dir, _ := benchRepo(b)
+	r := open(b, dir)
+	const distinct, perTurn, shift, turns = 500, 50, 10, 100
+	step := benchDirs * benchFilesPerDir / distinct
+	var files []string
+	for i := range distinct {
+		n := i * step
+		d, f := n/benchFilesPerDir, n%benchFilesPerDir
+		files = append(files, filepath.Join(fmt.Sprintf("pkg%03d", d/20), fmt.Sprintf("dir%03d", d), fmt.Sprintf("file%03d.txt", f)))
+	}
+	window := func(turn int) []string {
+		var w []string
+		for i := range perTurn {
+			w = append(w, files[(turn*shift+i)%distinct])
+		}
+		return w
+	}
+	last, err := r.Capture(ctx, "bench", 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := last
+	var own Own
+	turn := 1
+	endTurn := func() (commit string) {
+		b.Helper()
+		change(b, dir, window(turn), turn)
+		tree, err := r.Snapshot(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if commit, err = r.RecordAfter(ctx, "bench", turn, tree, last); err != nil {
+			b.Fatal(err)
+		}
+		last = commit
+		turn++
+		return commit
+	}
+	fold := func(commit string) Stats {
+		b.Helper()
+		t, err := r.TurnChanges(ctx, []string{commit})
+		if err != nil {
+			b.Fatal(err)
+		}
+		own.Add(t[0])
+		st, err := r.Count(ctx, &own)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return st
+	}
+	for turn <= turns {
+		fold(endTurn())
+	}
+	settle(b)
+
+	var starts, folds, olds []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := r.Snapshot(ctx); err != nil {
+			b.Fatal(err)
+		}
+		starts = append(starts, time.Since(start))
+		commit := endTurn()
+		settle(b)
+
+		start = time.Now()
+		st := fold(commit)
+		folds = append(folds, time.Since(start))
+		if st.Files != distinct {
+			b.Fatalf("own changes %+v, want %d files", st, distinct)
+		}
+
+		start = time.Now()
+		if _, err := r.Diff(ctx, base, commit); err != nil {
+			b.Fatal(err)
+		}
+		olds = append(olds, time.Since(start))
+	}
+	start := time.Now()
+	o, err := r.OwnChanges(ctx, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, err := r.Count(ctx, o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reread := time.Since(start)
+	if want, _ := r.Count(ctx, &own); st != want {
+		b.Fatalf("read back %+v, counted turn by turn %+v", st, want)
+	}
+	b.ReportMetric(float64(turn-1), "turns")
+	b.ReportMetric(medianMs(starts), "start-snapshot-ms")
+	b.ReportMetric(medianMs(folds), "turn-count-ms")
+	b.ReportMetric(medianMs(olds), "old-count-ms")
+	b.ReportMetric(float64(reread)/float64(time.Millisecond), "reread-all-ms")
+}

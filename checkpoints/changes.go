@@ -119,19 +119,17 @@ func parseNumstat(out []byte) ([]FileStat, error) {
 	return files, nil
 }
 
-// SessionChanges counts what a session has changed: the difference between
-// its first checkpoint (turn 0, the tree it started from) and its latest.
-// Both sides are checkpoints, so a commit the user makes meanwhile does not
-// reset the count. With fewer than two checkpoints the count is zero.
+// SessionChanges counts what a session's own turns changed: each turn's
+// diff against the tree it started from, combined file by file (see Own),
+// so neither a commit the user makes meanwhile nor what other sessions
+// working in the same folder change between its turns reaches the count.
+// With fewer than two checkpoints the count is zero.
 func (r *Repo) SessionChanges(ctx context.Context, sessionID string) (Stats, error) {
-	cps, err := r.Checkpoints(ctx, sessionID)
+	o, err := r.OwnChanges(ctx, sessionID)
 	if err != nil {
 		return Stats{}, err
 	}
-	if len(cps) < 2 {
-		return Stats{}, nil
-	}
-	return r.Diff(ctx, cps[0].Commit, cps[len(cps)-1].Commit)
+	return r.Count(ctx, o)
 }
 
 // BranchChanges counts everything a session's worktree holds since its

@@ -27,9 +27,11 @@ const (
 // the given turn of a session and returns the commit's id. Turn 0 is the
 // tree the session started from; turn N the tree when turn N ended.
 //
-// The commit's parent is the session's latest checkpoint before turn, if
+// The commit's parent is the checkpoint the turn started from (see
+// RecordStart), else the session's latest checkpoint before turn, if
 // there is one, so a session's checkpoints form a history that `git log`
-// can walk. Capturing a turn that already has a checkpoint replaces it.
+// can walk, and each turn's commit against its parent is what changed
+// during the turn. Capturing a turn that already has a checkpoint replaces it.
 // The user's index, HEAD, branches, stash and files are not touched.
 //
 // Captures of different sessions may run at once; captures of one session
@@ -66,7 +68,7 @@ func (r *Repo) Capture(ctx context.Context, sessionID string, turn int) (string,
 	if parent.err != nil {
 		return "", parent.err
 	}
-	return r.commit(ctx, ref, sessionID, turn, tree, parent.commit)
+	return r.commit(ctx, ref, sessionID, fmt.Sprintf("turn %d", turn), tree, parent.commit)
 }
 
 // Record records tree, written earlier by Snapshot, as the checkpoint of
@@ -105,17 +107,53 @@ func (r *Repo) RecordAfter(ctx context.Context, sessionID string, turn int, tree
 	if parent != "" && !isObjectID(parent) {
 		return "", fmt.Errorf("checkpoints: record %s: %q is not a commit id", ref, parent)
 	}
-	return r.commit(ctx, ref, sessionID, turn, tree, parent)
+	return r.commit(ctx, ref, sessionID, fmt.Sprintf("turn %d", turn), tree, parent)
 }
 
-// commit writes the checkpoint commit of tree and points ref at it.
-func (r *Repo) commit(ctx context.Context, ref, sessionID string, turn int, tree, parent string) (string, error) {
+// RecordStart records tree, written by Snapshot as a turn was about to
+// start, as the checkpoint the given turn starts from, under
+// refs/agents/<session>/checkpoints/start/<turn>, and returns the commit's
+// id. Its parent is parent, the session's latest checkpoint before the
+// turn, or, when "", the one it has. The turn's own checkpoint, recorded
+// later, then has it as its parent (Record looks it up; RecordAfter is
+// given it), so that the turn's commit against its parent is what changed
+// during the turn, whatever changed in the folder before it (Own).
+//
+// A caller need record one only when the folder changed since the
+// session's latest checkpoint: a turn without one starts from that
+// checkpoint. A start whose turn never got a checkpoint (it was
+// cancelled) is the start of the next turn that does, and Record takes it
+// as such.
+func (r *Repo) RecordStart(ctx context.Context, sessionID string, turn int, tree, parent string) (string, error) {
+	if err := checkSessionID(sessionID); err != nil {
+		return "", err
+	}
+	ref, err := startRef(sessionID, turn)
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: record start: %w", err)
+	}
+	if !isObjectID(tree) {
+		return "", fmt.Errorf("checkpoints: record %s: %q is not a tree id", ref, tree)
+	}
+	if parent == "" {
+		if parent, err = r.latestBefore(ctx, sessionID, turn, false); err != nil {
+			return "", err
+		}
+	} else if !isObjectID(parent) {
+		return "", fmt.Errorf("checkpoints: record %s: %q is not a commit id", ref, parent)
+	}
+	return r.commit(ctx, ref, sessionID, fmt.Sprintf("start of turn %d", turn), tree, parent)
+}
+
+// commit writes the checkpoint commit of tree and points ref at it; what
+// names the checkpoint in its message.
+func (r *Repo) commit(ctx context.Context, ref, sessionID, what, tree, parent string) (string, error) {
 	args := []string{
 		"commit-tree",
 		// commit-tree honours commit.gpgSign; a checkpoint must never
 		// wait on a passphrase prompt or fail for want of a key.
 		"--no-gpg-sign",
-		"-m", fmt.Sprintf("ahpd checkpoint: turn %d\n\nSession: %s\n", turn, strconv.Quote(sessionID)),
+		"-m", fmt.Sprintf("ahpd checkpoint: %s\n\nSession: %s\n", what, strconv.Quote(sessionID)),
 	}
 	if parent != "" {
 		args = append(args, "-p", parent)
@@ -151,19 +189,42 @@ func (r *Repo) commit(ctx context.Context, ref, sessionID string, turn int, tree
 	return commit, nil
 }
 
-// parent returns the commit of the session's latest checkpoint before
-// turn, or "" if there is none.
+// parent returns the commit turn's checkpoint follows: the start
+// checkpoint of turn when there is one, else the session's latest
+// checkpoint before turn, or "" if there is none.
 func (r *Repo) parent(ctx context.Context, sessionID string, turn int) (string, error) {
-	cps, err := r.Checkpoints(ctx, sessionID)
-	if err != nil {
+	return r.latestBefore(ctx, sessionID, turn, true)
+}
+
+// latestBefore returns the session's latest checkpoint before turn, or
+// with start the start checkpoint of turn when there is one; "" if there
+// is none. One git process reads both kinds.
+func (r *Repo) latestBefore(ctx context.Context, sessionID string, turn int, start bool) (string, error) {
+	if err := checkSessionID(sessionID); err != nil {
 		return "", err
 	}
-	for i := len(cps) - 1; i >= 0; i-- {
-		if cps[i].Turn < turn {
-			return cps[i].Commit, nil
+	prefix := RefPrefix(sessionID)
+	if err := checkRefName(prefix + "turn/0"); err != nil {
+		return "", fmt.Errorf("checkpoints: list: %w", err)
+	}
+	out, err := r.git(ctx, "for-each-ref", "--format=%(objectname) %(refname)", prefix)
+	if err != nil {
+		return "", fmt.Errorf("checkpoints: list %s: %w", prefix, err)
+	}
+	latest, latestTurn := "", -1
+	for line := range strings.Lines(string(out)) {
+		commit, ref, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+		if !ok {
+			continue
+		}
+		if n, ok := parseTurn(ref, startsPrefix(sessionID)); ok && start && n == turn {
+			return commit, nil
+		}
+		if n, ok := parseTurn(ref, turnsPrefix(sessionID)); ok && n < turn && n > latestTurn {
+			latest, latestTurn = commit, n
 		}
 	}
-	return "", nil
+	return latest, nil
 }
 
 // Checkpoints returns a session's checkpoints sorted by turn. A session

@@ -10,11 +10,19 @@
 // of the real one, so files that have not changed since the user's last git
 // command are not hashed again.
 //
-// Two counts are derived from these trees. Session Changes compares a
-// session's first checkpoint with its latest, so a commit the user makes in
-// between does not hide the session's work. Branch Changes, for a session
-// that has a worktree of its own, compares the point its branch was cut from
-// with the worktree as it is on disk, committed or not.
+// A turn of a session working in a folder others share may also have a
+// start checkpoint, refs/agents/<session>/checkpoints/start/<N>: the tree
+// as the turn started, recorded when the folder changed since the
+// session's checkpoint before (RecordStart). Turn N's checkpoint is its
+// child, so every turn's commit against its parent is what changed during
+// that turn.
+//
+// Two counts are derived from these trees. Session Changes combines what
+// changed during each of a session's turns, file by file (own.go), so
+// neither a commit the user makes nor what other sessions in the same
+// folder change between its turns reaches it. Branch Changes, for a
+// session that has a worktree of its own, compares the point its branch
+// was cut from with the worktree as it is on disk, committed or not.
 //
 // Everything goes through the git CLI rather than an in-process
 // implementation, so clean and smudge filters, Git LFS, sparse checkouts and

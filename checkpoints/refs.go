@@ -48,6 +48,24 @@ func turnsPrefix(sessionID string) string {
 	return RefPrefix(sessionID) + "turn/"
 }
 
+// startsPrefix returns the prefix of a session's start checkpoints.
+func startsPrefix(sessionID string) string {
+	return RefPrefix(sessionID) + "start/"
+}
+
+// startRef returns the ref of the checkpoint a turn started from, checked
+// to be a valid ref name.
+func startRef(sessionID string, turn int) (string, error) {
+	if turn < 1 {
+		return "", fmt.Errorf("no start checkpoint for turn %d", turn)
+	}
+	ref := startsPrefix(sessionID) + strconv.Itoa(turn)
+	if err := checkRefName(ref); err != nil {
+		return "", err
+	}
+	return ref, nil
+}
+
 // turnRef returns the ref of one turn's checkpoint, checked to be a valid
 // ref name.
 func turnRef(sessionID string, turn int) (string, error) {

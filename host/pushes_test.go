@@ -249,8 +249,14 @@ func TestFetchCheckpointsOnWake(t *testing.T) {
 			t.Errorf("%s is %q here, %s on the remote", ref, local[ref], commit)
 		}
 	}
-	if got := git(t, repo, "rev-parse", cpPrefix+"3^"); got != pushed[cpPrefix+"2"] {
-		t.Errorf("turn/3's parent is %s, not the pushed turn/2 (%s)", got, pushed[cpPrefix+"2"])
+	// The clone lacks the files the turns wrote (nobody committed them),
+	// so turn 3 started from a tree of its own, recorded after turn/2.
+	start := strings.Replace(cpPrefix, "turn/", "start/", 1) + "3"
+	if got, want := git(t, repo, "rev-parse", cpPrefix+"3^"), git(t, repo, "rev-parse", start); got != want {
+		t.Errorf("turn/3's parent is %s, not its start (%s)", got, want)
+	}
+	if got := git(t, repo, "rev-parse", start+"^"); got != pushed[cpPrefix+"2"] {
+		t.Errorf("turn 3's start follows %s, not the pushed turn/2 (%s)", got, pushed[cpPrefix+"2"])
 	}
 }
 

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,6 +362,76 @@ func TestFolderSessionChanges(t *testing.T) {
 	c.MustCall("disposeSession", map[string]any{"channel": session})
 	if refs := git(t, repo, "for-each-ref", "--format=%(refname)", "refs/agents/"); refs != "refs/agents/other/checkpoints/turn/0" {
 		t.Errorf("refs after dispose: %q", refs)
+	}
+}
+
+// TestSharedFolderCounts runs two sessions in one git folder, as the chats
+// of a VS Code workspace are: one writes a file, the other only talks,
+// its turns before and after the write. The writer counts its file, the
+// talker nothing (it counted the writer's when counts were the folder
+// against its first checkpoint), and both keep that across a restart and
+// the turns after it, which read the counts again from the refs.
+func TestSharedFolderCounts(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	th := startHost(t, state)
+	c := th.client("c1")
+	repo := newRepo(t)
+	open := func(c *hosttest.Client, id string) (session, chat string) {
+		session = "ahp-session:/" + id
+		c.MustCall("createSession", map[string]any{"channel": session, "provider": "script",
+			"workingDirectories": []string{"file://" + repo}, "config": map[string]any{"autoApprove": "allow"}})
+		chat = protocol.DefaultChatURI(session)
+		c.Subscribe(session)
+		c.Subscribe(chat)
+		return session, chat
+	}
+	writer, writerChat := open(c, "writer")
+	talker, talkerChat := open(c, "talker")
+	send(t, c, talkerChat, "t1", "say hello")
+	send(t, c, writerChat, "t1", "write claude.txt hello")
+	send(t, c, talkerChat, "t2", "say hello again")
+	counts := func(c *hosttest.Client) map[string]string {
+		t.Helper()
+		for _, s := range []string{writer, talker} {
+			if err := th.h.Settle(t.Context(), s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := map[string]string{}
+		for _, row := range listSessions(t, c, nil).Items {
+			raw, _ := json.Marshal(row.Changes)
+			got[row.Resource] = string(raw)
+		}
+		return got
+	}
+	want := map[string]string{
+		writer: `{"additions":1,"deletions":0,"files":1}`,
+		talker: `{"additions":0,"deletions":0,"files":0}`,
+	}
+	if got := counts(c); !maps.Equal(got, want) {
+		t.Errorf("counts %v, want %v", got, want)
+	}
+	// The talker's second turn started after the write: its start is
+	// recorded, and the turn follows it.
+	if got, start := git(t, repo, "rev-parse", "refs/agents/talker/checkpoints/turn/2^"), git(t, repo, "rev-parse", "refs/agents/talker/checkpoints/start/2"); got != start {
+		t.Errorf("the talker's turn 2 follows %s, not its start %s", got, start)
+	}
+
+	c.Close()
+	th.stop()
+	th = startHost(t, state)
+	c = th.client("c2")
+	if got := counts(c); !maps.Equal(got, want) {
+		t.Errorf("after a restart: counts %v, want %v", got, want)
+	}
+	c.Subscribe(writerChat)
+	c.Subscribe(talkerChat)
+	send(t, c, talkerChat, "t3", "say still here")
+	send(t, c, writerChat, "t2", "write second.txt a\\nb")
+	want[writer] = `{"additions":3,"deletions":0,"files":2}`
+	if got := counts(c); !maps.Equal(got, want) {
+		t.Errorf("after a turn each since the restart: counts %v, want %v", got, want)
 	}
 }
 

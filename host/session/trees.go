@@ -20,10 +20,12 @@ import (
 // its tree and moves it there before the turn runs. Every session whose
 // folder is a git repository has its turns written down as commits under
 // refs/agents/<sid>/checkpoints/turn/<N>: turn/0 when its first turn is
-// sent, one more each time a turn completes or fails. The counts a client
+// sent, one more each time a turn completes or fails (a folder session's
+// after the tree its turn started from, captures.go). The counts a client
 // draws beside the session are read when a turn ends: a worktree session's
-// Branch Changes, a folder session's Session Changes, or, in a folder that
-// is no repository, the files its tools were seen to write.
+// Branch Changes, a folder session's Session Changes (what its own turns
+// changed), or, in a folder that is no repository, the files its tools
+// were seen to write.
 //
 // The session's git queue (gitwork.go) runs this git work one job at a
 // time.
@@ -37,7 +39,8 @@ const gitTimeout = 2 * time.Minute
 // stores the session, makes the worktree the session asked for and
 // records the tree it starts from.
 func (s *Session) prepare(ctx context.Context) error {
-	if err := s.awaitSnapshot(ctx); err != nil {
+	fresh, err := s.awaitSnapshot(ctx)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -45,10 +48,9 @@ func (s *Session) prepare(ctx context.Context) error {
 	s.unlock()
 	if !first {
 		// The last turn's capture may be recording it: nothing this turn
-		// does waits for that.
-		return nil
+		// does waits for that, but the tree it starts from.
+		return s.openStart(ctx, fresh)
 	}
-	var err error
 	s.inGit(func() { err = s.firstSend(ctx) })
 	return err
 }
