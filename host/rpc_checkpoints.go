@@ -13,7 +13,10 @@ import (
 )
 
 // ahpd/sessionCheckpoints answers a session's checkpoints, newest first,
-// each with what its turn changed: the diff from the checkpoint before it.
+// each with what its turn changed: the diff from its commit's parent,
+// which is where the turn started (checkpoints/own.go: in a shared
+// folder, a snapshot taken as the turn began, so another session's edits
+// between two turns are in neither), else the checkpoint before it.
 // A session working in a folder that is no git repository has none.
 
 // maxCheckpoints bounds the checkpoints one answer holds: each costs a
@@ -78,7 +81,7 @@ func (h *Host) sessionCheckpoints(ctx context.Context, c *conn.Conn, req *jrpc2.
 	for i := len(cps) - 1; i >= 0 && len(res.Checkpoints) < p.Limit; i-- {
 		e := checkpointEntry{Turn: cps[i].Turn, Commit: cps[i].Commit}
 		if i > 0 {
-			st, err := repo.Diff(ctx, cps[i-1].Commit, cps[i].Commit)
+			st, err := repo.Diff(ctx, cps[i].Commit+"^", cps[i].Commit)
 			if err != nil {
 				return nil, fmt.Errorf("the changes of turn %d: %w", cps[i].Turn, err)
 			}

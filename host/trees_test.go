@@ -417,6 +417,18 @@ func TestSharedFolderCounts(t *testing.T) {
 	if got, start := git(t, repo, "rev-parse", "refs/agents/talker/checkpoints/turn/2^"), git(t, repo, "rev-parse", "refs/agents/talker/checkpoints/start/2"); got != start {
 		t.Errorf("the talker's turn 2 follows %s, not its start %s", got, start)
 	}
+	// And its per-turn counts leave the writer's file out too.
+	var cps struct {
+		Checkpoints []struct{ Turn, Files int } `json:"checkpoints"`
+	}
+	if err := json.Unmarshal(c.MustCall("ahpd/sessionCheckpoints", map[string]any{"channel": talker}), &cps); err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps.Checkpoints {
+		if cp.Files != 0 {
+			t.Errorf("the talker's turn %d counts %d files", cp.Turn, cp.Files)
+		}
+	}
 
 	c.Close()
 	th.stop()
