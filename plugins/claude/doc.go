@@ -29,6 +29,10 @@
 // when it exits, so a turn just finished by a running agent may be missing
 // from it for that long.
 //
+// A chat made from another (a fork or a side chat) starts on a copy of the
+// source's transcript up to the end of the turn it is made from, written
+// under the new session's id beside it (fork.go), which it resumes.
+//
 // Config changes (model, permission mode, allowed and disallowed tools)
 // take effect by restarting the CLI with --resume before the next turn.
 package claude
