@@ -36,6 +36,11 @@ type ForkOptions struct {
 	// (its id TurnID), as it stands: a side chat made from it gets the
 	// turn so far as context. A backend's own record may not hold it yet.
 	Partial *protocol.Turn
+	// Seen is the finished turn TurnID as clients saw it end (nil for
+	// Partial): a backend whose record lags behind its agent (the Claude
+	// CLI writes its transcript on a timer) waits, bounded, for its record
+	// to hold the turn whole.
+	Seen *protocol.Turn
 	// Into is the new conversation: the id the host chose for it, and
 	// the directory it works in (the source's).
 	Into Conversation

@@ -102,6 +102,10 @@ func (s *Session) ForkFrom(ctx context.Context, src *ChatEntry, source protocol.
 		Last:    partial == nil && i == len(cs.Turns)-1 && cs.ActiveTurn == nil,
 		Partial: partial,
 	}
+	if i >= 0 {
+		seen := cs.Turns[i]
+		fp.Options.Seen = &seen
+	}
 	return fp, nil
 }
 

@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/ahpd/ahpd/plugins"
+	"github.com/ahpd/ahpd/protocol"
 )
 
 var _ plugins.Forker = (*Backend)(nil)
@@ -32,10 +36,11 @@ var _ plugins.Forker = (*Backend)(nil)
 // as the chat does, under the id the host chose, with the turn ids the
 // source had; the transcript's format is the one Turns already reads.
 //
-// A turn just finished may not be in the transcript yet (the CLI writes it
-// every 100 ms): forking it then copies what the transcript has. A side
-// chat made from a running turn (opts.Partial) gets the turn as far as the
-// transcript has it.
+// A turn just finished may not be in the transcript yet, or not whole (the
+// CLI writes it every 100 ms): Fork waits, up to transcriptLag, for it to
+// hold the turn as clients saw it end (opts.Seen), then copies what it
+// has. A side chat made from a running turn (opts.Partial) gets the turn
+// as far as the transcript has it.
 func (b *Backend) Fork(ctx context.Context, opts plugins.ForkOptions) (string, error) {
 	from, err := b.transcriptPath(opts.From)
 	if err != nil {
@@ -45,19 +50,61 @@ func (b *Backend) Fork(ctx context.Context, opts plugins.ForkOptions) (string, e
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(from)
-	if errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("claude: session %s has no transcript in %s: %w", SessionID(opts.From.ID), opts.From.Dir, plugins.ErrNotFound)
+	// The CLI writes its transcript on a timer: a turn just ended may
+	// not be in it yet, or not whole. Wait for it, a little: there is no
+	// event to wait on but the file's own changes.
+	deadline := time.Now().Add(transcriptLag)
+	var out []byte
+	for {
+		var found, whole bool
+		out, found, whole, err = copyThrough(ctx, from, opts, SessionID(opts.Into.ID))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		if whole || opts.Partial != nil && err == nil {
+			break
+		}
+		if opts.Seen == nil || time.Now().After(deadline) {
+			if found {
+				b.log.Warn("forking a turn the CLI's transcript may not hold whole", "session", SessionID(opts.From.ID), "turn", opts.TurnID)
+				break
+			}
+			return "", fmt.Errorf("claude: the transcript of session %s in %s has no turn %s: %w", SessionID(opts.From.ID), opts.From.Dir, opts.TurnID, plugins.ErrNotFound)
+		}
+		t := time.NewTimer(transcriptPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		}
 	}
+	if err := writeNew(into, out); err != nil {
+		return "", err
+	}
+	return opts.Into.ID, nil
+}
+
+// How long Fork waits for the CLI's transcript to hold the turn it forks,
+// and how often it looks. The CLI writes it every 100 ms, and when a
+// machine is busy later.
+const (
+	transcriptLag  = 5 * time.Second
+	transcriptPoll = 25 * time.Millisecond
+)
+
+// copyThrough reads the transcript at from and returns its lines up to the
+// end of the turn opts.TurnID, their sessionId set to id; whether it has
+// the turn, and whether it has it whole: a later turn began, or it ends
+// with the reply clients saw (opts.Seen).
+func copyThrough(ctx context.Context, from string, opts plugins.ForkOptions, id string) (out []byte, found, whole bool, err error) {
+	f, err := os.Open(from)
 	if err != nil {
-		return "", fmt.Errorf("claude: open transcript: %w", err)
+		return nil, false, false, err
 	}
 	defer f.Close()
-
-	id := SessionID(opts.Into.ID)
 	tb := &turnBuilder{dir: opts.From.Dir}
-	var out []byte
-	found, done := false, false
+	done := false
 	err = eachLine(ctx, f, func(line []byte) {
 		if done {
 			return
@@ -76,15 +123,28 @@ func (b *Backend) Fork(ctx context.Context, opts plugins.ForkOptions) (string, e
 		}
 	})
 	if err != nil {
-		return "", fmt.Errorf("claude: read transcript %s: %w", from, err)
+		return nil, false, false, fmt.Errorf("claude: read transcript %s: %w", from, err)
 	}
-	if !found && opts.Partial == nil {
-		return "", fmt.Errorf("claude: the transcript of session %s has no turn %s: %w", SessionID(opts.From.ID), opts.TurnID, plugins.ErrNotFound)
+	if done {
+		return out, true, true, nil
 	}
-	if err := writeNew(into, out); err != nil {
-		return "", err
+	tb.finish()
+	if found && opts.Seen != nil {
+		i := slices.IndexFunc(tb.turns, func(t protocol.Turn) bool { return t.ID == opts.TurnID })
+		whole = i >= 0 && markdown(tb.turns[i].ResponseParts) == markdown(opts.Seen.ResponseParts)
 	}
-	return opts.Into.ID, nil
+	return out, found, whole, nil
+}
+
+// markdown is the text of a turn's markdown parts.
+func markdown(parts []protocol.ResponsePart) string {
+	var b strings.Builder
+	for _, p := range parts {
+		if md, ok := p.(*protocol.MarkdownResponsePart); ok {
+			b.WriteString(md.Content)
+		}
+	}
+	return b.String()
 }
 
 // withSessionID returns a transcript line with its sessionId set to id; a
