@@ -30,10 +30,7 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	if su, err := cu.SessionURI(); err != nil || su.ID != s.ID() {
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: chat: %s does not belong to session %s", p.Chat, s.URI())
 	}
-	if p.Source != nil {
-		return nil, notImplemented("creating a chat from another chat (fork or side chat)")
-	}
-	if p.WorkingDirectories != nil {
+	if _, fork := p.Source.(*protocol.ForkChatSource); p.WorkingDirectories != nil && !fork { // a fork works where its source does
 		return nil, notImplemented("a chat with working directories of its own")
 	}
 	if p.InitialMessage != nil {
@@ -47,6 +44,9 @@ func (h *Host) createChat(ctx context.Context, c *conn.Conn, req *jrpc2.Request)
 	}
 	s.Pin(true)
 	defer s.Unpin()
+	if p.Source != nil {
+		return h.createChatFrom(ctx, c, s, &p)
+	}
 	rec, cs, err := s.AddChatRecord(p.Chat, chatRequest(c.Principal(), p))
 	if errors.Is(err, session.ErrSameRequest) {
 		// The client could not know the first got through (requests.go).

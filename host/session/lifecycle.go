@@ -53,7 +53,7 @@ func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 			Title:      cr.Title,
 			Status:     protocol.StatusIdle.With(protocol.StatusIsRead, cr.Read).With(protocol.StatusIsArchived, cr.Archived),
 			ModifiedAt: cr.ModifiedAt,
-			Origin:     &protocol.ChatOriginUser{},
+			Origin:     originOf(cr),
 			Turns:      []protocol.Turn{},
 			// What waited to be sent when the host stopped.
 			SteeringMessage: cr.Steering,
@@ -138,7 +138,7 @@ func (s *Session) LoadTurns(ctx context.Context, e *ChatEntry) {
 		}
 	}
 	s.mu.Lock()
-	turns = e.withCut(e.timed(turns))
+	turns = e.withCut(e.timed(e.visible(turns)))
 	if cs := e.chat.State(); (read || len(turns) > 0) && len(cs.Turns) == 0 && cs.ActiveTurn == nil { // else turns came in while reading: the live ones win
 		loaded := &protocol.ChatTurnsLoadedAction{Turns: turns}
 		if window := s.h.TurnWindow; len(turns) > window {

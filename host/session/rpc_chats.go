@@ -32,9 +32,11 @@ func (s *Session) OpenChat(c *conn.Conn, p *protocol.CreateChatParams, rec *Chat
 			e.chat.React(start)
 		}
 	}
-	if s.h.Clustered && e.snapDue {
+	if (s.h.Clustered || s.h.Journaled && len(cs.Turns) > 0) && e.snapDue {
 		// Its state in the journal at once, as a session's made
-		// (createSession): another host's client watches it from there.
+		// (createSession): another host's client watches it from there,
+		// and a fork's turns, which no action brought, come back from
+		// there after a restart.
 		s.snapshotLocked(e, e.chat.State())
 		e.snapDue = false
 	}
@@ -51,6 +53,12 @@ var ErrSameRequest = errors.New("the chat was made by this request already")
 // of the record meanwhile keeps it too; a failed write takes it out again.
 // request is the digest of the createChat request (ChatRecord.Request).
 func (s *Session) AddChatRecord(uri, request string) (*ChatRecord, *protocol.ChatState, error) {
+	return s.addChatRecord(uri, request, nil)
+}
+
+// addChatRecord is AddChatRecord, with from, if set, making the new
+// record and state those of a chat made from another (fork.go).
+func (s *Session) addChatRecord(uri, request string, from func(*ChatRecord, *protocol.ChatState)) (*ChatRecord, *protocol.ChatState, error) {
 	s.mu.Lock()
 	i := slices.IndexFunc(s.rec.Chats, func(cr *ChatRecord) bool { return cr.URI == uri })
 	switch {
@@ -73,6 +81,9 @@ func (s *Session) AddChatRecord(uri, request string) (*ChatRecord, *protocol.Cha
 	cs := &protocol.ChatState{
 		Resource: uri, Title: rec.Title, Status: protocol.StatusIdle, ModifiedAt: now,
 		Origin: &protocol.ChatOriginUser{}, Turns: []protocol.Turn{}, Movable: new(true),
+	}
+	if from != nil {
+		from(rec, cs)
 	}
 	s.rec.Chats = append(s.rec.Chats, rec)
 	keep := !(s.provisional && !s.stored)
@@ -178,7 +189,7 @@ func (s *Session) FetchStart(c *conn.Conn, e *ChatEntry, asked *string) (cursor 
 func (s *Session) WithCutTurns(e *ChatEntry, turns []protocol.Turn) []protocol.Turn {
 	s.mu.Lock()
 	defer s.unlock()
-	return e.withCut(e.timed(turns))
+	return e.withCut(e.timed(e.visible(turns)))
 }
 
 // SendTurnsPage sends a page of older turns read from the backend to the

@@ -135,6 +135,13 @@ type ChatRecord struct {
 	Steering *protocol.PendingMessage  `json:"steering,omitempty"`
 	Queued   []protocol.PendingMessage `json:"queued,omitempty"`
 	Draft    *protocol.Message         `json:"draft,omitempty"`
+	// Origin is how the chat came to be (protocol.ChatOrigin) when it
+	// was made from another chat (fork.go); none is a user's.
+	Origin json.RawMessage `json:"origin,omitempty"`
+	// ContextThrough is, for a side chat, the last turn of the source
+	// its backend copy holds as context: the turns read back from the
+	// backend through it are not the chat's.
+	ContextThrough string `json:"contextThrough,omitempty"`
 }
 
 // turnTiming is when a turn started and how long it took, as sent.

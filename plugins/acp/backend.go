@@ -27,6 +27,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	sdk "github.com/coder/acp-go-sdk"
@@ -96,6 +97,8 @@ type Backend struct {
 
 	mu      sync.Mutex
 	learned sessionOptions
+
+	forks atomic.Bool // the agent launched last can fork (fork.go)
 }
 
 var (
@@ -124,10 +127,11 @@ func (b *Backend) Info() protocol.AgentInfo {
 	models := b.learned.modelInfos(b.cfg.Name)
 	b.mu.Unlock()
 	return protocol.AgentInfo{
-		Provider:    b.cfg.Name,
-		DisplayName: cmp.Or(b.cfg.DisplayName, b.cfg.Name),
-		Description: cmp.Or(b.cfg.Description, "An agent run over the Agent Client Protocol ("+filepath.Base(b.cfg.Command)+")."),
-		Models:      models,
+		Provider:     b.cfg.Name,
+		DisplayName:  cmp.Or(b.cfg.DisplayName, b.cfg.Name),
+		Description:  cmp.Or(b.cfg.Description, "An agent run over the Agent Client Protocol ("+filepath.Base(b.cfg.Command)+")."),
+		Models:       models,
+		Capabilities: b.chatCapabilities(),
 	}
 }
 

@@ -79,6 +79,7 @@ func (b *Backend) launch(ctx context.Context, dir string) (*instance, error) {
 		in.close()
 		return nil, plugins.Unavailable(fmt.Errorf("acp: %s speaks ACP version %d, ahpd speaks %d", b.cfg.Name, v, sdk.ProtocolVersionNumber))
 	}
+	b.noteCaps(in.caps()) // what Info advertises (fork.go)
 	return in, nil
 }
 

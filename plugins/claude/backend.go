@@ -85,6 +85,8 @@ func (b *Backend) Info() protocol.AgentInfo {
 		DisplayName: "Claude Code",
 		Description: "Anthropic's Claude Code agent, run through its command-line interface: it reads and edits files and runs commands in the session's directory, asking before it changes anything.",
 		Models:      models,
+		// Fork copies a transcript (fork.go).
+		Capabilities: plugins.ChatCapabilities(true, true),
 	}
 }
 

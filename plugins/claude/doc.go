@@ -31,7 +31,12 @@
 //
 // A turn runs on the model its message picks (message.model, from the
 // models Info lists), else the session's: a running CLI is switched to it
-// with a set_model control request before the turn (model.go). Config
-// changes (permission mode, allowed and disallowed tools, permissions)
+// with a set_model control request before the turn (model.go).
+//
+// A chat made from another (a fork or a side chat) starts on a copy of the
+// source's transcript up to the end of the turn it is made from, written
+// under the new session's id beside it (fork.go), which it resumes.
+//
+// Config changes (permission mode, allowed and disallowed tools, permissions)
 // take effect by restarting the CLI with --resume before the next turn.
 package claude

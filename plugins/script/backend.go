@@ -46,6 +46,8 @@ func (b *Backend) Info() protocol.AgentInfo {
 		Models: []protocol.SessionModelInfo{
 			{ID: "script", Provider: Provider, Name: "Script"},
 		},
+		// Fork copies a transcript (fork.go).
+		Capabilities: plugins.ChatCapabilities(true, true),
 	}
 }
 

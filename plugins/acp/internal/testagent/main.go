@@ -10,7 +10,8 @@
 //	TESTAGENT_STATE    directory its sessions are kept in, so that a new
 //	                   process can load them; in memory only if unset
 //	TESTAGENT_CAPS     "load" (the default), "resume" or "none": how it
-//	                   can bring a session back
+//	                   can bring a session back; "fork": it loads them
+//	                   and offers session/fork
 //	TESTAGENT_GARBAGE  "lines": write non-ACP lines to stdout first, then
 //	                   work; "exit": write them, then exit 3; "hang":
 //	                   write them, then never answer
@@ -132,6 +133,9 @@ func (a *agent) Initialize(ctx context.Context, req acp.InitializeRequest) (acp.
 	switch a.caps {
 	case "", "load":
 		caps.LoadSession = true
+	case "fork":
+		caps.LoadSession = true
+		caps.SessionCapabilities.Fork = &acp.SessionForkCapabilities{}
 	case "resume":
 		caps.SessionCapabilities.Resume = &acp.SessionResumeCapabilities{}
 	}
@@ -191,7 +195,7 @@ func (s *session) models() *acp.SessionModelState {
 }
 
 func (a *agent) LoadSession(ctx context.Context, req acp.LoadSessionRequest) (acp.LoadSessionResponse, error) {
-	if a.caps != "" && a.caps != "load" {
+	if a.caps != "" && a.caps != "load" && a.caps != "fork" {
 		return acp.LoadSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionLoad)
 	}
 	s, err := a.find(string(req.SessionId))
@@ -217,6 +221,32 @@ func (a *agent) ResumeSession(ctx context.Context, req acp.ResumeSessionRequest)
 		return acp.ResumeSessionResponse{}, err
 	}
 	return acp.ResumeSessionResponse{}, nil
+}
+
+// UnstableForkSession copies a whole session under a new id, as ACP's
+// session/fork does.
+func (a *agent) UnstableForkSession(ctx context.Context, req acp.UnstableForkSessionRequest) (acp.UnstableForkSessionResponse, error) {
+	if a.caps != "fork" {
+		return acp.UnstableForkSessionResponse{}, acp.NewMethodNotFound(acp.AgentMethodSessionFork)
+	}
+	src, err := a.find(string(req.SessionId))
+	if err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	id := "sess-" + hex.EncodeToString(b[:])
+	src.mu.Lock()
+	s := &session{Cwd: req.Cwd, Prompts: src.Prompts, History: append([]acp.SessionUpdate(nil), src.History...),
+		Style: src.Style, Verbose: src.Verbose, Model: src.Model}
+	src.mu.Unlock()
+	a.mu.Lock()
+	a.sessions[id] = s
+	a.mu.Unlock()
+	if err := a.save(id, s); err != nil {
+		return acp.UnstableForkSessionResponse{}, err
+	}
+	return acp.UnstableForkSessionResponse{SessionId: acp.SessionId(id)}, nil
 }
 
 // find returns a session of this process or, failing that, of the state
