@@ -37,6 +37,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
@@ -245,6 +247,8 @@ type Host struct {
 	// (hostrules.go); nil when they decide nothing.
 	hostRules atomic.Pointer[plugins.HostRules]
 	autoReply atomic.Bool // root config's autoReplyEnabled
+	// mcpServers is root config's mcpServers, as agents take them.
+	mcpServers atomic.Pointer[jsontext.Value]
 	// health is whether the journal takes the host's appends
 	// (journal.go); marks find a serverSeq in the journal (replay.go).
 	health journalHealth

@@ -33,6 +33,9 @@ const (
 	// rootAutoReply: VS Code's chat.autoReply: questions are answered at
 	// once for a person who is not there (chats.AutoReplyAnswer).
 	rootAutoReply = "autoReplyEnabled"
+	// rootMCPServers: MCP servers every session's agents get, VS Code's
+	// mcpServers (mcp.json's shape: name to server).
+	rootMCPServers = "mcpServers"
 )
 
 // hostRuleProperties are the root config properties of the keys above.
@@ -69,6 +72,10 @@ func hostRuleProperties() []struct {
 			Type: "boolean", Title: "Auto Reply", Default: jsontext.Value("false"),
 			Description: new("Answer the agents' questions at once, telling them nobody is there to answer and to choose by their own judgement."),
 		}},
+		{rootMCPServers, protocol.ConfigPropertySchema{
+			Type: "object", Title: "MCP Servers", Default: jsontext.Value("{}"),
+			Description: new("MCP servers every session's agent gets, beside its folder's own, by name: {\"type\": \"stdio\", \"command\", \"args\", \"env\"} or {\"type\": \"http\", \"url\", \"headers\"}. An agent takes a change when it next starts."),
+		}},
 		{rootTerminalRules, protocol.ConfigPropertySchema{
 			Type: "object", Title: "Terminal Auto Approve Rules", Default: jsontext.Value("{}"),
 			Description: new("Commands that run without asking: each key a command prefix (\"npm test\") or a /regular expression/, each value true (run), false (ask) or {\"approve\": bool, \"matchCommandLine\": bool}."),
@@ -104,6 +111,10 @@ func checkHostRule(k string, v jsontext.Value) string {
 		if _, err := plugins.ParseTerminalRules(v); err != nil {
 			return fmt.Sprintf("%s: %v", k, err)
 		}
+	case rootMCPServers:
+		if _, err := plugins.ParseMCPServers(v); err != nil {
+			return fmt.Sprintf("%s: %v", k, err)
+		}
 	}
 	return ""
 }
@@ -137,13 +148,31 @@ func (h *Host) hostRulesChanged() {
 	h.rootMu.Lock()
 	r := hostRulesOf(h.root.Config.Values)
 	h.autoReply.Store(string(bytes.TrimSpace(h.root.Config.Values[rootAutoReply])) == "true")
+	servers := mcpServersOf(h.root.Config.Values)
 	h.unlockRoot()
-	if old := h.hostRules.Swap(r); sameRules(old, r) {
+	var was jsontext.Value
+	if old := h.mcpServers.Swap(&servers); old != nil {
+		was = *old
+	}
+	if old := h.hostRules.Swap(r); sameRules(old, r) && bytes.Equal(was, servers) {
 		return
 	}
 	for _, s := range h.sessionList() {
 		s.HostRulesChanged()
 	}
+}
+
+// mcpServersOf is root config's MCP servers as agents take them: the
+// value as kept (checked when it was), none when it names no server.
+func mcpServersOf(values protocol.Object) jsontext.Value {
+	v, ok := values[rootMCPServers]
+	if !ok {
+		return nil
+	}
+	if s, err := plugins.ParseMCPServers(v); err != nil || len(s) == 0 {
+		return nil
+	}
+	return bytes.Clone(v)
 }
 
 func sameRules(a, b *plugins.HostRules) bool {
@@ -156,5 +185,12 @@ func sameRules(a, b *plugins.HostRules) bool {
 func (sh *sessionHost) HostRules() *plugins.HostRules { return sh.h().hostRules.Load() }
 
 func (sh *sessionHost) AutoReply() bool { return sh.h().autoReply.Load() }
+
+func (sh *sessionHost) MCPServers() jsontext.Value {
+	if v := sh.h().mcpServers.Load(); v != nil {
+		return *v
+	}
+	return nil
+}
 
 var _ session.Host = (*sessionHost)(nil)

@@ -24,7 +24,7 @@ func TestRootApprovals(t *testing.T) {
 	th := startHost(t, "")
 	c := th.client("c1")
 	root := c.Subscribe(protocol.RootURI).State.(*protocol.RootState)
-	for _, k := range []string{"permissions", "globalAutoApproveEnabled", "terminalAutoApproveEnabled", "terminalAutoApproveRules", "autoReplyEnabled"} {
+	for _, k := range []string{"permissions", "globalAutoApproveEnabled", "terminalAutoApproveEnabled", "terminalAutoApproveRules", "autoReplyEnabled", "mcpServers"} {
 		if _, ok := root.Config.Schema.Properties.Get(k); !ok {
 			t.Errorf("root config does not declare %s", k)
 		}
@@ -104,6 +104,7 @@ func TestRootApprovals(t *testing.T) {
 		{protocol.Object{"terminalAutoApproveRules": jsontext.Value(`{"/(?=x)/": true}`)}, "terminalAutoApproveRules: terminal rule"},
 		{protocol.Object{"globalAutoApproveEnabled": jsontext.Value(`"yes"`)}, "globalAutoApproveEnabled takes true or false"},
 		{protocol.Object{"permissions": jsontext.Value(`{"mode": "bypass"}`)}, "a mode is each session's own"},
+		{protocol.Object{"mcpServers": jsontext.Value(`{"x": {"type": "stdio"}}`)}, "mcpServers: MCP server x: a stdio server has a command"},
 	} {
 		seq := c.Dispatch(protocol.RootURI, &protocol.RootConfigChangedAction{Config: tc.config})
 		var reason string

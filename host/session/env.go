@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
@@ -156,4 +158,8 @@ type Policy interface {
 	// person who is not there (root config's autoReplyEnabled). It
 	// takes no lock.
 	AutoReply() bool
+	// MCPServers are the MCP servers every session's agents get (root
+	// config's mcpServers, checked), handed to agents with the session's
+	// config values; nil for none. It takes no lock.
+	MCPServers() jsontext.Value
 }

@@ -194,10 +194,11 @@ func (e *ChatEntry) startOptions(dir string) plugins.StartOptions {
 }
 
 // agentConfig is what an agent is handed of the session's config values:
-// them, with the host's rules (plugins.WithHostRules), which replace any
-// of a client's making under that key.
+// them, with the host's rules and MCP servers (plugins.WithHostRules,
+// WithMCPServers), which replace any of a client's making under those
+// keys.
 func (s *Session) agentConfig(values protocol.Object) protocol.Object {
-	return plugins.WithHostRules(values, s.h.HostRules())
+	return plugins.WithMCPServers(plugins.WithHostRules(values, s.h.HostRules()), s.h.MCPServers())
 }
 
 // HostRulesChanged hands the host's new rules to the chats' agents that

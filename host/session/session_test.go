@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/clock"
@@ -163,6 +165,7 @@ func (f *fakeHost) MayRead(*conn.Conn, grants.Target) bool          { return tru
 func (f *fakeHost) KeepOut([]string, grants.Target)                 {}
 func (f *fakeHost) HostRules() *plugins.HostRules                   { return nil }
 func (f *fakeHost) AutoReply() bool                                 { return false }
+func (f *fakeHost) MCPServers() jsontext.Value                      { return nil }
 
 // TestSessionTurn runs one turn of a session made against a fake host, with
 // the script backend, and checks what the session asked of its host: the

@@ -83,6 +83,7 @@ func newAgent(ctx context.Context, b *Backend, in *instance, opts plugins.StartO
 func (a *Agent) open(ctx context.Context, opts plugins.StartOptions) error {
 	conv := opts.Conversation
 	caps := a.in.caps()
+	servers := mcpServers(opts.Config, caps)
 	if opts.Resume {
 		id := sdk.SessionId(conv.ID)
 		var err error
@@ -92,7 +93,7 @@ func (a *Agent) open(ctx context.Context, opts plugins.StartOptions) error {
 			// already, so the replay goes nowhere.
 			var resp sdk.LoadSessionResponse
 			a.in.client.setSink(discard{})
-			resp, err = a.in.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: conv.Dir, McpServers: []sdk.McpServer{}})
+			resp, err = a.in.conn.LoadSession(ctx, sdk.LoadSessionRequest{SessionId: id, Cwd: conv.Dir, McpServers: servers})
 			a.in.client.setSink(nil)
 			if err == nil {
 				a.session = id
@@ -101,7 +102,7 @@ func (a *Agent) open(ctx context.Context, opts plugins.StartOptions) error {
 			}
 		case caps.SessionCapabilities.Resume != nil:
 			var resp sdk.ResumeSessionResponse
-			resp, err = a.in.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: conv.Dir, McpServers: []sdk.McpServer{}})
+			resp, err = a.in.conn.ResumeSession(ctx, sdk.ResumeSessionRequest{SessionId: id, Cwd: conv.Dir, McpServers: servers})
 			if err == nil {
 				a.session = id
 				a.options = sessionOptions{models: resp.Models, modes: resp.Modes, config: resp.ConfigOptions}
@@ -115,7 +116,7 @@ func (a *Agent) open(ctx context.Context, opts plugins.StartOptions) error {
 		}
 		a.log.Warn("cannot resume the conversation; starting a new one", "conversation", conv.ID, "err", err)
 	}
-	resp, err := a.in.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: conv.Dir, McpServers: []sdk.McpServer{}})
+	resp, err := a.in.conn.NewSession(ctx, sdk.NewSessionRequest{Cwd: conv.Dir, McpServers: servers})
 	if err != nil {
 		return a.in.failure(ctx, "creating a session", err)
 	}

@@ -170,7 +170,7 @@ func (a *Agent) start() error {
 	}
 	a.proc = p
 	a.mu.Unlock()
-	a.log.Debug("started the CLI", "pid", p.PID(), "args", args)
+	a.log.Debug("started the CLI", "pid", p.PID(), "args", redactMCP(args))
 	return nil
 }
 

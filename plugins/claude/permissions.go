@@ -26,7 +26,9 @@ import (
 // session's permissions, one --disallowedTools list for both. Called with
 // a.mu held.
 func (a *Agent) cliArgs() []string {
-	args := configArgs(a.config)
+	// --mcp-config first: the tool lists that follow take every value up
+	// to the next flag.
+	args := append(mcpArgs(a.config), configArgs(a.config)...)
 	deny := denyArgs(a.config, a.conv.Dir, a.realDir)
 	if len(deny) == 0 {
 		return args
