@@ -27,6 +27,7 @@ func (d *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	cred, ok := d.check(token)
 	if !ok {
 		d.log.Info("a dashboard sign-in was refused", "remote", r.RemoteAddr)
+		d.opts.Metrics.refuse(refusedToken)
 		d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Next: next,
 			Error: "That token is not one this host accepts. Use the connection token or a personal token (ahpd user token)."})
 		return
@@ -53,6 +54,7 @@ func (d *Dashboard) tableFull(w http.ResponseWriter, r *http.Request, cred grant
 		wait = full.wait
 	}
 	secs := max(1, int((wait+time.Second-1)/time.Second))
+	d.opts.Metrics.refuse(refusedLogins)
 	d.log.Warn("refused a dashboard sign-in: every login the host keeps is another person's",
 		"principal", cred.Principal.String(), "remote", r.RemoteAddr, "max_logins", d.opts.MaxLogins, "retry_after", secs)
 	w.Header().Set("Retry-After", strconv.Itoa(secs))

@@ -44,6 +44,8 @@ type Options struct {
 	Listen string
 	// Logger receives the dashboard's logs; nil discards them.
 	Logger *slog.Logger
+	// Metrics counts what the dashboard refuses; nil counts nothing.
+	Metrics *Metrics
 	// LoginTTL is how long a login lasts; 0 means 12 hours.
 	LoginTTL time.Duration
 	// MaxLogins bounds the logins open at once, a bound on memory; 0

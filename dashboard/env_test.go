@@ -55,6 +55,7 @@ type envOptions struct {
 	// The dashboard's bounds and clock, as its Options have them.
 	maxLogins, loginsPerPerson, livePerPerson int
 	now                                       func() time.Time
+	metrics                                   *dashboard.Metrics
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -114,7 +115,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	listen := srv.Listener.Addr().String()
 	mux.Handle("/v1/", httpapi.New(httpapi.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log}))
 	ui := dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: o.open, Listen: listen, Logger: log, Throttle: o.throttle,
-		MaxLogins: o.maxLogins, MaxLoginsPerPerson: o.loginsPerPerson, MaxLivePagesPerPerson: o.livePerPerson, Now: o.now})
+		MaxLogins: o.maxLogins, MaxLoginsPerPerson: o.loginsPerPerson, MaxLivePagesPerPerson: o.livePerPerson, Now: o.now, Metrics: o.metrics})
 	mux.Handle("/ui/", ui)
 	mux.Handle("/", h.Handler(o.open, listen))
 	srv.Start()

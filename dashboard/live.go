@@ -109,6 +109,7 @@ func (d *Dashboard) streamSlot(w http.ResponseWriter, r *http.Request) (release 
 			msg = "You have too many live pages open, in this browser and others you signed in from: close some tabs."
 		}
 		d.log.Info("refused a dashboard live page", "principal", in.cred.Principal.String(), "remote", r.RemoteAddr, "err", err)
+		d.opts.Metrics.refuse(refusedLivePages)
 		w.Header().Set("Retry-After", streamRetry)
 		http.Error(w, msg, http.StatusTooManyRequests)
 		return nil, false

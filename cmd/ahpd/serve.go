@@ -111,6 +111,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	// Closed once the host has, which tells them until its Close ends.
 	defer closeHooks()
 	apiMetrics := httpapi.NewMetrics()
+	uiMetrics := dashboard.NewMetrics()
 	h, err := host.New(host.Options{
 		StateDir: cfg.StateDir,
 		Sessions: cfg.Sessions,
@@ -121,7 +122,7 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 		DefaultProvider: defaultProvider(cfg, backends),
 		Logger:          log,
 		Version:         version,
-		Collectors:      []prometheus.Collector{apiMetrics.Collector()},
+		Collectors:      []prometheus.Collector{apiMetrics.Collector(), uiMetrics.Collector()},
 		// Minutes as a fraction: tests and demos sleep sessions in seconds.
 		SleepAfter:           time.Duration(cfg.SleepAfterMinutes * float64(time.Minute)),
 		ResidencyLimit:       cfg.SessionResidencyLimit,
@@ -155,7 +156,8 @@ func serve(ctx context.Context, cfg *config, stdin io.Reader, stdout, stderr io.
 	if jr != nil {
 		api.Answers = jr // a retry after a restart, or through another host, is answered as the first
 	}
-	return serveWebSocket(ctx, cfg, h, member, auth, kept, api, stdout, stderr, log)
+	ui := dashboard.Options{Metrics: uiMetrics, MaxLoginsPerPerson: cfg.Budgets.DashboardLogins, MaxLivePagesPerPerson: cfg.Budgets.DashboardLivePages}
+	return serveWebSocket(ctx, cfg, h, member, auth, kept, api, ui, stdout, stderr, log)
 }
 
 func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader, stdout io.Writer, log *slog.Logger) error {
@@ -175,8 +177,9 @@ func serveStdio(ctx context.Context, cfg *config, h *host.Host, stdin io.Reader,
 // serveWebSocket serves AHP on cfg.Listen, and the HTTP API under /v1/ and
 // the dashboard under /ui/ behind the same token and Host checks; auth holds the connection token
 // ("" for none) and kept is the file it is kept in, when ahpd made it; api
-// has the HTTP API's metrics and where it keeps answers.
-func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, api httpapi.Options, stdout, stderr io.Writer, log *slog.Logger) error {
+// has the HTTP API's metrics and where it keeps answers, ui the
+// dashboard's metrics and budgets.
+func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *cluster.Member, auth *grants.Authenticator, kept string, api httpapi.Options, ui dashboard.Options, stdout, stderr io.Writer, log *slog.Logger) error {
 	token := auth.ConnectionToken
 	ln := cfg.listener
 	if ln == nil {
@@ -190,8 +193,8 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 	mux := http.NewServeMux()
 	api.Host, api.Auth, api.Open, api.Listen, api.Logger = h, auth, token == "", ln.Addr().String(), log
 	mux.Handle("/v1/", httpapi.New(api))
-	mux.Handle("/ui/", dashboard.New(dashboard.Options{Host: h, Auth: auth, Open: token == "", Listen: ln.Addr().String(), Logger: log,
-		MaxLoginsPerPerson: cfg.Budgets.DashboardLogins, MaxLivePagesPerPerson: cfg.Budgets.DashboardLivePages}))
+	ui.Host, ui.Auth, ui.Open, ui.Listen, ui.Logger = h, auth, token == "", ln.Addr().String(), log
+	mux.Handle("/ui/", dashboard.New(ui))
 	mux.Handle("/", h.Handler(token == "", ln.Addr().String()))
 	handleHealth(mux, h, member)
 	srv := &http.Server{
