@@ -98,10 +98,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		// for one: ahpd -host-id run.)
 		args = append([]string{"serve"}, args...)
 	}
-	root := newRoot()
-	root.SetIn(stdin)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root := newRoot(stdin, stdout, stderr)
 	// Not nil: cobra reads os.Args for nil.
 	root.SetArgs(append([]string{}, longDashes(root, args)...))
 	_, err := root.ExecuteContextC(ctx)
@@ -119,8 +116,8 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	return exitUsage
 }
 
-// newRoot makes the command tree.
-func newRoot() *cobra.Command {
+// newRoot makes the command tree, on these streams.
+func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
 		Use:                "ahpd",
 		Short:              "ahpd hosts AI coding-agent sessions over the Agent Host Protocol.",
@@ -137,6 +134,11 @@ func newRoot() *cobra.Command {
 		DisableFlagParsing: true,
 		RunE:               daemonCommand,
 	}
+	// Before the completion command, which keeps the stdout it is made
+	// with.
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	mirrorDaemonFlags(root.Flags())
 	mirrorDaemonFlags(serve.Flags())
 	var cmds []*cobra.Command
