@@ -201,7 +201,7 @@ func sessionCommand(use, short string, extra func(*pflag.FlagSet),
 	fn func(ctx context.Context, io cliIO, c *client.Client, session string) error) *cobra.Command {
 	var cf connFlags
 	name := strings.Fields(use)[0]
-	return newCommand(use, short, &cf, extra, func(ctx context.Context, pos []string, io cliIO) int {
+	cmd := newCommand(use, short, &cf, extra, func(ctx context.Context, pos []string, io cliIO) int {
 		if len(pos) != 1 {
 			return cmdUsageError(io, name, errors.New("name one session"))
 		}
@@ -219,4 +219,41 @@ func sessionCommand(use, short string, extra func(*pflag.FlagSet),
 		}
 		return exitOK
 	})
+	cmd.ValidArgsFunction = sessionArg(&cf)
+	return cmd
+}
+
+// sessionArg completes a command's first argument, a session, with the
+// ids of the sessions of the daemon cf finds.
+func sessionArg(cf *connFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeSessions(cmd.Context(), *cf, toComplete), cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeSessions are the ids of the daemon's sessions that start with
+// prefix, each with its title, for completion: none when no daemon
+// answers soon.
+func completeSessions(ctx context.Context, cf connFlags, prefix string) []cobra.Completion {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := dial(ctx, cf)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	rows, err := listAll(ctx, c)
+	if err != nil {
+		return nil
+	}
+	var out []cobra.Completion
+	for _, r := range rows {
+		if id := sessionID(r.Resource); strings.HasPrefix(id, prefix) && r.Status&protocol.StatusIsArchived == 0 {
+			out = append(out, cobra.CompletionWithDesc(id, oneLine(r.Title, 50)))
+		}
+	}
+	return out
 }

@@ -194,7 +194,7 @@ func answerCommand() *cobra.Command {
 	var cf connFlags
 	var decline bool
 	given := client.Answers{}
-	return newCommand(`answer [--answer ID=VALUE]... [--decline] SESSION [REQUEST] ["TEXT"]`,
+	c := newCommand(`answer [--answer ID=VALUE]... [--decline] SESSION [REQUEST] ["TEXT"]`,
 		"answer a question a turn asks (the open one when there is one)", &cf, func(fs *pflag.FlagSet) {
 			fs.BoolVar(&decline, "decline", false, "decline the question")
 			fs.Func("answer", "the answer to one of several questions, `ID=VALUE` (repeatable)", func(kv string) error {
@@ -208,6 +208,8 @@ func answerCommand() *cobra.Command {
 		}, func(ctx context.Context, pos []string, io cliIO) int {
 			return answer(ctx, io, cf, pos, decline, given)
 		})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
 }
 
 func answer(ctx context.Context, io cliIO, cf connFlags, pos []string, decline bool, given client.Answers) int {
@@ -274,11 +276,13 @@ func answerAction(req *protocol.ChatInputRequest, decline bool, given client.Ans
 func confirmCommand(name, short string) *cobra.Command {
 	var cf connFlags
 	var option string
-	return newCommand(name+" [--option ID] SESSION [TOOLCALL]", short, &cf, func(fs *pflag.FlagSet) {
+	c := newCommand(name+" [--option ID] SESSION [TOOLCALL]", short, &cf, func(fs *pflag.FlagSet) {
 		fs.StringVar(&option, "option", "", "the confirmation option `ID` to pick, such as allow-session (docs/PERMISSIONS.md)")
 	}, func(ctx context.Context, pos []string, io cliIO) int {
 		return confirm(ctx, io, name, cf, pos, option)
 	})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
 }
 
 func confirm(ctx context.Context, io cliIO, name string, cf connFlags, pos []string, option string) int {

@@ -215,3 +215,27 @@ func TestSingleDashFlags(t *testing.T) {
 		t.Errorf("longDashes = %q, want %q", got, want)
 	}
 }
+
+// TestCompleteSessions: a command's SESSION completes with the ids of
+// the running daemon's sessions, each with its title.
+func TestCompleteSessions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	serveDaemon(t, e)
+	r := cli(t, e, "run", "--provider", "script", "--title", "First of all", "say one")
+	m := sessionLine.FindStringSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("run: %d %q", r.code, r.stderr)
+	}
+	id := m[1]
+	for _, args := range [][]string{{"show", id[:4]}, {"send", ""}, {"approve", id[:2]}} {
+		// As the shell asks: the command, its flags, and the word to
+		// complete last.
+		cmd := exec.Command(ahpdBin, "__complete", args[0], "--state-dir", e.state, args[1])
+		cmd.Env = e.environ()
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), id+"\tFirst of all\n") {
+			t.Errorf("ahpd __complete %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}

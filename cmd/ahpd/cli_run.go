@@ -243,10 +243,12 @@ func randomID() string {
 
 func sendCommand() *cobra.Command {
 	var cf connFlags
-	return newCommand(`send SESSION "message"`, "send a message to a session (queued while a turn runs) and return", &cf, nil,
+	c := newCommand(`send SESSION "message"`, "send a message to a session (queued while a turn runs) and return", &cf, nil,
 		func(ctx context.Context, pos []string, io cliIO) int {
 			return sendMessage(ctx, io, cf, pos)
 		})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
 }
 
 func sendMessage(ctx context.Context, io cliIO, cf connFlags, pos []string) int {
