@@ -3,14 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
@@ -18,42 +19,15 @@ import (
 
 // The command line for scripts and CI: subcommands that talk to a running
 // ahpd through the client package. Each lives in a cli_*.go file and
-// registers itself in commands, so a new one is one file.
+// registers the cobra command that makes it (cli_root.go), so a new one
+// is one file.
 
-// cliIO is what a command reads and writes.
+// cliIO is what a command reads and writes, and the command it is (for
+// its usage line).
 type cliIO struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-}
-
-// command is one subcommand of ahpd.
-type command struct {
-	name    string
-	usage   string // one line: arguments and what it does
-	run     func(ctx context.Context, args []string, io cliIO) int
-	ordinal int // where it is listed in the usage text
-}
-
-// commands are the subcommands by name.
-var commands = map[string]command{}
-
-func register(c command) {
-	c.ordinal = len(commands)
-	commands[c.name] = c
-}
-
-// commandUsage lists the registered commands for the usage text.
-func commandUsage() string {
-	list := make([]command, 0, len(commands))
-	for _, c := range commands {
-		list = append(list, c)
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].ordinal < list[j].ordinal })
-	var b strings.Builder
-	for _, c := range list {
-		fmt.Fprintf(&b, "  ahpd %s\n", c.usage)
-	}
-	return b.String()
+	cmd            *cobra.Command
 }
 
 // Exit statuses of the commands.
@@ -71,50 +45,38 @@ type connFlags struct {
 	url, token, tokenFile, stateDir string
 }
 
-func (f *connFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&f.url, "url", "", "")
-	fs.StringVar(&f.token, "token", "", "")
-	fs.StringVar(&f.tokenFile, "token-file", "", "")
-	fs.StringVar(&f.stateDir, "state-dir", "", "")
+func (f *connFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.url, "url", "", "the daemon's address, `URL` (or $AHPD_URL)")
+	fs.StringVar(&f.token, "token", "", "the token `T` to present (or $AHPD_TOKEN)")
+	fs.StringVar(&f.tokenFile, "token-file", "", "read the token from `F`")
+	fs.StringVar(&f.stateDir, "state-dir", "", "the daemon's state directory, `DIR` (default $XDG_STATE_HOME/ahpd)")
 }
 
-// newFlags is a flag set for command name that reports its errors as
-// values.
-func newFlags(name string, conn *connFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet("ahpd "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	conn.bind(fs)
-	return fs
-}
-
-// parseArgs parses flags anywhere among the arguments (`ahpd run "msg"
-// --json` as well as `ahpd run --json "msg"`); "--" ends the flags. It
-// returns the positional arguments.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+// newCommand is a subcommand that talks to the daemon: use is its name
+// and arguments, short what it does, in one line. It takes the
+// connection flags (into conn) and those bind adds; run gets the
+// positional arguments, flags anywhere among them (`ahpd run "msg"
+// --json` as well as `ahpd run --json "msg"`, "--" ending them), and
+// returns the exit status.
+func newCommand(use, short string, conn *connFlags, bind func(fs *pflag.FlagSet),
+	run func(ctx context.Context, pos []string, io cliIO) int) *cobra.Command {
+	// Use names the flags that matter; the help lists them all.
+	c := &cobra.Command{Use: use, Short: short, Args: cobra.ArbitraryArgs, DisableFlagsInUseLine: true}
+	if bind != nil {
+		bind(c.Flags())
 	}
+	if conn != nil {
+		conn.bind(c.Flags())
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return exitWith(run(cmd.Context(), args, ioOf(cmd)))
+	}
+	return c
 }
 
 // cmdUsageError prints a usage mistake and returns the usage status.
 func cmdUsageError(io cliIO, name string, err error) int {
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintf(io.stdout, "usage: ahpd %s\n\n%s", commands[name].usage, connUsage)
-		return exitOK
-	}
-	fmt.Fprintf(io.stderr, "ahpd %s: %v (usage: ahpd %s)\n", name, err, commands[name].usage)
+	fmt.Fprintf(io.stderr, "ahpd %s: %v (usage: %s)\n", name, err, io.cmd.UseLine())
 	return exitUsage
 }
 
@@ -232,33 +194,66 @@ func isTerminalReader(r io.Reader) bool {
 	return ok && terminal(f)
 }
 
-// sessionCommand runs fn on the session its one argument names: the
-// shape of show, cancel, status, suspend, resume and rm.
-func sessionCommand(ctx context.Context, name string, args []string, io cliIO, extra func(*flag.FlagSet),
-	fn func(ctx context.Context, c *client.Client, session string) error) int {
+// sessionCommand is a command that runs fn on the session its one
+// argument names: the shape of show, cancel, status, suspend, resume, rm
+// and events. extra adds its own flags.
+func sessionCommand(use, short string, extra func(*pflag.FlagSet),
+	fn func(ctx context.Context, io cliIO, c *client.Client, session string) error) *cobra.Command {
 	var cf connFlags
-	fs := newFlags(name, &cf)
-	if extra != nil {
-		extra(fs)
+	name := strings.Fields(use)[0]
+	cmd := newCommand(use, short, &cf, extra, func(ctx context.Context, pos []string, io cliIO) int {
+		if len(pos) != 1 {
+			return cmdUsageError(io, name, errors.New("name one session"))
+		}
+		c, err := dial(ctx, cf)
+		if err != nil {
+			return fail(io, name, err)
+		}
+		defer c.Close()
+		session, err := resolveSession(ctx, c, pos[0])
+		if err != nil {
+			return fail(io, name, err)
+		}
+		if err := fn(ctx, io, c, session); err != nil {
+			return fail(io, name, err)
+		}
+		return exitOK
+	})
+	cmd.ValidArgsFunction = sessionArg(&cf)
+	return cmd
+}
+
+// sessionArg completes a command's first argument, a session, with the
+// ids of the sessions of the daemon cf finds.
+func sessionArg(cf *connFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return completeSessions(cmd.Context(), *cf, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
-	pos, err := parseArgs(fs, args)
-	if err == nil && len(pos) != 1 {
-		err = errors.New("name one session")
-	}
-	if err != nil {
-		return cmdUsageError(io, name, err)
-	}
+}
+
+// completeSessions are the ids of the daemon's sessions that start with
+// prefix, each with its title, for completion: none when no daemon
+// answers soon.
+func completeSessions(ctx context.Context, cf connFlags, prefix string) []cobra.Completion {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
 	c, err := dial(ctx, cf)
 	if err != nil {
-		return fail(io, name, err)
+		return nil
 	}
 	defer c.Close()
-	session, err := resolveSession(ctx, c, pos[0])
+	rows, err := listAll(ctx, c)
 	if err != nil {
-		return fail(io, name, err)
+		return nil
 	}
-	if err := fn(ctx, c, session); err != nil {
-		return fail(io, name, err)
+	var out []cobra.Completion
+	for _, r := range rows {
+		if id := sessionID(r.Resource); strings.HasPrefix(id, prefix) && r.Status&protocol.StatusIsArchived == 0 {
+			out = append(out, cobra.CompletionWithDesc(id, oneLine(r.Title, 50)))
+		}
 	}
-	return exitOK
+	return out
 }

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
@@ -18,16 +21,11 @@ import (
 // allow wherever they answer from.
 
 func init() {
-	register(command{name: "pending", run: pendingCommand,
-		usage: "pending [--json]   list the questions and approvals waiting on you, across sessions"})
-	register(command{name: "answer", run: answerCommand,
-		usage: `answer [--answer ID=VALUE]... [--decline] SESSION [REQUEST] ["TEXT"]   answer a question a turn asks (the open one when there is one)`})
-	register(command{name: "approve", run: func(ctx context.Context, args []string, io cliIO) int {
-		return confirmCommand(ctx, "approve", args, io)
-	}, usage: "approve [--option ID] SESSION [TOOLCALL]   approve a tool call waiting for approval (the open one when there is one)"})
-	register(command{name: "deny", run: func(ctx context.Context, args []string, io cliIO) int {
-		return confirmCommand(ctx, "deny", args, io)
-	}, usage: "deny [--option ID] SESSION [TOOLCALL]   deny a tool call waiting for approval"})
+	register(pendingCommand, answerCommand, func() *cobra.Command {
+		return confirmCommand("approve", "approve a tool call waiting for approval (the open one when there is one)")
+	}, func() *cobra.Command {
+		return confirmCommand("deny", "deny a tool call waiting for approval")
+	})
 }
 
 // pendingRow is one line of `ahpd pending`.
@@ -42,17 +40,21 @@ type pendingRow struct {
 	Request *protocol.ChatInputRequest    `json:"request,omitempty"`
 }
 
-func pendingCommand(ctx context.Context, args []string, io cliIO) int {
+func pendingCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool
-	fs := newFlags("pending", &cf)
-	fs.BoolVar(&asJSON, "json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0]))
-	}
-	if err != nil {
-		return cmdUsageError(io, "pending", err)
+	return newCommand("pending [--json]", "list the questions and approvals waiting on you, across sessions", &cf,
+		func(fs *pflag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print them as JSON, with each question's kinds and options")
+		},
+		func(ctx context.Context, pos []string, io cliIO) int {
+			return pendingRun(ctx, io, cf, pos, asJSON)
+		})
+}
+
+func pendingRun(ctx context.Context, io cliIO, cf connFlags, pos []string, asJSON bool) int {
+	if len(pos) > 0 {
+		return cmdUsageError(io, "pending", fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0])))
 	}
 	c, err := dial(ctx, cf)
 	if err != nil {
@@ -188,24 +190,32 @@ func respondError(sid, kind string, w client.Waiting, err error) error {
 	return err
 }
 
-func answerCommand(ctx context.Context, args []string, io cliIO) int {
+func answerCommand() *cobra.Command {
 	var cf connFlags
 	var decline bool
 	given := client.Answers{}
-	fs := newFlags("answer", &cf)
-	fs.BoolVar(&decline, "decline", false, "")
-	fs.Func("answer", "", func(kv string) error {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return fmt.Errorf("--answer %s: give ID=VALUE", protocol.Quote(kv))
-		}
-		given[k] = append(given[k], v)
-		return nil
-	})
-	pos, err := parseArgs(fs, args)
+	c := newCommand(`answer [--answer ID=VALUE]... [--decline] SESSION [REQUEST] ["TEXT"]`,
+		"answer a question a turn asks (the open one when there is one)", &cf, func(fs *pflag.FlagSet) {
+			fs.BoolVar(&decline, "decline", false, "decline the question")
+			fs.Func("answer", "the answer to one of several questions, `ID=VALUE` (repeatable)", func(kv string) error {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return fmt.Errorf("--answer %s: give ID=VALUE", protocol.Quote(kv))
+				}
+				given[k] = append(given[k], v)
+				return nil
+			})
+		}, func(ctx context.Context, pos []string, io cliIO) int {
+			return answer(ctx, io, cf, pos, decline, given)
+		})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
+}
+
+func answer(ctx context.Context, io cliIO, cf connFlags, pos []string, decline bool, given client.Answers) int {
+	var err error
 	var session, id, text string
 	switch {
-	case err != nil:
 	case len(pos) == 1 && (decline || len(given) > 0):
 		session = pos[0]
 	case len(pos) == 2 && (decline || len(given) > 0):
@@ -263,17 +273,21 @@ func answerAction(req *protocol.ChatInputRequest, decline bool, given client.Ans
 }
 
 // confirmCommand is `ahpd approve` and `ahpd deny`.
-func confirmCommand(ctx context.Context, name string, args []string, io cliIO) int {
+func confirmCommand(name, short string) *cobra.Command {
 	var cf connFlags
 	var option string
-	fs := newFlags(name, &cf)
-	fs.StringVar(&option, "option", "", "")
-	pos, err := parseArgs(fs, args)
-	if err == nil && (len(pos) < 1 || len(pos) > 2) {
-		err = errors.New("name the session, and the tool call when it has several waiting")
-	}
-	if err != nil {
-		return cmdUsageError(io, name, err)
+	c := newCommand(name+" [--option ID] SESSION [TOOLCALL]", short, &cf, func(fs *pflag.FlagSet) {
+		fs.StringVar(&option, "option", "", "the confirmation option `ID` to pick, such as allow-session (docs/PERMISSIONS.md)")
+	}, func(ctx context.Context, pos []string, io cliIO) int {
+		return confirm(ctx, io, name, cf, pos, option)
+	})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
+}
+
+func confirm(ctx context.Context, io cliIO, name string, cf connFlags, pos []string, option string) int {
+	if len(pos) < 1 || len(pos) > 2 {
+		return cmdUsageError(io, name, errors.New("name the session, and the tool call when it has several waiting"))
 	}
 	id := ""
 	if len(pos) == 2 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -14,88 +13,49 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 func init() {
-	register(command{name: "automations", run: automationsCommand,
-		usage: `automations ls|add|run|show|rm ...   list, make, run, show and remove automations (ahpd automations --help)`})
-}
-
-const automationsUsage = `Automations: a message and a session template that ahpd runs on a
+	register(func() *cobra.Command {
+		c := newGroup("automations ls|add|run|show|rm ...", "list, make, run, show and remove automations (ahpd automations --help)",
+			`Automations: a message and a session template that ahpd runs on a
 schedule, on an event, or when asked (see docs/AUTOMATIONS.md).
 
-Usage:
-  ahpd automations ls [--json]
-  ahpd automations add --title T --message M [--id ID] [--cron EXPR [--tz ZONE] [--misfire runOnce|skip]]
-        [--on EVENT [--with KEY=VALUE]...] [--provider P] [--folder DIR]... [--after-runs N] [--until DATE] [--disabled]
-        [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D]
-      prints the new automation's URI. --approve, --allow and --deny are
-      its sessions' permissions (what runs without asking a person),
-      --input-timeout how long a run's turn waits for one. EVENT is one of the host's trigger
-      events: turn-completed, session-failed, file-changed, ref-updated
-      (file-changed needs --with folder=DIR, ref-updated --with repository=DIR).
-  ahpd automations run [--no-wait] [--json] NAME
-      starts a run and waits for it: exit 0 completed, 1 failed or
-      cancelled, 130 interrupted (the run is cancelled). While its turn
-      waits on a person it says on what, and how to answer. --no-wait
-      prints the run's URI and returns.
-  ahpd automations show [--json] NAME
-      the automation and its recent runs: what a running one waits on.
-  ahpd automations rm NAME
-
-NAME is an automation's id, a unique prefix of one, or its URI.
-
-`
-
-// automationsCommand runs `ahpd automations VERB ...`.
-func automationsCommand(ctx context.Context, args []string, io cliIO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(io.stdout, automationsUsage, connUsage)
-		return exitOK
-	}
-	verbs := map[string]func(context.Context, []string, cliIO) int{
-		"ls": automationsLs, "add": automationsAdd, "run": automationsRun, "show": automationsShow, "rm": automationsRm,
-	}
-	fn, ok := verbs[args[0]]
-	if !ok {
-		return cmdUsageError(io, "automations", fmt.Errorf("unknown command %s: ls, add, run, show or rm", protocol.Quote(args[0])))
-	}
-	return fn(ctx, args[1:], io)
+NAME is an automation's id, a unique prefix of one, or its URI.`,
+			automationsLs(), automationsAdd(), automationsRun(), automationsShow(), automationsRm())
+		c.SuggestFor = []string{"automation"}
+		return c
+	})
 }
 
-// automationsFlags parses a verb's arguments and dials the daemon: it
-// returns the positional arguments, the client, and the exit status when
-// it could not (then the client is nil).
-func automationsFlags(ctx context.Context, verb string, args []string, io cliIO, npos int, extra func(*flag.FlagSet)) ([]string, *client.Client, int) {
+// automationsVerb is `ahpd automations VERB`, which takes npos
+// arguments: run gets them and a client of the daemon.
+func automationsVerb(use, short, long string, npos int, extra func(*pflag.FlagSet),
+	run func(ctx context.Context, io cliIO, pos []string, c *client.Client) int) *cobra.Command {
 	var cf connFlags
-	fs := newFlags("automations "+verb, &cf)
-	if extra != nil {
-		extra(fs)
-	}
-	pos, err := parseArgs(fs, args)
-	if err == nil && len(pos) != npos {
-		if npos == 0 {
-			err = fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0]))
-		} else {
-			err = errors.New("name one automation")
+	name := "automations " + strings.Fields(use)[0]
+	cmd := newCommand(use, short, &cf, extra, func(ctx context.Context, pos []string, io cliIO) int {
+		if len(pos) != npos {
+			if npos == 0 {
+				return cmdUsageError(io, name, fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0])))
+			}
+			return cmdUsageError(io, name, errors.New("name one automation"))
 		}
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(io.stdout, automationsUsage, connUsage)
-		return nil, nil, exitOK
-	}
-	if err != nil {
-		fmt.Fprintf(io.stderr, "ahpd automations %s: %v (see ahpd automations --help)\n", verb, err)
-		return nil, nil, exitUsage
-	}
-	c, err := dial(ctx, cf)
-	if err != nil {
-		return nil, nil, fail(io, "automations "+verb, err)
-	}
-	return pos, c, exitOK
+		c, err := dial(ctx, cf)
+		if err != nil {
+			return fail(io, name, err)
+		}
+		defer c.Close()
+		return run(ctx, io, pos, c)
+	})
+	cmd.Long = long
+	return cmd
 }
 
 // catalogue subscribes to the automation catalogue and returns it.
@@ -137,13 +97,18 @@ func resolveAutomation(st *protocol.AutomationState, arg string) (protocol.Autom
 	return protocol.AutomationEntry{}, fmt.Errorf("%s names %d automations: give more of the id", protocol.Quote(arg), len(found))
 }
 
-func automationsLs(ctx context.Context, args []string, io cliIO) int {
+func automationsLs() *cobra.Command {
 	var asJSON bool
-	_, c, code := automationsFlags(ctx, "ls", args, io, 0, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") })
-	if c == nil {
-		return code
-	}
-	defer c.Close()
+	return automationsVerb("ls [--json]", "list the automations: ID, ENABLED, TRIGGERS, NEXT RUN, LAST RUN, TITLE", "", 0,
+		func(fs *pflag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print the catalogue's entries, runs included, as JSON")
+		},
+		func(ctx context.Context, io cliIO, _ []string, c *client.Client) int {
+			return listAutomations(ctx, io, c, asJSON)
+		})
+}
+
+func listAutomations(ctx context.Context, io cliIO, c *client.Client, asJSON bool) int {
 	st, err := catalogue(ctx, c)
 	if err != nil {
 		return fail(io, "automations ls", err)
@@ -226,31 +191,38 @@ type addOptions struct {
 	permissions                                      permissionFlags
 }
 
-func automationsAdd(ctx context.Context, args []string, io cliIO) int {
+func automationsAdd() *cobra.Command {
 	var o addOptions
-	list := func(dst *[]string) func(string) error {
-		return func(v string) error { *dst = append(*dst, v); return nil }
-	}
-	_, c, code := automationsFlags(ctx, "add", args, io, 0, func(fs *flag.FlagSet) {
-		fs.StringVar(&o.id, "id", "", "")
-		fs.StringVar(&o.title, "title", "", "")
-		fs.StringVar(&o.message, "message", "", "")
-		fs.StringVar(&o.provider, "provider", "", "")
-		fs.StringVar(&o.tz, "tz", "UTC", "")
-		fs.StringVar(&o.misfire, "misfire", "", "")
-		fs.StringVar(&o.until, "until", "", "")
-		fs.Int64Var(&o.afterRuns, "after-runs", 0, "")
-		fs.BoolVar(&o.disabled, "disabled", false, "")
-		fs.Func("cron", "", list(&o.crons))
-		fs.Func("folder", "", list(&o.folders))
-		fs.Func("on", "", list(&o.on))
-		fs.Func("with", "", list(&o.with))
-		o.permissions.bind(fs, false)
-	})
-	if c == nil {
-		return code
-	}
-	defer c.Close()
+	return automationsVerb(`add --title T --message M [--id ID] [--cron EXPR [--tz ZONE] [--misfire runOnce|skip]]
+        [--on EVENT [--with KEY=VALUE]...] [--provider P] [--folder DIR]... [--after-runs N] [--until DATE] [--disabled]
+        [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D]`,
+		"make an automation, and print its URI",
+		`add makes an automation and prints its URI. --approve, --allow and --deny
+are its sessions' permissions (what runs without asking a person),
+--input-timeout how long a run's turn waits for one. EVENT is one of the
+host's trigger events: turn-completed, session-failed, file-changed,
+ref-updated (file-changed needs --with folder=DIR, ref-updated --with
+repository=DIR).`, 0, func(fs *pflag.FlagSet) {
+			fs.StringVar(&o.id, "id", "", "its id, `ID` (ahp-automation:/ID; default a random one)")
+			fs.StringVar(&o.title, "title", "", "its title, `T` (default the message's first 60 characters)")
+			fs.StringVar(&o.message, "message", "", "what each run sends, `M` (required)")
+			fs.StringVar(&o.provider, "provider", "", "the agent, `P` (default the daemon's default agent as each run starts)")
+			fs.StringVar(&o.tz, "tz", "UTC", "the schedules' IANA time `ZONE`")
+			fs.StringVar(&o.misfire, "misfire", "", "what a schedule does about occurrences missed while ahpd was down: `runOnce|skip` (default runOnce)")
+			fs.StringVar(&o.until, "until", "", "stop triggering after this ISO 8601 `DATE`")
+			fs.Int64Var(&o.afterRuns, "after-runs", 0, "stop triggering after `N` automatic runs")
+			fs.BoolVar(&o.disabled, "disabled", false, "make it with its triggers off (it can still be run by hand)")
+			fs.StringArrayVar(&o.crons, "cron", nil, "a schedule trigger: five cron fields, or six with seconds first, `EXPR` (repeatable)")
+			fs.StringArrayVar(&o.folders, "folder", nil, "a working directory, `DIR` (repeatable; default the current directory)")
+			fs.StringArrayVar(&o.on, "on", nil, "an event trigger, `EVENT`: turn-completed, session-failed, file-changed, ref-updated (repeatable)")
+			fs.StringArrayVar(&o.with, "with", nil, "config for the --on triggers, `KEY=VALUE`: automation, provider, folder, pattern, repository, ref (repeatable)")
+			o.permissions.bind(fs, false)
+		}, func(ctx context.Context, io cliIO, _ []string, c *client.Client) int {
+			return addAutomation(ctx, io, c, o)
+		})
+}
+
+func addAutomation(ctx context.Context, io cliIO, c *client.Client, o addOptions) int {
 	uri, def, err := o.definition(ctx, c)
 	if err != nil {
 		return fail(io, "automations add", err)
@@ -398,16 +370,21 @@ func (o addOptions) eventTriggers(ctx context.Context, c *client.Client) ([]prot
 	return out, nil
 }
 
-func automationsRun(ctx context.Context, args []string, io cliIO) int {
+func automationsRun() *cobra.Command {
 	var noWait, asJSON bool
-	pos, c, code := automationsFlags(ctx, "run", args, io, 1, func(fs *flag.FlagSet) {
-		fs.BoolVar(&noWait, "no-wait", false, "")
-		fs.BoolVar(&asJSON, "json", false, "")
-	})
-	if c == nil {
-		return code
-	}
-	defer c.Close()
+	return automationsVerb("run [--no-wait] [--json] NAME", "run an automation now, and wait for the run",
+		`run starts a run and waits for it: exit 0 completed, 1 failed or
+cancelled, 130 interrupted (the run is cancelled). While its turn waits on
+a person it says on what, and how to answer. --no-wait prints the run's
+URI and returns.`, 1, func(fs *pflag.FlagSet) {
+			fs.BoolVar(&noWait, "no-wait", false, "print the run's URI and return")
+			fs.BoolVar(&asJSON, "json", false, "print the run's final state as JSON")
+		}, func(ctx context.Context, io cliIO, pos []string, c *client.Client) int {
+			return runAutomation(ctx, io, c, pos, noWait, asJSON)
+		})
+}
+
+func runAutomation(ctx context.Context, io cliIO, c *client.Client, pos []string, noWait, asJSON bool) int {
 	st, err := catalogue(ctx, c)
 	if err != nil {
 		return fail(io, "automations run", err)
@@ -429,7 +406,7 @@ func automationsRun(ctx context.Context, args []string, io cliIO) int {
 	if err != nil {
 		return fail(io, "automations run", err)
 	}
-	code = exitFailed
+	code := exitFailed
 	switch l := run.Lifecycle.(type) {
 	case *protocol.AutomationCompletedRunLifecycle:
 		code = exitOK
@@ -512,12 +489,14 @@ func runEnded(rs *protocol.AutomationRunState) bool {
 	return false
 }
 
-func automationsRm(ctx context.Context, args []string, io cliIO) int {
-	pos, c, code := automationsFlags(ctx, "rm", args, io, 1, nil)
-	if c == nil {
-		return code
-	}
-	defer c.Close()
+func automationsRm() *cobra.Command {
+	return automationsVerb("rm NAME", "remove an automation (not one the config file declares)", "", 1, nil,
+		func(ctx context.Context, io cliIO, pos []string, c *client.Client) int {
+			return removeAutomation(ctx, io, c, pos)
+		})
+}
+
+func removeAutomation(ctx context.Context, io cliIO, c *client.Client, pos []string) int {
 	st, err := catalogue(ctx, c)
 	if err != nil {
 		return fail(io, "automations rm", err)

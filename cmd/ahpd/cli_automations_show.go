@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/automations"
+	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -18,13 +21,18 @@ type runView struct {
 	WaitingFor []pendingRow                  `json:"waitingFor"`
 }
 
-func automationsShow(ctx context.Context, args []string, io cliIO) int {
+func automationsShow() *cobra.Command {
 	var asJSON bool
-	pos, c, code := automationsFlags(ctx, "show", args, io, 1, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") })
-	if c == nil {
-		return code
-	}
-	defer c.Close()
+	return automationsVerb("show [--json] NAME", "the automation and its recent runs: what a running one waits on", "", 1,
+		func(fs *pflag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print {automation, runs: [{run, waitingFor}]} as JSON")
+		},
+		func(ctx context.Context, io cliIO, pos []string, c *client.Client) int {
+			return showAutomation(ctx, io, c, pos, asJSON)
+		})
+}
+
+func showAutomation(ctx context.Context, io cliIO, c *client.Client, pos []string, asJSON bool) int {
 	st, err := catalogue(ctx, c)
 	if err != nil {
 		return fail(io, "automations show", err)

@@ -1,63 +1,64 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/nats-io/nkeys"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
-const clusterUsage = `Usage:
-  ahpd cluster credentials [--out DIR] HOST...
+func init() {
+	register(func() *cobra.Command {
+		return newGroup("cluster credentials [--out DIR] HOST...", "a NATS key for each cluster host (docs/CLUSTER.md)",
+			"Commands for a cluster of hosts sharing sessions (docs/CLUSTER.md).", clusterCredentials())
+	})
+}
 
-Makes a NATS key for each host of a cluster: its seed in DIR/HOST.nk
-(mode 0600; give it to that host alone as nats.nkeySeedFile), and prints
-the nats.node.hosts block, the public keys, that every node's config
-lists. A seed file that exists is left as it is and refused.
-`
+// clusterCredentials is "ahpd cluster credentials".
+func clusterCredentials() *cobra.Command {
+	var out string
+	c := newCommand("credentials [--out DIR] HOST...", "make a NATS key for each host of a cluster", nil, func(fs *pflag.FlagSet) {
+		fs.StringVar(&out, "out", ".", "write the seeds into `DIR`")
+	}, func(_ context.Context, hosts []string, io cliIO) int {
+		return writeCredentials(io, out, hosts)
+	})
+	c.Long = `credentials makes a NATS key for each host of a cluster: its seed in
+DIR/HOST.nk (mode 0600; give it to that host alone as nats.nkeySeedFile),
+and prints the nats.node.hosts block, the public keys, that every node's
+config lists. A seed file that exists is left as it is and refused.`
+	return c
+}
 
-// clusterCommand is "ahpd cluster".
-func clusterCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, clusterUsage)
-		return 0
+func writeCredentials(io cliIO, out string, hosts []string) int {
+	const name = "cluster credentials"
+	if len(hosts) == 0 {
+		return cmdUsageError(io, name, errors.New("name the hosts"))
 	}
-	if args[0] != "credentials" {
-		fmt.Fprintf(stderr, "ahpd cluster: no command %q\n%s", limitText(args[0], 40), clusterUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("ahpd cluster credentials", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	out := fs.String("out", ".", "")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() == 0 {
-		fmt.Fprint(stderr, "ahpd cluster credentials: name the hosts\n", clusterUsage)
-		return 2
-	}
-	hosts := fs.Args()
 	for _, id := range hosts {
 		if !hostIDOK(id) {
-			fmt.Fprintf(stderr, "ahpd cluster credentials: %q is not a host id (1 to 64 letters, digits, '-' or '_')\n", limitText(id, 100))
-			return 2
+			fmt.Fprintf(io.stderr, "ahpd cluster credentials: %q is not a host id (1 to 64 letters, digits, '-' or '_')\n", limitText(id, 100))
+			return exitUsage
 		}
 	}
 	pubs := make([]string, len(hosts))
 	for i, id := range hosts {
-		pub, err := writeHostSeed(filepath.Join(*out, id+".nk"))
+		pub, err := writeHostSeed(filepath.Join(out, id+".nk"))
 		if err != nil {
-			fmt.Fprintln(stderr, "ahpd cluster credentials:", err)
-			return 1
+			fmt.Fprintln(io.stderr, "ahpd cluster credentials:", err)
+			return exitFailed
 		}
 		pubs[i] = pub
 	}
-	fmt.Fprintln(stdout, "nats:\n  node:\n    hosts:")
+	fmt.Fprintln(io.stdout, "nats:\n  node:\n    hosts:")
 	for i, id := range hosts {
-		fmt.Fprintf(stdout, "      %s: %s\n", id, pubs[i])
+		fmt.Fprintf(io.stdout, "      %s: %s\n", id, pubs[i])
 	}
-	return 0
+	return exitOK
 }
 
 // writeHostSeed makes a user nkey, writes its seed to path (a new file,

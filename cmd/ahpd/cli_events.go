@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
@@ -14,16 +16,15 @@ import (
 )
 
 func init() {
-	register(command{name: "events", run: eventsCommand,
-		usage: "events [--follow] [--json] SESSION   print a session's timeline (--follow: then keep printing it)"})
+	register(eventsCommand)
 }
 
-func eventsCommand(ctx context.Context, args []string, io cliIO) int {
+func eventsCommand() *cobra.Command {
 	var follow, asJSON bool
-	return sessionCommand(ctx, "events", args, io, func(fs *flag.FlagSet) {
-		fs.BoolVar(&follow, "follow", false, "")
-		fs.BoolVar(&asJSON, "json", false, "")
-	}, func(ctx context.Context, c *client.Client, session string) error {
+	return sessionCommand("events [--follow] [--json] SESSION", "print a session's timeline (--follow: then keep printing it)", func(fs *pflag.FlagSet) {
+		fs.BoolVar(&follow, "follow", false, "go on printing what happens, until interrupted")
+		fs.BoolVar(&asJSON, "json", false, "one JSON event a line")
+	}, func(ctx context.Context, io cliIO, c *client.Client, session string) error {
 		p := eventPrinter{io: io, json: asJSON}
 		if follow {
 			// Watched first: what happens while the past is read comes

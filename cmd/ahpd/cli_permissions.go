@@ -1,12 +1,12 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/spf13/pflag"
 
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/protocol"
@@ -32,14 +32,15 @@ var approveModes = map[string]plugins.PermissionMode{
 }
 
 // bind adds the flags to fs; --auto-approve only with autoApprove.
-func (p *permissionFlags) bind(fs *flag.FlagSet, autoApprove bool) {
-	fs.StringVar(&p.approve, "approve", "", "")
+func (p *permissionFlags) bind(fs *pflag.FlagSet, autoApprove bool) {
+	fs.StringVar(&p.approve, "approve", "", "the permissions' `MODE`: ask, edits or all (docs/PERMISSIONS.md)")
 	if autoApprove {
-		fs.BoolVar(&p.autoApprove, "auto-approve", false, "")
+		fs.BoolVar(&p.autoApprove, "auto-approve", false, "the older spelling of --approve all")
 	}
-	fs.Func("allow", "", func(v string) error { p.allow = append(p.allow, v); return nil })
-	fs.Func("deny", "", func(v string) error { p.deny = append(p.deny, v); return nil })
-	fs.Func("input-timeout", "", func(v string) error { p.inputTimeout, p.timeoutSet = v, true; return nil })
+	fs.StringArrayVar(&p.allow, "allow", nil, "a tool call `RULE` names runs without asking: execute, Bash, edit(src/**) (repeatable)")
+	fs.StringArrayVar(&p.deny, "deny", nil, "a tool call `RULE` names is refused without asking, whatever the mode (repeatable)")
+	fs.Func("input-timeout", "how long a turn may wait for a person: `D` as 30m, 1h30m, seconds, or 0 for ever",
+		func(v string) error { p.inputTimeout, p.timeoutSet = v, true; return nil })
 }
 
 // config returns the session config the flags give: permissions when

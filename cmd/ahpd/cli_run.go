@@ -12,15 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 func init() {
-	register(command{name: "run", run: runCommand,
-		usage: `run [--folder DIR] [--provider P] [--worktree] [--title T] [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D] [--wait] [--session ID] [--json] "message"   run a turn and stream it; exit 0 complete, 1 failed, 2 no agent, 3 needs input, 4 last tool failed, 130 interrupted`})
-	register(command{name: "send", run: sendCommand,
-		usage: `send SESSION "message"   send a message to a session (queued while a turn runs) and return`})
+	register(runCommand, sendCommand)
 }
 
 // runOptions are `ahpd run`'s flags.
@@ -38,19 +38,43 @@ type runOptions struct {
 	config protocol.Object
 }
 
-func runCommand(ctx context.Context, args []string, io cliIO) int {
+func runCommand() *cobra.Command {
 	var o runOptions
-	fs := newFlags("run", &o.conn)
-	fs.StringVar(&o.folder, "folder", "", "")
-	fs.StringVar(&o.provider, "provider", "", "")
-	fs.BoolVar(&o.worktree, "worktree", false, "")
-	fs.StringVar(&o.title, "title", "", "")
-	o.permissions.bind(fs, true)
-	fs.BoolVar(&o.wait, "wait", false, "")
-	fs.StringVar(&o.session, "session", "", "")
-	fs.BoolVar(&o.json, "json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err == nil && (len(pos) != 1 || strings.TrimSpace(pos[0]) == "") {
+	c := newCommand(`run [--folder DIR] [--provider P] [--worktree] [--title T] [--approve ask|edits|all] [--allow RULE]... [--deny RULE]... [--input-timeout D] [--wait] [--session ID] [--json] "message"`,
+		"run a turn and stream it; exit 0 complete, 1 failed, 2 no agent, 3 needs input, 4 last tool failed, 130 interrupted",
+		&o.conn, func(fs *pflag.FlagSet) {
+			fs.StringVar(&o.folder, "folder", "", "the new session's folder, `DIR` (default the current directory)")
+			fs.StringVar(&o.provider, "provider", "", "the agent, `P` (default the daemon's default agent)")
+			fs.BoolVar(&o.worktree, "worktree", false, "work in a git worktree of the session's own")
+			fs.StringVar(&o.title, "title", "", "the new session's title, `T`")
+			o.permissions.bind(fs, true)
+			fs.BoolVar(&o.wait, "wait", false, "when the turn waits on a person and none is here to ask, wait for an answer from elsewhere")
+			fs.StringVar(&o.session, "session", "", "continue the session `ID` instead of making one")
+			fs.BoolVar(&o.json, "json", false, "one JSON object a line (docs/CLI.md)")
+		}, func(ctx context.Context, pos []string, io cliIO) int {
+			return runTurn(ctx, io, o, pos)
+		})
+	c.Long = `run makes a session (or continues one, --session), sends the message, and
+streams the turn as it happens: the agent's text and a line for each
+tool call on stdout, the end of the turn and errors on stderr. The
+session's permissions decide which tool calls run without a person
+confirming them; on a terminal run asks, elsewhere it stops with 3.
+
+Exit status: 0 the turn completed; 1 it failed or was cancelled, or the
+daemon could not be reached; 2 a usage mistake, or no agent can run; 3 the
+turn waits on a person and stdin is no terminal (without --wait); 4 it
+completed, but its last tool call failed; 130 interrupted (the turn is
+cancelled first).`
+	c.Example = `  ahpd run --provider script "say hello"
+  ahpd run --folder ~/src/app --title "Fix the build" "the build fails on main: fix it"
+  ahpd run --worktree --approve edits "add a test for the parser"
+  ahpd run --session 4f2a --allow execute "now run the tests"`
+	return c
+}
+
+func runTurn(ctx context.Context, io cliIO, o runOptions, pos []string) int {
+	var err error
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		err = errors.New(`give the message as one argument (quote it)`)
 	}
 	if err == nil && o.session != "" && (o.folder != "" || o.provider != "" || o.worktree) {
@@ -217,15 +241,19 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func sendCommand(ctx context.Context, args []string, io cliIO) int {
+func sendCommand() *cobra.Command {
 	var cf connFlags
-	fs := newFlags("send", &cf)
-	pos, err := parseArgs(fs, args)
-	if err == nil && (len(pos) != 2 || strings.TrimSpace(pos[1]) == "") {
-		err = errors.New(`name the session and give the message (quote it)`)
-	}
-	if err != nil {
-		return cmdUsageError(io, "send", err)
+	c := newCommand(`send SESSION "message"`, "send a message to a session (queued while a turn runs) and return", &cf, nil,
+		func(ctx context.Context, pos []string, io cliIO) int {
+			return sendMessage(ctx, io, cf, pos)
+		})
+	c.ValidArgsFunction = sessionArg(&cf)
+	return c
+}
+
+func sendMessage(ctx context.Context, io cliIO, cf connFlags, pos []string) int {
+	if len(pos) != 2 || strings.TrimSpace(pos[1]) == "" {
+		return cmdUsageError(io, "send", errors.New(`name the session and give the message (quote it)`))
 	}
 	c, err := dial(ctx, cf)
 	if err != nil {

@@ -4,39 +4,39 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 )
 
 func init() {
-	register(command{name: "ls", run: lsCommand, usage: "ls [--all] [--json]   list sessions (--all: archived ones too)"})
-	register(command{name: "show", run: showCommand, usage: "show [--json] SESSION   show a session and its turns"})
-	register(command{name: "cancel", run: cancelCommand, usage: "cancel SESSION   cancel the turn a session runs"})
-	register(command{name: "status", run: statusCommand, usage: "status SESSION   active (in memory) or inactive (asleep)"})
-	register(command{name: "suspend", run: suspendCommand, usage: "suspend [--if-idle] SESSION   put a session to sleep now"})
-	register(command{name: "resume", run: resumeCommand, usage: "resume SESSION   wake a sleeping session"})
-	register(command{name: "rm", run: rmCommand, usage: "rm SESSION   dispose of a session and its conversation"})
+	register(lsCommand, showCommand, cancelCommand, statusCommand, suspendCommand, resumeCommand, rmCommand)
 }
 
-func lsCommand(ctx context.Context, args []string, io cliIO) int {
+func lsCommand() *cobra.Command {
 	var cf connFlags
 	var all, asJSON bool
-	fs := newFlags("ls", &cf)
-	fs.BoolVar(&all, "all", false, "")
-	fs.BoolVar(&asJSON, "json", false, "")
-	pos, err := parseArgs(fs, args)
-	if err == nil && len(pos) > 0 {
-		err = fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0]))
-	}
-	if err != nil {
-		return cmdUsageError(io, "ls", err)
+	c := newCommand("ls [--all] [--json]", "list sessions (--all: archived ones too)", &cf, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&all, "all", false, "archived sessions too")
+		fs.BoolVar(&asJSON, "json", false, "print the sessions' summaries as JSON")
+	}, func(ctx context.Context, pos []string, io cliIO) int {
+		return ls(ctx, io, cf, pos, all, asJSON)
+	})
+	c.SuggestFor = []string{"list", "sessions"}
+	return c
+}
+
+func ls(ctx context.Context, io cliIO, cf connFlags, pos []string, all, asJSON bool) int {
+	if len(pos) > 0 {
+		return cmdUsageError(io, "ls", fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0])))
 	}
 	c, err := dial(ctx, cf)
 	if err != nil {
@@ -112,10 +112,13 @@ func writeJSON(io cliIO, name string, v any) int {
 	return exitOK
 }
 
-func showCommand(ctx context.Context, args []string, io cliIO) int {
+func showCommand() *cobra.Command {
 	var asJSON bool
-	return sessionCommand(ctx, "show", args, io, func(fs *flag.FlagSet) { fs.BoolVar(&asJSON, "json", false, "") },
-		func(ctx context.Context, c *client.Client, session string) error {
+	return sessionCommand("show [--json] SESSION", "show a session and its turns",
+		func(fs *pflag.FlagSet) {
+			fs.BoolVar(&asJSON, "json", false, "print the session's and its chat's state as JSON")
+		},
+		func(ctx context.Context, io cliIO, c *client.Client, session string) error {
 			chat, err := watchSession(ctx, c, session)
 			if err != nil {
 				return err
@@ -169,8 +172,8 @@ func printParts(w io.Writer, parts []protocol.ResponsePart) {
 	v.newline()
 }
 
-func cancelCommand(ctx context.Context, args []string, io cliIO) int {
-	return sessionCommand(ctx, "cancel", args, io, nil, func(ctx context.Context, c *client.Client, session string) error {
+func cancelCommand() *cobra.Command {
+	return sessionCommand("cancel SESSION", "cancel the turn a session runs", nil, func(ctx context.Context, io cliIO, c *client.Client, session string) error {
 		chat, err := watchSession(ctx, c, session)
 		if err != nil {
 			return err
@@ -209,24 +212,26 @@ type residencyResult struct {
 	} `json:"_meta"`
 }
 
-func statusCommand(ctx context.Context, args []string, io cliIO) int {
-	return sessionCommand(ctx, "status", args, io, nil, printResidency(io, "ahpd/sessionStatus", nil))
+func statusCommand() *cobra.Command {
+	return sessionCommand("status SESSION", "active (in memory) or inactive (asleep), and on which host in a cluster", nil,
+		printResidency("ahpd/sessionStatus", nil))
 }
 
-func suspendCommand(ctx context.Context, args []string, io cliIO) int {
+func suspendCommand() *cobra.Command {
 	var ifIdle bool
-	return sessionCommand(ctx, "suspend", args, io, func(fs *flag.FlagSet) { fs.BoolVar(&ifIdle, "if-idle", false, "") },
-		printResidency(io, "ahpd/suspendSession", &ifIdle))
+	return sessionCommand("suspend [--if-idle] SESSION", "put a session to sleep now",
+		func(fs *pflag.FlagSet) { fs.BoolVar(&ifIdle, "if-idle", false, "leave a session running a turn alone") },
+		printResidency("ahpd/suspendSession", &ifIdle))
 }
 
-func resumeCommand(ctx context.Context, args []string, io cliIO) int {
-	return sessionCommand(ctx, "resume", args, io, nil, printResidency(io, "ahpd/resumeSession", nil))
+func resumeCommand() *cobra.Command {
+	return sessionCommand("resume SESSION", "wake a sleeping session", nil, printResidency("ahpd/resumeSession", nil))
 }
 
 // printResidency runs an extension command and prints the status it
 // answers.
-func printResidency(io cliIO, method string, ifIdle *bool) func(ctx context.Context, c *client.Client, session string) error {
-	return func(ctx context.Context, c *client.Client, session string) error {
+func printResidency(method string, ifIdle *bool) func(ctx context.Context, io cliIO, c *client.Client, session string) error {
+	return func(ctx context.Context, io cliIO, c *client.Client, session string) error {
 		p := residencyParams{Channel: session}
 		if ifIdle != nil {
 			p.IfIdle = *ifIdle
@@ -248,8 +253,8 @@ func printResidency(io cliIO, method string, ifIdle *bool) func(ctx context.Cont
 	}
 }
 
-func rmCommand(ctx context.Context, args []string, io cliIO) int {
-	return sessionCommand(ctx, "rm", args, io, nil, func(ctx context.Context, c *client.Client, session string) error {
+func rmCommand() *cobra.Command {
+	return sessionCommand("rm SESSION", "dispose of a session and its conversation", nil, func(ctx context.Context, io cliIO, c *client.Client, session string) error {
 		if err := c.Call(ctx, "disposeSession", protocol.DisposeSessionParams{Channel: session}, nil); err != nil {
 			return err
 		}

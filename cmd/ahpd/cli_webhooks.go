@@ -7,58 +7,49 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/client"
 	"github.com/ahpd/ahpd/protocol"
 	"github.com/ahpd/ahpd/webhooks"
 )
 
 func init() {
-	register(command{name: "webhooks", run: webhooksCommand,
-		usage: "webhooks log [--json] [--limit N]   the webhooks and their recent deliveries (docs/WEBHOOKS.md)"})
+	register(func() *cobra.Command {
+		c := newGroup("webhooks log [--json] [--limit N]", "the webhooks and their recent deliveries (docs/WEBHOOKS.md)",
+			`Webhooks: receivers the daemon's config file names, posted what happens
+in sessions (see docs/WEBHOOKS.md).`, webhooksLog())
+		c.SuggestFor = []string{"webhook"}
+		return c
+	})
 }
 
-const webhooksUsage = `Webhooks: receivers the daemon's config file names, posted what happens
-in sessions (see docs/WEBHOOKS.md).
-
-Usage:
-  ahpd webhooks log [--json] [--limit N]
-      the webhooks, and their recent deliveries, newest first (at most N;
-      all the daemon keeps, 500, by default): when, to which webhook,
-      which event of which session, how it went, how many attempts, and
-      why the last failed. --json prints the daemon's answer whole.
-      Admins only: it shows every user's sessions.
-
-`
-
-// webhooksCommand runs `ahpd webhooks VERB ...`.
-func webhooksCommand(ctx context.Context, args []string, io cliIO) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(io.stdout, webhooksUsage, connUsage)
-		return exitOK
-	}
-	if args[0] != "log" {
-		return cmdUsageError(io, "webhooks", fmt.Errorf("unknown command %s: log", protocol.Quote(args[0])))
-	}
-	return webhooksLog(ctx, args[1:], io)
-}
-
-func webhooksLog(ctx context.Context, args []string, io cliIO) int {
-	const name = "webhooks log"
+func webhooksLog() *cobra.Command {
 	var cf connFlags
-	fs := newFlags(name, &cf)
-	asJSON := fs.Bool("json", false, "")
-	limit := fs.Int("limit", 0, "")
-	pos, err := parseArgs(fs, args)
+	var asJSON bool
+	var limit int
+	c := newCommand("log [--json] [--limit N]", "the webhooks, and their recent deliveries, newest first", &cf, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print the daemon's answer (ahpd/webhookLog) whole")
+		fs.IntVar(&limit, "limit", 0, "the newest `N` deliveries, 1 to 1000 (default all the daemon keeps, 500)")
+	}, func(ctx context.Context, pos []string, io cliIO) int {
+		return webhookLog(ctx, io, cf, pos, asJSON, limit)
+	})
+	c.Long = `log lists the webhooks, and their recent deliveries, newest first (at
+most N; all the daemon keeps, 500, by default): when, to which webhook,
+which event of which session, how it went, how many attempts, and why
+the last failed. --json prints the daemon's answer whole. Admins only: it
+shows every user's sessions.`
+	return c
+}
+
+func webhookLog(ctx context.Context, io cliIO, cf connFlags, pos []string, asJSON bool, limit int) int {
+	const name = "webhooks log"
 	switch {
-	case err != nil:
 	case len(pos) > 0:
-		err = fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0]))
-	case *limit < 0 || *limit > 1000:
-		err = fmt.Errorf("--limit %d: from 1 to 1000", *limit)
-	}
-	if err != nil {
-		fmt.Fprintf(io.stderr, "ahpd %s: %v (usage: ahpd %s)\n", name, err, commands["webhooks"].usage)
-		return exitUsage
+		return cmdUsageError(io, name, fmt.Errorf("unexpected argument %s", protocol.Quote(pos[0])))
+	case limit < 0 || limit > 1000:
+		return cmdUsageError(io, name, fmt.Errorf("--limit %d: from 1 to 1000", limit))
 	}
 	c, err := dial(ctx, cf)
 	if err != nil {
@@ -66,7 +57,7 @@ func webhooksLog(ctx context.Context, args []string, io cliIO) int {
 	}
 	defer c.Close()
 	var log webhooks.Log
-	if err := c.Call(ctx, "ahpd/webhookLog", map[string]any{"limit": *limit}, &log); err != nil {
+	if err := c.Call(ctx, "ahpd/webhookLog", map[string]any{"limit": limit}, &log); err != nil {
 		switch client.ErrorCode(err) {
 		case protocol.CodePermissionDenied:
 			err = fmt.Errorf("%w: the webhooks' log is for admins, for it shows every user's sessions", err)
@@ -75,7 +66,7 @@ func webhooksLog(ctx context.Context, args []string, io cliIO) int {
 		}
 		return fail(io, name, err)
 	}
-	if *asJSON {
+	if asJSON {
 		return writeJSON(io, name, log)
 	}
 	if len(log.Webhooks) == 0 {

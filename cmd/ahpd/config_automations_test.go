@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,7 @@ import (
 func usersFile(t *testing.T, e *env) string {
 	t.Helper()
 	path := filepath.Join(e.root, "users.yaml")
-	if code := userCommand([]string{"add", "ada", "--role", "member", "--users", path}, io.Discard, io.Discard); code != 0 {
+	if code := run(context.Background(), []string{"user", "add", "ada", "--role", "member", "--users", path}, strings.NewReader(""), io.Discard, io.Discard); code != 0 {
 		t.Fatalf("ahpd user add: status %d", code)
 	}
 	return path

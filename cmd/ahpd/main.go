@@ -3,6 +3,7 @@
 //
 //	ahpd [serve] [flags]
 //	ahpd run|ls|show|send|cancel|status|suspend|resume|rm ...
+//	ahpd completion bash|zsh|fish|powershell
 //
 // With no flags it serves on ws://127.0.0.1:9187, asks clients for the
 // connection token it keeps in its state directory, and stores sessions
@@ -12,9 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -28,54 +26,17 @@ func main() {
 }
 
 // run is ahpd with its arguments, streams and a context that ends on
-// SIGINT or SIGTERM. It returns the exit status.
+// SIGINT or SIGTERM. It returns the exit status. The commands are cobra's
+// (cli_root.go).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if isVersionArg(args) {
-		printVersion(stdout, version, readBuildInfo())
-		return 0
-	}
-	if len(args) > 0 && args[0] == "user" {
-		return userCommand(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 && args[0] == "cluster" {
-		return clusterCommand(args[1:], stdout, stderr)
-	}
-	if len(args) > 0 {
-		if cmd, ok := commands[args[0]]; ok {
-			return cmd.run(ctx, args[1:], cliIO{stdin: stdin, stdout: stdout, stderr: stderr})
-		}
-	}
-	if len(args) > 0 && args[0] == "serve" {
-		args = args[1:]
-	}
-	if len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help") {
-		fmt.Fprint(stdout, usage, "\nCommands for scripts and CI, talking to a running ahpd (see docs/CLI.md):\n", commandUsage(), "\n", connUsage)
-		return 0
-	}
-	cfg, err := parseConfig(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		// -help or -h after other flags: the flag package's own spelling.
-		fmt.Fprint(stdout, usage, "\nCommands for scripts and CI, talking to a running ahpd (see docs/CLI.md):\n", commandUsage(), "\n", connUsage)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "ahpd:", err)
-		return 2
-	}
-	if err := serve(ctx, cfg, stdin, stdout, stderr); err != nil {
-		fmt.Fprintln(stderr, "ahpd:", err)
-		return 1
-	}
-	return 0
+	return execute(ctx, args, stdin, stdout, stderr)
 }
 
 const usage = `ahpd hosts AI coding-agent sessions over the Agent Host Protocol.
 
 Usage:
-  ahpd [serve] [flags]
-  ahpd version                   the version, commit and Go toolchain of this binary (also --version)
-  ahpd user add|role|scopes|token|tokens|revoke|rm|list ...   manage the users directory (see ahpd user --help)
-  ahpd cluster credentials [--out DIR] HOST...   a NATS key for each cluster host (docs/CLUSTER.md)
+  ahpd [serve] [flags]           serve AHP (the commands below talk to it)
+  ahpd COMMAND [arguments]       the commands below; ahpd help COMMAND tells more
 
 Flags (each also as AHPD_<NAME>, e.g. AHPD_STATE_DIR; a flag wins over it, it over the config file):
   --listen ADDR                  address to serve on (default 127.0.0.1:9187; port 0 picks one)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,6 +11,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -56,6 +58,11 @@ func testPKI(t *testing.T, dir string) (ca, cert, key string) {
 	}
 	keyDER, _ := x509.MarshalECPrivateKey(nodeKey)
 	return write("ca.pem", "CERTIFICATE", caDER), write("node.pem", "CERTIFICATE", nodeDER), write("node-key.pem", "EC PRIVATE KEY", keyDER)
+}
+
+// clusterCommand runs `ahpd cluster args...` and returns its exit status.
+func clusterCommand(args []string, stdout, stderr io.Writer) int {
+	return run(context.Background(), append([]string{"cluster"}, args...), strings.NewReader(""), stdout, stderr)
 }
 
 var hostKeyLine = regexp.MustCompile(`(?m)^      ([a-z]+): (U[A-Z0-9]+)$`)

@@ -1,33 +1,93 @@
 package main
 
 import (
+	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/ahpd/ahpd/grants"
 )
 
-const userUsage = `Manage the users directory: who may connect, and with which role.
+func init() {
+	register(userCommand)
+}
 
-Usage:
-  ahpd user add ID --role admin|member|guest [--name NAME] [--scope TEAM/PROJECT]... --users FILE
-  ahpd user role ID --role admin|member|guest --users FILE
-  ahpd user scopes ID --scope TEAM/PROJECT... --users FILE   the first is the primary
-  ahpd user token ID [--label LABEL] --users FILE   prints a new personal token, once
-  ahpd user tokens ID --users FILE                  lists the user's tokens by id
-  ahpd user revoke ID TOKEN-ID|LABEL|--all --users FILE
-  ahpd user rm ID --users FILE
-  ahpd user list --users FILE
+// userVerbs are the `ahpd user` commands: each one's arguments, what it
+// does, and its flags beside --users.
+var userVerbs = []struct {
+	use, short string
+	flags      []string
+}{
+	{"add ID --role admin|member|guest [--name NAME] [--scope TEAM/PROJECT]... --users FILE", "add a user", []string{"role", "name", "scope"}},
+	{"role ID --role admin|member|guest --users FILE", "change a user's role", []string{"role"}},
+	{"scopes ID --scope TEAM/PROJECT... --users FILE", "set a user's teams and projects: the first is the primary", []string{"scope"}},
+	{"token ID [--label LABEL] --users FILE", "print a new personal token, once", []string{"label"}},
+	{"tokens ID --users FILE", "list the user's tokens by id", nil},
+	{"revoke ID TOKEN-ID|LABEL|--all --users FILE", "revoke a user's token, or all of them", []string{"all"}},
+	{"rm ID --users FILE", "remove a user", nil},
+	{"list --users FILE", "list the users", nil},
+}
+
+// userCommand is `ahpd user ...`.
+func userCommand() *cobra.Command {
+	var subs []*cobra.Command
+	for _, v := range userVerbs {
+		subs = append(subs, userVerb(v.use, v.short, v.flags))
+	}
+	c := newGroup("user add|role|scopes|token|tokens|revoke|rm|list ...", "manage the users directory (see ahpd user --help)",
+		`Manage the users directory: who may connect, and with which role.
 
 A person connects with their token as ?tkn= or "Authorization: Bearer".
 Only a hash of each token is kept. A running ahpd --users FILE sees the
-changes at once: a revoked token is refused at its next connection.
-`
+changes at once: a revoked token is refused at its next connection.`, subs...)
+	c.SuggestFor = []string{"users"}
+	return c
+}
+
+// userVerb is one `ahpd user` command, taking the flags named.
+func userVerb(use, short string, flags []string) *cobra.Command {
+	ua := userArgs{verb: strings.Fields(use)[0]}
+	c := newCommand(use, short, nil, func(fs *pflag.FlagSet) {
+		fs.StringVar(&ua.users, "users", "", "the users directory, `FILE` (required)")
+		for _, f := range flags {
+			switch f {
+			case "role":
+				fs.StringVar(&ua.role, "role", "", "the user's `ROLE`: admin, member or guest")
+			case "name":
+				fs.StringVar(&ua.name, "name", "", "the user's `NAME`, for people")
+			case "label":
+				fs.StringVar(&ua.label, "label", "", "the token's `LABEL`, to revoke it by")
+			case "all":
+				fs.BoolVar(&ua.all, "all", false, "revoke all the user's tokens")
+			case "scope":
+				fs.StringArrayVar(&ua.scopes, "scope", nil, "a team and project, `TEAM/PROJECT` (repeatable; the first is the primary)")
+			}
+		}
+	}, func(_ context.Context, pos []string, io cliIO) int {
+		ua := ua
+		if err := checkUserArgs(&ua, pos); err != nil {
+			fmt.Fprintf(io.stderr, "ahpd user %s: %v (usage: %s)\n", ua.verb, err, io.cmd.UseLine())
+			return exitUsage
+		}
+		if err := runUser(ua, io.stdout); err != nil {
+			fmt.Fprintf(io.stderr, "ahpd user %s: %v\n", ua.verb, err)
+			var usage usageError
+			if errors.As(err, &usage) {
+				return exitUsage
+			}
+			return exitFailed
+		}
+		return exitOK
+	})
+	return c
+}
 
 // userArgs are the words and flags of one `ahpd user` command.
 type userArgs struct {
@@ -37,55 +97,10 @@ type userArgs struct {
 	scopes                   []string
 }
 
-// userCommand runs `ahpd user ...`. It returns the exit status.
-func userCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, userUsage)
-		return 0
-	}
-	ua, err := parseUserArgs(args)
-	if err != nil {
-		fmt.Fprintf(stderr, "ahpd user %s: %v (see ahpd user --help)\n", args[0], err)
-		return 2
-	}
-	if err := runUser(ua, stdout); err != nil {
-		fmt.Fprintf(stderr, "ahpd user %s: %v\n", ua.verb, err)
-		var usage usageError
-		if errors.As(err, &usage) {
-			return 2
-		}
-		return 1
-	}
-	return 0
-}
-
-// parseUserArgs reads the verb, then words and flags in any order.
-func parseUserArgs(args []string) (userArgs, error) {
-	ua := userArgs{verb: args[0]}
-	fs := flag.NewFlagSet("ahpd user "+ua.verb, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&ua.users, "users", "", "")
-	fs.StringVar(&ua.role, "role", "", "")
-	fs.StringVar(&ua.name, "name", "", "")
-	fs.StringVar(&ua.label, "label", "", "")
-	fs.BoolVar(&ua.all, "all", false, "")
-	fs.Func("scope", "", func(v string) error { ua.scopes = append(ua.scopes, v); return nil })
-	var words []string
-	for rest := args[1:]; len(rest) > 0; {
-		if !strings.HasPrefix(rest[0], "-") {
-			words, rest = append(words, rest[0]), rest[1:]
-			continue
-		}
-		if err := fs.Parse(rest); err != nil {
-			return ua, err
-		}
-		rest = fs.Args()
-	}
+// checkUserArgs checks the flags and takes the words: the user's id, and
+// for revoke the token's.
+func checkUserArgs(ua *userArgs, words []string) error {
 	want := map[string]int{"list": 0, "revoke": 2}[ua.verb]
-	if _, known := map[string]bool{"add": true, "role": true, "scopes": true, "token": true, "tokens": true,
-		"revoke": true, "rm": true, "list": true}[ua.verb]; !known {
-		return ua, fmt.Errorf("unknown command %q", ua.verb)
-	}
 	if ua.verb != "list" && want == 0 {
 		want = 1
 	}
@@ -94,13 +109,13 @@ func parseUserArgs(args []string) (userArgs, error) {
 	}
 	switch {
 	case ua.users == "":
-		return ua, errors.New("--users FILE is required")
+		return errors.New("--users FILE is required")
 	case len(words) < want && len(words) == 0:
-		return ua, errors.New("name the user")
+		return errors.New("name the user")
 	case len(words) < want:
-		return ua, errors.New("name the token: its id (see ahpd user tokens), its label, or --all")
+		return errors.New("name the token: its id (see ahpd user tokens), its label, or --all")
 	case len(words) > want:
-		return ua, fmt.Errorf("unexpected %q", words[want])
+		return fmt.Errorf("unexpected %q", words[want])
 	}
 	if len(words) > 0 {
 		ua.id = words[0]
@@ -108,7 +123,7 @@ func parseUserArgs(args []string) (userArgs, error) {
 	if len(words) > 1 {
 		ua.ref = words[1]
 	}
-	return ua, nil
+	return nil
 }
 
 type usageError struct{ error }

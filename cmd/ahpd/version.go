@@ -1,12 +1,29 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/spf13/cobra"
 )
+
+func init() {
+	register(func() *cobra.Command {
+		return newCommand("version", "the version, commit and Go toolchain of this binary (also ahpd --version)", nil, nil,
+			func(_ context.Context, pos []string, io cliIO) int {
+				if len(pos) > 0 {
+					return cmdUsageError(io, "version", errors.New("it takes no arguments"))
+				}
+				printVersion(io.stdout, version, readBuildInfo())
+				return exitOK
+			})
+	})
+}
 
 // releaseVersion is a release's version, set when it is built:
 // go build -ldflags "-X main.releaseVersion=v1.2.0" ./cmd/ahpd. Left
@@ -68,7 +85,8 @@ func vcsOf(bi *debug.BuildInfo) (rev, at string, modified bool) {
 	return rev, at, modified
 }
 
-// isVersionArg reports whether the arguments ask for the version.
+// isVersionArg reports whether the arguments ask for the version: ahpd
+// --version (ahpd version is a command).
 func isVersionArg(args []string) bool {
 	return len(args) == 1 && (args[0] == "version" || args[0] == "--version" || args[0] == "-version")
 }
