@@ -13,9 +13,9 @@ import (
 )
 
 // The root config keys of approvals ahpd applies: VS Code's own host
-// declares them under these names, and VS Code pushes a setting only to
-// a host that declares its key, so declaring them is what brings a VS
-// Code user's approval settings to ahpd's sessions. An administrator
+// declares them under these names, and VS Code (1.139) pushes a person's
+// settings under them on every connection (permissions and mcpServers it
+// has no setting for: an administrator sets them). An administrator
 // (root/configChanged is HostConfigure) sets them for every session on
 // the host; they lie over each session's permissions as plugins.HostRules.
 const (
@@ -157,6 +157,9 @@ func (h *Host) hostRulesChanged() {
 	if old := h.hostRules.Swap(r); sameRules(old, r) && bytes.Equal(was, servers) {
 		return
 	}
+	if r != nil && len(r.Terminal) > 0 {
+		h.logUnrunnable(r.Terminal)
+	}
 	for _, s := range h.sessionList() {
 		s.HostRulesChanged()
 	}
@@ -173,6 +176,29 @@ func mcpServersOf(values protocol.Object) jsontext.Value {
 		return nil
 	}
 	return bytes.Clone(v)
+}
+
+// logUnrunnable says which terminal rules Go cannot run, once per change
+// of the rules: VS Code's defaults hold some.
+func (h *Host) logUnrunnable(v jsontext.Value) {
+	rules, err := plugins.ParseTerminalRules(v)
+	if err != nil {
+		return
+	}
+	var approve, ask []string
+	for _, r := range rules {
+		switch {
+		case !r.Unrunnable:
+		case r.Approve:
+			approve = append(approve, r.Key)
+		default:
+			ask = append(ask, r.Key)
+		}
+	}
+	if len(approve)+len(ask) > 0 {
+		h.log.Info("terminal rules with expressions Go cannot run: those approving approve nothing, those asking ask for every command they could match",
+			"approving", approve, "asking", ask)
+	}
 }
 
 func sameRules(a, b *plugins.HostRules) bool {

@@ -101,7 +101,7 @@ func TestRootApprovals(t *testing.T) {
 		config protocol.Object
 		want   string
 	}{
-		{protocol.Object{"terminalAutoApproveRules": jsontext.Value(`{"/(?=x)/": true}`)}, "terminalAutoApproveRules: terminal rule"},
+		{protocol.Object{"terminalAutoApproveRules": jsontext.Value(`{"ls": "yes"}`)}, "terminalAutoApproveRules: terminal rule"},
 		{protocol.Object{"globalAutoApproveEnabled": jsontext.Value(`"yes"`)}, "globalAutoApproveEnabled takes true or false"},
 		{protocol.Object{"permissions": jsontext.Value(`{"mode": "bypass"}`)}, "a mode is each session's own"},
 		{protocol.Object{"mcpServers": jsontext.Value(`{"x": {"type": "stdio"}}`)}, "mcpServers: MCP server x: a stdio server has a command"},

@@ -29,8 +29,16 @@ type TerminalRule struct {
 	// CommandLine matches the whole command line instead of each command
 	// of it.
 	CommandLine bool
+	// Unrunnable marks a /re/ rule Go cannot run (JavaScript's
+	// look-arounds and back references, which VS Code's own defaults
+	// use). Such a rule approves nothing; one that keeps commands asking
+	// keeps every command asking that starts with the word its
+	// expression starts with, or every command when it starts with none:
+	// never fewer than it would.
+	Unrunnable bool
 
-	re *regexp.Regexp // a /re/ rule's expression; nil for a prefix
+	re   *regexp.Regexp // a /re/ rule's expression; nil for a prefix
+	word string         // an unrunnable rule's leading word
 }
 
 // Bounds on terminal rules and the commands they decide.
@@ -45,7 +53,8 @@ const (
 // ParseTerminalRules reads a terminal rules object, VS Code's shape:
 // each key a rule, each value true, false, null (no rule) or
 // {"approve": bool, "matchCommandLine": bool}. The rules are returned in
-// key order. A rule that cannot be read is an error naming it.
+// key order. A rule that cannot be read is an error naming it; an
+// expression Go cannot run is not (see Unrunnable).
 func ParseTerminalRules(v jsontext.Value) ([]TerminalRule, error) {
 	var raw map[string]jsontext.Value
 	if err := json.Unmarshal(v, &raw, json.RejectUnknownMembers(true)); err != nil {
@@ -93,7 +102,7 @@ func parseTerminalRule(key string, val jsontext.Value) (TerminalRule, bool, erro
 		r.Approve, r.CommandLine = *obj.Approve, obj.MatchCommandLine
 	}
 	if re, ok, err := ruleRegexp(key); err != nil {
-		return TerminalRule{}, false, fmt.Errorf("terminal rule %q: %v", name, err)
+		r.Unrunnable, r.word = true, leadingWord(key)
 	} else if ok {
 		r.re = re
 	}
@@ -134,6 +143,35 @@ func ruleRegexp(key string) (*regexp.Regexp, bool, error) {
 	return re, true, nil
 }
 
+// leadingWord is the command word a /re/flags key's expression starts
+// with ("/^yarn\\s+audit/" gives "yarn"), or "" when it starts with none
+// it can tell.
+func leadingWord(key string) string {
+	expr := key[1:strings.LastIndexByte(key, '/')]
+	if !strings.HasPrefix(expr, "^") {
+		return ""
+	}
+	expr = expr[1:]
+	end := 0
+	for end < len(expr) {
+		c := expr[end]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			end++
+			continue
+		}
+		break
+	}
+	// A word followed by a quantifier or an alternation is not a word
+	// the command must start with.
+	if end == 0 || end < len(expr) && strings.ContainsRune("?*{|", rune(expr[end])) {
+		return ""
+	}
+	if end < len(expr) && expr[end] == '+' {
+		return ""
+	}
+	return expr[:end]
+}
+
 // sortRules orders rules by key, so a decision names the same rule every
 // time whatever order a map gave them in.
 func sortRules(rs []TerminalRule) {
@@ -147,6 +185,17 @@ func (r TerminalRule) matches(s string) bool {
 		return r.re.MatchString(s)
 	}
 	k := strings.TrimSpace(r.Key)
+	if r.Unrunnable {
+		if r.Approve {
+			return false
+		}
+		if r.word == "" {
+			return true
+		}
+		// Case folded: the expression may have ignored case.
+		w := r.word
+		return len(s) >= len(w) && strings.EqualFold(s[:len(w)], w) && (len(s) == len(w) || s[len(w)] == ' ' || s[len(w)] == '\t')
+	}
 	return s == k || strings.HasPrefix(s, k) && (s[len(k)] == ' ' || s[len(k)] == '\t')
 }
 
