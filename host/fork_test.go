@@ -1,10 +1,13 @@
 package host_test
 
 import (
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ahpd/ahpd/host/hosttest"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -150,4 +153,34 @@ func TestForkAndSideChat(t *testing.T) {
 		t.Errorf("the side chat of a running turn shows %q", turnIDs(ss))
 	}
 	send(t, c, side2, "b2", "say beside")
+}
+
+// TestForkIsNoExternalSession: the copy a fork's backend writes is the
+// host's own from before it is written, so the catalogue, which lists the
+// transcripts no session holds, never shows it as an external session
+// (VS Code, asking for recent external sessions, was sent one).
+func TestForkIsNoExternalSession(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	th := startHost(t, state, withTranscripts)
+	c := th.client("c1")
+	setMode(c, "last7Days")
+	session, chat := th.newSession(c, "s1", nil)
+	send(t, c, chat, "t1", "say one")
+	c.MustCall("createChat", map[string]any{"channel": session, "chat": otherChat(chat, "fork1"),
+		"source": map[string]any{"kind": "fork", "chat": chat, "turnId": "t1"}})
+	// A transcript of nobody's, written after the fork's copy: once the
+	// catalogue shows it, it has seen the copy too.
+	writeScriptTranscript(t, filepath.Join(state, "transcripts", "script"), "stranger", "a stranger's", time.Now())
+	c.Wait("the stranger's session listed", func(msgs []hosttest.Message) bool {
+		return slices.Contains(rootNotes(msgs, "root/sessionAdded"), "script:/stranger")
+	})
+	for _, added := range rootNotes(c.Messages(), "root/sessionAdded") {
+		if strings.HasPrefix(added, "script:/s1-") {
+			t.Errorf("the fork's copy %s was listed as an external session", added)
+		}
+	}
+	if _, external := listed(t, c); !slices.Equal(external, []string{"script:/stranger"}) {
+		t.Errorf("external sessions %v, want the stranger's alone", external)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/ahpd/ahpd/catalogue"
 	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/plugins"
@@ -51,7 +52,20 @@ func (h *Host) createChatFrom(ctx context.Context, c *conn.Conn, s *session.Sess
 		return nil, err
 	}
 	fp.Options.Into = plugins.Conversation{ID: s.ID() + "-" + session.RandomID(), Dir: fp.Options.From.Dir}
+	// The copy is the host's own before the backend writes it: else the
+	// catalogue, seeing a transcript no session holds, lists it as an
+	// external session.
+	own := []catalogue.Key{{Provider: s.Provider(), ID: fp.Options.Into.ID}}
+	h.ext.NoteOwn(own)
 	conv, err := b.(plugins.Forker).Fork(ctx, fp.Options)
+	if err == nil && conv != fp.Options.Into.ID {
+		// The agent named the copy itself (ACP's session/fork).
+		own = append(own, catalogue.Key{Provider: s.Provider(), ID: conv})
+		h.ext.NoteOwn(own[1:])
+	}
+	if err != nil {
+		h.ext.ForgetOwn(own)
+	}
 	switch {
 	case errors.Is(err, plugins.ErrNotFound):
 		return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for createChat: source.turnId: the %s agent has no record of turn %s of %s to start from: %v", s.Provider(), fp.Options.TurnID, srcURI, err)
@@ -66,6 +80,7 @@ func (h *Host) createChatFrom(ctx context.Context, c *conn.Conn, s *session.Sess
 		if derr := b.Delete(ctx, copied); derr != nil {
 			h.log.Warn("could not delete the copy of a conversation no chat holds", "chat", p.Chat, "conversation", conv, "err", derr)
 		}
+		h.ext.ForgetOwn(own) // a repeated request's copy too: the first's chat holds its own
 	}
 	if errors.Is(err, session.ErrSameRequest) {
 		// The client could not know the first got through (requests.go).
