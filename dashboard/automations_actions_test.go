@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ahpd/ahpd/automations"
 	"github.com/ahpd/ahpd/grants"
@@ -314,5 +315,38 @@ func waitRunsEnded(t *testing.T, e *env, who string) {
 		return true
 	}); err != nil {
 		t.Fatalf("waiting for %s's runs to end: %v", who, err)
+	}
+}
+
+// TestAutomationsLive follows the automations page's stream: an
+// automation made, run and removed through the HTTP API is each time
+// sent again, as the person sees it; and the stream is one of the
+// person's live pages, refused past their bound.
+func TestAutomationsLive(t *testing.T) {
+	e := newEnv(t, envOptions{throttle: 10 * time.Millisecond, livePerPerson: 2})
+	mo := e.signIn("mo")
+	s := mo.stream(t, "/ui/automations/events")
+	e.makeAutomation("mo", "live", "Live one", "*/15 * * * *", "UTC")
+	html := s.until(t, "automations", "html", "Live one")
+	for _, want := range []string{"every 15 minutes", `value="run"`, `name="csrf"`} {
+		if !strings.Contains(html, want) {
+			t.Errorf("the live list lacks %q:\n%s", want, html)
+		}
+	}
+	if status, body := e.api("mo", "POST", "/v1/automations/live/runs", map[string]any{}); status != http.StatusAccepted {
+		t.Fatalf("running it: %d %s", status, body)
+	}
+	s.until(t, "automations", "html", "1 run on record, by hand")
+	s.until(t, "automations", "html", `s-complete`)
+	if status, _ := e.api("mo", "DELETE", "/v1/automations/live", nil); status != http.StatusNoContent {
+		t.Fatalf("removing it: %d", status)
+	}
+	s.until(t, "automations", "html", "No automations you may see")
+
+	// A second live page is mo's last; a third is refused.
+	mo.stream(t, "/ui/events")
+	req, _ := http.NewRequest("GET", e.srv.URL+"/ui/automations/events", nil)
+	if r := mo.do(req); r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") == "" {
+		t.Errorf("a third live page: %d %q", r.status, r.header.Get("Retry-After"))
 	}
 }

@@ -96,7 +96,8 @@
     });
   }
   function start() {
-    if (!document.querySelector("time.local")) { return; }
+    // A live page may be sent such times later (an automation made).
+    if (!document.querySelector("time.local, [data-live]")) { return; }
     localize(document);
     // Redrawn parts are done again; a time this rewrote is not a redraw.
     new MutationObserver(function (changes) {
