@@ -149,6 +149,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/session/answer", d.signedIn(d.answerAction))
 	d.mux.HandleFunc("POST /ui/session/confirm", d.signedIn(d.confirmAction))
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
+	d.mux.HandleFunc("GET /ui/automations/events", d.signedIn(d.automationsEvents))
+	d.mux.HandleFunc("POST /ui/automations/action", d.signedIn(d.automationAction))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))

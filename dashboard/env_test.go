@@ -56,6 +56,7 @@ type envOptions struct {
 	maxLogins, loginsPerPerson, livePerPerson int
 	now                                       func() time.Time
 	metrics                                   *dashboard.Metrics
+	declared                                  []automations.Declared // the config file's automations
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -106,7 +107,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth, Journal: j,
-		Automations: host.AutomationOptions{NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
+		Automations: host.AutomationOptions{Declared: o.declared, NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,11 +54,56 @@
       if (state) { state.textContent = closed ? "Not live: reload the page to try again." : "Reconnecting…"; }
     });
     es.addEventListener("rows", function (e) { put("rows", JSON.parse(e.data).rows); });
-    ["conversation", "timeline", "actions", "status"].forEach(function (name) {
+    ["conversation", "timeline", "actions", "status", "automations"].forEach(function (name) {
       es.addEventListener(name, function (e) { put(name, JSON.parse(e.data).html); });
     });
     es.addEventListener("end", function () { es.close(); });
     root.dataset.live = "on";
+  }
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", start);
+  } else {
+    start();
+  }
+})();
+
+// Times to read in the viewer's own zone: each <time class="local"
+// datetime=...> the server wrote in the automation's zone (or UTC) is
+// shown in the browser's, with how far off it is ("in 5 minutes"), the
+// server's reading kept as its title. Parts a live update redraws are
+// done again.
+(function () {
+  "use strict";
+  var rel = window.Intl && Intl.RelativeTimeFormat ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+  function relative(ms) {
+    if (!rel) { return ""; }
+    var s = Math.round(ms / 1000), a = Math.abs(s);
+    if (a < 60) { return rel.format(s, "second"); }
+    if (a < 3600) { return rel.format(Math.round(s / 60), "minute"); }
+    if (a < 172800) { return rel.format(Math.round(s / 3600), "hour"); }
+    return rel.format(Math.round(s / 86400), "day");
+  }
+  function localize(root) {
+    (root || document).querySelectorAll("time.local[datetime]").forEach(function (el) {
+      var t = new Date(el.getAttribute("datetime"));
+      if (isNaN(t.getTime())) { return; }
+      var opts = { weekday: "short", year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", timeZoneName: "short" };
+      if (t.getSeconds() !== 0) { opts.second = "2-digit"; }
+      var r = relative(t.getTime() - Date.now());
+      var text = t.toLocaleString(undefined, opts) + (r ? " (" + r + ")" : "");
+      if (el.textContent !== text) { el.textContent = text; }
+      el.dataset.localized = "on";
+    });
+  }
+  function start() {
+    // A live page may be sent such times later (an automation made).
+    if (!document.querySelector("time.local, [data-live]")) { return; }
+    localize(document);
+    // Redrawn parts are done again; a time this rewrote is not a redraw.
+    new MutationObserver(function (changes) {
+      if (changes.some(function (m) { return !(m.target.matches && m.target.matches("time.local")); })) { localize(document); }
+    }).observe(document.body, { childList: true, subtree: true });
+    setInterval(function () { localize(document); }, 15000);
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);
