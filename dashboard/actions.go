@@ -100,6 +100,11 @@ func opOperation(op string) (grants.Operation, bool) {
 		return grants.ForAction("chat/inputCompleted")
 	case "approve":
 		return grants.ForAction("chat/toolCallConfirmed")
+	// The composer's (compose.go).
+	case "send":
+		return grants.ForAction("chat/turnStarted")
+	case "newchat":
+		return grants.ForCommand("createChat", "")
 	}
 	return "", false
 }

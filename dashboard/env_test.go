@@ -36,8 +36,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(lockcheck.Checked(m)) }
 
-// env is a host with the script backend and a users directory (mo, a
-// member; gus, a guest; the connection token "root-token"), serving the
+// env is a host with the script backend and a users directory (mo and
+// max, members; gus, a guest; the connection token "root-token"), serving the
 // dashboard as ahpd does: under /ui/ beside /v1/ and the WebSocket.
 type env struct {
 	t      testing.TB
@@ -80,7 +80,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		for _, u := range []struct {
 			id   string
 			role grants.Role
-		}{{"mo", grants.Member}, {"gus", grants.Guest}} {
+		}{{"mo", grants.Member}, {"max", grants.Member}, {"gus", grants.Guest}} {
 			if err := dir.Add(u.id, u.id, u.role); err != nil {
 				t.Fatal(err)
 			}
