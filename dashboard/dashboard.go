@@ -149,7 +149,9 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/session/answer", d.signedIn(d.answerAction))
 	d.mux.HandleFunc("POST /ui/session/confirm", d.signedIn(d.confirmAction))
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
-	// Converse (compose.go).
+	// Start work, converse (newsession.go, compose.go).
+	d.mux.HandleFunc("GET /ui/new", d.signedIn(d.newPage))
+	d.mux.HandleFunc("POST /ui/new", d.signedIn(d.newAction))
 	d.mux.HandleFunc("POST /ui/session/send", d.signedIn(d.sendAction))
 	d.mux.HandleFunc("POST /ui/session/chat", d.signedIn(d.newChatAction))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
