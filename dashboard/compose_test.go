@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -58,6 +59,14 @@ func TestComposer(t *testing.T) {
 		if !strings.Contains(page.body, want) {
 			t.Fatalf("the session page has no %s", want)
 		}
+	}
+	// A replay, the session as it was, takes no messages.
+	seq := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(page.body)
+	if seq == nil {
+		t.Fatal("the session page's timeline has no events")
+	}
+	if replay := b.get("/ui/session?at=" + seq[1] + "&uri=" + url.QueryEscape(uri)); replay.status != http.StatusOK || strings.Contains(replay.body, `action="/ui/session/send"`) {
+		t.Fatalf("a replay offers the composer: %d", replay.status)
 	}
 	post := func(path string, form url.Values) response {
 		t.Helper()
