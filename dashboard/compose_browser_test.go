@@ -42,7 +42,7 @@ func TestBrowserConverse(t *testing.T) {
 		poll(fmt.Sprintf(`document.querySelector("#folder").value === %q`, e.work)),
 		poll(`document.querySelector('input[name="provider"][value="script"]').checked`),
 	)
-	setValue(t, ctx, "#first", "say hello from the form\n```go\nfunc main() { return \"hi\" } // done\n```\nrun seq 1 40")
+	setValue(t, ctx, "#first", "say hello from the form\n```go\nfunc main() { return \"hi\" } // done\nx := '<img src=x onerror=alert(1)>'\n```\nrun seq 1 40")
 	setValue(t, ctx, "#permissions", "bypass")
 	setValue(t, ctx, "#title", "From the form")
 	shoot(t, ctx, "dashboard-new.png")
@@ -58,6 +58,11 @@ func TestBrowserConverse(t *testing.T) {
 		poll(`[...document.querySelectorAll('#conversation code.hl .tok-s')].some(s => s.textContent === '"hi"')`),
 		poll(`[...document.querySelectorAll('#conversation code.hl .tok-c')].some(s => s.textContent === '// done')`),
 		poll(`!!document.querySelector('#conversation details.tool details.fold')`),
+	)
+	// What the code block holds is text, highlighted or not.
+	tab(t, ctx, "the code block's markup as text",
+		poll(`[...document.querySelectorAll('#conversation code.hl .tok-s')].some(s => s.textContent === "'<img src=x onerror=alert(1)>'")`),
+		poll(`!document.querySelector('#conversation img')`),
 	)
 
 	// A message, then one queued while it runs, then a steer that ends

@@ -123,3 +123,38 @@ func TestNewSessionRefused(t *testing.T) {
 		t.Fatalf("the host lists %d sessions (%v)", len(res.Items), err)
 	}
 }
+
+// TestNewSessionWorktree starts a worktree session from the form in a
+// git repository: its first turn runs in a tree of its own, and the form
+// does not offer that tree as a recent folder.
+func TestNewSessionWorktree(t *testing.T) {
+	e := newEnv(t, envOptions{repo: true})
+	b := e.signIn("mo")
+	form := url.Values{"csrf": {b.csrf()}, "folder": {e.work}, "provider": {"script"}, "isolation": {"worktree"},
+		"branch": {"main"}, "text": {"say in a tree"}}
+	resp := b.post("/ui/new", form)
+	loc, err := url.Parse(resp.header.Get("Location"))
+	if resp.status != http.StatusSeeOther || err != nil {
+		t.Fatalf("a worktree session: %d %s", resp.status, resp.body)
+	}
+	root := e.conn("root")
+	st, err := root.Subscribe(context.Background(), loc.Query().Get("uri"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := *st.(*protocol.SessionState).DefaultChat
+	if _, err := root.Subscribe(context.Background(), chat); err != nil {
+		t.Fatal(err)
+	}
+	waitChat(t, root, chat, idle)
+	ss := root.State(loc.Query().Get("uri")).(*protocol.SessionState)
+	if len(ss.WorkingDirectories) == 0 || !strings.Contains(ss.WorkingDirectories[0], ".worktrees/") {
+		t.Fatalf("the worktree session works in %v", ss.WorkingDirectories)
+	}
+	if got := string(ss.Config.Values["isolation"]); got != `"worktree"` {
+		t.Fatalf("its isolation is %s", got)
+	}
+	if page := b.get("/ui/new"); strings.Contains(page.body, ".worktrees/") {
+		t.Fatalf("the form offers the session's tree:\n%s", page.body)
+	}
+}
