@@ -100,6 +100,14 @@ func opOperation(op string) (grants.Operation, bool) {
 		return grants.ForAction("chat/inputCompleted")
 	case "approve":
 		return grants.ForAction("chat/toolCallConfirmed")
+	// The composer's and the new session form's (compose.go,
+	// newsession.go).
+	case "send":
+		return grants.ForAction("chat/turnStarted")
+	case "newchat":
+		return grants.ForCommand("createChat", "")
+	case "create":
+		return grants.ForCommand("createSession", "")
 	}
 	return "", false
 }

@@ -151,6 +151,11 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
 	d.mux.HandleFunc("GET /ui/automations/events", d.signedIn(d.automationsEvents))
 	d.mux.HandleFunc("POST /ui/automations/action", d.signedIn(d.automationAction))
+	// Start work, converse (newsession.go, compose.go).
+	d.mux.HandleFunc("GET /ui/new", d.signedIn(d.newPage))
+	d.mux.HandleFunc("POST /ui/new", d.signedIn(d.newAction))
+	d.mux.HandleFunc("POST /ui/session/send", d.signedIn(d.sendAction))
+	d.mux.HandleFunc("POST /ui/session/chat", d.signedIn(d.newChatAction))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))

@@ -36,8 +36,8 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(lockcheck.Checked(m)) }
 
-// env is a host with the script backend and a users directory (mo, a
-// member; gus, a guest; the connection token "root-token"), serving the
+// env is a host with the script backend and a users directory (mo and
+// max, members; gus, a guest; the connection token "root-token"), serving the
 // dashboard as ahpd does: under /ui/ beside /v1/ and the WebSocket.
 type env struct {
 	t      testing.TB
@@ -46,12 +46,14 @@ type env struct {
 	srv    *httptest.Server
 	ui     *dashboard.Dashboard
 	tokens map[string]string
+	work   string // the sessions' folder, the host's default
 }
 
 type envOptions struct {
 	open     bool // no token, no users
 	throttle time.Duration
 	repo     bool // the sessions' folder is a git repository, with one commit
+	roots    bool // the sessions' folder is the host's one allowed root
 	// The dashboard's bounds and clock, as its Options have them.
 	maxLogins, loginsPerPerson, livePerPerson int
 	now                                       func() time.Time
@@ -81,7 +83,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		for _, u := range []struct {
 			id   string
 			role grants.Role
-		}{{"mo", grants.Member}, {"gus", grants.Guest}} {
+		}{{"mo", grants.Member}, {"max", grants.Member}, {"gus", grants.Guest}} {
 			if err := dir.Add(u.id, u.id, u.role); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +108,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := host.New(host.Options{StateDir: state, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth, Journal: j,
+	var roots []string
+	if o.roots {
+		roots = []string{work}
+	}
+	h, err := host.New(host.Options{StateDir: state, AllowedRoots: roots, Backends: backends, Logger: log, Version: "test", DefaultDirectory: work, Auth: auth, Journal: j,
 		Automations: host.AutomationOptions{Declared: o.declared, NewRunner: func(h host.RunnerHost) automations.Runner { return asowner.New(h) }}})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +135,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 		}
 		srv.Close()
 	})
-	return &env{t: t, h: h, auth: auth, srv: srv, ui: ui, tokens: tokens}
+	return &env{t: t, h: h, auth: auth, srv: srv, ui: ui, tokens: tokens, work: work}
 }
 
 // conn opens an AHP connection to the host as who, closed with the test.

@@ -24,6 +24,7 @@ type page struct {
 	Next   string // the sign-in page: where to go after
 	Error  string // the sign-in page: why the last try failed
 	Notice string // a page's error message, on the error page
+	Start  bool   // the person may start sessions: the New session link
 	Body   any
 }
 
@@ -64,6 +65,7 @@ func (d *Dashboard) pageFor(r *http.Request, title, nav string, body any) page {
 		p.User = v.login.cred.Principal.String()
 		p.CSRF = v.login.csrf
 	}
+	p.Start = d.mayCreate(v)
 	return p
 }
 

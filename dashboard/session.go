@@ -103,6 +103,9 @@ type sessionBody struct {
 	Actions      actionsView
 	Note         string
 	Checkpoints  checkpointsView
+	// Compose, when set, is the composer and the new-chat form
+	// (compose.go).
+	Compose *composeView
 }
 
 // checkpointsView is the session's checkpoints, newest first, each with
@@ -252,6 +255,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 	}
 	b.Actions = d.actionsFor(v, b, ss, chats[chat], residency)
 	b.Conversation.Forms = d.formsFor(v, b)
+	b.Compose = d.composerFor(v, b)
 	if b.Live {
 		b.LiveSrc = "/ui/session/events?" + withURI(sq.values(false), sq.URI).Encode()
 	}
