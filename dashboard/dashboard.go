@@ -82,7 +82,7 @@ const (
 	maxURI       = 1024     // a session or chat URI in a query
 	maxCursor    = 1024
 	maxPageRows  = 1000
-	pageRows     = 200
+	pageRows     = 50
 	timelineSize = 500
 )
 
