@@ -149,6 +149,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/session/answer", d.signedIn(d.answerAction))
 	d.mux.HandleFunc("POST /ui/session/confirm", d.signedIn(d.confirmAction))
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
+	// Find, sign-in, looks.
+	d.mux.HandleFunc("POST /ui/logout/all", d.signedIn(d.signOutEverywhere))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))
@@ -228,6 +230,9 @@ func viewerOf(r *http.Request) viewer {
 // the host, silently: its forms still need the CSRF token of a login.
 func (d *Dashboard) signedIn(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if d.linkSignIn(w, r) {
+			return
+		}
 		v, ok := d.current(r)
 		if ok && d.opts.Auth != nil {
 			if err := d.opts.Auth.Recheck(v.login.cred); err != nil {
@@ -252,7 +257,7 @@ func (d *Dashboard) signedIn(next http.HandlerFunc) http.HandlerFunc {
 				http.Error(w, "Sign in first: the dashboard needs a token.", http.StatusUnauthorized)
 				return
 			}
-			d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Next: r.URL.RequestURI()})
+			d.loginPage(w, r)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))
