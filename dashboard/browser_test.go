@@ -109,9 +109,11 @@ func poll(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(testwait.Hang))
 }
 
-// shoot saves a screenshot of the page under docs/images/, when asked to.
+// shoot saves a screenshot of the page under docs/images/, when asked to,
+// and the page's artifacts when they are (AHPD_SCREENSHOTS).
 func shoot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	artifacts(t, ctx, strings.TrimSuffix(name, ".png"))
 	if !*screenshots {
 		return
 	}

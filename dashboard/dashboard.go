@@ -82,7 +82,7 @@ const (
 	maxURI       = 1024     // a session or chat URI in a query
 	maxCursor    = 1024
 	maxPageRows  = 1000
-	pageRows     = 200
+	pageRows     = 50
 	timelineSize = 500
 )
 
@@ -156,6 +156,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/new", d.signedIn(d.newAction))
 	d.mux.HandleFunc("POST /ui/session/send", d.signedIn(d.sendAction))
 	d.mux.HandleFunc("POST /ui/session/chat", d.signedIn(d.newChatAction))
+	// Find, sign-in, looks.
+	d.mux.HandleFunc("POST /ui/logout/all", d.signedIn(d.signOutEverywhere))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))
@@ -235,6 +237,9 @@ func viewerOf(r *http.Request) viewer {
 // the host, silently: its forms still need the CSRF token of a login.
 func (d *Dashboard) signedIn(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if d.linkSignIn(w, r) {
+			return
+		}
 		v, ok := d.current(r)
 		if ok && d.opts.Auth != nil {
 			if err := d.opts.Auth.Recheck(v.login.cred); err != nil {
@@ -259,7 +264,7 @@ func (d *Dashboard) signedIn(next http.HandlerFunc) http.HandlerFunc {
 				http.Error(w, "Sign in first: the dashboard needs a token.", http.StatusUnauthorized)
 				return
 			}
-			d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Next: r.URL.RequestURI()})
+			d.loginPage(w, r)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), viewerKey{}, v)))

@@ -37,59 +37,30 @@ type row struct {
 	StatusClass    string
 	Folder         string
 	Files          int64
+	FilesText      string // "1 file", "3 files"
 	Added, Removed int64
 	HasChanges     bool
 	Branch         string
-	Events         int64 // its journal's entries; -1 when unknown
+	Repo           string     // the repository it works in, as grouped by
+	Group          *groupHead // set on a group's first row on the page
+	Events         int64      // its journal's entries; -1 when unknown
 	Modified       string
 	External       bool
 	Archived       bool
 }
 
-// listQuery is the sessions table's filters, read from the query.
+// listQuery is the sessions table's filters, read from the query
+// (find.go reads and writes it).
 type listQuery struct {
 	Status   string // one of statuses, or ""
 	Mine     bool
 	Archived bool
-	Cursor   string
+	Q        string // words each row's title, folder, branch or agent holds
+	Sort     string // one of sorts; "" is sortActivity
+	Group    string // "" or groupRepo
+	Page     int    // 1 on, for a list the dashboard sorts or searches
+	Cursor   string // the host's, for a list it pages itself
 	Limit    int64
-}
-
-func readListQuery(q url.Values) (listQuery, error) {
-	lq := listQuery{Status: q.Get("status"), Mine: q.Get("mine") == "1", Archived: q.Get("archived") == "1", Cursor: q.Get("cursor"), Limit: pageRows}
-	if lq.Status != "" && !contains(statuses, lq.Status) {
-		return lq, &pageError{Status: http.StatusBadRequest, Message: "status is one of running, needs input, idle, sleeping or failed."}
-	}
-	if len(lq.Cursor) > maxCursor {
-		return lq, &pageError{Status: http.StatusBadRequest, Message: "That page cursor is not one this host gave: go back to the first page."}
-	}
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n < 1 || n > maxPageRows {
-			return lq, &pageError{Status: http.StatusBadRequest, Message: "limit is a whole number from 1 to 1000."}
-		}
-		lq.Limit = n
-	}
-	return lq, nil
-}
-
-// values is the query that asks for lq again, for links and the live
-// stream.
-func (lq listQuery) values() url.Values {
-	v := url.Values{}
-	if lq.Status != "" {
-		v.Set("status", lq.Status)
-	}
-	if lq.Mine {
-		v.Set("mine", "1")
-	}
-	if lq.Archived {
-		v.Set("archived", "1")
-	}
-	if lq.Limit != pageRows {
-		v.Set("limit", strconv.FormatInt(lq.Limit, 10))
-	}
-	return v
 }
 
 func contains(list []string, s string) bool {
@@ -105,9 +76,14 @@ func contains(list []string, s string) bool {
 type sessionsBody struct {
 	Query      listQuery
 	Statuses   []string
+	Sorts      []sortChoice
+	Caption    string
 	Rows       []row
 	NextCursor string
 	NextLink   string
+	PrevLink   string
+	FirstLink  string // back to the first page, from a cursor's
+	Shown      string // "51–100 of 312", for a list the dashboard made
 	LiveSrc    string
 }
 
@@ -134,13 +110,47 @@ func (d *Dashboard) sessionsPage(w http.ResponseWriter, r *http.Request) {
 // listSessions reads a page of the sessions c may see, and each one's
 // residency and owner.
 func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQuery) (*sessionsBody, error) {
-	items, next, err := listPage(ctx, c, lq)
-	if err != nil {
-		return nil, err
+	body := &sessionsBody{Query: lq, Statuses: statuses, Sorts: sorts, Caption: lq.caption()}
+	var items []protocol.SessionSummary
+	var f *found
+	if lq.scans() {
+		var err error
+		if f, err = find(ctx, c, lq); err != nil {
+			return nil, err
+		}
+		items = f.items
+		if lq.Page > 1 {
+			body.PrevLink = lq.pageLink(lq.Page - 1)
+		}
+		from := int64(lq.Page-1) * lq.Limit
+		if from+lq.Limit < int64(f.total) {
+			body.NextLink = lq.pageLink(lq.Page + 1)
+		}
+		if len(items) > 0 {
+			body.Shown = strconv.FormatInt(from+1, 10) + "–" + strconv.FormatInt(from+int64(len(items)), 10) + " of " + strconv.Itoa(f.total)
+			if f.capped {
+				body.Shown += " (of the newest " + strconv.Itoa(maxScan) + " sessions)"
+			}
+		}
+	} else {
+		var next string
+		var err error
+		if items, next, err = listPage(ctx, c, lq); err != nil {
+			return nil, err
+		}
+		if next != "" {
+			body.NextCursor = next
+			v := lq.values()
+			v.Set("cursor", body.NextCursor)
+			body.NextLink = listLink(v)
+		}
+		if lq.Cursor != "" {
+			body.FirstLink = lq.pageLink(1)
+		}
 	}
 	probes := d.probe(ctx, c, items)
 	counts := eventCounts(ctx, c, items)
-	body := &sessionsBody{Query: lq, Statuses: statuses, Rows: make([]row, 0, len(items))}
+	body.Rows = make([]row, 0, len(items))
 	for i, s := range items {
 		rw := rowOf(s, probes[i])
 		rw.Events = -1
@@ -151,15 +161,20 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 			body.Rows = append(body.Rows, rw)
 		}
 	}
-	if next != "" {
-		body.NextCursor = next
-		v := lq.values()
-		v.Set("cursor", body.NextCursor)
-		body.NextLink = "/ui/?" + v.Encode()
+	if f != nil && lq.Group == groupRepo {
+		headGroups(body.Rows, f.groups, f.continued)
 	}
+	// The live stream asks for the same page.
 	body.LiveSrc = "/ui/events"
-	if enc := lq.values().Encode(); enc != "" {
-		body.LiveSrc += "?" + enc
+	v := lq.values()
+	if lq.Page > 1 {
+		v.Set("page", strconv.Itoa(lq.Page))
+	}
+	if lq.Cursor != "" {
+		v.Set("cursor", lq.Cursor)
+	}
+	if len(v) > 0 {
+		body.LiveSrc += "?" + v.Encode()
 	}
 	return body, nil
 }
@@ -179,8 +194,13 @@ func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.S
 		if cursor != "" {
 			params.Cursor = &cursor
 		}
+		params.Meta = protocol.Object{}
 		if lq.Mine {
-			params.Meta = protocol.Object{"ahpd.owner": jsontext.Value(`"me"`)}
+			params.Meta["ahpd.owner"] = jsontext.Value(`"me"`)
+		}
+		if lq.Q != "" {
+			q, _ := json.Marshal(lq.Q)
+			params.Meta["ahpd.search"] = jsontext.Value(q)
 		}
 		var res protocol.ListSessionsResult
 		if err := c.Call(ctx, "listSessions", params, &res); err != nil {
@@ -293,12 +313,11 @@ func rowOf(s protocol.SessionSummary, p probeResult) row {
 	if len(s.WorkingDirectories) > 0 {
 		rw.Folder = folderOf(s.WorkingDirectories[0])
 	}
-	if raw, ok := s.Meta["ahpd.branch"]; ok {
-		rw.Branch = textOf(json.RawMessage(raw))
-	}
+	rw.Branch, rw.Repo = branchOf(s), repoOf(s)
 	if ch := s.Changes; ch != nil {
 		rw.HasChanges = true
 		rw.Files, rw.Added, rw.Removed = deref(ch.Files), deref(ch.Additions), deref(ch.Deletions)
+		rw.FilesText = plural(rw.Files, "file", "files")
 	}
 	return rw
 }

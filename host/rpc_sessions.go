@@ -95,8 +95,12 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	if err != nil {
 		return nil, err
 	}
+	search, err := searchFilter(p.Meta)
+	if err != nil {
+		return nil, err
+	}
 	rows, last, more := h.listPage(listing.Query{Me: session.PrincipalString(c.Principal()), Mine: mine,
-		All: h.directory().SeesEverySession(c.Principal()), After: after, Limit: limit})
+		All: h.directory().SeesEverySession(c.Principal()), After: after, Limit: limit, Match: listing.Search(search)})
 	if p.Limit == nil && more {
 		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
 	}

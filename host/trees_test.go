@@ -240,6 +240,10 @@ func TestWorktreeSession(t *testing.T) {
 	if branch := git(t, tree, "branch", "--show-current"); branch == "" || string(rows[0].Meta["ahpd.branch"]) != `"`+branch+`"` {
 		t.Errorf("the row's branch: %s, the tree's %q", rows[0].Meta["ahpd.branch"], branch)
 	}
+	// And the repository it was made from, which the dashboard groups by.
+	if want, _ := json.Marshal(repo); string(rows[0].Meta["ahpd.repo"]) != string(want) {
+		t.Errorf("the row's repository: %s, want %s", rows[0].Meta["ahpd.repo"], want)
+	}
 	// Dispose takes the clean tree away, keeps its branch, drops the refs.
 	git(t, tree, "add", "notes.txt")
 	git(t, tree, "commit", "-q", "-m", "notes")

@@ -258,7 +258,8 @@ func serveWebSocket(ctx context.Context, cfg *config, h *host.Host, member *clus
 // never carries the token.
 func connectLine(addr, token, kept string, terminal bool) string {
 	if terminal {
-		return fmt.Sprintf("ahpd: connect with ws://%s?tkn=%s (the token is kept in %s)\n", addr, token, kept)
+		return fmt.Sprintf("ahpd: connect with ws://%s?tkn=%s (the token is kept in %s)\n", addr, token, kept) +
+			fmt.Sprintf("ahpd: the dashboard: http://%s/ui/?tkn=%s\n", addr, token)
 	}
 	return fmt.Sprintf("ahpd: connect with ws://%s and the token kept in %s\n", addr, kept)
 }

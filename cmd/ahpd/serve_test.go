@@ -532,7 +532,8 @@ func TestDefaultStateDir(t *testing.T) {
 // TestConnectLine checks the token is shown on a terminal and nowhere else.
 func TestConnectLine(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	if got := connectLine("127.0.0.1:9187", token, "/s/connection-token", true); got != "ahpd: connect with ws://127.0.0.1:9187?tkn="+token+" (the token is kept in /s/connection-token)\n" {
+	if got := connectLine("127.0.0.1:9187", token, "/s/connection-token", true); got != "ahpd: connect with ws://127.0.0.1:9187?tkn="+token+" (the token is kept in /s/connection-token)\n"+
+		"ahpd: the dashboard: http://127.0.0.1:9187/ui/?tkn="+token+"\n" {
 		t.Errorf("on a terminal: %q", got)
 	}
 	if got := connectLine("127.0.0.1:9187", token, "/s/connection-token", false); strings.Contains(got, token) {

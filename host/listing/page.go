@@ -13,6 +13,9 @@ type Query struct {
 	All   bool   // Me sees every session, those kept private by others too
 	After *Key   // where the previous page ended; nil: from the start
 	Limit int    // at most this many rows
+	// Match keeps the rows it is true of (Search); nil keeps them all.
+	// The rows it drops are walked past, not counted against Limit.
+	Match func(*protocol.SessionSummary) bool
 }
 
 // Page merges the host's own sessions and the external rows v shows into
@@ -28,7 +31,10 @@ func Page(o *Order, v *View, q Query) ([]protocol.SessionSummary, Key, bool) {
 	// Both halves are in listing order already (the order's, and the view
 	// sorted when made): the page is their merge from the cursor on, and
 	// the rows past it are never looked at.
-	own := ownRows{o: o, shown: v.byURI, after: q.After, mine: q.Mine, me: q.Me, all: q.All, batch: min(q.Limit+1, 512)}
+	own := ownRows{o: o, shown: v.byURI, after: q.After, mine: q.Mine, me: q.Me, all: q.All, match: q.Match, batch: min(q.Limit+1, 512)}
+	if q.Match != nil {
+		own.batch = 512 // most rows may be walked past
+	}
 	ei := 0
 	if q.After != nil {
 		var found bool
@@ -60,7 +66,10 @@ func Page(o *Order, v *View, q Query) ([]protocol.SessionSummary, Key, bool) {
 			ok, sum = own.next()
 			continue
 		}
-		rows, last = append(rows, summary(v.keys[ei].row)), v.keys[ei].Key
+		sum := summary(v.keys[ei].row)
+		if q.Match == nil || q.Match(&sum) {
+			rows, last = append(rows, sum), v.keys[ei].Key
+		}
 		ei++
 		nextExt()
 	}
@@ -77,6 +86,7 @@ type ownRows struct {
 	mine  bool            // the owner filter
 	me    string          // who asks
 	all   bool            // me sees private sessions
+	match func(*protocol.SessionSummary) bool
 	batch int
 
 	keys []entry
@@ -102,7 +112,7 @@ func (w *ownRows) next() (bool, protocol.SessionSummary) {
 		}
 		k := w.keys[w.i]
 		w.i++
-		if sum, listed := k.item.Listed(w.mine, w.me, w.all, w.shown); listed {
+		if sum, listed := k.item.Listed(w.mine, w.me, w.all, w.shown); listed && (w.match == nil || w.match(&sum)) {
 			w.key = k.Key
 			return true, sum
 		}

@@ -71,6 +71,11 @@ func TestPage(t *testing.T) {
 		{"all", Query{Me: "ann"}, v, []string{"claude:/x", "ahpd:/a", "claude:/opened", "ahpd:/b", "claude:/y", "ahpd:/c", "claude:/z"}},
 		{"mine", Query{Me: "ann", Mine: true}, v, []string{"ahpd:/a", "ahpd:/c"}},
 		{"no view", Query{Me: "bob"}, nil, []string{"ahpd:/a", "claude:/opened", "ahpd:/b", "ahpd:/c"}},
+		{"matched", Query{Me: "ann", Match: func(s *protocol.SessionSummary) bool {
+			return strings.ContainsAny(s.Resource[len(s.Resource)-1:], "xbz")
+		}},
+			v, []string{"claude:/x", "ahpd:/b", "claude:/z"}},
+		{"none matched", Query{Me: "ann", Match: func(*protocol.SessionSummary) bool { return false }}, v, nil},
 	}
 	for _, tt := range tests {
 		for limit := 1; limit <= len(tt.want)+1; limit++ {

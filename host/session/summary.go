@@ -15,6 +15,10 @@ import (
 // its worktree has checked out.
 const branchMeta = "ahpd.branch"
 
+// repoMeta is the _meta key of a session's row that names the repository
+// its worktree was made from (the top of that checkout).
+const repoMeta = "ahpd.repo"
+
 // computeSummaryLocked derives the session's catalogue row from its state
 // and its chats: its status and activity as protocol.SessionActivity
 // makes them. The row carries the chat catalogue (chats, defaultChat) for
@@ -35,12 +39,16 @@ func (s *Session) computeSummaryLocked() protocol.SessionSummary {
 		DefaultChat:        st.DefaultChat,
 		Chats:              make([]protocol.SessionChatSummary, 0, len(st.Chats)),
 	}
-	if t := s.rec.Tree; t != nil && t.Branch != "" {
-		// The branch its worktree has checked out, for a listing to show.
-		sum.Meta = make(protocol.Object, len(st.Meta)+1)
+	if t := s.rec.Tree; t != nil && (t.Branch != "" || t.Repo != "") {
+		// The branch its worktree has checked out and the repository it
+		// was made from, for a listing to show and group by.
+		sum.Meta = make(protocol.Object, len(st.Meta)+2)
 		maps.Copy(sum.Meta, st.Meta)
-		if v, err := json.Marshal(t.Branch); err == nil {
+		if v, err := json.Marshal(t.Branch); err == nil && t.Branch != "" {
 			sum.Meta[branchMeta] = jsontext.Value(v)
+		}
+		if v, err := json.Marshal(t.Repo); err == nil && t.Repo != "" {
+			sum.Meta[repoMeta] = jsontext.Value(v)
 		}
 	}
 	for _, entry := range st.Chats {
