@@ -149,6 +149,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/session/answer", d.signedIn(d.answerAction))
 	d.mux.HandleFunc("POST /ui/session/confirm", d.signedIn(d.confirmAction))
 	d.mux.HandleFunc("GET /ui/automations", d.signedIn(d.automationsPage))
+	// Review and timeline (review.go).
+	d.mux.HandleFunc("GET /ui/session/review", d.signedIn(d.reviewPage))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))

@@ -259,6 +259,7 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 	b.Status = statusOf(liveStatus(ss, cs), "active")
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(cs)
+	b.Conversation.linkEdits(sq.URI, chat)
 	if withTimeline {
 		tl, err := d.timeline(ctx, c, sq)
 		if err != nil {

@@ -253,7 +253,7 @@ func TestCheckpointsShown(t *testing.T) {
 	}
 	b := e.signIn("mo")
 	r := b.get("/ui/session?" + url.Values{"uri": {uri}}.Encode())
-	for _, want := range []string{`<h2 id="cp-h">Checkpoints</h2>`, `<th scope="row">1</th><td>1</td><td><span class="add">+2</span> <span class="del">−0</span>`, `<th scope="row">start</th>`} {
+	for _, want := range []string{`<h2 id="cp-h">Checkpoints</h2>`, `class="review-turn">1</a></th><td>1</td><td><span class="add">+2</span> <span class="del">−0</span>`, `<th scope="row">start</th>`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

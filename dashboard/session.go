@@ -108,15 +108,17 @@ type sessionBody struct {
 // checkpointsView is the session's checkpoints, newest first, each with
 // what its turn changed (ahpd/sessionCheckpoints).
 type checkpointsView struct {
-	List []checkpointView
-	More bool
-	Note string
+	List      []checkpointView
+	More      bool
+	Note      string
+	ReviewAll string // the session's whole change, to review
 }
 
 type checkpointView struct {
 	Turn                        int
 	Commit                      string
 	Files, Additions, Deletions int
+	Link                        string // its review
 }
 
 // checkpointsShown is how many checkpoints the page asks for.
@@ -135,10 +137,10 @@ func checkpoints(ctx context.Context, c *client.Client, uri string) checkpointsV
 	if err := c.Call(ctx, "ahpd/sessionCheckpoints", map[string]any{"channel": uri, "limit": checkpointsShown}, &res); err != nil {
 		return checkpointsView{Note: "No checkpoints: " + pageErrorOf(err).Message}
 	}
-	cv := checkpointsView{More: res.More}
+	cv := checkpointsView{More: res.More, ReviewAll: reviewLink(uri, -1, "", 0)}
 	for _, cp := range res.Checkpoints {
 		cv.List = append(cv.List, checkpointView{Turn: cp.Turn, Commit: cp.Commit[:min(len(cp.Commit), 12)],
-			Files: cp.Files, Additions: cp.Additions, Deletions: cp.Deletions})
+			Files: cp.Files, Additions: cp.Additions, Deletions: cp.Deletions, Link: reviewLink(uri, cp.Turn, "", 0)})
 	}
 	return cv
 }
@@ -244,6 +246,7 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 	b.Status = statusOf(status, residency)
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(chats[chat])
+	b.Conversation.linkEdits(sq.URI, chat)
 	tl, err := d.timeline(ctx, c, sq)
 	if err != nil {
 		b.Timeline.Note = "No timeline: " + pageErrorOf(err).Message
@@ -326,6 +329,7 @@ type eventView struct {
 	Kind     string
 	Text     string
 	TurnLink string // its place in the conversation
+	DiffLink string // a file edit's: its turn's diff
 	AtLink   string // the session's state right after it
 	Current  bool   // the event the page is replayed at
 }
@@ -367,6 +371,9 @@ func (d *Dashboard) timeline(ctx context.Context, c *client.Client, sq sessionQu
 		ev.AtLink = sessionLink(sq.URI, q)
 		if e.TurnID != "" {
 			ev.AtLink += ev.TurnLink
+		}
+		if e.Kind == timeline.Artifact && e.TurnID != "" {
+			ev.DiffLink = editLink(sq.URI, e.Channel, e.TurnID, "")
 		}
 		tv.Events = append(tv.Events, ev)
 	}
