@@ -261,7 +261,7 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 	b.Conversation = conversationOf(cs)
 	b.Conversation.linkEdits(sq.URI, chat)
 	if withTimeline {
-		tl, err := d.timeline(ctx, c, sq)
+		tl, err := d.timeline(ctx, c, sq, chatTitles(ss))
 		if err != nil {
 			tl.Note = "No timeline: " + pageErrorOf(err).Message
 		}

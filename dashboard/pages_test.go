@@ -161,7 +161,7 @@ func TestSessionPage(t *testing.T) {
 	}
 	first := ats[1][1]
 	r = b.get(page + "&at=" + first)
-	if r.status != http.StatusOK || !strings.Contains(r.body, "right after event "+first) || !strings.Contains(r.body, `id="turn-t-s1"`) ||
+	if r.status != http.StatusOK || !strings.Contains(r.body, "(event "+first+")") || !strings.Contains(r.body, `id="turn-t-s1"`) ||
 		strings.Contains(r.body, `id="turn-t2"`) || strings.Contains(r.body, "data-live=\"/ui/session/events") {
 		t.Fatalf("the replay after the first turn: %d %s", r.status, r.body)
 	}

@@ -360,6 +360,10 @@ type turnIndex struct {
 	ends     []turnEnd      // in order: ends[i] is checkpoint i+1's
 	byTurn   map[string]int // chat and turn id: its checkpoint
 	messages map[string]string
+	// turnNo numbers the session's turns in the order they started,
+	// from 1: what a person calls "turn 3".
+	turnNo     map[string]int
+	firstStart int64 // the first turn's start; -1 for none
 }
 
 type turnEnd struct {
@@ -378,6 +382,18 @@ func (ix turnIndex) message(n int) string {
 	return ix.messages[turnKey(e.Chat, e.TurnID)]
 }
 
+// checkpointsAt is how many turn checkpoints the session had right
+// after the event numbered seq: the turns that had ended by then.
+func (ix turnIndex) checkpointsAt(seq int64) int {
+	n := 0
+	for _, e := range ix.ends {
+		if e.Seq <= seq {
+			n++
+		}
+	}
+	return n
+}
+
 // indexPages bounds the timeline pages read for the index (1,000
 // events each).
 const indexPages = 20
@@ -386,7 +402,7 @@ const indexPages = 20
 // timeline, oldest first. A timeline it cannot read gives an empty
 // index: then no turn is named by its checkpoint.
 func readTurnIndex(ctx context.Context, c *client.Client, uri string) turnIndex {
-	ix := turnIndex{byTurn: map[string]int{}, messages: map[string]string{}}
+	ix := turnIndex{byTurn: map[string]int{}, messages: map[string]string{}, turnNo: map[string]int{}, firstStart: -1}
 	type event struct {
 		Seq     int64  `json:"seq"`
 		Kind    string `json:"kind"`
@@ -422,9 +438,16 @@ func readTurnIndex(ctx context.Context, c *client.Client, uri string) turnIndex 
 	}
 	for _, e := range events {
 		switch {
-		case e.Kind == "turn_started" && e.Text != "resumed":
-			if _, ok := ix.messages[turnKey(e.Channel, e.TurnID)]; !ok {
-				ix.messages[turnKey(e.Channel, e.TurnID)] = e.Text
+		case e.Kind == "turn_started":
+			k := turnKey(e.Channel, e.TurnID)
+			if _, ok := ix.turnNo[k]; !ok {
+				ix.turnNo[k] = len(ix.turnNo) + 1
+				if e.Text != "resumed" {
+					ix.messages[k] = e.Text
+				}
+			}
+			if ix.firstStart < 0 {
+				ix.firstStart = e.Seq
 			}
 		case (e.Kind == "turn_completed" || e.Kind == "turn_failed") && !stopped[e.Seq]:
 			ix.ends = append(ix.ends, turnEnd{Seq: e.Seq, Chat: e.Channel, TurnID: e.TurnID})
