@@ -126,11 +126,31 @@ const cancelGrace = 5 * time.Second
 // the only wait left is for git itself, and WaitDelay now bounds only the
 // time a cancelled git gets to go.
 func (c gitCmd) run(ctx context.Context) ([]byte, error) {
+	stdout, err := c.runFile(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer stdout.Close()
+	out, err := readBack(stdout)
+	if err != nil {
+		return nil, fmt.Errorf("git %s: reading its output: %w", subcommand(c.args), err)
+	}
+	return out, nil
+}
+
+// runFile is run, its stdout left in the scratch file it was written to,
+// for a caller that reads a part of it (Patch); the caller closes it.
+func (c gitCmd) runFile(ctx context.Context) (*os.File, error) {
 	stdout, err := scratch(nil)
 	if err != nil {
 		return nil, fmt.Errorf("git %s: %w", subcommand(c.args), err)
 	}
-	defer stdout.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			stdout.Close()
+		}
+	}()
 	stderr, err := scratch(nil)
 	if err != nil {
 		return nil, fmt.Errorf("git %s: %w", subcommand(c.args), err)
@@ -163,10 +183,6 @@ func (c gitCmd) run(ctx context.Context) ([]byte, error) {
 		}
 		runErr = cmd.Wait()
 	}
-	out, err := readBack(stdout)
-	if err != nil && runErr == nil {
-		return nil, fmt.Errorf("git %s: reading its output: %w", subcommand(c.args), err)
-	}
 	if runErr != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			runErr = fmt.Errorf("%w (%v)", ctxErr, runErr)
@@ -178,7 +194,8 @@ func (c gitCmd) run(ctx context.Context) ([]byte, error) {
 			Err:    runErr,
 		}
 	}
-	return out, nil
+	ok = true
+	return stdout, nil
 }
 
 // scratch returns an anonymous file (removed from its folder at once, so

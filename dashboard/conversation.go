@@ -52,6 +52,8 @@ type toolView struct {
 	// options the agent offered beyond approve and deny.
 	Pending bool
 	Options []optionView
+	// Edits are the files its result says it edited (review.go).
+	Edits []editView
 }
 
 // questionView is what the agent asked a person, and their answer.
@@ -222,6 +224,7 @@ func toolOf(tc protocol.ToolCallState) *toolView {
 		tv.Failed = true
 	}
 	tv.Result = clip(strings.Join(result, "\n"))
+	tv.Edits = editsOf(w.Content)
 	if tv.Pending = w.Status == "pending-confirmation"; tv.Pending {
 		for _, o := range w.Options {
 			tv.Options = append(tv.Options, optionView{ID: o.ID, Label: o.Label, Kind: o.Kind})

@@ -158,6 +158,8 @@ func New(o Options) *Dashboard {
 	d.mux.HandleFunc("POST /ui/session/chat", d.signedIn(d.newChatAction))
 	// Find, sign-in, looks.
 	d.mux.HandleFunc("POST /ui/logout/all", d.signedIn(d.signOutEverywhere))
+	// Review and timeline (review.go).
+	d.mux.HandleFunc("GET /ui/session/review", d.signedIn(d.reviewPage))
 	d.mux.HandleFunc("/ui/", d.signedIn(func(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, &pageError{Status: http.StatusNotFound, Message: "There is no such page."})
 	}))

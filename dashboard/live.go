@@ -259,8 +259,9 @@ func (d *Dashboard) liveSession(ctx context.Context, c *client.Client, v viewer,
 	b.Status = statusOf(liveStatus(ss, cs), "active")
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(cs)
+	b.Conversation.linkEdits(sq.URI, chat)
 	if withTimeline {
-		tl, err := d.timeline(ctx, c, sq)
+		tl, err := d.timeline(ctx, c, sq, chatTitles(ss))
 		if err != nil {
 			tl.Note = "No timeline: " + pageErrorOf(err).Message
 		}

@@ -161,7 +161,7 @@ func TestSessionPage(t *testing.T) {
 	}
 	first := ats[1][1]
 	r = b.get(page + "&at=" + first)
-	if r.status != http.StatusOK || !strings.Contains(r.body, "right after event "+first) || !strings.Contains(r.body, `id="turn-t-s1"`) ||
+	if r.status != http.StatusOK || !strings.Contains(r.body, "(event "+first+")") || !strings.Contains(r.body, `id="turn-t-s1"`) ||
 		strings.Contains(r.body, `id="turn-t2"`) || strings.Contains(r.body, "data-live=\"/ui/session/events") {
 		t.Fatalf("the replay after the first turn: %d %s", r.status, r.body)
 	}
@@ -253,7 +253,7 @@ func TestCheckpointsShown(t *testing.T) {
 	}
 	b := e.signIn("mo")
 	r := b.get("/ui/session?" + url.Values{"uri": {uri}}.Encode())
-	for _, want := range []string{`<h2 id="cp-h">Checkpoints</h2>`, `<th scope="row">1</th><td>1</td><td><span class="add">+2</span> <span class="del">−0</span>`, `<th scope="row">start</th>`} {
+	for _, want := range []string{`<h2 id="cp-h">Checkpoints</h2>`, `class="review-turn">1</a></th><td>1</td><td><span class="add">+2</span> <span class="del">−0</span>`, `<th scope="row">start</th>`} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("the page lacks %q", want)
 		}

@@ -124,7 +124,7 @@ func pageErrorOf(err error) *pageError {
 		switch ce.Code {
 		case protocol.CodePermissionDenied:
 			return &pageError{Status: http.StatusForbidden, Message: ce.Message}
-		case protocol.CodeProviderNotFound, protocol.CodeSessionNotFound:
+		case protocol.CodeProviderNotFound, protocol.CodeSessionNotFound, protocol.CodeNotFound:
 			return &pageError{Status: http.StatusNotFound, Message: ce.Message}
 		case protocol.CodeInvalidParams:
 			return &pageError{Status: http.StatusBadRequest, Message: ce.Message}

@@ -97,6 +97,7 @@ type sessionBody struct {
 	Timeline     timelineView
 	At           int64
 	AtReplayed   int64
+	AtLabel      string // what the event replayed at was (scrub.go)
 	Live         bool
 	LiveSrc      string
 	ResetLink    string
@@ -111,15 +112,20 @@ type sessionBody struct {
 // checkpointsView is the session's checkpoints, newest first, each with
 // what its turn changed (ahpd/sessionCheckpoints).
 type checkpointsView struct {
-	List []checkpointView
-	More bool
-	Note string
+	List      []checkpointView
+	More      bool
+	Note      string
+	ReviewAll string // the session's whole change, to review
+	// Then: a replay's, those the session had at its event (scrub.go).
+	Then      bool
+	ThenCount int
 }
 
 type checkpointView struct {
 	Turn                        int
 	Commit                      string
 	Files, Additions, Deletions int
+	Link                        string // its review
 }
 
 // checkpointsShown is how many checkpoints the page asks for.
@@ -127,6 +133,11 @@ const checkpointsShown = 20
 
 // checkpoints reads the session's newest checkpoints.
 func checkpoints(ctx context.Context, c *client.Client, uri string) checkpointsView {
+	return checkpointsN(ctx, c, uri, checkpointsShown)
+}
+
+// checkpointsN reads the session's newest limit checkpoints.
+func checkpointsN(ctx context.Context, c *client.Client, uri string, limit int) checkpointsView {
 	var res struct {
 		Checkpoints []struct {
 			Turn                        int
@@ -135,13 +146,13 @@ func checkpoints(ctx context.Context, c *client.Client, uri string) checkpointsV
 		}
 		More bool
 	}
-	if err := c.Call(ctx, "ahpd/sessionCheckpoints", map[string]any{"channel": uri, "limit": checkpointsShown}, &res); err != nil {
+	if err := c.Call(ctx, "ahpd/sessionCheckpoints", map[string]any{"channel": uri, "limit": limit}, &res); err != nil {
 		return checkpointsView{Note: "No checkpoints: " + pageErrorOf(err).Message}
 	}
-	cv := checkpointsView{More: res.More}
+	cv := checkpointsView{More: res.More, ReviewAll: reviewLink(uri, -1, "", 0)}
 	for _, cp := range res.Checkpoints {
 		cv.List = append(cv.List, checkpointView{Turn: cp.Turn, Commit: cp.Commit[:min(len(cp.Commit), 12)],
-			Files: cp.Files, Additions: cp.Additions, Deletions: cp.Deletions})
+			Files: cp.Files, Additions: cp.Additions, Deletions: cp.Deletions, Link: reviewLink(uri, cp.Turn, "", 0)})
 	}
 	return cv
 }
@@ -169,7 +180,12 @@ func (d *Dashboard) sessionPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Only the page shows them, not its live updates: each costs git.
-	body.Checkpoints = checkpoints(r.Context(), c, sq.URI)
+	if sq.At >= 0 {
+		// A replay shows those the session had then.
+		body.Checkpoints = checkpointsThen(checkpointsN(r.Context(), c, sq.URI, 200), body.Timeline.ix, body.AtReplayed)
+	} else {
+		body.Checkpoints = checkpoints(r.Context(), c, sq.URI)
+	}
 	d.render(w, r, http.StatusOK, "session", d.pageFor(r, body.Title, "sessions", body))
 }
 
@@ -247,11 +263,13 @@ func (d *Dashboard) loadSession(ctx context.Context, c *client.Client, v viewer,
 	b.Status = statusOf(status, residency)
 	b.StatusClass = strings.ReplaceAll(b.Status, " ", "-")
 	b.Conversation = conversationOf(chats[chat])
-	tl, err := d.timeline(ctx, c, sq)
+	b.Conversation.linkEdits(sq.URI, chat)
+	tl, err := d.timeline(ctx, c, sq, chatTitles(ss))
 	if err != nil {
 		b.Timeline.Note = "No timeline: " + pageErrorOf(err).Message
 	} else {
 		b.Timeline = tl
+		b.AtLabel = tl.currentLabel()
 	}
 	b.Actions = d.actionsFor(v, b, ss, chats[chat], residency)
 	b.Conversation.Forms = d.formsFor(v, b)
@@ -322,6 +340,13 @@ type timelineView struct {
 	More   bool
 	Kinds  []kindOption
 	Note   string
+	// The scrubber (scrub.go): the events oldest first, the one the page
+	// shows the state after, and what its form keeps.
+	Points      []scrubPoint
+	At          int64
+	URI, Chat   string
+	KindsChosen []string
+	ix          turnIndex
 }
 
 type eventView struct {
@@ -330,8 +355,11 @@ type eventView struct {
 	Kind     string
 	Text     string
 	TurnLink string // its place in the conversation
+	DiffLink string // a file edit's: its turn's diff
 	AtLink   string // the session's state right after it
 	Current  bool   // the event the page is replayed at
+	Label    string // what it was, in words (scrub.go)
+	event    timeline.Event
 }
 
 type kindOption struct {
@@ -341,8 +369,8 @@ type kindOption struct {
 
 // timeline reads the newest events of the session's timeline, newest
 // first.
-func (d *Dashboard) timeline(ctx context.Context, c *client.Client, sq sessionQuery) (timelineView, error) {
-	tv := timelineView{}
+func (d *Dashboard) timeline(ctx context.Context, c *client.Client, sq sessionQuery, titles map[string]string) (timelineView, error) {
+	tv := timelineView{URI: sq.URI, Chat: sq.Chat, KindsChosen: sq.Kinds}
 	for _, k := range kindNames() {
 		tv.Kinds = append(tv.Kinds, kindOption{Name: k, Checked: contains(sq.Kinds, k)})
 	}
@@ -359,7 +387,7 @@ func (d *Dashboard) timeline(ctx context.Context, c *client.Client, sq sessionQu
 	}
 	tv.More = res.More
 	for _, e := range res.Events {
-		ev := eventView{Seq: e.Seq, Time: seqTime(e.Time), Kind: string(e.Kind), Text: e.Text, Current: sq.At == e.Seq}
+		ev := eventView{Seq: e.Seq, Time: seqTime(e.Time), Kind: string(e.Kind), Text: e.Text, Current: sq.At == e.Seq, event: e}
 		if len(ev.Text) > 300 {
 			ev.Text = clip(ev.Text[:300]) + "…"
 		}
@@ -372,8 +400,13 @@ func (d *Dashboard) timeline(ctx context.Context, c *client.Client, sq sessionQu
 		if e.TurnID != "" {
 			ev.AtLink += ev.TurnLink
 		}
+		if e.Kind == timeline.Artifact && e.TurnID != "" {
+			ev.DiffLink = editLink(sq.URI, e.Channel, e.TurnID, "")
+		}
 		tv.Events = append(tv.Events, ev)
 	}
+	tv.ix = readTurnIndex(ctx, c, sq.URI)
+	tv.label(tv.ix, titles, sq.At)
 	return tv, nil
 }
 

@@ -147,6 +147,7 @@ var commands = map[string]commandOp{
 	"ahpd/sessionEvents":       {op: SessionState},
 	"ahpd/replaySession":       {op: SessionState},
 	"ahpd/sessionCheckpoints":  {op: SessionState},
+	"ahpd/sessionDiff":         {op: SessionState},
 	"ahpd/sessionEventCounts":  {op: SessionList},
 	// ahpd/webhookLog shows what became of the events of every user's
 	// sessions: the host's, so only an administrator (or root) reads it.

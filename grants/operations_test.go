@@ -15,7 +15,7 @@ var wantCommands = []string{
 	"createChat", "disposeChat", "fetchTurns", "moveChat",
 	"resolveSessionConfig", "sessionConfigCompletions", "dispatchAction",
 	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata", "ahpd/sessionEvents", "ahpd/replaySession",
-	"ahpd/sessionCheckpoints", "ahpd/sessionEventCounts", "ahpd/webhookLog",
+	"ahpd/sessionCheckpoints", "ahpd/sessionDiff", "ahpd/sessionEventCounts", "ahpd/webhookLog",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns", "runAutomation",
 }
 

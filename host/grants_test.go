@@ -70,6 +70,7 @@ var commands = []command{
 	{name: "ahpd/sessionEvents", method: "ahpd/sessionEvents", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/replaySession", method: "ahpd/replaySession", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/sessionCheckpoints", method: "ahpd/sessionCheckpoints", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
+	{name: "ahpd/sessionDiff", method: "ahpd/sessionDiff", params: func(f fixture) any { return map[string]any{"channel": f.session} }},
 	{name: "ahpd/sessionEventCounts", method: "ahpd/sessionEventCounts", params: func(f fixture) any { return map[string]any{"channels": []string{f.session}} }},
 	{name: "ahpd/webhookLog", method: "ahpd/webhookLog", params: func(fixture) any { return map[string]any{"limit": 10} }},
 	{name: "listAutomationTriggerDefinitions", method: "listAutomationTriggerDefinitions", params: func(fixture) any { return map[string]any{"channel": protocol.RootURI} }},
@@ -84,7 +85,7 @@ var commands = []command{
 // readOnly are the rows a guest may send: the read group and the commands
 // that touch no session.
 var readOnly = []string{
-	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints", "ahpd/sessionEventCounts",
+	"initialize", "ping", "reconnect", "unsubscribe", "listSessions", "fetchTurns", "ahpd/sessionStatus", "ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints", "ahpd/sessionDiff", "ahpd/sessionEventCounts",
 	"listAutomationTriggerDefinitions", "fetchAutomationRuns",
 	"subscribe root", "subscribe session", "subscribe chat", "subscribe terminal",
 }
@@ -94,7 +95,7 @@ var readOnly = []string{
 var aboutTheSession = []string{
 	"subscribe session", "subscribe chat", "disposeSession", "createChat", "disposeChat", "fetchTurns", "moveChat",
 	"ahpd/sessionStatus", "ahpd/suspendSession", "ahpd/resumeSession", "ahpd/setSessionMetadata",
-	"ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints",
+	"ahpd/sessionEvents", "ahpd/replaySession", "ahpd/sessionCheckpoints", "ahpd/sessionDiff",
 }
 
 // actionSamples holds an action of every type a client may dispatch. A

@@ -40,6 +40,7 @@ var methods = map[string]handler{
 	"ahpd/sessionEvents":       (*Host).sessionEvents,
 	"ahpd/replaySession":       (*Host).replaySession,
 	"ahpd/sessionCheckpoints":  (*Host).sessionCheckpoints,
+	"ahpd/sessionDiff":         (*Host).sessionDiff,
 	"ahpd/sessionEventCounts":  (*Host).sessionEventCounts,
 	"ahpd/webhookLog":          (*Host).webhookLog, // events.go
 

@@ -10,6 +10,7 @@
 package timeline
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -32,6 +33,7 @@ const (
 	ToolResult    Kind = "tool_result"
 	LLMCall       Kind = "llm_call"
 	HumanInput    Kind = "human_input"
+	Question      Kind = "question"
 	Artifact      Kind = "artifact"
 	Handoff       Kind = "handoff"
 	Error         Kind = "error"
@@ -40,7 +42,7 @@ const (
 
 // Kinds lists every kind, for a filter to be checked against.
 var Kinds = []Kind{Wake, Sleep, Transition, TurnStarted, TurnCompleted, TurnCancelled, TurnFailed,
-	ToolCall, ToolResult, LLMCall, HumanInput, Artifact, Handoff, Error, Note}
+	ToolCall, ToolResult, LLMCall, HumanInput, Question, Artifact, Handoff, Error, Note}
 
 // Event is one step of a session's timeline.
 type Event struct {
@@ -102,6 +104,8 @@ func Of(env protocol.ActionEnvelope, t time.Time) []Event {
 			verdict = "denied"
 		}
 		return []Event{ev(HumanInput, a.TurnID, verdict+" tool call "+a.ToolCallID)}
+	case *protocol.ChatInputRequestedAction:
+		return []Event{ev(Question, "", question(a.Request))}
 	case *protocol.ChatInputCompletedAction:
 		return []Event{ev(HumanInput, "", "answered "+a.RequestID+" ("+string(a.Response)+")")}
 	case *protocol.ChatPendingMessageSetAction:
@@ -132,6 +136,31 @@ func edits(r protocol.ToolCallResult) bool {
 		}
 	}
 	return false
+}
+
+// question is what an input request asks: its message, else its
+// questions' own.
+func question(r protocol.ChatInputRequest) string {
+	if r.Message != nil && strings.TrimSpace(*r.Message) != "" {
+		return *r.Message
+	}
+	var texts []string
+	for _, q := range r.Questions {
+		data, err := json.Marshal(q)
+		if err != nil {
+			continue
+		}
+		var w struct {
+			Title   string `json:"title"`
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(data, &w) == nil {
+			if t := strings.TrimSpace(w.Title + " " + w.Message); t != "" {
+				texts = append(texts, t)
+			}
+		}
+	}
+	return strings.Join(texts, " / ")
 }
 
 func model(u protocol.UsageInfo) string {

@@ -27,6 +27,9 @@ func TestOf(t *testing.T) {
 		{"a model round", &protocol.ChatUsageAction{TurnID: "t1", Usage: protocol.UsageInfo{Model: new("opus")}}, "llm_call", "opus"},
 		{"an approval", &protocol.ChatToolCallConfirmedAction{TurnID: "t1", ToolCallID: "c1", Approved: true}, "human_input", "approved tool call c1"},
 		{"a failure", &protocol.ChatErrorAction{TurnID: "t1", Part: protocol.ErrorResponsePart{Error: protocol.ErrorInfo{ErrorType: "agent", Message: "it broke"}}}, "turn_failed error", "it broke"},
+		{"a question", &protocol.ChatInputRequestedAction{Request: protocol.ChatInputRequest{ID: "r1", Message: new("Which branch?")}}, "question", "Which branch?"},
+		{"a question by its questions", &protocol.ChatInputRequestedAction{Request: protocol.ChatInputRequest{ID: "r1", Questions: []protocol.ChatInputQuestion{
+			&protocol.ChatInputTextQuestion{ID: "q", Message: "Which file?"}}}}, "question", "Which file?"},
 		{"an end", &protocol.ChatTurnCompleteAction{TurnID: "t1"}, "turn_completed", ""},
 		{"a status", &protocol.SessionChatUpdatedAction{Chat: chat, Changes: protocol.PartialChatSummary{Status: new(protocol.StatusInputNeeded)}}, "transition", "needs input"},
 		{"a title", &protocol.SessionChatUpdatedAction{Chat: chat, Changes: protocol.PartialChatSummary{Title: new("x")}}, "", ""},

@@ -49,6 +49,7 @@ var routed = map[string]bool{
 	"ahpd/resumeSession":      true,
 	"ahpd/setSessionMetadata": true,
 	"ahpd/sessionCheckpoints": true,
+	"ahpd/sessionDiff":        true,
 	"ahpd/sessionStatus":      true,
 }
 
@@ -80,6 +81,7 @@ var hostLocal = map[string]string{
 var asked = map[string]bool{
 	"ahpd/sessionStatus":      true,
 	"ahpd/sessionCheckpoints": true,
+	"ahpd/sessionDiff":        true,
 }
 
 // Routed reports whether a method runs where its channel's session is
