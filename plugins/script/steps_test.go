@@ -139,6 +139,9 @@ func TestWriteConfirmed(t *testing.T) {
 	checkFile(t, f.path("a.txt"), "hello world")
 }
 
+// TestWriteDenied checks a write a person denies is not written and the
+// turn says it was skipped, in the text the transcript keeps: a turn of
+// nothing but a denied write reads back as more than an empty answer.
 func TestWriteDenied(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "") // no config: the default asks
@@ -147,11 +150,36 @@ func TestWriteDenied(t *testing.T) {
 	if err := prompt(t, a, "write a.txt secret\nsay next", turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "text"}) {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "text", "text"}) {
 		t.Errorf("events = %v", got)
+	}
+	const skipped = "Skipped writing `a.txt`: the write was denied.\n\n"
+	if got := turn.Response(); got != skipped+"next\n\n" {
+		t.Errorf("text = %q", got)
 	}
 	if _, err := os.Stat(f.path("a.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("denied write wrote the file: %v", err)
+	}
+
+	// A turn of a denied write alone, read back as a reload reads it.
+	alone := pluginstest.NewTurn("")
+	alone.Confirms <- false
+	if err := prompt(t, a, "write b.txt secret", alone); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := f.backend.Turns(context.Background(), f.conv)
+	if err != nil || len(turns) != 2 {
+		t.Fatalf("turns read back: %d, %v", len(turns), err)
+	}
+	parts := turns[1].ResponseParts
+	if len(parts) != 2 {
+		t.Fatalf("the denied turn reads back as %d parts, want the call and its text", len(parts))
+	}
+	if tc, ok := parts[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCancelledState); !ok || tc.Reason != protocol.ToolCallCancellationReasonDenied {
+		t.Errorf("the call reads back as %#v", parts[0].(*protocol.ToolCallResponsePart).ToolCall)
+	}
+	if md, ok := parts[1].(*protocol.MarkdownResponsePart); !ok || md.Content != "Skipped writing `b.txt`: the write was denied.\n\n" {
+		t.Errorf("the text reads back as %#v", parts[1])
 	}
 }
 

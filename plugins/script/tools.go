@@ -56,12 +56,20 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		return nil
 	}
 
-	ok, _, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
+	ok, d, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		// The host ends a denied call itself; the script goes on.
+		// The host ends a denied call itself; the script goes on. The
+		// turn says what became of the write in its text: a turn of
+		// nothing but a denied call reads as an empty answer, and the
+		// transcript keeps the text for a reload.
+		why := "the write was denied."
+		if d.Verdict == plugins.Deny {
+			why = fmt.Sprintf("the session's permissions deny it (%s).", d.Rule)
+		}
+		r.turn.Text(fmt.Sprintf("Skipped writing `%s`: %s\n\n", path, why))
 		return nil
 	}
 
