@@ -2,6 +2,8 @@ package host_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,6 +39,74 @@ func TestTitles(t *testing.T) {
 	send(t, c, chat, "t3", "title Not any more")
 	if got := c.State(session).(*protocol.SessionState).Title; got != "Mine" {
 		t.Errorf("the agent renamed a session a person named: %q", got)
+	}
+}
+
+// TestDefaultChatTitle checks the default chat carries its session's
+// title, which VS Code's chat header shows: from the first message, the
+// agent and a person, live in its entry in the session's state (no chat
+// action carries a title), in the chat's own state as a new subscriber
+// gets it, and after a restart.
+func TestDefaultChatTitle(t *testing.T) {
+	t.Parallel()
+	th := startHost(t, "")
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+	titled := func(what, want string) {
+		t.Helper()
+		c.WaitState(session, "the default chat's entry titled "+what, func(s protocol.ChannelState) bool {
+			ss := s.(*protocol.SessionState)
+			return len(ss.Chats) == 1 && ss.Chats[0].Title == want
+		})
+		late := th.client("late")
+		defer late.Close()
+		if got := late.Subscribe(chat).State.(*protocol.ChatState).Title; got != want {
+			t.Errorf("a new subscriber's default chat is titled %q, want %q", got, want)
+		}
+	}
+	if got := c.State(chat).(*protocol.ChatState).Title; got != "New Session" {
+		t.Errorf("the new default chat's title is %q", got)
+	}
+	send(t, c, chat, "t1", "say hello there")
+	titled("from the message", "say hello there")
+	send(t, c, chat, "t2", "title Named by the agent")
+	titled("by the agent", "Named by the agent")
+	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "Mine"})
+	titled("by a person", "Mine")
+
+	// A reopened session's chat, after a restart.
+	th.stop()
+	th2 := startHost(t, th.state)
+	c3 := th2.client("c3")
+	if got := c3.Subscribe(chat).State.(*protocol.ChatState).Title; got != "Mine" {
+		t.Errorf("after a restart the default chat is titled %q", got)
+	}
+	if got := c3.Subscribe(session).State.(*protocol.SessionState).Chats[0].Title; got != "Mine" {
+		t.Errorf("after a restart the default chat's entry is titled %q", got)
+	}
+
+	// A record from before default chats followed their session's title
+	// has a default chat titled "New Session": it takes the session's.
+	th2.stop()
+	file := filepath.Join(th.state, "sessions", "s1.json")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["chats"].([]any)[0].(map[string]any)["title"] = "New Session"
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	th3 := startHost(t, th.state)
+	if got := th3.client("c4").Subscribe(chat).State.(*protocol.ChatState).Title; got != "Mine" {
+		t.Errorf("from an older record the default chat is titled %q", got)
 	}
 }
 

@@ -10,6 +10,12 @@ import (
 // sent (whitespace collapsed, at most maxTitle characters), as VS Code's
 // own host does, then by its agent when the agent names it (Claude's
 // generated title). A title somebody set by hand stays.
+//
+// The default chat carries the session's title: VS Code's chat header
+// shows the default chat's, not the session's. It follows every change
+// of the session's title while it still holds the session's title before
+// the change (or defaultTitle, a chat never titled): a default chat
+// titled on its own keeps its title.
 
 const maxTitle = 200
 
@@ -48,6 +54,28 @@ func (s *Session) setTitleLocked(title, from string) {
 		return
 	}
 	s.rec.TitleFrom = from
-	s.emitSessionLocked(&protocol.SessionTitleChangedAction{Title: title}, nil)
+	was := s.state.Title
+	if s.emitSessionLocked(&protocol.SessionTitleChangedAction{Title: title}, nil) {
+		s.defaultChatFollowsLocked(was)
+	}
 	s.persistLocked()
+}
+
+// defaultChatFollowsLocked gives the default chat the session's title,
+// which was was before it changed, unless the chat has a title of its
+// own. Called with s.mu held.
+func (s *Session) defaultChatFollowsLocked(was string) {
+	if s.state.DefaultChat == nil {
+		return
+	}
+	e := s.chats[*s.state.DefaultChat]
+	if e == nil {
+		return
+	}
+	if t := e.chat.State().Title; t != was && t != defaultTitle {
+		return
+	}
+	e.chat.SetTitle(s.state.Title)
+	e.rec.Title = s.state.Title
+	s.mirrorChatLocked(e.chat)
 }
