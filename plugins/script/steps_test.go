@@ -14,6 +14,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/protocol/protocoltest"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -101,6 +102,25 @@ func TestWriteAllowed(t *testing.T) {
 		t.Errorf("done = %+v", done)
 	}
 	checkFile(t, f.path("sub/dir/a.txt"), "line one\nline two")
+	// The result is the write's fileEdit: a file created, two lines.
+	created, ok := done.Result.Content[0].(*protocol.ToolResultFileEditContent)
+	if !ok || created.Before != nil || created.After == nil || created.After.URI != plugins.FileURI(f.path("sub/dir/a.txt")) ||
+		*created.Diff.Added != 2 || *created.Diff.Removed != 0 {
+		t.Errorf("the created file's edit = %+v", done.Result.Content[0])
+	}
+
+	// Written again, the file had content: the edit says what it was,
+	// and counts the line that changed.
+	turn = pluginstest.NewTurn("")
+	if err := prompt(t, a, `write sub/dir/a.txt line one\nline 2`, turn); err != nil {
+		t.Fatal(err)
+	}
+	edited, ok := turn.Of("toolDone")[0].Result.Content[0].(*protocol.ToolResultFileEditContent)
+	if !ok || edited.Before == nil || !strings.HasPrefix(edited.Before.Content.URI, "data:text/plain") ||
+		*edited.Diff.Added != 1 || *edited.Diff.Removed != 1 {
+		t.Errorf("the rewritten file's edit = %+v", turn.Of("toolDone")[0].Result.Content)
+	}
+	protocoltest.Validate(t, "ToolResultContent", edited)
 
 	// An absolute path inside the working directory is fine, and the text
 	// may be empty.
