@@ -197,20 +197,6 @@ func (c *Chat) RestoreTurns(turns []protocol.Turn, cursor *string) {
 	c.state = &next
 }
 
-// SetTitle gives the chat a title. The protocol has no chat action for
-// it: a chat's title reaches clients through its entry in the session's
-// state (session/chatUpdated, which the owner's mirror sends) and the
-// chat's snapshot, as VS Code's own host renames a chat. Called with the
-// owner's lock held.
-func (c *Chat) SetTitle(title string) {
-	if c.state.Title == title {
-		return
-	}
-	next := *c.state
-	next.Title = title
-	c.state = &next
-}
-
 // Apply applies an action to the state and reports whether it changed.
 // Called with the owner's lock held.
 func (c *Chat) Apply(a protocol.Action) bool {

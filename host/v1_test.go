@@ -2,8 +2,6 @@ package host_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -42,30 +40,39 @@ func TestTitles(t *testing.T) {
 	}
 }
 
-// TestDefaultChatTitle checks the default chat carries its session's
-// title, which VS Code's chat header shows: from the first message, the
-// agent and a person, live in its entry in the session's state (no chat
-// action carries a title), in the chat's own state as a new subscriber
-// gets it, and after a restart.
+// TestDefaultChatTitle checks the default chat's entry in its session's
+// state, whose title VS Code's chat header shows, carries the session's
+// title: from the first message, the agent and a person, live
+// (session/chatUpdated), to a new subscriber, in the listing, and after a
+// restart. The chat's own state keeps its title: no chat action could
+// tell its subscribers of another.
 func TestDefaultChatTitle(t *testing.T) {
 	t.Parallel()
 	th := startHost(t, "")
 	c := th.client("c1")
 	session, chat := th.newSession(c, "s1", nil)
+	entryTitle := func(ss *protocol.SessionState) string {
+		if len(ss.Chats) != 1 {
+			t.Fatalf("the session has %d chats", len(ss.Chats))
+		}
+		return ss.Chats[0].Title
+	}
 	titled := func(what, want string) {
 		t.Helper()
 		c.WaitState(session, "the default chat's entry titled "+what, func(s protocol.ChannelState) bool {
-			ss := s.(*protocol.SessionState)
-			return len(ss.Chats) == 1 && ss.Chats[0].Title == want
+			return entryTitle(s.(*protocol.SessionState)) == want
 		})
 		late := th.client("late")
 		defer late.Close()
-		if got := late.Subscribe(chat).State.(*protocol.ChatState).Title; got != want {
-			t.Errorf("a new subscriber's default chat is titled %q, want %q", got, want)
+		if got := entryTitle(late.Subscribe(session).State.(*protocol.SessionState)); got != want {
+			t.Errorf("a new subscriber's default chat entry is titled %q, want %q", got, want)
+		}
+		if row := findRow(t, listSessions(t, late, nil).Items, session); len(row.Chats) != 1 || row.Chats[0].Title != want {
+			t.Errorf("the listing's default chat = %+v, want titled %q", row.Chats, want)
 		}
 	}
-	if got := c.State(chat).(*protocol.ChatState).Title; got != "New Session" {
-		t.Errorf("the new default chat's title is %q", got)
+	if got := entryTitle(c.State(session).(*protocol.SessionState)); got != "New Session" {
+		t.Errorf("the new default chat's entry is titled %q", got)
 	}
 	send(t, c, chat, "t1", "say hello there")
 	titled("from the message", "say hello there")
@@ -73,40 +80,16 @@ func TestDefaultChatTitle(t *testing.T) {
 	titled("by the agent", "Named by the agent")
 	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "Mine"})
 	titled("by a person", "Mine")
+	if got := c.State(chat).(*protocol.ChatState).Title; got != "New Session" {
+		t.Errorf("the chat's own state is titled %q", got)
+	}
 
-	// A reopened session's chat, after a restart.
+	// A reopened session, after a restart.
 	th.stop()
 	th2 := startHost(t, th.state)
-	c3 := th2.client("c3")
-	if got := c3.Subscribe(chat).State.(*protocol.ChatState).Title; got != "Mine" {
-		t.Errorf("after a restart the default chat is titled %q", got)
-	}
-	if got := c3.Subscribe(session).State.(*protocol.SessionState).Chats[0].Title; got != "Mine" {
+	c2 := th2.client("c2")
+	if got := entryTitle(c2.Subscribe(session).State.(*protocol.SessionState)); got != "Mine" {
 		t.Errorf("after a restart the default chat's entry is titled %q", got)
-	}
-
-	// A record from before default chats followed their session's title
-	// has a default chat titled "New Session": it takes the session's.
-	th2.stop()
-	file := filepath.Join(th.state, "sessions", "s1.json")
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec["chats"].([]any)[0].(map[string]any)["title"] = "New Session"
-	if data, err = json.Marshal(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(file, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	th3 := startHost(t, th.state)
-	if got := th3.client("c4").Subscribe(chat).State.(*protocol.ChatState).Title; got != "Mine" {
-		t.Errorf("from an older record the default chat is titled %q", got)
 	}
 }
 

@@ -72,30 +72,13 @@ func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 				cs, loaded = &bare, false
 			}
 		}
-		if title := chatTitle(rec, cr); cs.Title != title {
-			// The record's title: a chat's title changes by no chat
-			// action, so the journal's chat state may be behind.
-			retitled := *cs
-			retitled.Title = title
-			cs = &retitled
-		}
 		e := s.newChat(cr, cs)
 		e.loaded = loaded
-		entry := chatSummary(cs)
+		entry := chatSummary(s.entryState(cs, cr.URI == rec.DefaultChat)) // titles.go
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}
 	s.summary = s.computeSummaryLocked()
-}
-
-// chatTitle returns the title a chat of rec starts with: its own, but for
-// a default chat never titled, which has the session's (titles.go), as a
-// session stored before default chats followed their session's title has.
-func chatTitle(rec *Record, cr *ChatRecord) string {
-	if cr.URI == rec.DefaultChat && (cr.Title == defaultTitle || cr.Title == "") && rec.Title != "" {
-		cr.Title = rec.Title
-	}
-	return cr.Title
 }
 
 func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {

@@ -183,22 +183,12 @@ func (rc *Recovered) into(rec *Record) {
 	if ss.Config != nil {
 		rec.Config = ss.Config.Values
 	}
-	titles := make(map[string]string, len(ss.Chats))
-	for _, entry := range ss.Chats {
-		titles[entry.Resource] = entry.Title
-	}
 	for _, cr := range rec.Chats {
 		cs := rc.Chats[cr.URI]
 		if cs == nil {
 			continue
 		}
-		// The session's entry for the chat has the title clients were
-		// told last (session/chatUpdated): a chat's own state changes it
-		// by no action the journal holds (titles.go).
 		cr.Title = cs.Title
-		if title, ok := titles[cr.URI]; ok {
-			cr.Title = title
-		}
 		cr.TurnsAt = rc.TurnsAt[cr.URI]
 		cr.Steering, cr.Queued, cr.Draft = cs.SteeringMessage, cs.QueuedMessages, cs.Draft
 		cr.Read = cs.Status&protocol.StatusIsRead != 0

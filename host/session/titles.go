@@ -11,11 +11,12 @@ import (
 // own host does, then by its agent when the agent names it (Claude's
 // generated title). A title somebody set by hand stays.
 //
-// The default chat carries the session's title: VS Code's chat header
-// shows the default chat's, not the session's. It follows every change
-// of the session's title while it still holds the session's title before
-// the change (or defaultTitle, a chat never titled): a default chat
-// titled on its own keeps its title.
+// The default chat's entry in the session's state carries the session's
+// title while the chat has none of its own (its title is still
+// defaultTitle): VS Code's chat header shows that entry's title when it
+// has one, the session's otherwise. Only the entry follows: no chat
+// action carries a title, so the chat's own state keeps the title it was
+// made with, as every client subscribed to it has it.
 
 const maxTitle = 200
 
@@ -61,21 +62,26 @@ func (s *Session) setTitleLocked(title, from string) {
 	s.persistLocked()
 }
 
-// defaultChatFollowsLocked gives the default chat the session's title,
-// which was was before it changed, unless the chat has a title of its
-// own. Called with s.mu held.
+// defaultChatFollowsLocked brings the default chat's entry up to date
+// with the session's title, which was was before it changed. Called with
+// s.mu held.
 func (s *Session) defaultChatFollowsLocked(was string) {
-	if s.state.DefaultChat == nil {
+	if was == s.state.Title || s.state.DefaultChat == nil {
 		return
 	}
-	e := s.chats[*s.state.DefaultChat]
-	if e == nil {
-		return
+	if e := s.chats[*s.state.DefaultChat]; e != nil {
+		s.mirrorChatLocked(e.chat)
 	}
-	if t := e.chat.State().Title; t != was && t != defaultTitle {
-		return
+}
+
+// entryState returns the state of chat c that its entry in the session's
+// state mirrors: its own, but for a default chat with no title of its
+// own, which has the session's title. Called with s.mu held.
+func (s *Session) entryState(cs *protocol.ChatState, isDefault bool) *protocol.ChatState {
+	if !isDefault || cs.Title != defaultTitle || s.state.Title == "" || s.state.Title == cs.Title {
+		return cs
 	}
-	e.chat.SetTitle(s.state.Title)
-	e.rec.Title = s.state.Title
-	s.mirrorChatLocked(e.chat)
+	titled := *cs
+	titled.Title = s.state.Title
+	return &titled
 }
