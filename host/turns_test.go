@@ -78,6 +78,10 @@ func TestToolConfirmation(t *testing.T) {
 	if _, ok := tp.ToolCall.(*protocol.ToolCallCancelledState); !ok {
 		t.Errorf("denied call ended as %T", tp.ToolCall)
 	}
+	// The turn says what became of the write, not an empty answer.
+	if got := text(cs.Turns[len(cs.Turns)-1].ResponseParts); !strings.Contains(got, "Skipped writing `b.txt`: the write was denied.") {
+		t.Errorf("the denied turn's text is %q", got)
+	}
 
 	// With autoApprove "allow" (the permissions' mode bypass) nothing is
 	// asked, and the call is marked as confirmed by a setting.

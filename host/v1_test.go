@@ -40,6 +40,59 @@ func TestTitles(t *testing.T) {
 	}
 }
 
+// TestDefaultChatTitle checks the default chat's entry in its session's
+// state, whose title VS Code's chat header shows, carries the session's
+// title: from the first message, the agent and a person, live
+// (session/chatUpdated), to a new subscriber, in the listing, and after a
+// restart. The chat's own state keeps its title: no chat action could
+// tell its subscribers of another.
+func TestDefaultChatTitle(t *testing.T) {
+	t.Parallel()
+	th := startHost(t, "")
+	c := th.client("c1")
+	session, chat := th.newSession(c, "s1", nil)
+	entryTitle := func(ss *protocol.SessionState) string {
+		if len(ss.Chats) != 1 {
+			t.Fatalf("the session has %d chats", len(ss.Chats))
+		}
+		return ss.Chats[0].Title
+	}
+	titled := func(what, want string) {
+		t.Helper()
+		c.WaitState(session, "the default chat's entry titled "+what, func(s protocol.ChannelState) bool {
+			return entryTitle(s.(*protocol.SessionState)) == want
+		})
+		late := th.client("late")
+		defer late.Close()
+		if got := entryTitle(late.Subscribe(session).State.(*protocol.SessionState)); got != want {
+			t.Errorf("a new subscriber's default chat entry is titled %q, want %q", got, want)
+		}
+		if row := findRow(t, listSessions(t, late, nil).Items, session); len(row.Chats) != 1 || row.Chats[0].Title != want {
+			t.Errorf("the listing's default chat = %+v, want titled %q", row.Chats, want)
+		}
+	}
+	if got := entryTitle(c.State(session).(*protocol.SessionState)); got != "New Session" {
+		t.Errorf("the new default chat's entry is titled %q", got)
+	}
+	send(t, c, chat, "t1", "say hello there")
+	titled("from the message", "say hello there")
+	send(t, c, chat, "t2", "title Named by the agent")
+	titled("by the agent", "Named by the agent")
+	c.Dispatch(session, &protocol.SessionTitleChangedAction{Title: "Mine"})
+	titled("by a person", "Mine")
+	if got := c.State(chat).(*protocol.ChatState).Title; got != "New Session" {
+		t.Errorf("the chat's own state is titled %q", got)
+	}
+
+	// A reopened session, after a restart.
+	th.stop()
+	th2 := startHost(t, th.state)
+	c2 := th2.client("c2")
+	if got := entryTitle(c2.Subscribe(session).State.(*protocol.SessionState)); got != "Mine" {
+		t.Errorf("after a restart the default chat's entry is titled %q", got)
+	}
+}
+
 // titleOf is the title the host gives a message: its words on one line,
 // cut at 200 characters.
 func titleOf(text string) string {

@@ -74,7 +74,7 @@ func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 		}
 		e := s.newChat(cr, cs)
 		e.loaded = loaded
-		entry := chatSummary(cs)
+		entry := chatSummary(s.entryState(cs, cr.URI == rec.DefaultChat)) // titles.go
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}

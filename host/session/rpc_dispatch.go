@@ -84,12 +84,14 @@ func (s *Session) dispatchLocked(c *conn.Conn, a protocol.Action, origin *protoc
 			return nil
 		}
 	}
+	was := s.state.Title
 	if !s.emitSessionLocked(a, origin) {
 		s.echoLocked(c, s.uri, a, origin, "")
 		return nil
 	}
 	if _, ok := a.(*protocol.SessionTitleChangedAction); ok {
 		s.rec.TitleFrom = titleFromClient
+		s.defaultChatFollowsLocked(was) // titles.go
 	}
 	return s.afterSessionActionLocked(a)
 }

@@ -378,7 +378,7 @@ func (s *Session) mirrorChatLocked(c *chats.Chat) {
 	defer s.inputEventsLocked(c, s.state.InputNeeded) // events.go: the requests new once mirrored
 	cs := c.State()
 	isDefault := s.state.DefaultChat != nil && *s.state.DefaultChat == cs.Resource
-	for _, a := range protocol.MirrorChat(s.state, cs, isDefault) {
+	for _, a := range protocol.MirrorChat(s.state, s.entryState(cs, isDefault), isDefault) { // titles.go
 		s.emitSessionLocked(a, nil)
 	}
 	s.refreshSummaryLocked()

@@ -212,11 +212,14 @@ func TestWriteAllowed(t *testing.T) {
 		t.Errorf("confirmed call = %+v", confirm)
 	}
 	done := turn.Of("toolDone")[0]
-	if done.Text != "toolu_write_1" || !done.Result.Success || done.Result.PastTenseMessage.Text != "Wrote `hello.txt`" || len(done.Result.Content) != 1 {
+	if done.Text != "toolu_write_1" || !done.Result.Success || done.Result.PastTenseMessage.Text != "Wrote `hello.txt`" || len(done.Result.Content) != 2 {
 		t.Errorf("ToolDone = %+v", done)
 	}
 	if text, ok := done.Result.Content[0].(*protocol.ToolResultTextContent); !ok || !strings.Contains(text.Text, "hello.txt") {
 		t.Errorf("tool result content = %#v", done.Result.Content[0])
+	}
+	if _, ok := done.Result.Content[1].(*protocol.ToolResultFileEditContent); !ok {
+		t.Errorf("the write's second content = %#v, want its fileEdit (TestFileEdits)", done.Result.Content[1])
 	}
 	if turn.Response() != "I wrote the file." {
 		t.Errorf("text = %q", turn.Response())

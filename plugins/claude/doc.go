@@ -14,7 +14,8 @@
 // the host delta by delta from the model's stream events; tool calls start
 // with their content block, are put to the user when the CLI asks
 // (control_request can_use_tool, answered with a control_response), and
-// complete with the tool result the CLI prints as a "user" line.
+// complete with the tool result the CLI prints as a "user" line, and a
+// file write or edit with its fileEdit content (edits.go).
 // Cancelling a turn sends the CLI a control_request of subtype interrupt:
 // it keeps the partial reply and ends the turn with an
 // error_during_execution result.

@@ -86,6 +86,7 @@ func (r *turnRun) askPermission(requestID string, req controlRequest) {
 		cancel()
 		r.t.Decided(call, d)
 		if d.Verdict == plugins.Allow {
+			r.readBefore(ts, input)
 			r.respond(requestID, permissionResult{Behavior: "allow", UpdatedInput: input})
 		} else {
 			r.respond(requestID, permissionResult{Behavior: "deny", Message: d.Reason()})
@@ -118,11 +119,27 @@ func (r *turnRun) askPermission(requestID string, req controlRequest) {
 			// CLI's turn too, as the interrupt on its way does.
 			r.respond(requestID, permissionResult{Behavior: "deny", Message: cancelMessage, Interrupt: true})
 		case ok:
+			r.readBefore(ts, input)
 			r.respond(requestID, permissionResult{Behavior: "allow", UpdatedInput: input})
 		default:
 			r.respond(requestID, permissionResult{Behavior: "deny", Message: denyMessage})
 		}
 	}()
+}
+
+// readBefore reads the file a call allowed to run is about to write, as
+// the answer that lets the CLI write it is about to go (edits.go).
+func (r *turnRun) readBefore(ts *toolState, input jsontext.Value) {
+	r.mu.Lock()
+	name := ts.name
+	r.mu.Unlock()
+	before := readBefore(name, input, r.a.realDir)
+	if before == nil {
+		return
+	}
+	r.mu.Lock()
+	ts.before = before
+	r.mu.Unlock()
 }
 
 // controlCancel withdraws a permission question.

@@ -32,6 +32,9 @@ type messageLine struct {
 	// failed model call; the transcript says IsAPIErrorMessage.
 	Error             jsontext.Value `json:"error"`
 	IsAPIErrorMessage bool           `json:"isApiErrorMessage"`
+	// ToolUseResult (stdout) is the CLI's own account of what the tool
+	// of the line's result did (edits.go).
+	ToolUseResult jsontext.Value `json:"tool_use_result"`
 
 	// Transcript only.
 	Timestamp        string `json:"timestamp"`

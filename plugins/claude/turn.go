@@ -62,6 +62,9 @@ type toolState struct {
 	asked   bool // put to the user
 	denied  bool // the user refused: the host has ended it
 	done    bool // ToolDone reported
+	// before is the file an edit tool's call writes as it was before
+	// the call ran (edits.go), nil until read.
+	before *plugins.FileVersion
 }
 
 func newTurnRun(a *Agent, p *process, t plugins.Turn) *turnRun {
@@ -287,6 +290,9 @@ func (r *turnRun) startTool(id, name string, input jsontext.Value) {
 	if id == "" {
 		return
 	}
+	// Read now for a call the CLI will run unasked; a call it asks about
+	// is read again as it is allowed (askPermission).
+	before := readBefore(name, input, r.a.realDir)
 	r.mu.Lock()
 	ts := r.tools[id]
 	if ts == nil {
@@ -295,6 +301,9 @@ func (r *turnRun) startTool(id, name string, input jsontext.Value) {
 	}
 	if len(input) > 0 {
 		ts.input = input
+	}
+	if before != nil && ts.before == nil && !ts.asked {
+		ts.before = before
 	}
 	report := !ts.started
 	ts.started = true
@@ -311,14 +320,28 @@ func (r *turnRun) user(line []byte) {
 	if err := decodeLine(line, &m); err != nil || m.ParentToolUseID != nil || m.Message == nil {
 		return
 	}
+	results := 0
 	for _, blk := range m.Message.Content {
 		if blk.Type == "tool_result" {
-			r.toolDone(blk)
+			results++
 		}
+	}
+	for _, blk := range m.Message.Content {
+		if blk.Type != "tool_result" {
+			continue
+		}
+		// The line's tool_use_result is its one result's.
+		var account jsontext.Value
+		if results == 1 {
+			account = m.ToolUseResult
+		}
+		r.toolDone(blk, account)
 	}
 }
 
-func (r *turnRun) toolDone(res contentBlock) {
+// toolDone completes a call with its result, and the CLI's account of
+// what the tool did when the line gives one.
+func (r *turnRun) toolDone(res contentBlock, account jsontext.Value) {
 	r.mu.Lock()
 	ts := r.tools[res.ToolUseID]
 	if ts == nil || ts.done || ts.denied {
@@ -331,7 +354,14 @@ func (r *turnRun) toolDone(res contentBlock) {
 	ts.running = true
 	call := toolCall(res.ToolUseID, ts.name, ts.input, r.a.realDir)
 	result := toolResult(ts.name, ts.input, r.a.realDir, res)
+	name, path, before, asked := ts.name, editPath(ts.name, ts.input, r.a.realDir), ts.before, ts.asked
 	r.mu.Unlock()
+	if v, ok := originalFile(account); ok && path != "" && (before == nil || !asked) {
+		// Read as it was allowed, the file was read before the CLI wrote;
+		// read as the call came, it may have been read after.
+		before = &v
+	}
+	result = withFileEdit(result, name, path, before)
 	if !wasRunning {
 		// The CLI ran it without asking, and says so only now.
 		r.t.ToolRunning(call.ID, call.Invocation, call.Input)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -66,8 +67,14 @@ func TestPermissions(t *testing.T) {
 			if err := prompt(t, a, tc.step+"\nsay next", turn); err != nil {
 				t.Fatal(err)
 			}
-			if turn.Response() != "next\n\n" {
-				t.Errorf("the turn did not go on: %q", turn.Response())
+			want := "next\n\n"
+			if tc.want == denied && strings.HasPrefix(tc.step, "write ") {
+				// A denied write says so (a denied command leaves the
+				// cancelled call alone).
+				want = "Skipped writing `" + strings.Fields(tc.step)[1] + "`: the session's permissions deny it (" + tc.rule + ").\n\n" + want
+			}
+			if turn.Response() != want {
+				t.Errorf("the turn did not go on: %q, want %q", turn.Response(), want)
 			}
 			confirms, decided := turn.Of("confirm"), turn.Of("decided")
 			done := len(turn.Of("toolDone")) == 1

@@ -14,6 +14,7 @@ import (
 	"github.com/ahpd/ahpd/plugins"
 	"github.com/ahpd/ahpd/plugins/pluginstest"
 	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/protocol/protocoltest"
 	"github.com/go-json-experiment/json/jsontext"
 )
 
@@ -101,6 +102,25 @@ func TestWriteAllowed(t *testing.T) {
 		t.Errorf("done = %+v", done)
 	}
 	checkFile(t, f.path("sub/dir/a.txt"), "line one\nline two")
+	// The result is the write's fileEdit: a file created, two lines.
+	created, ok := done.Result.Content[0].(*protocol.ToolResultFileEditContent)
+	if !ok || created.Before != nil || created.After == nil || created.After.URI != plugins.FileURI(f.path("sub/dir/a.txt")) ||
+		*created.Diff.Added != 2 || *created.Diff.Removed != 0 {
+		t.Errorf("the created file's edit = %+v", done.Result.Content[0])
+	}
+
+	// Written again, the file had content: the edit says what it was,
+	// and counts the line that changed.
+	turn = pluginstest.NewTurn("")
+	if err := prompt(t, a, `write sub/dir/a.txt line one\nline 2`, turn); err != nil {
+		t.Fatal(err)
+	}
+	edited, ok := turn.Of("toolDone")[0].Result.Content[0].(*protocol.ToolResultFileEditContent)
+	if !ok || edited.Before == nil || !strings.HasPrefix(edited.Before.Content.URI, "data:text/plain") ||
+		*edited.Diff.Added != 1 || *edited.Diff.Removed != 1 {
+		t.Errorf("the rewritten file's edit = %+v", turn.Of("toolDone")[0].Result.Content)
+	}
+	protocoltest.Validate(t, "ToolResultContent", edited)
 
 	// An absolute path inside the working directory is fine, and the text
 	// may be empty.
@@ -139,6 +159,9 @@ func TestWriteConfirmed(t *testing.T) {
 	checkFile(t, f.path("a.txt"), "hello world")
 }
 
+// TestWriteDenied checks a write a person denies is not written and the
+// turn says it was skipped, in the text the transcript keeps: a turn of
+// nothing but a denied write reads back as more than an empty answer.
 func TestWriteDenied(t *testing.T) {
 	f := newFixture(t)
 	a := f.start(t, "") // no config: the default asks
@@ -147,11 +170,36 @@ func TestWriteDenied(t *testing.T) {
 	if err := prompt(t, a, "write a.txt secret\nsay next", turn); err != nil {
 		t.Fatal(err)
 	}
-	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "text"}) {
+	if got := turn.Kinds(); !slices.Equal(got, []string{"confirm", "text", "text"}) {
 		t.Errorf("events = %v", got)
+	}
+	const skipped = "Skipped writing `a.txt`: the write was denied.\n\n"
+	if got := turn.Response(); got != skipped+"next\n\n" {
+		t.Errorf("text = %q", got)
 	}
 	if _, err := os.Stat(f.path("a.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("denied write wrote the file: %v", err)
+	}
+
+	// A turn of a denied write alone, read back as a reload reads it.
+	alone := pluginstest.NewTurn("")
+	alone.Confirms <- false
+	if err := prompt(t, a, "write b.txt secret", alone); err != nil {
+		t.Fatal(err)
+	}
+	turns, err := f.backend.Turns(context.Background(), f.conv)
+	if err != nil || len(turns) != 2 {
+		t.Fatalf("turns read back: %d, %v", len(turns), err)
+	}
+	parts := turns[1].ResponseParts
+	if len(parts) != 2 {
+		t.Fatalf("the denied turn reads back as %d parts, want the call and its text", len(parts))
+	}
+	if tc, ok := parts[0].(*protocol.ToolCallResponsePart).ToolCall.(*protocol.ToolCallCancelledState); !ok || tc.Reason != protocol.ToolCallCancellationReasonDenied {
+		t.Errorf("the call reads back as %#v", parts[0].(*protocol.ToolCallResponsePart).ToolCall)
+	}
+	if md, ok := parts[1].(*protocol.MarkdownResponsePart); !ok || md.Content != "Skipped writing `b.txt`: the write was denied.\n\n" {
+		t.Errorf("the text reads back as %#v", parts[1])
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,16 +55,24 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		return nil
 	}
 
-	ok, _, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
+	ok, d, err := plugins.Confirm(ctx, r.turn, r.agent.policy(), call)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		// The host ends a denied call itself; the script goes on.
+		// The host ends a denied call itself; the script goes on. The
+		// turn says what became of the write in its text: a turn of
+		// nothing but a denied call reads as an empty answer, and the
+		// transcript keeps the text for a reload.
+		why := "the write was denied."
+		if d.Verdict == plugins.Deny {
+			why = fmt.Sprintf("the session's permissions deny it (%s).", d.Rule)
+		}
+		r.turn.Text(fmt.Sprintf("Skipped writing `%s`: %s\n\n", path, why))
 		return nil
 	}
 
-	before := lineCount(target)
+	before := plugins.ReadFileVersion(target)
 	if err := writeFile(target, content); err != nil {
 		r.turn.ToolDone(call.ID, protocol.ToolCallResult{
 			PastTenseMessage: protocol.Markdown(fmt.Sprintf("Failed to write `%s`", path)),
@@ -73,35 +80,14 @@ func (r *run) write(ctx context.Context, path, content string) error {
 		})
 		return nil
 	}
-	// The result says what was written, so the host can count the edit
-	// where it has no repository to diff.
-	uri := (&url.URL{Scheme: "file", Path: filepath.ToSlash(target)}).String()
-	added, removed := int64(strings.Count(content, "\n")), before
-	if content != "" && !strings.HasSuffix(content, "\n") {
-		added++
-	}
+	// The result says what was written, so that VS Code shows the edit
+	// and the host counts it where it has no repository to diff.
 	r.turn.ToolDone(call.ID, protocol.ToolCallResult{
 		Success:          true,
 		PastTenseMessage: protocol.Markdown(fmt.Sprintf("Wrote `%s`", path)),
-		Content: []protocol.ToolResultContent{&protocol.ToolResultFileEditContent{
-			After: &protocol.FileEditSide{URI: uri, Content: protocol.ContentRef{URI: uri}},
-			Diff:  &protocol.FileEditDiffStats{Added: &added, Removed: &removed},
-		}},
+		Content:          []protocol.ToolResultContent{plugins.FileEdit(target, before, plugins.VersionOf([]byte(content)))},
 	})
 	return nil
-}
-
-// lineCount returns how many lines the file at path holds, 0 if none.
-func lineCount(path string) int64 {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
-		return 0
-	}
-	n := int64(bytes.Count(data, []byte("\n")))
-	if data[len(data)-1] != '\n' {
-		n++
-	}
-	return n
 }
 
 func writeFile(path, content string) error {

@@ -87,7 +87,7 @@ func TestTranscript(t *testing.T) {
 		t.Errorf("first turn = %+v", first)
 	}
 	parts := first.ResponseParts
-	if len(parts) != 7 {
+	if len(parts) != 8 {
 		t.Fatalf("first turn has %d parts: %#v", len(parts), parts)
 	}
 	if p, ok := parts[0].(*protocol.ReasoningResponsePart); !ok || p.Content != "first" {
@@ -105,14 +105,17 @@ func TestTranscript(t *testing.T) {
 	} else if c, ok := tc.ToolCall.(*protocol.ToolCallCancelledState); !ok || c.Reason != protocol.ToolCallCancellationReasonDenied {
 		t.Errorf("denied write = %#v", tc.ToolCall)
 	}
-	if s := toolState(t, parts[4]); s == nil || s.ToolName != "run" || !s.Success || s.Confirmed != protocol.ToolCallConfirmationReasonUserAction {
-		t.Errorf("part 4 = %#v", s)
+	if p, ok := parts[4].(*protocol.MarkdownResponsePart); !ok || p.Content != "Skipped writing `b.txt`: the write was denied.\n\n" {
+		t.Errorf("part 4 = %#v", parts[4])
 	}
-	if p, ok := parts[5].(*protocol.InputRequestResponsePart); !ok || p.Response == nil || *p.Response != protocol.ChatInputResponseKindAccept || p.Request.Answers.Len() != 1 {
-		t.Errorf("part 5 = %#v", parts[5])
+	if s := toolState(t, parts[5]); s == nil || s.ToolName != "run" || !s.Success || s.Confirmed != protocol.ToolCallConfirmationReasonUserAction {
+		t.Errorf("part 5 = %#v", s)
 	}
-	if p, ok := parts[6].(*protocol.MarkdownResponsePart); !ok || p.Content != "yes\n\n" {
+	if p, ok := parts[6].(*protocol.InputRequestResponsePart); !ok || p.Response == nil || *p.Response != protocol.ChatInputResponseKindAccept || p.Request.Answers.Len() != 1 {
 		t.Errorf("part 6 = %#v", parts[6])
+	}
+	if p, ok := parts[7].(*protocol.MarkdownResponsePart); !ok || p.Content != "yes\n\n" {
+		t.Errorf("part 7 = %#v", parts[7])
 	}
 
 	if second := turns[1]; second.State != protocol.TurnStateError || second.ErrorPart() == nil || second.ErrorPart().Error.Message != "broken" {
