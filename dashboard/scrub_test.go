@@ -66,7 +66,8 @@ func TestTimelineLabels(t *testing.T) {
 	if strings.Contains(all, "ahp-chat:") {
 		t.Errorf("the timeline names a chat by its URI:\n%s", all)
 	}
-	if !strings.Contains(all, "“New Session” needs input") {
+	// The default chat is titled by its session (session/chatUpdated).
+	if !strings.Contains(all, "“scrubbed” needs input") {
 		t.Errorf("the chat's transition is not named by its title:\n%s", all)
 	}
 	opts := optionRE.FindAllStringSubmatch(r.body, -1)
