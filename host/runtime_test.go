@@ -18,6 +18,7 @@ import (
 
 	"github.com/ahpd/ahpd/host"
 	"github.com/ahpd/ahpd/host/hosttest"
+	"github.com/ahpd/ahpd/internal/testwait"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -353,6 +354,10 @@ func TestMetrics(t *testing.T) {
 	c := th.client("m")
 	_, chat := th.newSession(c, "s1", nil)
 	send(t, c, chat, "t1", "say hi")
+	// A turn's duration is observed once the turn's end is kept, after
+	// clients are told of it.
+	const observed = `ahpd_turn_duration_seconds_count{outcome="complete",provider="script"}`
+	testwait.Until(t, "the turn's duration observed", func() bool { return scrape(t, th)[observed] == 1 })
 	m := scrape(t, th)
 	for name, want := range map[string]float64{
 		"ahpd_connections": 1, "ahpd_sessions": 1, `ahpd_turns_total{outcome="complete"}`: 1,
