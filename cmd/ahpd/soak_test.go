@@ -123,13 +123,18 @@ limits:
 	}
 	// One round (the default suite, on a machine the other packages'
 	// tests load) sometimes ends with 1 MB of live heap more than it
-	// started with, and resident memory up to 6 MB more: what was still
-	// on its way out when the daemon fell quiet, and where the runtime's
-	// spans landed. Neither grows with the rounds (50 s of rounds: 2.3 MB
-	// live heap before and after), so a long run is held to 10%.
+	// started with, and resident memory more: what was still on its way
+	// out when the daemon fell quiet, and where the runtime's spans
+	// landed. Beside a CPU hog (CI's check) one round has ended 8 MB
+	// higher (12.1 -> 20.1 MB) with the live heap the same to the tenth
+	// of a MB, and the runtime then holding 8.2 MB of heap it had freed
+	// but not yet given back. Neither grows with the rounds (50 s of
+	// rounds: 2.3 MB live heap before and after), so a long run is held
+	// to 10%, and one round's resident memory only to what a leak of a
+	// round's connections (hundreds) would exceed.
 	heapSlack, rssSlack := 0.25, 2.0
 	if *soakFor == 0 {
-		heapSlack, rssSlack = 1.5, 6
+		heapSlack, rssSlack = 1.5, 12
 	}
 	if endHeap > max(startHeap*1.1, startHeap+heapSlack) {
 		t.Errorf("live heap %.1f MB after the rounds, %.1f MB before", endHeap, startHeap)
@@ -145,8 +150,8 @@ limits:
 // runtimeMemory says where the runtime's memory is.
 func runtimeMemory(m map[string]float64) string {
 	mb := func(k string) float64 { return m["go_memstats_"+k+"_bytes"] / 1e6 }
-	return fmt.Sprintf("heap in use %.1f MB, idle %.1f released %.1f, stacks %.1f, spans %.1f, gc %.1f, other %.1f, of the system %.1f",
-		mb("heap_inuse"), mb("heap_idle"), mb("heap_released"), mb("stack_inuse"), mb("mspan_inuse"), mb("gc_sys"), mb("other_sys"), mb("sys"))
+	return fmt.Sprintf("heap in use %.1f MB, idle %.1f released %.1f, stacks %.1f, spans %.1f, gc %.1f, other %.1f, of the system %.1f, %.0f threads",
+		mb("heap_inuse"), mb("heap_idle"), mb("heap_released"), mb("stack_inuse"), mb("mspan_inuse"), mb("gc_sys"), mb("other_sys"), mb("sys"), m["go_threads"])
 }
 
 // soakRound runs one round and takes away everything it made.
