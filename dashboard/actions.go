@@ -127,23 +127,34 @@ var sessionOps = map[string]func(ctx context.Context, c *client.Client, uri, cha
 	},
 }
 
-// cancelTurn cancels the chat's running turn as any client does: a
-// chat/turnCancelled naming it.
-func cancelTurn(ctx context.Context, c *client.Client, uri, chat string) error {
+// openChat subscribes c to session uri and to its chat (the session's
+// default when chat names none of its chats), returning the chat's URI
+// and state.
+func openChat(ctx context.Context, c *client.Client, uri, chat string) (string, *protocol.ChatState, error) {
 	st, err := c.Subscribe(ctx, uri)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	ss, _ := st.(*protocol.SessionState)
 	if ss == nil {
-		return &pageError{Status: http.StatusNotFound, Message: "There is no such session."}
+		return "", nil, &pageError{Status: http.StatusNotFound, Message: "There is no such session."}
 	}
 	chat = pickChat(ss, chat)
 	cst, err := c.Subscribe(ctx, chat)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	cs, _ := cst.(*protocol.ChatState)
+	return chat, cs, nil
+}
+
+// cancelTurn cancels the chat's running turn as any client does: a
+// chat/turnCancelled naming it.
+func cancelTurn(ctx context.Context, c *client.Client, uri, chat string) error {
+	chat, cs, err := openChat(ctx, c, uri, chat)
+	if err != nil {
+		return err
+	}
 	if cs == nil || cs.ActiveTurn == nil {
 		return &pageError{Status: http.StatusConflict, Message: "The chat runs no turn: there is nothing to cancel."}
 	}

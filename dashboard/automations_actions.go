@@ -2,8 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 
 	"github.com/ahpd/ahpd/automations"
@@ -118,11 +116,7 @@ func setEnabled(ctx context.Context, c *client.Client, uri string, on bool) erro
 
 // requestID names one press of Run now: a form sent twice (a reload
 // posting it again) is two presses, as a person asked twice.
-func requestID() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return "ui-" + hex.EncodeToString(b)
-}
+func requestID() string { return "ui-" + randomHex(8) }
 
 // automationsEvents streams the automations page's list each time the
 // person's catalogue changes: their own AHP connection subscribed to it,

@@ -111,20 +111,10 @@ func (d *Dashboard) sendAction(w http.ResponseWriter, r *http.Request) {
 // turn when the chat is idle, else a queued message; or, with steer, a
 // steering message.
 func sendMessage(ctx context.Context, c *client.Client, uri, chat, text string, steer bool) error {
-	st, err := c.Subscribe(ctx, uri)
+	chat, cs, err := openChat(ctx, c, uri, chat)
 	if err != nil {
 		return err
 	}
-	ss, _ := st.(*protocol.SessionState)
-	if ss == nil {
-		return &pageError{Status: http.StatusNotFound, Message: "There is no such session."}
-	}
-	chat = pickChat(ss, chat)
-	cst, err := c.Subscribe(ctx, chat)
-	if err != nil {
-		return err
-	}
-	cs, _ := cst.(*protocol.ChatState)
 	msg := protocol.Message{Text: text, Origin: protocol.MessageOrigin{Kind: protocol.MessageKindUser}}
 	id := "ui_" + randomHex(8)
 	switch {
