@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"maps"
+	"sync/atomic"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
@@ -68,12 +69,35 @@ type hostLayer struct {
 	bad bool
 }
 
+// lastLayer is the host layer read last, by the value it was read from:
+// every agent of every session is handed the same rules, and a policy is
+// made for each permission prompt, so the rules (up to 1,024 expressions)
+// are read once per change rather than once per prompt.
+var lastLayer atomic.Pointer[struct {
+	from  string
+	layer hostLayer
+}]
+
 // hostLayerOf reads the host's rules from an agent's config values.
 func hostLayerOf(config protocol.Object) hostLayer {
 	v, ok := config[ConfigHostRules]
 	if !ok {
 		return hostLayer{}
 	}
+	if last := lastLayer.Load(); last != nil && last.from == string(v) {
+		return last.layer
+	}
+	l := readHostLayer(v)
+	lastLayer.Store(&struct {
+		from  string
+		layer hostLayer
+	}{string(v), l})
+	return l
+}
+
+// readHostLayer reads a ConfigHostRules value. The layer it returns is
+// never modified after, so it may be shared.
+func readHostLayer(v jsontext.Value) hostLayer {
 	var r HostRules
 	if err := json.Unmarshal(v, &r); err != nil {
 		return hostLayer{bad: true}
