@@ -285,7 +285,7 @@ func formatBytes(n int) string {
 }
 
 func questionOf(p *protocol.InputRequestResponsePart) *questionView {
-	q := &questionView{ID: p.Request.ID, Text: requestText(&p.Request), Open: p.Response == nil}
+	q := &questionView{ID: p.Request.ID, Text: p.Request.Question(), Open: p.Response == nil}
 	if p.Response != nil {
 		q.Response = string(*p.Response)
 	}
@@ -302,26 +302,4 @@ func questionOf(p *protocol.InputRequestResponsePart) *questionView {
 	slices.Sort(lines)
 	q.Answers = clip(strings.Join(lines, "\n"))
 	return q
-}
-
-// requestText is an input request's questions.
-func requestText(r *protocol.ChatInputRequest) string {
-	if r.Message != nil && *r.Message != "" {
-		return *r.Message
-	}
-	var texts []string
-	for _, q := range r.Questions {
-		data, err := json.Marshal(q)
-		if err != nil {
-			continue
-		}
-		var w struct {
-			Message string `json:"message"`
-			Title   string `json:"title"`
-		}
-		if json.Unmarshal(data, &w) == nil {
-			texts = append(texts, strings.TrimSpace(w.Title+" "+w.Message))
-		}
-	}
-	return strings.Join(texts, " / ")
 }

@@ -10,7 +10,6 @@
 package timeline
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 
@@ -105,7 +104,7 @@ func Of(env protocol.ActionEnvelope, t time.Time) []Event {
 		}
 		return []Event{ev(HumanInput, a.TurnID, verdict+" tool call "+a.ToolCallID)}
 	case *protocol.ChatInputRequestedAction:
-		return []Event{ev(Question, "", question(a.Request))}
+		return []Event{ev(Question, "", a.Request.Question())}
 	case *protocol.ChatInputCompletedAction:
 		return []Event{ev(HumanInput, "", "answered "+a.RequestID+" ("+string(a.Response)+")")}
 	case *protocol.ChatPendingMessageSetAction:
@@ -136,31 +135,6 @@ func edits(r protocol.ToolCallResult) bool {
 		}
 	}
 	return false
-}
-
-// question is what an input request asks: its message, else its
-// questions' own.
-func question(r protocol.ChatInputRequest) string {
-	if r.Message != nil && strings.TrimSpace(*r.Message) != "" {
-		return *r.Message
-	}
-	var texts []string
-	for _, q := range r.Questions {
-		data, err := json.Marshal(q)
-		if err != nil {
-			continue
-		}
-		var w struct {
-			Title   string `json:"title"`
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(data, &w) == nil {
-			if t := strings.TrimSpace(w.Title + " " + w.Message); t != "" {
-				texts = append(texts, t)
-			}
-		}
-	}
-	return strings.Join(texts, " / ")
 }
 
 func model(u protocol.UsageInfo) string {
