@@ -252,6 +252,7 @@ type Host struct {
 	// health is whether the journal takes the host's appends
 	// (journal.go); marks find a serverSeq in the journal (replay.go).
 	health journalHealth
+	gate   appendGate // the journal's entries in flight (appendgate.go)
 	marks  journalMarks
 	// clientNotes orders the writes of the clients' notes (clientnotes.go).
 	clientNotes clientNotes
@@ -392,6 +393,7 @@ func newHost(opts Options, roots []string, st store, newest int64) *Host {
 		unavailable: map[string]string{},
 	}
 	h.bus.OnRefused(h.actionRefused)
+	h.bus.SetLanes(laneOf)
 	if opts.Cluster != nil {
 		h.cluster = shared.New((*clusterCore)(h), opts.Cluster, shared.Options{RelayClosed: opts.relayClosed, RecordsHeld: opts.recordsHeld})
 	}

@@ -202,6 +202,17 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 			defer close(fired)
 			h.journalTroubled(session, errSlowJournal)
 		})
+		var size int64
+		for _, e := range batch {
+			size += int64(len(e))
+		}
+		cost := gateCost(len(batch), size)
+		if h.gate.acquire(h.health.giving, cost) != nil {
+			slow.Stop()
+			h.log.Warn("the host stops with actions its journal did not take; they were never sent", "session", session, "entries", len(entries)-len(seqs))
+			h.health.lost.Store(true)
+			return seqs, errStopping
+		}
 		token := new(int)
 		h.health.appending.Store(token, start)
 		got, err := h.opts.Journal.Append(h.health.giving, session, batch...)
@@ -215,6 +226,7 @@ func (h *Host) appendDurably(session string, entries [][]byte) ([]uint64, error)
 			got, err = h.opts.Journal.AppendReserve(h.health.giving, session, batch...)
 			reserved = reserved || err == nil
 		}
+		h.gate.release(cost)
 		h.metrics.appendSeconds.Observe(time.Since(start).Seconds())
 		seqs = append(seqs, got...)
 		if err == nil {
@@ -454,4 +466,18 @@ func (h *Host) sessionNewest(ctx context.Context, uri string) (int64, error) {
 // the journal (newest), so they do even if the clock went back.
 func firstSeq(opts Options, newest int64) int64 {
 	return max(opts.Clock.Now().UnixMicro(), newest)
+}
+
+// laneOf is the bus's lane of a channel (fanout.Bus.SetLanes): a
+// session's channel and its chats' are written to the session's journal
+// in one outbox, so they are one lane, named by the session's id (a
+// client may spell a session either way); any other channel is its own.
+func laneOf(channel string) string {
+	if u, err := protocol.ParseChatURI(channel); err == nil {
+		channel = u.Session
+	}
+	if u, err := protocol.ParseSessionURI(channel); err == nil {
+		return "session " + u.ID
+	}
+	return channel
 }

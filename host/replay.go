@@ -96,40 +96,39 @@ func (m *journalMarks) forget(key string) {
 	delete(m.by, key)
 }
 
-// replayFromJournal subscribes c to channels and returns the actions of
-// theirs it missed after seen, read from the journal. It fails, leaving
-// c unsubscribed, when the journal does not hold them all, and says why:
-// tooFarBehind when the gap is past what is kept (no journal, retention,
-// an entry the journal could not take, more than maxJournalReplay), notReplayable when
-// it cannot be read (a channel not journaled, the journal unreadable).
-func (h *Host) replayFromJournal(ctx context.Context, c *conn.Conn, seen int64, channels []string, requestID string) ([]protocol.ActionEnvelope, string) {
+// replayFromJournal returns the actions of channels, to which c is
+// attached up to upTo (fanout.Bus.Attach), that c missed after seen, read
+// from the journal. It fails, leaving c unsubscribed, when the journal
+// does not hold them all, and says why: tooFarBehind when the gap is past
+// what is kept (no journal, retention, an entry the journal could not
+// take, more than maxJournalReplay), notReplayable when it cannot be read
+// (a channel not journaled, the journal unreadable).
+func (h *Host) replayFromJournal(ctx context.Context, c *conn.Conn, seen, upTo int64, channels []string) ([]protocol.ActionEnvelope, string) {
+	fail := func(why string) ([]protocol.ActionEnvelope, string) {
+		h.unsubscribeFrom(c, channels)
+		return nil, why
+	}
 	j := h.opts.Journal
 	switch {
 	case seen < 0:
-		return nil, notReplayable // not a serverSeq
+		return fail(notReplayable) // not a serverSeq
 	case j == nil || h.health.gap.Load() > seen:
-		return nil, tooFarBehind
+		return fail(tooFarBehind)
 	}
 	keys := map[string]bool{}
 	want := map[string]bool{}
 	for _, ch := range channels {
 		key, ok := h.journalOf(c, ch)
 		if !ok {
-			return nil, notReplayable
+			return fail(notReplayable)
 		}
 		keys[key], want[ch] = true, true
 	}
-	// Everything sent up to upTo was written first; what comes after is
-	// sent to c live.
-	upTo := h.bus.SubscribeSent(c, channels, requestID)
 	out := []protocol.ActionEnvelope{}
 	for key := range keys {
 		envs, why := h.readGap(ctx, j, key, seen, upTo)
 		if why != "" {
-			for _, ch := range channels {
-				h.bus.Unsubscribe(c, ch)
-			}
-			return nil, why
+			return fail(why)
 		}
 		for _, env := range envs {
 			if want[env.Channel] && c.Wants(env.Action.Type()) {
@@ -139,6 +138,13 @@ func (h *Host) replayFromJournal(ctx context.Context, c *conn.Conn, seen int64, 
 	}
 	slices.SortFunc(out, func(a, b protocol.ActionEnvelope) int { return int(a.ServerSeq - b.ServerSeq) })
 	return out, ""
+}
+
+// unsubscribeFrom takes c's subscriptions to channels back.
+func (h *Host) unsubscribeFrom(c *conn.Conn, channels []string) {
+	for _, ch := range channels {
+		h.bus.Unsubscribe(c, ch)
+	}
 }
 
 // journalOf names the journal a channel's actions are written to.

@@ -142,11 +142,20 @@ func (h *Host) reconnect(ctx context.Context, c *conn.Conn, req *jrpc2.Request) 
 		why, replayable = movedHost, false
 	}
 	if replayable {
-		if actions, ok := h.bus.Replay(c, p.LastSeenServerSeq, live, req.ID()); ok {
+		// Attached first, at the last change numbered; what it missed up
+		// to there is read once its lanes have sent it all (written down).
+		upTo, ready := h.bus.Attach(c, live, req.ID())
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			h.unsubscribeFrom(c, live)
+			return nil, ctx.Err()
+		}
+		if actions, ok := h.bus.Missed(c, p.LastSeenServerSeq, upTo, live); ok {
 			return &protocol.ReconnectReplayResult{Actions: actions, Missing: missing}, nil
 		}
 		var actions []protocol.ActionEnvelope
-		if actions, why = h.replayFromJournal(ctx, c, p.LastSeenServerSeq, live, req.ID()); why == "" {
+		if actions, why = h.replayFromJournal(ctx, c, p.LastSeenServerSeq, upTo, live); why == "" {
 			// The host may have stopped since it took the client's last
 			// actions: what the gap holds of them is taken.
 			h.takenInGap(c, actions)

@@ -403,6 +403,24 @@ func (c *Conn) queueLocked(f *fanout.Frame) {
 	c.wakeLocked()
 }
 
+// FellBehind cuts the connection, as queueLocked does a client too slow:
+// the bus held back more frames for it than it keeps, behind a write of
+// one of its sessions' journals that did not end while others went on
+// (fanout's lanes). Its client reconnects and is replayed, or sent
+// snapshots.
+func (c *Conn) FellBehind(frames int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.finishing != "" {
+		return
+	}
+	why := fmt.Sprintf("%s: %d changes waited for a session's journal to take an earlier one; reconnect to catch up", TooFarBehind, frames)
+	c.log.Warn("cut a client whose changes waited too long for the journal", "client", c.Client(), "held", frames)
+	c.cutFor(CutSlow)
+	c.queue, c.queued, c.largest = nil, 0, 0
+	c.abortLocked(ClosePolicy, why)
+}
+
 // wakeLocked tells the writer there is something to write, or a held frame
 // to set its timer for.
 func (c *Conn) wakeLocked() {

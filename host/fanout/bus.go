@@ -24,6 +24,7 @@ package fanout
 
 import (
 	"iter"
+	"slices"
 
 	"github.com/ahpd/ahpd/internal/lockcheck"
 	"github.com/ahpd/ahpd/protocol"
@@ -56,13 +57,18 @@ type Item struct {
 // its channel.
 type Bus struct {
 	mu   lockcheck.Mutex
-	seq  int64 // the last serverSeq given out
-	sent int64 // every serverSeq up to it has been sent
-	held []*Batch
-	ring []protocol.ActionEnvelope // the last len(ring) envelopes sent, by seq
-	next int                       // where the next envelope goes in ring
-	cut  int64                     // the newest envelope forgotten before its turn: replays start after it
+	seq  int64                     // the last serverSeq given out
+	ring []protocol.ActionEnvelope // the changes sent, at their serverSeq modulo its length
+	cut  int64                     // the newest change forgotten or never kept: replays start after it
 	subs map[string]*watchers
+
+	lanes   map[string]*lane                // the lanes with a batch not yet released
+	laneOf  func(string) string             // a channel's lane (SetLanes)
+	laneFor map[string]string               // laneOf's answers, kept
+	subsOf  map[Subscriber]*member          // each subscriber's lanes and frames held back
+	blocked map[string]map[*member]struct{} // the members whose backlogs wait for each lane
+	dirty   []*member                       // members to flush (deliverLocked)
+	waits   []*laneWait
 
 	refused func(origin *protocol.ActionOrigin) // OnRefused's
 }
@@ -72,21 +78,19 @@ type Bus struct {
 // sent walks it; the index finds one to replace or remove.
 type watchers struct {
 	list  []watcher
-	index map[Subscriber]int
+	index map[*member]int
 }
 
 type watcher struct {
-	s    Subscriber
+	m    *member
 	from int64
 }
 
-// A Batch is what the bus sends in one go, in its place in serverSeq
-// order: actions numbered by Reserve, or a notification or an echo queued
-// behind a batch held.
+// A Batch is a run of actions numbered by Reserve, sent once released.
 type Batch struct {
 	envs     []protocol.ActionEnvelope
+	lanes    []string              // the lanes of its channels
 	only     func(Subscriber) bool // when set, the subscribers it goes to; not kept for replay
-	send     func(b *Bus)          // a notification or an echo, instead of envs
 	released bool
 }
 
@@ -98,13 +102,24 @@ func (bt *Batch) Envelopes() []protocol.ActionEnvelope { return bt.envs }
 // whose first change is numbered after seq.
 func New(replay int, seq int64) *Bus {
 	return &Bus{
-		mu:   lockcheck.Mutex{Class: "bus"},
-		seq:  seq,
-		sent: seq,
-		ring: make([]protocol.ActionEnvelope, replay),
-		subs: map[string]*watchers{},
+		mu:      lockcheck.Mutex{Class: "bus"},
+		seq:     seq,
+		ring:    make([]protocol.ActionEnvelope, replay),
+		subs:    map[string]*watchers{},
+		lanes:   map[string]*lane{},
+		laneOf:  func(ch string) string { return ch },
+		laneFor: map[string]string{},
+		subsOf:  map[Subscriber]*member{},
+		blocked: map[string]map[*member]struct{}{},
 	}
 }
+
+// SetLanes has channels grouped into lanes by laneOf (a session's channel
+// and its chats' in one): a batch held back holds back only what its
+// lanes' subscribers are sent after it. Without it every channel is a
+// lane of its own, which is as correct and holds more. Set before the
+// bus is used.
+func (b *Bus) SetLanes(laneOf func(channel string) string) { b.laneOf = laneOf }
 
 // Publish sequences an action that changed a channel's state and sends it
 // to the channel's subscribers. The actions of one channel must be
@@ -112,7 +127,10 @@ func New(replay int, seq int64) *Bus {
 func (b *Bus) Publish(channel string, a protocol.Action, origin *protocol.ActionOrigin) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.publishLocked(Item{Channel: channel, Action: a, Origin: origin})
+	b.seq++
+	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq, Origin: origin}
+	b.sendLocked(&env, nil)
+	b.flushLocked()
 	return b.seq
 }
 
@@ -121,33 +139,25 @@ func (b *Bus) PublishAll(items iter.Seq[Item]) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for it := range items {
-		b.publishLocked(it)
-	}
-}
-
-// publishLocked numbers an action and sends it, at once when nothing is
-// held (the usual case, which allocates no batch), else behind what is.
-func (b *Bus) publishLocked(it Item) {
-	b.seq++
-	env := protocol.ActionEnvelope{Channel: it.Channel, Action: it.Action, ServerSeq: b.seq, Origin: it.Origin}
-	if len(b.held) == 0 {
+		b.seq++
+		env := protocol.ActionEnvelope{Channel: it.Channel, Action: it.Action, ServerSeq: b.seq, Origin: it.Origin}
 		b.sendLocked(&env, nil)
-		return
 	}
-	b.held = append(b.held, &Batch{envs: []protocol.ActionEnvelope{env}, released: true})
+	b.flushLocked()
 }
 
-// Reserve numbers items, in order, and holds them and everything after
-// them until Release: the caller writes them down in between. Every batch
-// reserved must be released, or nothing after it is ever sent.
+// Reserve numbers items, in order, and holds them, and what the
+// subscribers of their lanes are sent after them, until Release: the
+// caller writes them down in between. Every batch reserved must be
+// released, or those subscribers are never sent anything again.
 func (b *Bus) Reserve(items iter.Seq[Item]) *Batch {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.reserveLocked(items)
 }
 
-// Release lets a reserved batch go: it is sent, with every batch after it
-// already released, once every batch before it has been.
+// Release lets a reserved batch go: it is sent to each subscriber once
+// nothing numbered before it in the subscriber's lanes is held.
 func (b *Bus) Release(bt *Batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -172,55 +182,42 @@ func (b *Bus) reserveLocked(items iter.Seq[Item]) *Batch {
 	for it := range items {
 		b.seq++
 		bt.envs = append(bt.envs, protocol.ActionEnvelope{Channel: it.Channel, Action: it.Action, ServerSeq: b.seq, Origin: it.Origin})
+		if l := b.laneLocked(it.Channel); !slices.Contains(bt.lanes, l) {
+			bt.lanes = append(bt.lanes, l)
+		}
 	}
-	b.held = append(b.held, bt)
+	if len(bt.envs) > 0 {
+		b.holdLocked(bt)
+	}
 	return bt
 }
 
-// queueLocked sends a batch now when nothing is held, else behind what is.
-func (b *Bus) queueLocked(bt *Batch) {
-	if len(b.held) == 0 {
-		bt.send(b)
+func (b *Bus) releaseLocked(bt *Batch) {
+	if bt.released {
 		return
 	}
 	bt.released = true
-	b.held = append(b.held, bt)
-}
-
-func (b *Bus) releaseLocked(bt *Batch) {
-	bt.released = true
+	// Out of its lanes first, so its changes are not held back behind
+	// themselves; then what waited for it, once they are in place.
+	moved := b.letGoLocked(bt)
+	for i := range bt.envs {
+		b.sendLocked(&bt.envs[i], bt.only)
+	}
+	for _, l := range moved {
+		b.movedLocked(l)
+	}
 	b.flushLocked()
 }
 
-// flushLocked sends the released batches at the head of the queue.
-func (b *Bus) flushLocked() {
-	for len(b.held) > 0 && b.held[0].released {
-		bt := b.held[0]
-		b.held[0] = nil
-		b.held = b.held[1:]
-		if bt.send != nil {
-			bt.send(b)
-			continue
-		}
-		for i := range bt.envs {
-			b.sendLocked(&bt.envs[i], bt.only)
-		}
-	}
-	if len(b.held) == 0 {
-		b.held = nil
-	}
-}
-
 // sendLocked sends an envelope to its channel's subscribers that
-// subscribed before it, keeping it for replay unless it is some
-// subscribers' only.
+// subscribed before it, each as soon as nothing numbered before it in
+// the subscriber's lanes is held, and keeps it for replay unless it is
+// some subscribers' only.
 func (b *Bus) sendLocked(env *protocol.ActionEnvelope, only func(Subscriber) bool) {
-	b.sent = env.ServerSeq
 	if only != nil {
-		b.cut = env.ServerSeq
-	} else if len(b.ring) > 0 {
-		b.ring[b.next] = *env
-		b.next = (b.next + 1) % len(b.ring)
+		b.cut = max(b.cut, env.ServerSeq)
+	} else if n := int64(len(b.ring)); n > 0 {
+		b.ring[env.ServerSeq%n] = *env
 	}
 	w := b.subs[env.Channel]
 	if w == nil {
@@ -229,13 +226,13 @@ func (b *Bus) sendLocked(env *protocol.ActionEnvelope, only func(Subscriber) boo
 	var f *Frame
 	for i := range w.list {
 		sub := &w.list[i]
-		if env.ServerSeq <= sub.from || (only != nil && !only(sub.s)) {
+		if env.ServerSeq <= sub.from || (only != nil && !only(sub.m.s)) {
 			continue
 		}
 		if f == nil {
 			f = ActionFrame(env)
 		}
-		sub.s.Send(f)
+		b.deliverLocked(sub.m, 2*env.ServerSeq, f)
 	}
 }
 
@@ -246,30 +243,35 @@ func (b *Bus) sendLocked(env *protocol.ActionEnvelope, only func(Subscriber) boo
 func (b *Bus) PublishTo(channel string, a protocol.Action, only func(Subscriber) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	bt := b.reserveLocked(func(yield func(Item) bool) { yield(Item{Channel: channel, Action: a}) })
-	bt.only = only
-	b.releaseLocked(bt)
+	b.seq++
+	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq}
+	b.sendLocked(&env, only)
+	b.flushLocked()
 }
 
 // Echo sends an envelope to one subscriber without changing any state: a
 // refused action (with rejectionReason), or an accepted one that changed
-// nothing. It carries the serverSeq of the last change sent before it,
-// which does not advance.
+// nothing. It goes after every change numbered before it that the
+// subscriber watches, and carries the serverSeq of the last change
+// numbered, which does not advance.
 func (b *Bus) Echo(s Subscriber, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {
 	if reason != "" && origin != nil && b.refused != nil {
 		b.refused(origin)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.queueLocked(&Batch{send: func(b *Bus) {
-		env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.sent, Origin: origin}
-		if reason != "" {
-			env.RejectionReason = &reason
-		}
-		f := ActionFrame(&env)
-		f.action = "" // the client sent it, so its version knows it
-		s.Send(f)
-	}})
+	env := protocol.ActionEnvelope{Channel: channel, Action: a, ServerSeq: b.seq, Origin: origin}
+	if reason != "" {
+		env.RejectionReason = &reason
+	}
+	f := ActionFrame(&env)
+	f.action = "" // the client sent it, so its version knows it
+	if m := b.subsOf[s]; m != nil {
+		b.deliverLocked(m, 2*b.seq+1, f)
+		b.flushLocked()
+		return
+	}
+	s.Send(f)
 }
 
 // OnRefused has fn told of every client action refused (echoed with a
@@ -279,23 +281,23 @@ func (b *Bus) Echo(s Subscriber, channel string, a protocol.Action, origin *prot
 func (b *Bus) OnRefused(fn func(origin *protocol.ActionOrigin)) { b.refused = fn }
 
 // Notify sends a protocol notification (root/sessionAdded, ...) to the
-// channel's subscribers, or, with only, to those it accepts, in its place
-// after the changes numbered before it. Notifications are not replayed.
+// channel's subscribers, or, with only, to those it accepts, each after
+// the changes numbered before it that it watches. Notifications are not
+// replayed.
 func (b *Bus) Notify(channel, method string, params any, only func(Subscriber) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.queueLocked(&Batch{send: func(b *Bus) {
-		w := b.subs[channel]
-		if w == nil {
-			return
+	w := b.subs[channel]
+	if w == nil {
+		return
+	}
+	f := NotificationFrame(method, params)
+	for _, sub := range w.list {
+		if only == nil || only(sub.m.s) {
+			b.deliverLocked(sub.m, 2*b.seq+1, f)
 		}
-		f := NotificationFrame(method, params)
-		for _, sub := range w.list {
-			if only == nil || only(sub.s) {
-				sub.s.Send(f)
-			}
-		}
-	}})
+	}
+	b.flushLocked()
 }
 
 // Forget drops the envelopes of channels whose state went to sleep: their
@@ -350,18 +352,23 @@ func (b *Bus) Subscribe(s Subscriber, channel, requestID string) int64 {
 	return b.seq
 }
 
+// addLocked adds s to channel's watchers from serverSeq from on: what it
+// holds back of the channel up to from is in the state it is given.
 func (b *Bus) addLocked(s Subscriber, channel string, from int64) {
 	w := b.subs[channel]
 	if w == nil {
-		w = &watchers{index: map[Subscriber]int{}}
+		w = &watchers{index: map[*member]int{}}
 		b.subs[channel] = w
 	}
-	if i, ok := w.index[s]; ok {
+	m := b.memberLocked(s)
+	if i, ok := w.index[m]; ok {
 		w.list[i].from = from
+		b.purgeLocked(m, channel, 2*from)
 		return
 	}
-	w.index[s] = len(w.list)
-	w.list = append(w.list, watcher{s, from})
+	w.index[m] = len(w.list)
+	w.list = append(w.list, watcher{m, from})
+	m.lanes[b.laneLocked(channel)]++
 }
 
 // Unsubscribe removes s from channel's subscribers.
@@ -369,11 +376,13 @@ func (b *Bus) Unsubscribe(s Subscriber, channel string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w := b.subs[channel]
-	if w == nil {
+	m := b.subsOf[s]
+	if w == nil || m == nil {
 		return
 	}
-	if i, ok := w.index[s]; ok {
+	if i, ok := w.index[m]; ok {
 		w.remove(i)
+		b.leftLocked(m, channel)
 	}
 	if len(w.list) == 0 {
 		delete(b.subs, channel)
@@ -382,13 +391,13 @@ func (b *Bus) Unsubscribe(s Subscriber, channel string) {
 
 // remove drops the i'th watcher, putting the last in its place.
 func (w *watchers) remove(i int) {
-	s := w.list[i].s
+	m := w.list[i].m
 	last := len(w.list) - 1
 	w.list[i] = w.list[last]
-	w.index[w.list[i].s] = i
+	w.index[w.list[i].m] = i
 	w.list[last] = watcher{}
 	w.list = w.list[:last]
-	delete(w.index, s)
+	delete(w.index, m)
 }
 
 // Subscribers reports how many subscribers watch channel.
@@ -412,13 +421,14 @@ func (b *Bus) DropWhere(channel string, drop func(Subscriber) bool) []Subscriber
 	}
 	var out []Subscriber
 	for i := 0; i < len(w.list); {
-		s := w.list[i].s
-		if !drop(s) {
+		m := w.list[i].m
+		if !drop(m.s) {
 			i++
 			continue
 		}
-		out = append(out, s)
+		out = append(out, m.s)
 		w.remove(i)
+		b.leftLocked(m, channel)
 	}
 	if len(w.list) == 0 {
 		delete(b.subs, channel)
@@ -434,60 +444,61 @@ func (b *Bus) Drop(channel string) []Subscriber {
 	var out []Subscriber
 	if w := b.subs[channel]; w != nil {
 		for _, sub := range w.list {
-			out = append(out, sub.s)
+			out = append(out, sub.m.s)
+			b.leftLocked(sub.m, channel)
 		}
 	}
 	delete(b.subs, channel)
+	delete(b.laneFor, channel)
 	return out
 }
 
-// Replay subscribes s to channels and returns what they missed after seq,
-// in one step, so nothing is missed or sent twice: what was sent since seq
-// is returned, and what is still held is sent when it goes. It fails when
-// the changes are no longer kept.
-func (b *Bus) Replay(s Subscriber, seq int64, channels []string, requestID string) ([]protocol.ActionEnvelope, bool) {
+// Attach subscribes s to channels from the last change numbered, upTo,
+// for a reconnecting client whose missed changes the caller gives it
+// (Missed, or the journal): s is sent live every change after upTo. The
+// changes up to it may not all be sent yet (written down first): ready
+// is closed once every one of the channels' is, and the caller reads
+// them after. Until the response to requestID is sent, s holds back the
+// channels' frames.
+func (b *Bus) Attach(s Subscriber, channels []string, requestID string) (upTo int64, ready <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lanes := make([]string, 0, len(channels))
+	for _, ch := range channels {
+		b.addLocked(s, ch, b.seq)
+		s.Hold(ch, requestID)
+		if l := b.laneLocked(ch); !slices.Contains(lanes, l) {
+			lanes = append(lanes, l)
+		}
+	}
+	return b.seq, b.waitLocked(lanes, b.seq)
+}
+
+// Missed returns the changes of channels numbered after seq up to upTo
+// (Attach's), from those the bus keeps; it fails when it does not keep
+// them all: the client is replayed from the journal or sent snapshots.
+// Call it once Attach's ready is closed.
+func (b *Bus) Missed(s Subscriber, seq, upTo int64, channels []string) ([]protocol.ActionEnvelope, bool) {
 	want := make(map[string]bool, len(channels))
 	for _, ch := range channels {
 		want[ch] = true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.replayableLocked(seq) {
+	n := int64(len(b.ring))
+	// Each change since seq has its own place in the ring while fewer
+	// than its length have been numbered since.
+	if seq < 0 || seq > upTo || seq < b.cut || b.seq-seq > n {
 		return nil, false
 	}
 	out := []protocol.ActionEnvelope{}
-	missed := int(b.sent - seq)
-	for i := 0; i < missed; i++ {
-		at := (b.next - missed + i + len(b.ring)) % len(b.ring)
-		env := b.ring[at]
-		if env.Action != nil && want[env.Channel] && s.Wants(env.Action.Type()) {
-			out = append(out, env)
+	for q := seq + 1; q <= upTo; q++ {
+		// A place holding another change is one of a lane the client does
+		// not watch, numbered and not yet sent.
+		env := &b.ring[q%n]
+		if env.ServerSeq == q && env.Action != nil && want[env.Channel] && s.Wants(env.Action.Type()) {
+			out = append(out, *env)
 		}
 	}
-	for _, ch := range channels {
-		b.addLocked(s, ch, b.sent)
-		s.Hold(ch, requestID)
-	}
 	return out, true
-}
-
-// SubscribeSent subscribes s to channels from the last change sent, and
-// returns its serverSeq: s is sent every change after it, and the caller
-// gives s what it missed up to it from elsewhere (the journal). Until the
-// response to requestID is sent, s holds back the channels' frames.
-func (b *Bus) SubscribeSent(s Subscriber, channels []string, requestID string) int64 {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, ch := range channels {
-		b.addLocked(s, ch, b.sent)
-		s.Hold(ch, requestID)
-	}
-	return b.sent
-}
-
-// replayableLocked reports whether a client that has seen every change up
-// to seq can be replayed the rest from the ring: every change sent since
-// is in it.
-func (b *Bus) replayableLocked(seq int64) bool {
-	return seq >= 0 && seq <= b.sent && b.sent-seq <= int64(len(b.ring)) && seq >= b.cut
 }

@@ -91,7 +91,7 @@ func TestReplay(t *testing.T) {
 			}
 			tc.setup(b)
 			s := &sub{old: tc.old}
-			got, ok := b.Replay(s, tc.after, []string{chat}, "r")
+			got, ok := replay(t, b, s, tc.after, chat)
 			switch {
 			case tc.want < 0 && ok:
 				t.Fatalf("replayed %d actions, want snapshots", len(got))
@@ -109,6 +109,19 @@ func TestReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replay attaches s to channels and returns what it missed after seq,
+// as a reconnect is answered from the ring; nothing may be held.
+func replay(t *testing.T, b *fanout.Bus, s *sub, seq int64, channels ...string) ([]protocol.ActionEnvelope, bool) {
+	t.Helper()
+	upTo, ready := b.Attach(s, channels, "r")
+	select {
+	case <-ready:
+	default:
+		t.Fatal("a batch is held")
+	}
+	return b.Missed(s, seq, upTo, channels)
 }
 
 func TestMergeStreamedText(t *testing.T) {
@@ -168,18 +181,22 @@ func TestReservedBatchesGoInOrder(t *testing.T) {
 	if got := first.Envelopes(); len(got) != 2 || got[0].ServerSeq != 1 || got[1].ServerSeq != 2 {
 		t.Fatalf("reserved %+v", got)
 	}
-	// A client back with nothing missed that was sent is replayed nothing,
-	// and is sent what is held when it goes.
+	// A client back is attached at the last change numbered, and waits
+	// for what is held to be sent before it reads what it missed.
 	back := &sub{}
-	if got, ok := b.Replay(back, 0, []string{chat}, "r3"); !ok || len(got) != 0 {
-		t.Errorf("replay at 0: %v, %d actions", ok, len(got))
-	}
-	if _, ok := b.Replay(&sub{}, 3, []string{chat}, "r4"); ok {
-		t.Error("replayed from a change not yet sent")
+	upTo, ready := b.Attach(back, []string{chat}, "r3")
+	select {
+	case <-ready:
+		t.Fatal("ready while a batch of the channel is held")
+	default:
 	}
 	b.Release(first)
-	if got := back.seqs(t); len(got) != 3 || got[2] != 3 {
-		t.Errorf("the client back got %v, want 1 2 3", got)
+	<-ready
+	if got, ok := b.Missed(back, 0, upTo, []string{chat}); !ok || len(got) != 3 || got[2].ServerSeq != 3 {
+		t.Errorf("missed after 0, up to %d: %v %+v", upTo, ok, got)
+	}
+	if len(back.frames) != 0 {
+		t.Errorf("the client back was sent %d frames it is replayed", len(back.frames))
 	}
 	if got := a.seqs(t); len(got) != 4 || got[0] != 1 || got[1] != 2 || got[2] != 3 || got[3] != 3 {
 		t.Errorf("sent %v, want 1 2 3 then the echo at 3", got)
@@ -207,11 +224,11 @@ func TestAtLeast(t *testing.T) {
 	if seq := b.Publish(chat, delta("c"), nil); seq != 101 {
 		t.Fatalf("numbered %d after the floor 100, want 101", seq)
 	}
-	if _, ok := b.Replay(&sub{}, 1, []string{chat}, "r"); ok {
+	if _, ok := replay(t, b, &sub{}, 1, chat); ok {
 		t.Error("a replay spans the jump")
 	}
 	b.Publish(chat, delta("d"), nil)
-	got, ok := b.Replay(&sub{}, 101, []string{chat}, "r")
+	got, ok := replay(t, b, &sub{}, 101, chat)
 	if !ok || len(got) != 1 || got[0].ServerSeq != 102 {
 		t.Errorf("replay after the jump: %v %+v", ok, got)
 	}

@@ -197,6 +197,27 @@ func Release(mu *lockcheck.Mutex, o *Outbox, sink Sink) {
 	}
 }
 
+// ReleaseAsync is Release for a client's request: what o holds is handed
+// on by a goroutine of its own, so the request does not wait for the
+// journal to take its change, and the next message on its connection is
+// read at once. A connection's requests are taken one at a time, so a
+// client whose every action waited for the journal's ack would send no
+// faster than the acks come back, and under load they come back slowly
+// (docs/JOURNAL.md, "Sessions apart"). The changes still leave in order
+// and are sent only once written. Without a journal nothing waits, and
+// it is Release.
+func ReleaseAsync(mu *lockcheck.Mutex, o *Outbox, sink Sink) {
+	if o.journal == "" {
+		Release(mu, o, sink)
+		return
+	}
+	batch := o.take(nil)
+	mu.Unlock()
+	if batch != nil {
+		sink.Go(func() { handOnAll(mu, o, sink, batch) })
+	}
+}
+
 // handOnAll hands on batch and what follows it until o is empty.
 func handOnAll(mu *lockcheck.Mutex, o *Outbox, sink Sink, batch []Effect) {
 	for batch != nil {

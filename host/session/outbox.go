@@ -29,6 +29,10 @@ func (s *Session) lockWithRoom() {
 // unlock lets the session's lock go and hands on what its changes queued.
 func (s *Session) unlock() { outbox.Release(&s.mu, s.out, s.h.Sink) }
 
+// unlockForClient is unlock for a client's action: its changes are
+// handed on in the background (outbox.ReleaseAsync).
+func (s *Session) unlockForClient() { outbox.ReleaseAsync(&s.mu, s.out, s.h.Sink) }
+
 // echoLocked queues the echo of a client's action that changed nothing
 // (bus.echo), in its place among the session's changes.
 func (s *Session) echoLocked(c *conn.Conn, channel string, a protocol.Action, origin *protocol.ActionOrigin, reason string) {

@@ -20,7 +20,7 @@ func (s *Session) Dispatch(c *conn.Conn, a protocol.Action, origin *protocol.Act
 	}
 	s.mu.Lock()
 	configure := s.dispatchLocked(c, a, origin)
-	s.unlock()
+	s.unlockForClient()
 	s.configureChats(configure)
 }
 
@@ -159,7 +159,7 @@ func (s *Session) DispatchChat(c *conn.Conn, e *ChatEntry, a protocol.Action, or
 		s.LoadTurns(context.Background(), e)
 	}
 	s.mu.Lock()
-	defer s.unlock()
+	defer s.unlockForClient()
 	if s.disposed || s.chats[e.rec.URI] != e {
 		return
 	}
