@@ -22,7 +22,7 @@ import (
 )
 
 // The benchmark corpus: 10,000 transcripts in 200 project folders, 2 KB
-// to 50 MB each, about 4.4 GB in all. Writing it takes a while, so it is
+// to 50 MB each, about 3.5 GB in all. Writing it takes a while, so it is
 // kept between runs under os.TempDir(); a new version makes a new one.
 // AHPD_CORPUS_FILES=N makes a smaller one (a folder per 50 transcripts),
 // cached beside it, for trying a change quickly; the figures in the docs
