@@ -129,10 +129,11 @@ func markOf(b []byte) uint64 {
 // head calls fn with the lines of the file's first headMax bytes, in
 // order. The last line it passes may be cut by the window; a last line of
 // the file without its newline is not passed (the tail reads it). It
-// reads firstWindow bytes, or all the window when the tail's read holds
-// it already, passes the lines they hold, and reads on in the window only
-// while done says there is more to find.
-func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut bool)) error {
+// reads firstWindow bytes, or all the window when whole says the lines
+// wanted lie anywhere in it or the tail's read holds it already, passes
+// the lines they hold, and reads on in the window only while done says
+// there is more to find.
+func (r *fileReader) head(buf []byte, whole bool, done func() bool, fn func(line []byte, cut bool)) error {
 	limit := int(min(r.size, int64(len(buf))))
 	n := 0
 	grow := func(to int) error {
@@ -145,7 +146,7 @@ func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut
 		return err
 	}
 	first := min(firstWindow, limit)
-	if r.cache != nil && r.cacheAt <= int64(first) {
+	if whole || r.cache != nil && r.cacheAt <= int64(first) {
 		first = limit // free: it is all in the cache but its first bytes
 	}
 	if err := grow(first); err != nil {
