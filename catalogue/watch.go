@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -26,6 +24,9 @@ func (c *Catalogue) run(ctx context.Context) {
 	readyClosed := false
 	defer func() {
 		c.timer.Stop()
+		if c.pageDue {
+			close(c.firstPage)
+		}
 		if !readyClosed {
 			close(c.ready)
 		}
@@ -37,7 +38,7 @@ func (c *Catalogue) run(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	c.publish()
+	c.pagePublished()
 	close(c.ready)
 	readyClosed = true
 	// What the first scan read is saved at once: a daemon killed soon
@@ -246,6 +247,13 @@ func (c *Catalogue) listFiles(dir string, rt *root, seen map[string]bool, todo *
 		if seen != nil {
 			seen[path] = true
 		}
+		// The stat orders the reads (see readAll): a file that is gone
+		// by now sorts last, and its read finds it gone.
+		fi, err := e.Info()
+		var fid fileID
+		if err == nil {
+			fid = idOf(fi)
+		}
 		st := c.files[path]
 		if st == nil {
 			k := Key{Provider: rt.Provider, ID: id}
@@ -254,17 +262,18 @@ func (c *Catalogue) listFiles(dir string, rt *root, seen map[string]bool, todo *
 				// As read at an earlier start: used as it is if the
 				// file is unchanged, and as where to read from if not.
 				ie.restore(st)
-				if fi, err := e.Info(); err == nil && st.unchanged(idOf(fi)) {
+				if err == nil && st.unchanged(fid) {
 					c.st.indexHits.Add(1)
 					c.setRow(st, c.rowOf(st))
 					continue
 				}
 			}
+			st.listed = fid.mtime
 			*todo = append(*todo, st)
 			continue
 		}
-		fi, err := e.Info()
-		if err != nil || !st.unchanged(idOf(fi)) {
+		if err != nil || !st.unchanged(fid) {
+			st.listed = fid.mtime
 			*todo = append(*todo, st)
 		}
 	}
@@ -309,59 +318,6 @@ func (c *Catalogue) dropUnder(dir string) {
 	for path, st := range c.files {
 		if len(path) > len(prefix) && path[:len(prefix)] == prefix {
 			c.drop(st)
-		}
-	}
-}
-
-// readAll rereads files, in parallel when there are several, and applies
-// what it read. A file's read runs on a copy of its record, so the
-// records stay the loop's alone.
-func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
-	if len(todo) == 0 {
-		return
-	}
-	type result struct {
-		st  fileState
-		err error
-		ok  bool
-	}
-	results := make([]result, len(todo))
-	one := func(i int) {
-		if ctx.Err() != nil {
-			return
-		}
-		if c.cfg.readHook != nil {
-			if err := c.cfg.readHook(todo[i].path); err != nil {
-				results[i] = result{st: *todo[i], err: err, ok: true}
-				return
-			}
-		}
-		st, err := refresh(*todo[i], &c.st.bytesRead, &c.st.linesSkipped)
-		results[i] = result{st: st, err: err, ok: true}
-	}
-	if workers := min(c.cfg.Workers, len(todo)); workers <= 1 {
-		for i := range todo {
-			one(i)
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(todo) {
-						return
-					}
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	for i, st := range todo {
-		if r := results[i]; r.ok {
-			c.apply(st, r.st, r.err)
 		}
 	}
 }
