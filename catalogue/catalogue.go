@@ -301,7 +301,7 @@ var ErrClosed = errors.New("catalogue: closed")
 // queue overflows.
 func (c *Catalogue) Rescan(ctx context.Context) error {
 	return c.do(ctx, func() {
-		c.rescan(c.ctx, true)
+		c.rescan(c.ctx, true, nil)
 		c.publish()
 	})
 }
@@ -361,7 +361,10 @@ func (c *Catalogue) publish() {
 	}
 	old := c.snap.Load()
 	var changes []Change
-	fresh := make([]Row, 0, len(c.dirty))
+	// The fresh rows are sorted by pointer: a Row is some hundreds of
+	// bytes, and a first scan's ten thousand would be moved about
+	// ten times each.
+	fresh := make([]*Row, 0, len(c.dirty))
 	for k := range c.dirty {
 		cur := c.current(k)
 		i, had := old.index[k]
@@ -376,10 +379,10 @@ func (c *Catalogue) publish() {
 			}
 		}
 		if cur != nil {
-			fresh = append(fresh, *cur)
+			fresh = append(fresh, cur)
 		}
 	}
-	slices.SortFunc(fresh, func(a, b Row) int { return Compare(&a, &b) })
+	slices.SortFunc(fresh, Compare)
 
 	// Merge the untouched old rows with the fresh ones; both are sorted.
 	rows := make([]Row, 0, len(old.rows)+len(fresh))
@@ -389,13 +392,15 @@ func (c *Catalogue) publish() {
 		if _, ok := c.dirty[r.Key()]; ok {
 			continue
 		}
-		for j < len(fresh) && Compare(&fresh[j], r) < 0 {
-			rows = append(rows, fresh[j])
+		for j < len(fresh) && Compare(fresh[j], r) < 0 {
+			rows = append(rows, *fresh[j])
 			j++
 		}
 		rows = append(rows, *r)
 	}
-	rows = append(rows, fresh[j:]...)
+	for _, r := range fresh[j:] {
+		rows = append(rows, *r)
+	}
 	index := make(map[Key]int, len(rows))
 	for i := range rows {
 		index[rows[i].Key()] = i
