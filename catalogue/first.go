@@ -130,17 +130,7 @@ func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
 	}
 	results := make([]result, len(todo))
 	finished := make(chan int, len(todo))
-	// A worker reads a file only with a credit, which the loop gives
-	// back once it has applied a read. Reads from the page cache never
-	// block, so without them the workers would keep both cores and the
-	// loop would apply their reads (and see the first page complete)
-	// only when the scheduler preempts one, tens of milliseconds and
-	// hundreds of files late.
 	workers := min(c.cfg.Workers, len(todo))
-	credits := make(chan struct{}, 2*workers)
-	for range cap(credits) {
-		credits <- struct{}{}
-	}
 	one := func(i int) {
 		defer func() { finished <- i }()
 		if ctx.Err() != nil {
@@ -154,6 +144,37 @@ func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
 		}
 		st, err := refresh(*todo[i], &c.st.bytesRead, &c.st.linesSkipped)
 		results[i] = result{st: st, err: err, ok: true}
+	}
+	applied := func(i int) {
+		if r := results[i]; r.ok {
+			c.apply(todo[i], r.st, r.err)
+		}
+		if page != nil {
+			c.pageReads++
+			if page.applied(i) {
+				c.pagePublished()
+				page = nil
+			}
+		}
+	}
+	if workers <= 1 {
+		// One file (an event's), or one worker: no goroutine to start.
+		for i := range todo {
+			one(i)
+			<-finished
+			applied(i)
+		}
+		return
+	}
+	// A worker reads a file only with a credit, which the loop gives
+	// back once it has applied a read. Reads from the page cache never
+	// block, so without them the workers would keep both cores and the
+	// loop would apply their reads (and see the first page complete)
+	// only when the scheduler preempts one, tens of milliseconds and
+	// hundreds of files late.
+	credits := make(chan struct{}, 2*workers)
+	for range cap(credits) {
+		credits <- struct{}{}
 	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -172,16 +193,7 @@ func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
 	for range len(todo) {
 		i := <-finished
 		credits <- struct{}{}
-		if r := results[i]; r.ok {
-			c.apply(todo[i], r.st, r.err)
-		}
-		if page != nil {
-			c.pageReads++
-			if page.applied(i) {
-				c.pagePublished()
-				page = nil
-			}
-		}
+		applied(i)
 	}
 	wg.Wait()
 }
