@@ -62,7 +62,8 @@ const (
 // cbCorpusNow is the corpus's newest time: its transcripts' lines are
 // dated from 60 days before it up to it (each line a second after the
 // one before, so a large transcript's last line is a minute or two
-// later). Row times come from those lines, not from the files' mtimes.
+// later). Row times come from those lines; each file's mtime is its
+// last line's, as the CLI leaves it.
 var cbCorpusNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
 func cbSpec() corpus.Spec {
@@ -89,9 +90,8 @@ func cbCorpus(b *testing.B) (projects string, size int64) {
 //
 // The corpus was written for 2026-06-01 and spans the 60 days before; at
 // the real date its rows may be months old, and showExternalSessions's
-// widest mode, last30Days, would show only the few dozen dated by their
-// files' mtimes (those whose last line is too long to read back). No mode
-// shows every row. Moving the host's
+// widest mode, last30Days, would show none of them. No mode shows every
+// row. Moving the host's
 // clock (Options.Clock, which is what the mode's window is measured from)
 // rather than rewriting the transcripts' timestamps or mtimes keeps the
 // cached corpus as written. last30Days then shows the rows of the
@@ -561,10 +561,7 @@ func BenchmarkExternalAppendVisible(b *testing.B) {
 	b.Logf("appending to %s (%.1f MB) and %s (%.1f kB)", targets[0].s.ID, float64(targets[0].size)/1e6, targets[1].s.ID, float64(targets[1].size)/1e3)
 
 	// The lines are dated by the real clock, as the CLI dates them, not
-	// by the host's (see cbClock): a transcript whose last line is too
-	// long to read back (the corpus has a few dozen, ending in a 2 MB
-	// reply) is dated by its file's mtime, which is when the corpus was
-	// written, months after its lines. Dated now, the appended row is the
+	// by the host's (see cbClock): dated now, the appended row is the
 	// newest of all, at the top of the first page.
 	var last time.Time
 	appendVisible := func(t *cbTarget) {
