@@ -37,6 +37,11 @@ type Config struct {
 	// Workers bounds the files read at once by a scan. Zero means twice
 	// GOMAXPROCS (reads block in the kernel as often as they compute).
 	Workers int
+	// FirstPage is how many of the newest rows the first scan publishes
+	// as soon as they are read, before it reads the rest (see first.go
+	// and Catalogue.FirstPage). Zero means 500, listSessions' largest
+	// page.
+	FirstPage int
 
 	// OnChange receives each published batch of changes, in the order
 	// Rows sorts them, from the catalogue's own goroutine and after Rows
@@ -79,11 +84,16 @@ type Catalogue struct {
 	snap  atomic.Pointer[snapshot]
 	st    counters
 
-	ready   chan struct{}
-	reqs    chan func()
-	stop    context.CancelFunc
-	done    chan struct{}
-	closing sync.Once
+	ready chan struct{}
+	// firstPage is closed once the first scan has published its newest
+	// rows; pageDue, the loop's, says it is still open.
+	firstPage chan struct{}
+	pageDue   bool
+	pageReads int // files the first scan read before its first page
+	reqs      chan func()
+	stop      context.CancelFunc
+	done      chan struct{}
+	closing   sync.Once
 
 	watcher *fsnotify.Watcher // nil when inotify could not be had
 
@@ -120,17 +130,18 @@ type snapshot struct {
 
 // counters are the figures Stats reports.
 type counters struct {
-	bytesRead    atomic.Int64
-	linesSkipped atomic.Int64
-	readErrors   atomic.Int64
-	events       atomic.Int64
-	rescans      atomic.Int64
-	overflows    atomic.Int64
-	files        atomic.Int64
-	publishes    atomic.Int64
-	indexHits    atomic.Int64
-	indexSaves   atomic.Int64
-	indexErrors  atomic.Int64
+	bytesRead      atomic.Int64
+	linesSkipped   atomic.Int64
+	readErrors     atomic.Int64
+	events         atomic.Int64
+	rescans        atomic.Int64
+	overflows      atomic.Int64
+	files          atomic.Int64
+	publishes      atomic.Int64
+	indexHits      atomic.Int64
+	indexSaves     atomic.Int64
+	indexErrors    atomic.Int64
+	firstPageReads atomic.Int64
 }
 
 // Stats are counters for diagnostics and tests.
@@ -155,6 +166,9 @@ type Stats struct {
 	IndexHits   int64
 	IndexSaves  int64
 	IndexErrors int64
+	// FirstPageReads counts the files the first scan read before it
+	// published its first page.
+	FirstPageReads int64
 }
 
 // Open starts a catalogue: it watches the folders at once, scans them in
@@ -170,6 +184,9 @@ func Open(cfg Config) *Catalogue {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 2 * runtime.GOMAXPROCS(0)
 	}
+	if cfg.FirstPage <= 0 {
+		cfg.FirstPage = defaultFirstPage
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -181,17 +198,19 @@ func Open(cfg Config) *Catalogue {
 		}
 	}
 	c := &Catalogue{
-		cfg:     cfg,
-		roots:   roots,
-		ready:   make(chan struct{}),
-		reqs:    make(chan func()),
-		done:    make(chan struct{}),
-		files:   map[string]*fileState{},
-		keys:    map[Key][]*fileState{},
-		watched: map[string]bool{},
-		dirty:   map[Key]struct{}{},
-		cwds:    map[string]bool{},
-		warned:  map[string]bool{},
+		cfg:       cfg,
+		roots:     roots,
+		ready:     make(chan struct{}),
+		firstPage: make(chan struct{}),
+		pageDue:   true,
+		reqs:      make(chan func()),
+		done:      make(chan struct{}),
+		files:     map[string]*fileState{},
+		keys:      map[Key][]*fileState{},
+		watched:   map[string]bool{},
+		dirty:     map[Key]struct{}{},
+		cwds:      map[string]bool{},
+		warned:    map[string]bool{},
 	}
 	c.snap.Store(&snapshot{index: map[Key]int{}})
 	w, err := fsnotify.NewWatcher()
@@ -228,8 +247,14 @@ func (c *Catalogue) Close() error {
 	return err
 }
 
-// Ready is closed once the first scan is published.
+// Ready is closed once the first scan is published whole.
 func (c *Catalogue) Ready() <-chan struct{} { return c.ready }
+
+// FirstPage is closed once the first scan has published the newest
+// Config.FirstPage rows, which it reads first: a listing's first page is
+// then what it will be when the scan ends, and the rest follows as
+// changes (see first.go). It is closed by Ready at the latest.
+func (c *Catalogue) FirstPage() <-chan struct{} { return c.firstPage }
 
 // Rows returns every row of the last published snapshot, most recently
 // modified first (see Compare). It never waits: a scan in progress is
@@ -251,18 +276,19 @@ func (c *Catalogue) Lookup(provider, id string) (Row, bool) {
 // Stats returns the catalogue's counters.
 func (c *Catalogue) Stats() Stats {
 	return Stats{
-		Files:        int(c.st.files.Load()),
-		Rows:         len(c.snap.Load().rows),
-		BytesRead:    c.st.bytesRead.Load(),
-		LinesSkipped: c.st.linesSkipped.Load(),
-		ReadErrors:   c.st.readErrors.Load(),
-		Events:       c.st.events.Load(),
-		Rescans:      c.st.rescans.Load(),
-		Overflows:    c.st.overflows.Load(),
-		Publishes:    c.st.publishes.Load(),
-		IndexHits:    c.st.indexHits.Load(),
-		IndexSaves:   c.st.indexSaves.Load(),
-		IndexErrors:  c.st.indexErrors.Load(),
+		Files:          int(c.st.files.Load()),
+		Rows:           len(c.snap.Load().rows),
+		BytesRead:      c.st.bytesRead.Load(),
+		LinesSkipped:   c.st.linesSkipped.Load(),
+		ReadErrors:     c.st.readErrors.Load(),
+		Events:         c.st.events.Load(),
+		Rescans:        c.st.rescans.Load(),
+		Overflows:      c.st.overflows.Load(),
+		Publishes:      c.st.publishes.Load(),
+		IndexHits:      c.st.indexHits.Load(),
+		IndexSaves:     c.st.indexSaves.Load(),
+		IndexErrors:    c.st.indexErrors.Load(),
+		FirstPageReads: c.st.firstPageReads.Load(),
 	}
 }
 
@@ -275,7 +301,7 @@ var ErrClosed = errors.New("catalogue: closed")
 // queue overflows.
 func (c *Catalogue) Rescan(ctx context.Context) error {
 	return c.do(ctx, func() {
-		c.rescan(c.ctx, true)
+		c.rescan(c.ctx, true, nil)
 		c.publish()
 	})
 }
@@ -335,7 +361,10 @@ func (c *Catalogue) publish() {
 	}
 	old := c.snap.Load()
 	var changes []Change
-	fresh := make([]Row, 0, len(c.dirty))
+	// The fresh rows are sorted by pointer: a Row is some hundreds of
+	// bytes, and a first scan's ten thousand would be moved about
+	// ten times each.
+	fresh := make([]*Row, 0, len(c.dirty))
 	for k := range c.dirty {
 		cur := c.current(k)
 		i, had := old.index[k]
@@ -350,10 +379,10 @@ func (c *Catalogue) publish() {
 			}
 		}
 		if cur != nil {
-			fresh = append(fresh, *cur)
+			fresh = append(fresh, cur)
 		}
 	}
-	slices.SortFunc(fresh, func(a, b Row) int { return Compare(&a, &b) })
+	slices.SortFunc(fresh, Compare)
 
 	// Merge the untouched old rows with the fresh ones; both are sorted.
 	rows := make([]Row, 0, len(old.rows)+len(fresh))
@@ -363,13 +392,15 @@ func (c *Catalogue) publish() {
 		if _, ok := c.dirty[r.Key()]; ok {
 			continue
 		}
-		for j < len(fresh) && Compare(&fresh[j], r) < 0 {
-			rows = append(rows, fresh[j])
+		for j < len(fresh) && Compare(fresh[j], r) < 0 {
+			rows = append(rows, *fresh[j])
 			j++
 		}
 		rows = append(rows, *r)
 	}
-	rows = append(rows, fresh[j:]...)
+	for _, r := range fresh[j:] {
+		rows = append(rows, *r)
+	}
 	index := make(map[Key]int, len(rows))
 	for i := range rows {
 		index[rows[i].Key()] = i

@@ -20,10 +20,18 @@
 // the appended bytes. With Config.IndexPath, what was read is kept
 // between starts (index.go), and an unchanged file is not read again.
 //
+// The first scan stats every transcript before it reads one, and reads
+// the newest first, by modification time, which no row's last line is
+// newer than: once Config.FirstPage rows are read that no file still
+// unread can come before, they are published and FirstPage is closed, so
+// a listing's first page costs the stats and its own rows' reads; the
+// rest is read and published after, and Ready is closed (first.go).
+//
 // # For the host
 //
 // Open a Catalogue at start and Close it at shutdown. Listing reads
-// Rows, which returns the last published snapshot at once, sorted by
+// Rows, which returns the last published snapshot at once (the first
+// page's rows alone, until the first scan ends), sorted by
 // Compare (most recently modified first, then provider and id). The
 // snapshot is shared and never changed, so a listing may hold it while
 // it merges the rows with its live sessions and pages through them; Seek

@@ -129,10 +129,11 @@ func markOf(b []byte) uint64 {
 // head calls fn with the lines of the file's first headMax bytes, in
 // order. The last line it passes may be cut by the window; a last line of
 // the file without its newline is not passed (the tail reads it). It
-// reads firstWindow bytes, or all the window when the tail's read holds
-// it already, passes the lines they hold, and reads on in the window only
-// while done says there is more to find.
-func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut bool)) error {
+// reads firstWindow bytes, or all the window when whole says the lines
+// wanted lie anywhere in it or the tail's read holds it already, passes
+// the lines they hold, and reads on in the window only while done says
+// there is more to find.
+func (r *fileReader) head(buf []byte, whole bool, done func() bool, fn func(line []byte, cut bool)) error {
 	limit := int(min(r.size, int64(len(buf))))
 	n := 0
 	grow := func(to int) error {
@@ -145,7 +146,7 @@ func (r *fileReader) head(buf []byte, done func() bool, fn func(line []byte, cut
 		return err
 	}
 	first := min(firstWindow, limit)
-	if r.cache != nil && r.cacheAt <= int64(first) {
+	if whole || r.cache != nil && r.cacheAt <= int64(first) {
 		first = limit // free: it is all in the cache but its first bytes
 	}
 	if err := grow(first); err != nil {
@@ -222,11 +223,12 @@ func (r *fileReader) tail(buf []byte, first int, fn func(line []byte, unterminat
 		lastNL = size
 		end--
 	}
+	var found [64]int
+	nl := backNL{buf: buf, lo: len(buf), nls: found[:0]}
 	done := false
 	for !done {
-		i := bytes.LastIndexByte(buf[start:end], '\n')
-		if i >= 0 {
-			ls := start + i + 1
+		if i := nl.last(start, end); i >= 0 {
+			ls := i + 1
 			unterminated := lastNL < 0
 			if unterminated {
 				lastNL = ws + int64(ls-start)
@@ -264,6 +266,50 @@ func (r *fileReader) tail(buf []byte, first int, fn func(line []byte, unterminat
 		start, ws = s2, ws2
 	}
 	return lastNL, nil
+}
+
+// backNL finds the newlines of a window from its end backward. Go's
+// bytes.LastIndexByte looks at one byte at a time, where IndexByte looks
+// at many at once, and a window's lines are mostly a few long ones: so
+// the window is searched forward a block at a time, from its end down,
+// and each block's newlines are kept and handed out last first.
+type backNL struct {
+	buf []byte
+	lo  int   // buf[lo:] has been searched
+	nls []int // the newlines found in it not handed out yet, ascending
+}
+
+// nlBlock is how much of a window backNL searches at a time.
+const nlBlock = 4 << 10
+
+// last returns the index of the last newline in buf[from:end], or -1.
+// Each call's end must not lie above the newline the call before
+// returned.
+func (b *backNL) last(from, end int) int {
+	for {
+		for len(b.nls) > 0 && b.nls[len(b.nls)-1] >= end {
+			b.nls = b.nls[:len(b.nls)-1]
+		}
+		if len(b.nls) > 0 {
+			if i := b.nls[len(b.nls)-1]; i >= from {
+				return i
+			}
+			return -1
+		}
+		if b.lo <= from {
+			return -1
+		}
+		lo := max(from, b.lo-nlBlock)
+		for i := lo; ; {
+			j := bytes.IndexByte(b.buf[i:b.lo], '\n')
+			if j < 0 {
+				break
+			}
+			b.nls = append(b.nls, i+j)
+			i += j + 1
+		}
+		b.lo = lo
+	}
 }
 
 // forward reads from off to the end of the file and calls fn with each

@@ -312,6 +312,14 @@ func (p *format) headDone(h, t *info) bool {
 	return headLacks(h, t)&p.wants.Head == 0
 }
 
+// headWhole reports whether the head must read its whole window, given
+// what the tail (t) found: the newest title line in it decides, so the
+// window is read in one read rather than a small one and then the rest
+// (two requests to the disk for one).
+func (p *format) headWhole(t *info) bool {
+	return headLacks(&info{}, t)&p.wants.Head&plugins.FactTitles != 0
+}
+
 // headBasics reports whether the head has every fact it looks for but
 // titles: the lines left to decode are those that may carry one.
 func (p *format) headBasics(h, t *info) bool {

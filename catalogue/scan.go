@@ -46,7 +46,7 @@ func scanWhole(r *fileReader, p *format) (scanResult, error) {
 		return res, err
 	}
 	headDone := func() bool { return p.headDone(&h, &t) }
-	err = r.head(buf[:headMax], headDone, func(line []byte, cut bool) {
+	err = r.head(buf[:headMax], p.headWhole(&t), headDone, func(line []byte, cut bool) {
 		// Once the head has its first lines' facts, only titles are
 		// left to find in it.
 		if p.headBasics(&h, &t) && !p.mayTitle(line) {
@@ -111,6 +111,9 @@ type fileState struct {
 	mark     uint64 // markAt(offset) when read
 	info     info
 	read     bool // a read succeeded at least once
+	// listed is the modification time the last listing's stat gave,
+	// which orders the reads newest first (see readAll).
+	listed int64
 
 	// err is the last read's failure; logged when it first appears.
 	err error

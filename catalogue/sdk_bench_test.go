@@ -22,9 +22,13 @@ import (
 // run, interleaved, with the page cache dropped before each cold run, and
 // prints for each: time (min/median/max), bytes read (rchar, and
 // read_bytes: what came from the disk), rows, and the titles found. The
-// catalogue is timed three ways: a first scan with no index, the same with
-// an index saved by an earlier start (Open to Ready: a daemon's first
-// complete page), and the SDK as a person would run it, in node.
+// catalogue is timed with no index to its first page (Open to FirstPage:
+// a daemon's first page of 500, the newest rows) and to the whole scan
+// (Open to Ready), and with an index saved by an earlier start to its
+// first page; the SDK as a person would run it, in node, listing
+// everything (listSessions(), which the figures compare with), and its
+// first page alone (listSessions({limit: 500}), which stats every file
+// and reads the newest first, as the catalogue's first page does).
 //
 // It needs node and npm (the SDK is installed at run time into
 // $AHPD_SDK_CACHE, by default the user cache folder, never into the
@@ -71,42 +75,52 @@ func BenchmarkVersusSDK(b *testing.B) {
 					dropCaches(b)
 				} else {
 					// The cold runs dropped each other's pages: bring the
-					// windows all three read back in, untimed.
+					// windows all of them read back in, untimed.
 					ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1})
 				}
-				r, rows := ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1})
-				runs["scan "+temp] = append(runs["scan "+temp], r)
+				page, whole, rows := ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1})
+				runs["page "+temp] = append(runs["page "+temp], page)
+				runs["scan "+temp] = append(runs["scan "+temp], whole)
 				ahpdRows = rows
 				if cold {
 					dropCaches(b)
 				}
-				runs["SDK "+temp] = append(runs["SDK "+temp], sdkRun(b, sdk, filepath.Dir(projects), rowsOut))
+				runs["SDK "+temp] = append(runs["SDK "+temp], sdkRun(b, sdk, filepath.Dir(projects), rowsOut, 0))
 				if cold {
 					dropCaches(b)
 				}
-				r, _ = ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
-				runs["start "+temp] = append(runs["start "+temp], r)
+				page, _, _ = ahpdRun(b, Config{Roots: claudeAt(projects), RescanInterval: -1, IndexPath: index})
+				runs["start "+temp] = append(runs["start "+temp], page)
+				if cold {
+					dropCaches(b)
+				}
+				runs["SDK page "+temp] = append(runs["SDK page "+temp], sdkRun(b, sdk, filepath.Dir(projects), "", defaultFirstPage))
 			}
 		}
 	}
 
-	fmt.Printf("\n%d transcripts, %.2f GB; %d rounds, each: cold scan, cold SDK, cold start, then warm; load %s\n",
+	fmt.Printf("\n%d transcripts, %.2f GB; %d rounds, each: cold page and scan, cold SDK, cold start, cold SDK page, then warm; load %s\n",
 		len(ahpdRows), float64(size)/1e9, rounds, loadAvg())
-	fmt.Printf("%-11s %28s %10s %10s %6s %7s\n", "", "time min/median/max", "rchar", "read_bytes", "rows", "titles")
-	for _, name := range []string{"scan cold", "start cold", "SDK cold", "scan warm", "start warm", "SDK warm"} {
-		rs := runs[name]
-		fmt.Printf("%-11s %28s %8.0fMB %8.0fMB %6d %7d\n", name, spread(rs),
-			float64(median(rs, func(r run) float64 { return float64(r.rchar) }))/1e6,
-			float64(median(rs, func(r run) float64 { return float64(r.readBytes) }))/1e6,
-			rs[len(rs)-1].rows, rs[len(rs)-1].titles)
+	fmt.Printf("%-14s %28s %10s %10s %6s %7s\n", "", "time min/median/max", "rchar", "read_bytes", "rows", "titles")
+	for _, temp := range []string{"cold", "warm"} {
+		for _, what := range []string{"page", "scan", "start", "SDK", "SDK page"} {
+			rs := runs[what+" "+temp]
+			fmt.Printf("%-14s %28s %8.0fMB %8.0fMB %6d %7d\n", what+" "+temp, spread(rs),
+				float64(median(rs, func(r run) float64 { return float64(r.rchar) }))/1e6,
+				float64(median(rs, func(r run) float64 { return float64(r.readBytes) }))/1e6,
+				rs[len(rs)-1].rows, rs[len(rs)-1].titles)
+		}
 	}
 	for _, temp := range []string{"cold", "warm"} {
 		sdkT := median(runs["SDK "+temp], runTime)
-		for _, what := range []string{"scan", "start"} {
+		for _, what := range []string{"page", "scan", "start"} {
 			ratio := sdkT / median(runs[what+" "+temp], runTime)
 			fmt.Printf("SDK / %s %s: %.1fx\n", what, temp, ratio)
 			b.ReportMetric(ratio, "x-"+what+"-"+temp)
 		}
+		ratio := median(runs["SDK page "+temp], runTime) / median(runs["page "+temp], runTime)
+		fmt.Printf("SDK page / page %s: %.1fx\n", temp, ratio)
+		b.ReportMetric(ratio, "x-sdkpage-"+temp)
 	}
 	compareTitles(b, ahpdRows, rowsOut)
 }
@@ -139,31 +153,47 @@ func spread(rs []run) string {
 	return r(v[0]) + " / " + r(v[len(v)/2]) + " / " + r(v[len(v)-1])
 }
 
-// ahpdRun opens a catalogue and times it to its first published rows.
-func ahpdRun(b *testing.B, cfg Config) (run, []Row) {
+// ahpdRun opens a catalogue and times it to its first page and to its
+// whole first scan; it checks that the first page is the whole scan's.
+func ahpdRun(b *testing.B, cfg Config) (page, whole run, rows []Row) {
 	io0 := procIO(b, "self")
 	start := time.Now()
 	c := Open(cfg)
-	<-c.Ready()
-	d := time.Since(start)
+	<-c.FirstPage()
+	page.d = time.Since(start)
 	io1 := procIO(b, "self")
-	rows := c.Rows()
+	first := c.Rows()
+	<-c.Ready()
+	whole.d = time.Since(start)
+	io2 := procIO(b, "self")
+	rows = c.Rows()
 	must(b, c.Close())
-	titles := 0
-	for i := range rows {
-		if rows[i].Title != "" {
-			titles++
+	titled := func(rows []Row) int {
+		n := 0
+		for i := range rows {
+			if rows[i].Title != "" {
+				n++
+			}
 		}
+		return n
 	}
-	return run{d: d, rchar: io1["rchar"] - io0["rchar"], readBytes: io1["read_bytes"] - io0["read_bytes"],
-		rows: len(rows), titles: titles}, rows
+	n := min(defaultFirstPage, len(rows))
+	if len(first) < n || !slices.Equal(first[:n], rows[:n]) {
+		b.Errorf("the first page (%d rows) is not the whole scan's first %d", len(first), n)
+	}
+	page = run{d: page.d, rchar: io1["rchar"] - io0["rchar"], readBytes: io1["read_bytes"] - io0["read_bytes"],
+		rows: len(first), titles: titled(first)}
+	whole = run{d: whole.d, rchar: io2["rchar"] - io0["rchar"], readBytes: io2["read_bytes"] - io0["read_bytes"],
+		rows: len(rows), titles: titled(rows)}
+	return page, whole, rows
 }
 
-// sdkRun runs testdata/sdklist.mjs on the corpus.
-func sdkRun(b *testing.B, sdk, configDir, rowsOut string) run {
+// sdkRun runs testdata/sdklist.mjs on the corpus, listing limit rows (0:
+// all of them), their rows written to rowsOut unless it is "".
+func sdkRun(b *testing.B, sdk, configDir, rowsOut string, limit int) run {
 	script, err := filepath.Abs(filepath.Join("testdata", "sdklist.mjs"))
 	must(b, err)
-	cmd := exec.Command("node", script, sdk, rowsOut)
+	cmd := exec.Command("node", script, sdk, rowsOut, strconv.Itoa(limit))
 	cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+configDir)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

@@ -3,12 +3,9 @@ package catalogue
 import (
 	"context"
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -26,18 +23,22 @@ func (c *Catalogue) run(ctx context.Context) {
 	readyClosed := false
 	defer func() {
 		c.timer.Stop()
+		if c.pageDue {
+			close(c.firstPage)
+		}
 		if !readyClosed {
 			close(c.ready)
 		}
 		close(c.done)
 	}()
-	c.restored = c.loadIndex()
-	c.rescan(ctx, true)
-	c.restored = nil
+	// The index is decoded while the folders are listed (see rescan).
+	index := make(chan map[string]*indexEntry, 1)
+	go func() { index <- c.loadIndex() }()
+	c.rescan(ctx, true, index)
 	if ctx.Err() != nil {
 		return
 	}
-	c.publish()
+	c.pagePublished()
 	close(c.ready)
 	readyClosed = true
 	// What the first scan read is saved at once: a daemon killed soon
@@ -75,7 +76,7 @@ func (c *Catalogue) run(ctx context.Context) {
 			}
 			c.watchError(ctx, err)
 		case <-tick:
-			c.rescan(ctx, false)
+			c.rescan(ctx, false, nil)
 		case <-c.timer.C:
 			c.armed = false
 			c.publish()
@@ -146,7 +147,7 @@ func (c *Catalogue) watchError(ctx context.Context, err error) {
 	if errors.Is(err, fsnotify.ErrEventOverflow) {
 		c.st.overflows.Add(1)
 		c.cfg.Logger.Info("catalogue: watcher queue overflowed, rescanning")
-		c.rescan(ctx, true)
+		c.rescan(ctx, true, nil)
 		return
 	}
 	c.cfg.Logger.Warn("catalogue: watcher", "err", err)
@@ -159,115 +160,6 @@ func (c *Catalogue) look(ctx context.Context, path string, k Key, p *format) {
 		st = c.track(path, k, p)
 	}
 	c.readAll(ctx, []*fileState{st})
-}
-
-// addProject watches a new project folder, then reads what is in it:
-// files made between the folder's creation and the watch have no event.
-func (c *Catalogue) addProject(ctx context.Context, rt *root, dir string) {
-	if !project(dir) {
-		return
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return
-	}
-	c.watch(dir, false)
-	var todo []*fileState
-	c.listFiles(dir, rt, nil, &todo)
-	c.readAll(ctx, todo)
-}
-
-// rescan lists every folder and rereads the files whose size or
-// modification time moved, or that failed to read last time; files no
-// longer listed are dropped. full also renews every watch, for after an
-// overflow, when a folder's creation may have been lost.
-func (c *Catalogue) rescan(ctx context.Context, full bool) {
-	c.st.rescans.Add(1)
-	seen := map[string]bool{}
-	dirs := map[string]bool{}
-	var todo []*fileState
-	for _, rt := range c.roots {
-		if !rt.Nested {
-			if _, err := os.Stat(rt.Dir); err == nil {
-				dirs[rt.Dir] = true
-				c.watch(rt.Dir, full)
-				c.listFiles(rt.Dir, rt, seen, &todo)
-			}
-			continue
-		}
-		entries, err := os.ReadDir(rt.Dir)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				c.warnOnce(rt.Dir, "catalogue: cannot list "+rt.Provider+" projects", err)
-			}
-			continue
-		}
-		dirs[rt.Dir] = true
-		c.watch(rt.Dir, full)
-		for _, e := range entries {
-			dir := filepath.Join(rt.Dir, e.Name())
-			if !e.IsDir() || !project(dir) {
-				continue
-			}
-			dirs[dir] = true
-			c.watch(dir, full)
-			c.listFiles(dir, rt, seen, &todo)
-		}
-	}
-	for path, st := range c.files {
-		if !seen[path] {
-			c.drop(st)
-		}
-	}
-	for dir := range c.watched {
-		if !dirs[dir] {
-			c.unwatch(dir)
-		}
-	}
-	c.readAll(ctx, todo)
-	c.checkCwds()
-}
-
-// listFiles adds to todo the transcripts in dir that are new or changed
-// since they were read, and marks every transcript listed in seen.
-func (c *Catalogue) listFiles(dir string, rt *root, seen map[string]bool, todo *[]*fileState) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			c.warnOnce(dir, "catalogue: cannot list folder", err)
-		}
-		return
-	}
-	for _, e := range entries {
-		id, ok := rt.Format.Name(e.Name())
-		if !ok || !e.Type().IsRegular() {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
-		if seen != nil {
-			seen[path] = true
-		}
-		st := c.files[path]
-		if st == nil {
-			k := Key{Provider: rt.Provider, ID: id}
-			st = c.track(path, k, rt.parser)
-			if ie := c.restored[path]; ie != nil && ie.Provider == rt.Provider && ie.ID == id {
-				// As read at an earlier start: used as it is if the
-				// file is unchanged, and as where to read from if not.
-				ie.restore(st)
-				if fi, err := e.Info(); err == nil && st.unchanged(idOf(fi)) {
-					c.st.indexHits.Add(1)
-					c.setRow(st, c.rowOf(st))
-					continue
-				}
-			}
-			*todo = append(*todo, st)
-			continue
-		}
-		fi, err := e.Info()
-		if err != nil || !st.unchanged(idOf(fi)) {
-			*todo = append(*todo, st)
-		}
-	}
 }
 
 // track starts a record for a file not read yet.
@@ -309,59 +201,6 @@ func (c *Catalogue) dropUnder(dir string) {
 	for path, st := range c.files {
 		if len(path) > len(prefix) && path[:len(prefix)] == prefix {
 			c.drop(st)
-		}
-	}
-}
-
-// readAll rereads files, in parallel when there are several, and applies
-// what it read. A file's read runs on a copy of its record, so the
-// records stay the loop's alone.
-func (c *Catalogue) readAll(ctx context.Context, todo []*fileState) {
-	if len(todo) == 0 {
-		return
-	}
-	type result struct {
-		st  fileState
-		err error
-		ok  bool
-	}
-	results := make([]result, len(todo))
-	one := func(i int) {
-		if ctx.Err() != nil {
-			return
-		}
-		if c.cfg.readHook != nil {
-			if err := c.cfg.readHook(todo[i].path); err != nil {
-				results[i] = result{st: *todo[i], err: err, ok: true}
-				return
-			}
-		}
-		st, err := refresh(*todo[i], &c.st.bytesRead, &c.st.linesSkipped)
-		results[i] = result{st: st, err: err, ok: true}
-	}
-	if workers := min(c.cfg.Workers, len(todo)); workers <= 1 {
-		for i := range todo {
-			one(i)
-		}
-	} else {
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range workers {
-			wg.Go(func() {
-				for {
-					i := int(next.Add(1)) - 1
-					if i >= len(todo) {
-						return
-					}
-					one(i)
-				}
-			})
-		}
-		wg.Wait()
-	}
-	for i, st := range todo {
-		if r := results[i]; r.ok {
-			c.apply(st, r.st, r.err)
 		}
 	}
 }

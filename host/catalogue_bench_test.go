@@ -48,13 +48,13 @@ import (
 //	go test ./host -run XXX -bench 'ListSessionsExternal|ExternalAppendVisible|DaemonColdScan' -benchtime 3x
 //
 // The corpus is catalogue/bench_test.go's: the same spec, cached in the
-// same place (os.TempDir()/ahpd-corpus-4), so whichever benchmark runs
-// first writes it (about 3.6 GB, some seconds) and the others reuse it.
+// same place (os.TempDir()/ahpd-corpus-6), so whichever benchmark runs
+// first writes it (about 3.5 GB, some seconds) and the others reuse it.
 
 // The corpus, as catalogue/bench_test.go makes it. Keep these in step
 // with that file: a different spec must come with a new version.
 const (
-	cbCorpusVersion = "4"
+	cbCorpusVersion = "6"
 	cbCorpusFiles   = 10000
 	cbCorpusFolders = 200
 )
@@ -62,7 +62,8 @@ const (
 // cbCorpusNow is the corpus's newest time: its transcripts' lines are
 // dated from 60 days before it up to it (each line a second after the
 // one before, so a large transcript's last line is a minute or two
-// later). Row times come from those lines, not from the files' mtimes.
+// later). Row times come from those lines; each file's mtime is its
+// last line's, as the CLI leaves it.
 var cbCorpusNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
 func cbSpec() corpus.Spec {
@@ -89,9 +90,8 @@ func cbCorpus(b *testing.B) (projects string, size int64) {
 //
 // The corpus was written for 2026-06-01 and spans the 60 days before; at
 // the real date its rows may be months old, and showExternalSessions's
-// widest mode, last30Days, would show only the few dozen dated by their
-// files' mtimes (those whose last line is too long to read back). No mode
-// shows every row. Moving the host's
+// widest mode, last30Days, would show none of them. No mode shows every
+// row. Moving the host's
 // clock (Options.Clock, which is what the mode's window is measured from)
 // rather than rewriting the transcripts' timestamps or mtimes keeps the
 // cached corpus as written. last30Days then shows the rows of the
@@ -145,6 +145,19 @@ func cbStartHost(b *testing.B, state, projects string, now clock.Clock) *cbHost 
 	}
 	srv := httptest.NewServer(h.Handler(false, ""))
 	return &cbHost{h: h, srv: srv, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+}
+
+// awaitScan waits until the catalogue's first scan is published whole:
+// its first page comes first, the rest after.
+func (th *cbHost) awaitScan(b *testing.B) {
+	b.Helper()
+	start := time.Now()
+	if !th.h.AwaitCatalogue(context.Background()) {
+		b.Fatal("the host has no catalogue")
+	}
+	if d := time.Since(start); d >= 10*time.Second {
+		b.Fatalf("the catalogue's first scan did not end in %v", d)
+	}
 }
 
 func (th *cbHost) stop() {
@@ -324,8 +337,8 @@ func (c *cbClient) setMode(b *testing.B, mode string) {
 
 var cbEmptyPage = []byte(`"items":[]`)
 
-// waitScanned polls listSessions until it lists rows: the catalogue
-// publishes its first scan whole, so the first rows are all of them.
+// waitScanned polls listSessions until it lists rows: the catalogue's
+// first page, which it publishes before the rest (see awaitScan).
 func (c *cbClient) waitScanned(b *testing.B, timeout time.Duration) {
 	b.Helper()
 	deadline := time.Now().Add(timeout)
@@ -368,6 +381,7 @@ func BenchmarkListSessionsExternal(b *testing.B) {
 	start := time.Now()
 	c.setMode(b, "last30Days")
 	c.waitScanned(b, 2*time.Minute)
+	th.awaitScan(b)
 	scanned := time.Since(start)
 
 	all := c.listAll(b)
@@ -419,6 +433,7 @@ func BenchmarkListSessionsMerged(b *testing.B) {
 	b.Cleanup(c.close)
 	c.setMode(b, "last30Days")
 	c.waitExternal(b, 2*time.Minute)
+	th.awaitScan(b)
 	all := c.listAll(b)
 	if len(all) <= own {
 		b.Fatalf("%d rows listed, want more than the %d own sessions", len(all), own)
@@ -510,6 +525,7 @@ func BenchmarkExternalAppendVisible(b *testing.B) {
 	b.Cleanup(c.close)
 	c.setMode(b, "last30Days")
 	c.waitScanned(b, 2*time.Minute)
+	th.awaitScan(b)
 	all := c.listAll(b)
 	c.waitAdded(b, len(all))
 
@@ -545,10 +561,7 @@ func BenchmarkExternalAppendVisible(b *testing.B) {
 	b.Logf("appending to %s (%.1f MB) and %s (%.1f kB)", targets[0].s.ID, float64(targets[0].size)/1e6, targets[1].s.ID, float64(targets[1].size)/1e3)
 
 	// The lines are dated by the real clock, as the CLI dates them, not
-	// by the host's (see cbClock): a transcript whose last line is too
-	// long to read back (the corpus has a few dozen, ending in a 2 MB
-	// reply) is dated by its file's mtime, which is when the corpus was
-	// written, months after its lines. Dated now, the appended row is the
+	// by the host's (see cbClock): dated now, the appended row is the
 	// newest of all, at the top of the first page.
 	var last time.Time
 	appendVisible := func(t *cbTarget) {
@@ -609,14 +622,16 @@ func BenchmarkExternalAppendVisible(b *testing.B) {
 }
 
 // BenchmarkDaemonColdScan times a host's start up to its catalogue's
-// first scan being listed (s/cold-scan: from host.New until listSessions
-// shows rows), with the corpus's pages in the page cache, and the
-// resident memory that added (MB/peak-rss-growth, VmHWM reset before;
-// MB/rss-growth, VmRSS when the rows are listed). Memory is the test
-// process's: the host, plus a client that queues its frames undecoded
-// (a few hundred kB). The first run, not counted among them, starts with
-// the corpus's pages dropped from the page cache (s/cold-scan-uncached),
-// as after a reboot.
+// first page being listed (s/first-page: from host.New until
+// listSessions shows rows, the newest, which the catalogue reads first)
+// and up to its whole first scan being published (s/cold-scan), with the
+// corpus's pages in the page cache, and the resident memory that added
+// by then (MB/peak-rss-growth, VmHWM reset before; MB/rss-growth,
+// VmRSS). Memory is the test process's: the host, plus a client that
+// queues its frames undecoded (a few hundred kB). The first run, not
+// counted among them, starts with the corpus's pages dropped from the
+// page cache (s/first-page-uncached, s/cold-scan-uncached), as after a
+// reboot.
 func BenchmarkDaemonColdScan(b *testing.B) {
 	projects, _ := cbCorpus(b)
 	var paths []string
@@ -631,7 +646,7 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 	}
 
 	type result struct {
-		scan       time.Duration
+		page, scan time.Duration
 		peak, grew int64
 		listed     int
 	}
@@ -662,15 +677,17 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 		c := cbDial(b, th.url)
 		defer c.close()
 		c.waitScanned(b, 5*time.Minute)
-		r := result{scan: time.Since(start)}
+		r := result{page: time.Since(start)}
+		th.awaitScan(b)
+		r.scan = time.Since(start)
 		r.peak = procStat(b, "VmHWM") - rss0
 		r.grew = procStat(b, "VmRSS") - rss0
 
 		all := c.listAll(b)
 		c.waitAdded(b, len(all))
 		r.listed = len(all)
-		b.Logf("evicted %v: listed after %v, %d rows; RSS +%.1f MB (peak +%.1f MB); once announced and paged, RSS +%.1f MB (peak +%.1f MB)",
-			evict, r.scan, r.listed, float64(r.grew)/(1<<20), float64(r.peak)/(1<<20),
+		b.Logf("evicted %v: first page listed after %v, the whole scan after %v, %d rows; RSS +%.1f MB (peak +%.1f MB); once announced and paged, RSS +%.1f MB (peak +%.1f MB)",
+			evict, r.page, r.scan, r.listed, float64(r.grew)/(1<<20), float64(r.peak)/(1<<20),
 			float64(procStat(b, "VmRSS")-rss0)/(1<<20), float64(procStat(b, "VmHWM")-rss0)/(1<<20))
 		return r
 	}
@@ -680,13 +697,16 @@ func BenchmarkDaemonColdScan(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		r := run(false)
+		sum.page += r.page
 		sum.scan += r.scan
 		sum.peak = max(sum.peak, r.peak)
 		sum.grew = max(sum.grew, r.grew)
 		sum.listed = r.listed
 		n++
 	}
+	b.ReportMetric(uncached.page.Seconds(), "s/first-page-uncached")
 	b.ReportMetric(uncached.scan.Seconds(), "s/cold-scan-uncached")
+	b.ReportMetric(sum.page.Seconds()/float64(n), "s/first-page")
 	b.ReportMetric(sum.scan.Seconds()/float64(n), "s/cold-scan")
 	b.ReportMetric(float64(sum.peak)/(1<<20), "MB/peak-rss-growth")
 	b.ReportMetric(float64(sum.grew)/(1<<20), "MB/rss-growth")

@@ -121,24 +121,31 @@ func Path(projects string, s *Session) string {
 
 // Create writes s to its path under projects, making the folder.
 func Create(projects string, s *Session) (string, error) {
-	path := Path(projects, s)
+	path, _, err := create(projects, s)
+	return path, err
+}
+
+// create is Create, and returns the time of the last line it wrote.
+func create(projects string, s *Session) (path string, last time.Time, err error) {
+	path = Path(projects, s)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return "", err
+		return "", last, err
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return "", err
+		return "", last, err
 	}
-	w := bufio.NewWriterSize(f, 64<<10)
-	if err := Write(w, s); err != nil {
+	bw := bufio.NewWriterSize(f, 64<<10)
+	w := &writer{w: bw, s: s}
+	if err := w.all(); err != nil {
 		f.Close()
-		return "", err
+		return "", last, err
 	}
-	if err := w.Flush(); err != nil {
+	if err := bw.Flush(); err != nil {
 		f.Close()
-		return "", err
+		return "", last, err
 	}
-	return path, f.Close()
+	return path, w.last, f.Close()
 }
 
 // envelope is a message line, its members in the CLI's order: cwd and
@@ -191,8 +198,9 @@ type writer struct {
 	msgs   int
 	err    error
 	size   int64
-	fill   string // the text that replaces placeholder, when set
-	middle bool   // the Middle titles are written
+	fill   string    // the text that replaces placeholder, when set
+	middle bool      // the Middle titles are written
+	last   time.Time // the newest line's time
 }
 
 func (w *writer) put(v any) {
@@ -238,7 +246,8 @@ func (w *writer) bigReply(n int) {
 }
 
 func (w *writer) at() string {
-	return w.s.Start.Add(time.Duration(w.n) * time.Second).UTC().Format("2006-01-02T15:04:05.000Z")
+	w.last = w.s.Start.Add(time.Duration(w.n) * time.Second).UTC()
+	return w.last.Format("2006-01-02T15:04:05.000Z")
 }
 
 // uuid makes a stable, distinct uuid-shaped id for line n of a session.
@@ -358,6 +367,12 @@ func (w *writer) titles(at Place) {
 // Write writes s's lines to w.
 func Write(out io.Writer, s *Session) error {
 	w := &writer{w: out, s: s}
+	return w.all()
+}
+
+// all writes the session's lines.
+func (w *writer) all() error {
+	s := w.s
 	w.titles(AtStart)
 	if s.Summary != "" {
 		w.put(map[string]any{"type": "summary", "summary": s.Summary, "leafUuid": "00000000-0000-4000-8000-000000000000"})

@@ -99,7 +99,9 @@ func Plan(spec Spec) []Session {
 }
 
 // Generate writes the corpus spec describes under projects and returns
-// its size in bytes.
+// its size in bytes. Each file's modification time is its last line's, as
+// the CLI leaves a transcript it writes line by line: a listing that reads
+// the newest files first (by mtime) then meets them in its rows' order.
 func Generate(projects string, spec Spec) (int64, error) {
 	sessions := Plan(spec)
 	var total atomic.Int64
@@ -114,7 +116,10 @@ func Generate(projects string, spec Spec) (int64, error) {
 				if i >= len(sessions) {
 					return
 				}
-				path, err := Create(projects, &sessions[i])
+				path, last, err := create(projects, &sessions[i])
+				if err == nil {
+					err = os.Chtimes(path, last, last)
+				}
 				if err != nil {
 					mu.Lock()
 					first = err

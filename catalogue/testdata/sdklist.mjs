@@ -2,16 +2,17 @@
 // BenchmarkVersusSDK (sdk_bench_test.go), which installs the SDK into a
 // cache folder and runs this with node:
 //
-//	CLAUDE_CONFIG_DIR=<corpus root> node sdklist.mjs <sdk.mjs path> <rows out>
+//	CLAUDE_CONFIG_DIR=<corpus root> node sdklist.mjs <sdk.mjs path> <rows out> [limit]
 //
 // It prints one JSON line: the time listSessions() took, this process's
 // /proc/self/io counters read just before and after it (so module loading
 // is not counted), and how many rows and titles it found; the rows go to
-// <rows out>, one JSON line each, for the benchmark to compare titles.
+// <rows out> (unless it is ""), one JSON line each, for the benchmark to
+// compare titles. A limit other than 0 lists that many rows, the newest.
 import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 
-const [sdkPath, rowsOut] = process.argv.slice(2);
+const [sdkPath, rowsOut, limit] = process.argv.slice(2);
 const { listSessions } = await import(pathToFileURL(sdkPath).href);
 
 function io() {
@@ -25,11 +26,11 @@ function io() {
 
 const io0 = io();
 const t0 = performance.now();
-const rows = await listSessions();
+const rows = await listSessions(Number(limit) > 0 ? { limit: Number(limit) } : undefined);
 const ms = performance.now() - t0;
 const io1 = io();
 
-writeFileSync(rowsOut, rows.map((r) => JSON.stringify({
+if (rowsOut) writeFileSync(rowsOut, rows.map((r) => JSON.stringify({
   id: r.sessionId, title: r.customTitle ?? "", display: r.summary ?? "",
 })).join("\n") + "\n");
 console.log(JSON.stringify({
