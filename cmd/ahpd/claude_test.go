@@ -330,10 +330,16 @@ func carriesText(msg hosttest.Message, chat, turnID string) bool {
 //     CLIs are processes of their own, so they are not in it.
 //
 // An op is one warm turn through the daemon and one through the bare CLI,
-// each to its end.
+// each to its end. AHPD_BENCH_SESSIONS=memory runs the daemon with
+// --sessions memory (no records, no journal): the anchor of what keeping
+// them costs a turn.
 func BenchmarkClaudeTurnOverhead(b *testing.B) {
 	f := newClaudeFixture(b)
-	p := f.serve(b, "--log-level", "warn", "--session-residency-limit", "0")
+	args := []string{"--log-level", "warn", "--session-residency-limit", "0"}
+	if os.Getenv("AHPD_BENCH_SESSIONS") == "memory" {
+		args = append(args, "--sessions", "memory")
+	}
+	p := f.serve(b, args...)
 	c := connect(b, p, f.e.token(b), "bench")
 	session, chat := f.newChat(b, c, "bench")
 	f.mock.Enqueue(claudetest.Text("warm"))
