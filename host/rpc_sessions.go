@@ -99,14 +99,14 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	if err != nil {
 		return nil, err
 	}
-	rows, last, more := h.listPage(listing.Query{Me: session.PrincipalString(c.Principal()), Mine: mine,
+	page := h.listPage(listing.Query{Me: session.PrincipalString(c.Principal()), Mine: mine,
 		All: h.directory().SeesEverySession(c.Principal()), After: after, Limit: limit, Match: listing.Search(search)})
-	if p.Limit == nil && more {
+	if p.Limit == nil && page.More {
 		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
 	}
-	res := &protocol.ListSessionsResult{Items: rows}
-	if more {
-		res.NextCursor = new(h.cursors.Seal(last))
+	res := &listResult{page: page}
+	if page.More {
+		res.next = new(h.cursors.Seal(page.Last))
 	}
 	return res, nil
 }

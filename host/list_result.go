@@ -1,0 +1,43 @@
+package host
+
+import (
+	"fmt"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/ahpd/ahpd/host/listing"
+)
+
+// listResult is listSessions' answer (protocol.ListSessionsResult on the
+// wire) written from its rows' JSON, which each row encodes once
+// (session.ListRow.JSON): a page of 500 unchanged rows costs their bytes'
+// copy, not their encoding.
+type listResult struct {
+	page listing.Result
+	next *string
+}
+
+func (r *listResult) MarshalJSON() ([]byte, error) {
+	n := 64
+	for _, row := range r.page.Rows {
+		n += len(row.JSON()) + 1
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	if r.next != nil {
+		var err error
+		b = append(b, `"nextCursor":`...)
+		if b, err = jsontext.AppendQuote(b, *r.next); err != nil {
+			return nil, fmt.Errorf("listSessions: the cursor: %w", err)
+		}
+		b = append(b, ',')
+	}
+	b = append(b, `"items":[`...)
+	for i, row := range r.page.Rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, row.JSON()...)
+	}
+	return append(b, ']', '}'), nil
+}
