@@ -5,19 +5,21 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/host/conn"
 	"github.com/ahpd/ahpd/host/listing"
 )
 
 // listResult is listSessions' answer (protocol.ListSessionsResult on the
 // wire) written from its rows' JSON, which each row encodes once
 // (session.ListRow.JSON): a page of 500 unchanged rows costs their bytes'
-// copy, not their encoding.
+// copy, not their encoding, and the connection sends it as it is
+// (conn.Encoded).
 type listResult struct {
 	page listing.Result
 	next *string
 }
 
-func (r *listResult) MarshalJSON() ([]byte, error) {
+func (r *listResult) encode() (conn.Encoded, error) {
 	n := 64
 	for _, row := range r.page.Rows {
 		n += len(row.JSON()) + 1

@@ -108,7 +108,7 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	if page.More {
 		res.next = new(h.cursors.Seal(page.Last))
 	}
-	return res, nil
+	return res.encode()
 }
 
 func scopeString(s grants.Scope) string {
