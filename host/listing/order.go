@@ -54,6 +54,12 @@ func NewOrder() *Order {
 	return &Order{mu: lockcheck.RWMutex{Class: "order"}, at: map[string]*session.ListRow{}}
 }
 
+// keyOf is a session's row's place in the listing order: the key it is
+// filed under, as its URI is its summary's resource.
+func keyOf(r *session.ListRow) Key {
+	return Key{ModifiedAt: r.Summary.ModifiedAt, Resource: r.Summary.Resource}
+}
+
 // before orders keys oldest first: the listing's order, reversed.
 func before(a entry, k Key) int { return -a.Compare(k) }
 
@@ -139,7 +145,7 @@ func (o *Order) Holds(uri string) bool {
 // Snapshot is the order at one moment, newest first. Nobody modifies
 // it.
 type Snapshot struct {
-	rows []entry // newest first
+	rows []*session.ListRow // newest first
 }
 
 // Snapshot returns the order as it is now.
@@ -152,9 +158,11 @@ func (o *Order) Snapshot() *Snapshot {
 	if s := o.snap.Load(); s != nil {
 		return s // made by another listing meanwhile
 	}
-	s := &Snapshot{rows: make([]entry, len(o.keys))}
+	// Rows, not entries: a copy of 10,000 pointers, not six times their
+	// size, for each run of changes.
+	s := &Snapshot{rows: make([]*session.ListRow, len(o.keys))}
 	for i, e := range o.keys {
-		s.rows[len(o.keys)-1-i] = e
+		s.rows[len(o.keys)-1-i] = e.row
 	}
 	// Stored under the read lock: a change, which clears it, waits for the
 	// write lock, so what is stored is never older than a change.
@@ -170,7 +178,7 @@ func (s *Snapshot) after(k *Key) int {
 	if k == nil {
 		return 0
 	}
-	i, found := slices.BinarySearchFunc(s.rows, *k, func(e entry, k Key) int { return e.Compare(k) })
+	i, found := slices.BinarySearchFunc(s.rows, *k, func(r *session.ListRow, k Key) int { return keyOf(r).Compare(k) })
 	if found {
 		i++
 	}

@@ -78,13 +78,13 @@ func walk(o *Order, after *Key, n int) []Key {
 		snap := o.Snapshot()
 		page := snap.rows[snap.after(after):]
 		page = page[:min(n, len(page))]
-		for _, k := range page {
-			out = append(out, k.Key)
+		for _, r := range page {
+			out = append(out, keyOf(r))
 		}
 		if len(page) < n {
 			return out
 		}
-		after = &page[len(page)-1].Key
+		after = new(keyOf(page[len(page)-1]))
 	}
 }
 

@@ -53,8 +53,8 @@ func Page(o *Order, v *View, q Query) Result {
 	nextExt()
 	for oi < len(snap.rows) || ei < len(v.keys) {
 		var e entry
-		if oi < len(snap.rows) && (ei == len(v.keys) || snap.rows[oi].Compare(v.keys[ei].Key) < 0) {
-			e = snap.rows[oi]
+		if oi < len(snap.rows) && (ei == len(v.keys) || keyOf(snap.rows[oi]).Compare(v.keys[ei].Key) < 0) {
+			e = entry{Key: keyOf(snap.rows[oi]), row: snap.rows[oi]}
 			oi++
 		} else {
 			e = v.keys[ei]
