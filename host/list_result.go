@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -41,5 +42,16 @@ func (r *listResult) encode() (conn.Encoded, error) {
 		}
 		b = append(b, row.JSON()...)
 	}
-	return append(b, ']', '}'), nil
+	b = append(b, ']')
+	if r.page.Groups != nil {
+		// The groups on the page, for a client to head them: ahpd's own.
+		groups, err := json.Marshal(r.page.Groups)
+		if err != nil {
+			return nil, fmt.Errorf("listSessions: the groups: %w", err)
+		}
+		b = append(b, `,"_meta":{"ahpd.groups":`...)
+		b = append(b, groups...)
+		b = append(b, '}')
+	}
+	return append(b, '}'), nil
 }

@@ -143,9 +143,11 @@ func (o *Order) Holds(uri string) bool {
 }
 
 // Snapshot is the order at one moment, newest first. Nobody modifies
-// it.
+// it; the other orders made from it are made once, by the first page
+// asking (sorts.go).
 type Snapshot struct {
-	rows []*session.ListRow // newest first
+	rows  []*session.ListRow // newest first
+	sorts sortCache
 }
 
 // Snapshot returns the order as it is now.
