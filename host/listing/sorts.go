@@ -70,12 +70,21 @@ func sortKey(s Sort, r *session.ListRow) string {
 		if r.Summary.Title == "" {
 			return "1" // untitled last
 		}
-		return "0" + strings.ToLower(r.Summary.Title)
+		// Cut, so a cursor stays short whatever the titles: titles alike
+		// that far are in the listing's own order.
+		t := strings.ToLower(r.Summary.Title)
+		if len(t) > maxTitleKey {
+			t = strings.ToValidUTF8(t[:maxTitleKey], "")
+		}
+		return "0" + t
 	case SortCreated:
 		return r.Summary.CreatedAt // protocol.FormatTime: sorts as it reads
 	}
 	return ""
 }
+
+// maxTitleKey is how much of a title, in bytes, the title sort compares.
+const maxTitleKey = 80
 
 // compareIn orders keys in sort s.
 func compareIn(s Sort, a, b Key) int {
