@@ -1,7 +1,6 @@
 package session
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/url"
 	"strings"
@@ -27,8 +26,8 @@ type ListRow struct {
 
 	// What the session made it from, for relistLocked to tell whether
 	// it changed.
-	gen     uint64 // the session's summaryGen
-	sharing string // the sharing config value as sent
+	gen    uint64                       // the session's summaryGen
+	config *protocol.SessionConfigState // the config it was made with (replaced whole on a change)
 
 	json  atomic.Pointer[[]byte]
 	words atomic.Pointer[string]
@@ -166,16 +165,15 @@ func (s *Session) firstRowLocked() {
 // newRowLocked is the session's row when it differs from the last, else
 // nil.
 func (s *Session) newRowLocked() *ListRow {
-	var sharing []byte
-	if v := s.configValuesLocked(); v != nil {
-		sharing = v[KeySharing]
-	}
 	hidden, external := s.disposed || s.provisional, s.rec.External
 	last := s.row.Load()
-	if last != nil && last.gen == s.summaryGen && last.Owner == s.rec.Owner && last.Hidden == hidden &&
-		last.External == external && bytes.Equal([]byte(last.sharing), sharing) {
+	// The config is compared by pointer, as its reducer replaces it whole:
+	// a busy host's residency check lets go of every session's lock, and a
+	// look-up in each config was most of that.
+	if last != nil && last.gen == s.summaryGen && last.config == s.state.Config && last.Owner == s.rec.Owner &&
+		last.Hidden == hidden && last.External == external {
 		return nil
 	}
 	return &ListRow{Summary: s.summary, Owner: s.rec.Owner, Hidden: hidden, External: external,
-		Private: s.targetLocked().Sharing == grants.SharePrivate, gen: s.summaryGen, sharing: string(sharing)}
+		Private: s.targetLocked().Sharing == grants.SharePrivate, gen: s.summaryGen, config: s.state.Config}
 }
