@@ -49,12 +49,16 @@ func Page(o *Order, v *View, q Query) Result {
 	return res
 }
 
+// noView shows no external row: one value, so that the orders a snapshot
+// makes for it are made once (Snapshot.sorted).
+var noView = &View{}
+
 func page(o *Order, v *View, q Query) Result {
 	if v == nil || q.Mine {
 		// External sessions a client opened are listed by the same rules,
 		// from the session; nobody owns them, so the owner filter keeps
 		// none.
-		v = &View{}
+		v = noView
 	}
 	snap := o.Snapshot()
 	keep := func(e entry) bool {

@@ -35,7 +35,7 @@ const viewTTL = time.Minute
 // View returns the view of the external rows a listing shows now.
 func (x *External) View() *View {
 	if x.cat == nil {
-		return &View{}
+		return noView
 	}
 	x.noteCutoff()
 	x.mu.Lock()
