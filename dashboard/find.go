@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/ahpd/ahpd/client"
@@ -17,13 +16,15 @@ import (
 )
 
 // Finding sessions: the sessions table searched, sorted, grouped and
-// paged. The host lists its catalogue most recently active first, a page
-// at a time, by owner and by search (listSessions' _meta "ahpd.owner"
-// and "ahpd.search"): that list is paged with the host's cursor. Any
-// other (another order, a status, groups) the dashboard makes from every
-// session the host lists for the same owner and search, read in the
-// host's pages of 500, and pages by number. Either way it asks the host
-// about each row's residency and owner only for the page it shows.
+// paged. The host lists its catalogue a page at a time, by owner, search,
+// order and groups (listSessions' _meta "ahpd.owner", "ahpd.search",
+// "ahpd.order", "ahpd.group"), sorting and grouping before it pages: that
+// list is paged with the host's cursor, and its groups headed as the host
+// counted them. A status the host does not know (idle and sleeping are
+// told apart by asking about each session), so a list filtered by one the
+// dashboard makes from every session the host lists in that order, read
+// in the host's pages of 500, and pages by number. Either way it asks the
+// host about each row's residency and owner only for the page it shows.
 
 // The orders the table is sorted in.
 const (
@@ -134,10 +135,10 @@ func listLink(v url.Values) string {
 	return "/ui/?" + v.Encode()
 }
 
-// scans says whether lq's list is the dashboard's to make: anything but
-// the host's own order, searched or not.
+// scans says whether lq's list is the dashboard's to make: one filtered
+// by status. The host searches, sorts and groups the others.
 func (lq listQuery) scans() bool {
-	return lq.Status != "" || lq.Sort != sortActivity || lq.Group != ""
+	return lq.Status != ""
 }
 
 // caption says what the table lists.
@@ -212,7 +213,7 @@ type found struct {
 func find(ctx context.Context, c *client.Client, lq listQuery) (*found, error) {
 	all := lq
 	all.Cursor, all.Limit = "", maxScan
-	items, next, err := listPage(ctx, c, all)
+	items, next, _, err := listPage(ctx, c, all) // sorted and grouped by the host
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +224,8 @@ func find(ctx context.Context, c *client.Client, lq listQuery) (*found, error) {
 			kept = append(kept, s)
 		}
 	}
-	order(kept, lq.Sort)
 	if lq.Group == groupRepo {
+		// In groups already: counted again, of the rows of that status.
 		kept, f.groups = grouped(kept)
 	}
 	f.total = len(kept)
@@ -245,35 +246,6 @@ func (lq listQuery) matches(s protocol.SessionSummary) bool {
 		want = statusIdle
 	}
 	return statusOf(s.Status, "") == want && (lq.Status != statusIdle || !isExternal(s.Meta))
-}
-
-// order sorts items as asked; the host's order (most recently active
-// first) is kept among equals.
-func order(items []protocol.SessionSummary, by string) {
-	switch by {
-	case sortCreated:
-		at := make(map[string]time.Time, len(items))
-		for _, s := range items {
-			t, _ := time.Parse(time.RFC3339Nano, s.CreatedAt)
-			at[s.Resource] = t
-		}
-		slices.SortStableFunc(items, func(a, b protocol.SessionSummary) int { return at[b.Resource].Compare(at[a.Resource]) })
-	case sortTitle:
-		key := make(map[string]string, len(items))
-		for _, s := range items {
-			key[s.Resource] = strings.ToLower(s.Title)
-		}
-		slices.SortStableFunc(items, func(a, b protocol.SessionSummary) int {
-			ka, kb := key[a.Resource], key[b.Resource]
-			if (ka == "") != (kb == "") { // untitled last
-				if ka == "" {
-					return 1
-				}
-				return -1
-			}
-			return cmp.Compare(ka, kb)
-		})
-	}
 }
 
 // grouped puts sorted items in groups by repository, each group in the

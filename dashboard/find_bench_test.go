@@ -21,9 +21,10 @@ import (
 
 // BenchmarkSessionsFind measures the server's time to draw the sessions
 // list's first page (50 rows) among 10,000 sessions: as the host lists
-// them (most recently active first, the host's own cursor), and as the
-// dashboard searches, sorts and groups them (every session read, in the
-// host's pages of 500).
+// them (most recently active first), searched, sorted by title, grouped
+// by repository and both, all done by the host before it pages (one
+// listing of 50), and filtered by a status, which the dashboard does
+// itself (every session read, in the host's pages of 500).
 func BenchmarkSessionsFind(b *testing.B) {
 	const n = 10_000
 	e := newEnv(b, envOptions{})
@@ -34,7 +35,10 @@ func BenchmarkSessionsFind(b *testing.B) {
 	for _, bc := range []struct{ name, query string }{
 		{"first", ""},
 		{"search", "?q=folder-07"},
+		{"title", "?sort=title"},
+		{"grouped", "?group=repo"},
 		{"title-grouped", "?sort=title&group=repo"},
+		{"status", "?status=idle&sort=title"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			req := httptest.NewRequest("GET", "/ui/"+bc.query, nil)

@@ -58,7 +58,7 @@ type listQuery struct {
 	Q        string // words each row's title, folder, branch or agent holds
 	Sort     string // one of sorts; "" is sortActivity
 	Group    string // "" or groupRepo
-	Page     int    // 1 on, for a list the dashboard sorts or searches
+	Page     int    // 1 on, for a list the dashboard filters by status
 	Cursor   string // the host's, for a list it pages itself
 	Limit    int64
 }
@@ -113,6 +113,7 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 	body := &sessionsBody{Query: lq, Statuses: statuses, Sorts: sorts, Caption: lq.caption()}
 	var items []protocol.SessionSummary
 	var f *found
+	var groups []hostGroup // the host's, for a list it grouped
 	if lq.scans() {
 		var err error
 		if f, err = find(ctx, c, lq); err != nil {
@@ -135,7 +136,7 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 	} else {
 		var next string
 		var err error
-		if items, next, err = listPage(ctx, c, lq); err != nil {
+		if items, next, groups, err = listPage(ctx, c, lq); err != nil {
 			return nil, err
 		}
 		if next != "" {
@@ -161,8 +162,15 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 			body.Rows = append(body.Rows, rw)
 		}
 	}
-	if f != nil && lq.Group == groupRepo {
+	switch {
+	case f != nil && lq.Group == groupRepo:
 		headGroups(body.Rows, f.groups, f.continued)
+	case lq.Group == groupRepo:
+		counts := make(map[string]int, len(groups))
+		for _, g := range groups {
+			counts[g.Name] = g.Count
+		}
+		headGroups(body.Rows, counts, len(groups) > 0 && groups[0].Continued)
 	}
 	// The live stream asks for the same page.
 	body.LiveSrc = "/ui/events"
@@ -182,11 +190,21 @@ func (d *Dashboard) listSessions(ctx context.Context, c *client.Client, lq listQ
 // hostPage is the most sessions the host lists at once.
 const hostPage = 500
 
-// listPage reads up to lq.Limit sessions from lq.Cursor, in as many of
-// the host's pages as that takes, and the cursor after them ("" at the
-// end). Archived sessions are left out unless asked for.
-func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.SessionSummary, string, error) {
+// hostGroup is a group the host headed on a page it grouped
+// (listSessions' result _meta "ahpd.groups").
+type hostGroup struct {
+	Name      string `json:"name"`
+	Count     int    `json:"count"`
+	Continued bool   `json:"continued"`
+}
+
+// listPage reads up to lq.Limit sessions from lq.Cursor, in lq's order and
+// grouping, in as many of the host's pages as that takes, and the cursor
+// after them ("" at the end), with the groups the host headed. Archived
+// sessions are left out unless asked for.
+func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.SessionSummary, string, []hostGroup, error) {
 	var items []protocol.SessionSummary
+	var groups []hostGroup
 	cursor := lq.Cursor
 	for {
 		limit := min(lq.Limit-int64(len(items)), hostPage)
@@ -202,10 +220,19 @@ func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.S
 			q, _ := json.Marshal(lq.Q)
 			params.Meta["ahpd.search"] = jsontext.Value(q)
 		}
+		// The host sorts and groups before it pages (listSessions' _meta
+		// "ahpd.order", "ahpd.group"): the dashboard reads one page.
+		if lq.Sort != sortActivity && lq.Sort != "" {
+			params.Meta["ahpd.order"] = jsontext.Value(`"` + lq.Sort + `"`)
+		}
+		if lq.Group != "" {
+			params.Meta["ahpd.group"] = jsontext.Value(`"` + lq.Group + `"`)
+		}
 		var res protocol.ListSessionsResult
 		if err := c.Call(ctx, "listSessions", params, &res); err != nil {
-			return nil, "", err
+			return nil, "", nil, err
 		}
+		groups = appendGroups(groups, res.Extra)
 		for _, s := range res.Items {
 			if lq.Archived || s.Status&protocol.StatusIsArchived == 0 {
 				items = append(items, s)
@@ -216,9 +243,27 @@ func listPage(ctx context.Context, c *client.Client, lq listQuery) ([]protocol.S
 			cursor = *res.NextCursor
 		}
 		if cursor == "" || int64(len(items)) >= lq.Limit {
-			return items, cursor, nil
+			return items, cursor, groups, nil
 		}
 	}
+}
+
+// appendGroups adds the groups a host's page headed to those of the pages
+// before it, one group across two pages counted once.
+func appendGroups(groups []hostGroup, extra protocol.Object) []hostGroup {
+	var meta struct {
+		Groups []hostGroup `json:"ahpd.groups"`
+	}
+	if raw, ok := extra["_meta"]; !ok || json.Unmarshal(raw, &meta) != nil {
+		return groups
+	}
+	for _, g := range meta.Groups {
+		if g.Continued && len(groups) > 0 && groups[len(groups)-1].Name == g.Name {
+			continue
+		}
+		groups = append(groups, g)
+	}
+	return groups
 }
 
 // probeResult is what ahpd/sessionStatus says of a session.

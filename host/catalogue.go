@@ -99,7 +99,7 @@ func (h *Host) ownTimes() []time.Time {
 }
 
 // listPage is a page of the listing q asks for.
-func (h *Host) listPage(q listing.Query) ([]protocol.SessionSummary, listing.Key, bool) {
+func (h *Host) listPage(q listing.Query) listing.Result {
 	var v *listing.View
 	if !q.Mine {
 		v = h.ext.View()
@@ -130,7 +130,7 @@ func (h *Host) openExternal(su protocol.SessionURI) *session.Session {
 	}
 	h.sessions[su.ID] = s
 	h.mu.Unlock()
-	h.order.Add(s, s.CurrentSummary().ModifiedAt)
+	h.order.Add(s)
 	s.Persist()
 	h.log.Info("opened an external session", "session", rec.URI, "dir", rec.Folder)
 	return s

@@ -231,7 +231,7 @@ func (cc *clusterCore) Replace(old, ns *session.Session) bool {
 		h.order.Remove(old)
 		old.MarkDisposed()
 	}
-	h.order.Add(ns, ns.CurrentSummary().ModifiedAt)
+	h.order.Add(ns)
 	return true
 }
 

@@ -126,6 +126,6 @@ func (h *Host) addSession(c *conn.Conn, spec *createSpec) (s *session.Session, a
 	h.sessions[spec.uri.ID] = s
 	h.mu.Unlock()
 	h.ext.NoteOwn(own)
-	h.order.Add(s, s.CurrentSummary().ModifiedAt)
+	h.order.Add(s)
 	return s, false, nil
 }

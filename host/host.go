@@ -531,7 +531,7 @@ func (h *Host) loadSessions(clean bool) error {
 			continue
 		}
 		h.sessions[s.ID()] = s
-		h.order.Add(s, s.CurrentSummary().ModifiedAt)
+		h.order.Add(s)
 		if rc != nil {
 			h.marks.note(s.URI(), rc.Mark.ServerSeq, rc.Mark.Seq)
 			cut = append(cut, s)

@@ -141,7 +141,7 @@ func (h *Host) moveToNewSession(c *conn.Conn, src *session.Session, e *session.C
 	h.sessions[nsu.ID] = s
 	h.homes[rec.URI] = nsu.ID
 	h.mu.Unlock()
-	h.order.Add(s, s.CurrentSummary().ModifiedAt)
+	h.order.Add(s)
 
 	s.AnnounceHome(ne)
 	h.poke()

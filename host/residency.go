@@ -133,6 +133,11 @@ func (h *Host) upkeep() []upkeepTask {
 func (h *Host) balance(now time.Time) {
 	var live []session.Resident
 	for _, s := range h.sessionList() {
+		// Most of a large host's sessions are asleep, and a check runs as
+		// every turn ends: one asleep is passed over without its lock.
+		if !s.Awake() {
+			continue
+		}
 		if r, ok := s.AsResident(); ok {
 			live = append(live, r)
 		}

@@ -83,11 +83,18 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 		}
 		limit = int(min(*p.Limit, maxPage))
 	}
+	by, err := sorting(p.Meta)
+	if err != nil {
+		return nil, err
+	}
 	var after *listing.Key
 	if p.Cursor != nil {
 		k, err := h.cursors.Open(*p.Cursor)
 		if err != nil {
 			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for listSessions: cursor: %v", err)
+		}
+		if k.Order != by.Name() {
+			return nil, protocol.Errorf(protocol.CodeInvalidParams, "invalid params for listSessions: cursor: of a listing in another order: ask for that order, or start again without one")
 		}
 		after = &k
 	}
@@ -99,16 +106,16 @@ func (h *Host) listSessions(ctx context.Context, c *conn.Conn, req *jrpc2.Reques
 	if err != nil {
 		return nil, err
 	}
-	rows, last, more := h.listPage(listing.Query{Me: session.PrincipalString(c.Principal()), Mine: mine,
-		All: h.directory().SeesEverySession(c.Principal()), After: after, Limit: limit, Match: listing.Search(search)})
-	if p.Limit == nil && more {
+	page := h.listPage(listing.Query{Me: session.PrincipalString(c.Principal()), Mine: mine,
+		All: h.directory().SeesEverySession(c.Principal()), After: after, Limit: limit, Match: listing.Search(search), By: by})
+	if p.Limit == nil && page.More {
 		h.log.Warn("the catalogue is larger than one listing; clients that do not page see the newest", "listed", defaultPage)
 	}
-	res := &protocol.ListSessionsResult{Items: rows}
-	if more {
-		res.NextCursor = new(h.cursors.Seal(last))
+	res := &listResult{page: page}
+	if page.More {
+		res.next = new(h.cursors.Seal(page.Last))
 	}
-	return res, nil
+	return res.encode()
 }
 
 func scopeString(s grants.Scope) string {

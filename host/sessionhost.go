@@ -85,7 +85,7 @@ func (sh *sessionHost) ForgetOwn(keys []catalogue.Key) {
 
 func (sh *sessionHost) Shown(k catalogue.Key) bool { return sh.ext.Shown(k) }
 
-func (sh *sessionHost) Reorder(s *session.Session, modifiedAt string) { sh.order.Move(s, modifiedAt) }
+func (sh *sessionHost) Relist(s *session.Session) { sh.order.Update(s) }
 
 // Git
 

@@ -70,6 +70,7 @@ type Conn struct {
 	asked     map[string]bool   // the ids of requests taken and not yet answered
 	holds     map[string]bool   // requests whose responses carry snapshots
 	closing   map[string]string // requests whose responses end the connection, with why
+	encoded   encodedResults    // results sent as they were encoded (encoded.go)
 	subs      map[string]bool   // the channels this connection watches
 	sessions  int               // how many of subs count against Limits.AttachedSessions
 	readOnly  map[string]bool   // those it subscribed to read-only (readonly.go)

@@ -55,7 +55,11 @@ func (a assigner) Assign(ctx context.Context, method string) jrpc2.Handler {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		return h(ctx, req)
+		v, err := h(ctx, req)
+		if e, ok := v.(Encoded); ok && err == nil {
+			return a.c.stand(e), nil // encoded.go
+		}
+		return v, err
 	}
 }
 
@@ -109,7 +113,7 @@ func (c *Conn) serve(d Dispatch) {
 type rpcChannel struct{ c *Conn }
 
 func (ch rpcChannel) Send(msg []byte) error {
-	ch.c.respond(append([]byte(nil), msg...))
+	ch.c.respond(ch.c.spliced(msg))
 	return nil
 }
 

@@ -15,10 +15,16 @@ import (
 type Key struct {
 	ModifiedAt string `json:"m"`
 	Resource   string `json:"r"`
+	// In another order than the listing's own (Sorting): which (its
+	// Name), the row's own key in it (sortKey), and, grouped, the key of
+	// the row leading the row's group.
+	Order string `json:"o,omitempty"`
+	By    string `json:"b,omitempty"`
+	Lead  *Key   `json:"l,omitempty"`
 }
 
 // Compare orders rows most recently modified first, then by URI, so pages
-// are stable.
+// are stable: the listing's own order, and the last of any other's.
 func (k Key) Compare(o Key) int {
 	if c := strings.Compare(o.ModifiedAt, k.ModifiedAt); c != 0 {
 		return c

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -27,11 +28,16 @@ func TestSessionOrder(t *testing.T) {
 		switch op := r.IntN(10); {
 		case op < 4:
 			m := at()
-			o.Add(s, m)
+			s.set(m)
+			o.Add(s)
 			held[s] = m
 		case op < 8:
-			m := max(at(), held[s])
-			o.Move(s, m)
+			m := at()
+			if s.row != nil {
+				m = max(m, s.row.Summary.ModifiedAt) // modifiedAt only moves on
+			}
+			s.set(m)
+			o.Update(s)
 			if _, ok := held[s]; ok {
 				held[s] = m
 			}
@@ -44,7 +50,7 @@ func TestSessionOrder(t *testing.T) {
 		}
 		var want []Key
 		for s, m := range held {
-			want = append(want, Key{m, s.URI()})
+			want = append(want, Key{ModifiedAt: m, Resource: s.URI()})
 		}
 		slices.SortFunc(want, Key.Compare)
 		if got := walk(o, nil, 1+r.IntN(50)); !slices.Equal(got, want) {
@@ -64,18 +70,21 @@ func TestSessionOrder(t *testing.T) {
 	}
 }
 
-// walk pages through the order from after, n entries at a time.
+// walk pages through the order's snapshots from after, n entries at a
+// time.
 func walk(o *Order, after *Key, n int) []Key {
 	var out []Key
 	for {
-		page := o.next(nil, after, n)
-		for _, k := range page {
-			out = append(out, k.Key)
+		snap := o.Snapshot()
+		page := snap.rows[snap.after(after):]
+		page = page[:min(n, len(page))]
+		for _, r := range page {
+			out = append(out, keyOf(r))
 		}
 		if len(page) < n {
 			return out
 		}
-		after = &page[len(page)-1].Key
+		after = new(keyOf(page[len(page)-1]))
 	}
 }
 
@@ -84,31 +93,46 @@ func walk(o *Order, after *Key, n int) []Key {
 // shifts) and the most active (the newest, next to nothing shifts).
 func BenchmarkSessionOrderMove(b *testing.B) {
 	o := NewOrder()
+	items := map[string]*item{}
 	for i := range 10000 {
 		s := newItem(fmt.Sprintf("ahp-session:/s%05d", i))
-		o.Add(s, fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
+		s.set(fmt.Sprintf("2026-01-01T00:00:00.%09dZ", i))
+		o.Add(s)
+		items[s.uri] = s
 	}
 	stamp := 0
 	now := func() string { stamp++; return fmt.Sprintf("2026-02-01T00:00:00.%09dZ", stamp) }
+	move := func(uri string) {
+		s := items[uri]
+		s.set(now())
+		o.Update(s)
+	}
 	b.Run("oldest", func(b *testing.B) {
 		for b.Loop() {
-			o.Move(o.keys[0].item, now())
+			move(o.keys[0].Resource)
 		}
 	})
 	b.Run("newest", func(b *testing.B) {
 		for b.Loop() {
-			o.Move(o.keys[len(o.keys)-1].item, now())
+			move(o.keys[len(o.keys)-1].Resource)
 		}
 	})
 }
 
-// item is a session as the order sees it: its URI, listed to anyone.
-type item struct{ uri string }
+// item is a session as the order sees it: its URI and its newest row,
+// listed to anyone.
+type item struct {
+	uri string
+	row *session.ListRow
+}
 
-func newItem(uri string) *item { return &item{uri} }
+func newItem(uri string) *item { return &item{uri: uri} }
+
+// set gives the session a new row, modified at m.
+func (i *item) set(m string) {
+	i.row = session.NewOwnedListRow(protocol.SessionSummary{Resource: i.uri, ModifiedAt: m}, "", false)
+}
 
 func (i *item) URI() string { return i.uri }
 
-func (i *item) Listed(bool, string, bool, map[string]bool) (protocol.SessionSummary, bool) {
-	return protocol.SessionSummary{Resource: i.uri}, true
-}
+func (i *item) Row() *session.ListRow { return i.row }

@@ -3,7 +3,7 @@ package listing
 import (
 	"slices"
 
-	"github.com/ahpd/ahpd/protocol"
+	"github.com/ahpd/ahpd/host/session"
 )
 
 // Query is what a page is asked for.
@@ -15,34 +15,67 @@ type Query struct {
 	Limit int    // at most this many rows
 	// Match keeps the rows it is true of (Search); nil keeps them all.
 	// The rows it drops are walked past, not counted against Limit.
-	Match func(*protocol.SessionSummary) bool
+	Match func(*session.ListRow) bool
+	// By is the order of the rows; the zero Sorting is the listing's
+	// own, most recently modified first.
+	By Sorting
+}
+
+// Result is a page.
+type Result struct {
+	Rows []*session.ListRow
+	Last Key  // the key of the last row, where the next page starts
+	More bool // rows follow
+	// Groups heads the groups the page's rows are in, in order, when the
+	// order groups them.
+	Groups []GroupHead
+}
+
+// GroupHead is one group on a page: its name, how many rows the whole
+// listing has in it, and whether its rows began on an earlier page.
+type GroupHead struct {
+	Name      string `json:"name"`
+	Count     int    `json:"count"`
+	Continued bool   `json:"continued,omitzero"`
 }
 
 // Page merges the host's own sessions and the external rows v shows into
-// a page of at most q.Limit rows after q.After. It returns the page, the
-// key of its last row, and whether more follow.
-func Page(o *Order, v *View, q Query) ([]protocol.SessionSummary, Key, bool) {
+// a page of at most q.Limit rows after q.After, in q.By. It reads the
+// order's snapshot and the rows in it: no session's lock. Its Last says
+// which order it is of (Key.Order).
+func Page(o *Order, v *View, q Query) Result {
+	res := page(o, v, q)
+	res.Last.Order = q.By.Name()
+	return res
+}
+
+// noView shows no external row: one value, so that the orders a snapshot
+// makes for it are made once (Snapshot.sorted).
+var noView = &View{}
+
+func page(o *Order, v *View, q Query) Result {
 	if v == nil || q.Mine {
 		// External sessions a client opened are listed by the same rules,
 		// from the session; nobody owns them, so the owner filter keeps
 		// none.
-		v = &View{}
+		v = noView
 	}
-	// Both halves are in listing order already (the order's, and the view
-	// sorted when made): the page is their merge from the cursor on, and
-	// the rows past it are never looked at.
-	own := ownRows{o: o, shown: v.byURI, after: q.After, mine: q.Mine, me: q.Me, all: q.All, match: q.Match, batch: min(q.Limit+1, 512)}
-	if q.Match != nil {
-		own.batch = 512 // most rows may be walked past
+	snap := o.Snapshot()
+	keep := func(e entry) bool {
+		return (e.ext || e.row.Shows(q.Mine, q.Me, q.All, v.byURI)) && (q.Match == nil || q.Match(e.row))
 	}
-	ei := 0
-	if q.After != nil {
-		var found bool
-		ei, found = slices.BinarySearchFunc(v.keys, *q.After, func(r entry, k Key) int { return r.Compare(k) })
-		if found {
-			ei++
-		}
+	switch {
+	case q.By.Group != "":
+		return grouped(snap.sorted(o, v, q.By.Sort), q, keep)
+	case q.By.Sort != SortActivity:
+		s := snap.sorted(o, v, q.By.Sort)
+		return walkFrom(s, s.after(q.After), q, keep)
 	}
+	// Both halves are in listing order already (the snapshot's, and the
+	// view sorted when made): the page is their merge from the cursor on,
+	// and the rows past it are never looked at.
+	var res Result
+	oi, ei := snap.after(q.After), v.after(q.After)
 	nextExt := func() {
 		// An external session a client opened is listed from the session.
 		for ei < len(v.keys) && o.Holds(v.keys[ei].Resource) {
@@ -50,71 +83,54 @@ func Page(o *Order, v *View, q Query) ([]protocol.SessionSummary, Key, bool) {
 		}
 	}
 	nextExt()
-	// Rows are large: growing the slice row by row would copy a page's
-	// worth several times over.
-	rows := make([]protocol.SessionSummary, 0, min(q.Limit, o.Len()+len(v.keys)))
-	var last Key
-	more := false
-	ok, sum := own.next()
-	for ok || ei < len(v.keys) {
-		if len(rows) == q.Limit {
-			more = true
-			break
+	for oi < len(snap.rows) || ei < len(v.keys) {
+		var e entry
+		if oi < len(snap.rows) && (ei == len(v.keys) || keyOf(snap.rows[oi]).Compare(v.keys[ei].Key) < 0) {
+			e = entry{Key: keyOf(snap.rows[oi]), row: snap.rows[oi]}
+			oi++
+		} else {
+			e = v.keys[ei]
+			ei++
+			nextExt()
 		}
-		if ok && (ei == len(v.keys) || own.key.Compare(v.keys[ei].Key) < 0) {
-			rows, last = append(rows, sum), own.key
-			ok, sum = own.next()
+		if !keep(e) {
 			continue
 		}
-		sum := summary(v.keys[ei].row)
-		if q.Match == nil || q.Match(&sum) {
-			rows, last = append(rows, sum), v.keys[ei].Key
+		if len(res.Rows) == q.Limit {
+			res.More = true
+			break
 		}
-		ei++
-		nextExt()
+		res.Rows, res.Last = append(res.Rows, e.row), e.Key
 	}
-	return rows, last, more
+	return res
 }
 
-// ownRows walks the sessions the host holds in listing order, from a
-// cursor on, yielding those a listing shows. It copies a batch of the order
-// at a time, so the order's lock is never held while a session's is.
-type ownRows struct {
-	o     *Order
-	shown map[string]bool // the external rows the listing shows
-	after *Key            // where the walk resumes
-	mine  bool            // the owner filter
-	me    string          // who asks
-	all   bool            // me sees private sessions
-	match func(*protocol.SessionSummary) bool
-	batch int
-
-	keys []entry
-	i    int
-	done bool
-	key  Key // the key of the row last returned
+// walkFrom is the page of the rows of s that keep keeps, from index i.
+func walkFrom(s *sorted, i int, q Query, keep func(entry) bool) Result {
+	var res Result
+	for ; i < len(s.rows); i++ {
+		e := s.rows[i]
+		if !keep(e) {
+			continue
+		}
+		if len(res.Rows) == q.Limit {
+			res.More = true
+			break
+		}
+		res.Rows, res.Last = append(res.Rows, e.row), e.Key
+	}
+	return res
 }
 
-// next returns the next listed session's row; false when there are no
-// more.
-func (w *ownRows) next() (bool, protocol.SessionSummary) {
-	for {
-		if w.i == len(w.keys) {
-			if w.done {
-				return false, protocol.SessionSummary{}
-			}
-			w.keys, w.i = w.o.next(w.keys[:0], w.after, w.batch), 0
-			w.done = len(w.keys) < w.batch
-			if len(w.keys) == 0 {
-				return false, protocol.SessionSummary{}
-			}
-			w.after = new(w.keys[len(w.keys)-1].Key)
-		}
-		k := w.keys[w.i]
-		w.i++
-		if sum, listed := k.item.Listed(w.mine, w.me, w.all, w.shown); listed && (w.match == nil || w.match(&sum)) {
-			w.key = k.Key
-			return true, sum
-		}
+// after returns the index of the first of the view's rows after k (0 for
+// nil).
+func (v *View) after(k *Key) int {
+	if k == nil {
+		return 0
 	}
+	i, found := slices.BinarySearchFunc(v.keys, *k, func(r entry, k Key) int { return r.Compare(k) })
+	if found {
+		i++
+	}
+	return i
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ahpd/ahpd/catalogue"
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -19,11 +20,8 @@ type owned struct {
 
 func (o *owned) URI() string { return o.uri }
 
-func (o *owned) Listed(mine bool, me string, _ bool, _ map[string]bool) (protocol.SessionSummary, bool) {
-	if mine && o.owner != me {
-		return protocol.SessionSummary{}, false
-	}
-	return protocol.SessionSummary{Resource: o.uri, ModifiedAt: o.modified}, true
+func (o *owned) Row() *session.ListRow {
+	return session.NewOwnedListRow(protocol.SessionSummary{Resource: o.uri, ModifiedAt: o.modified}, o.owner, false)
 }
 
 // viewOf is the View a catalogue of these rows would show, each row
@@ -38,7 +36,8 @@ func viewOf(t *testing.T, rows ...string) *View {
 			t.Fatalf("row %q: %v", r, err)
 		}
 		row := &catalogue.Row{Provider: p, ID: id, ModifiedAt: time.Date(2026, 1, 1, 0, m, 0, 0, time.UTC)}
-		v.keys = append(v.keys, entry{Key: Key{protocol.FormatTime(row.ModifiedAt), row.URI()}, row: row})
+		v.keys = append(v.keys, entry{Key: Key{ModifiedAt: protocol.FormatTime(row.ModifiedAt), Resource: row.URI()},
+			row: session.NewListRow(summary(row)), ext: true})
 		v.byURI[row.URI()] = true
 	}
 	slices.SortFunc(v.keys, func(a, b entry) int { return a.Compare(b.Key) })
@@ -59,7 +58,7 @@ func TestPage(t *testing.T) {
 		{"ahpd:/c", "ann", minute(1)},
 		{"claude:/opened", "", minute(4)}, // an external session a client opened
 	} {
-		o.Add(s, s.modified)
+		o.Add(s)
 	}
 	v := viewOf(t, "claude/x@6", "claude/y@2", "claude/opened@4", "claude/z@0")
 	tests := []struct {
@@ -71,11 +70,11 @@ func TestPage(t *testing.T) {
 		{"all", Query{Me: "ann"}, v, []string{"claude:/x", "ahpd:/a", "claude:/opened", "ahpd:/b", "claude:/y", "ahpd:/c", "claude:/z"}},
 		{"mine", Query{Me: "ann", Mine: true}, v, []string{"ahpd:/a", "ahpd:/c"}},
 		{"no view", Query{Me: "bob"}, nil, []string{"ahpd:/a", "claude:/opened", "ahpd:/b", "ahpd:/c"}},
-		{"matched", Query{Me: "ann", Match: func(s *protocol.SessionSummary) bool {
-			return strings.ContainsAny(s.Resource[len(s.Resource)-1:], "xbz")
+		{"matched", Query{Me: "ann", Match: func(r *session.ListRow) bool {
+			return strings.ContainsAny(r.Summary.Resource[len(r.Summary.Resource)-1:], "xbz")
 		}},
 			v, []string{"claude:/x", "ahpd:/b", "claude:/z"}},
-		{"none matched", Query{Me: "ann", Match: func(*protocol.SessionSummary) bool { return false }}, v, nil},
+		{"none matched", Query{Me: "ann", Match: func(*session.ListRow) bool { return false }}, v, nil},
 	}
 	for _, tt := range tests {
 		for limit := 1; limit <= len(tt.want)+1; limit++ {
@@ -84,17 +83,17 @@ func TestPage(t *testing.T) {
 				q := tt.q
 				q.Limit = limit
 				for range len(tt.want) + 1 {
-					rows, last, more := Page(o, tt.v, q)
-					if len(rows) > limit {
-						t.Fatalf("a page of %d rows, limit %d", len(rows), limit)
+					p := Page(o, tt.v, q)
+					if len(p.Rows) > limit {
+						t.Fatalf("a page of %d rows, limit %d", len(p.Rows), limit)
 					}
-					for _, r := range rows {
-						got = append(got, r.Resource)
+					for _, r := range p.Rows {
+						got = append(got, r.Summary.Resource)
 					}
-					if !more {
+					if !p.More {
 						break
 					}
-					q.After = &last
+					q.After = &p.Last
 				}
 				if !slices.Equal(got, tt.want) {
 					t.Fatalf("pages list\n%v\nwant\n%v", got, tt.want)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/ahpd/ahpd/host/session"
 	"github.com/ahpd/ahpd/protocol"
 )
 
@@ -12,8 +13,8 @@ import (
 // any case, in their title, folders, branch or agent.
 func TestSearch(t *testing.T) {
 	t.Parallel()
-	row := &protocol.SessionSummary{Title: "Fix the Parser", Provider: "claude", WorkingDirectories: []string{"file:///src/ahpd"},
-		Meta: protocol.Object{"ahpd.branch": jsontext.Value(`"agents/fix-1"`)}}
+	row := session.NewListRow(protocol.SessionSummary{Title: "Fix the Parser", Provider: "claude", WorkingDirectories: []string{"file:///src/ahpd"},
+		Meta: protocol.Object{"ahpd.branch": jsontext.Value(`"agents/fix-1"`)}})
 	if Search("") != nil || Search("  ") != nil {
 		t.Error("an empty search filters")
 	}

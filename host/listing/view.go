@@ -35,7 +35,7 @@ const viewTTL = time.Minute
 // View returns the view of the external rows a listing shows now.
 func (x *External) View() *View {
 	if x.cat == nil {
-		return &View{}
+		return noView
 	}
 	x.noteCutoff()
 	x.mu.Lock()
@@ -48,7 +48,8 @@ func (x *External) View() *View {
 	v := &View{at: x.cfg.Now(), keys: make([]entry, len(rows)), byURI: make(map[string]bool, len(rows))}
 	for i := range rows {
 		uri := rows[i].URI()
-		v.keys[i] = entry{Key: Key{protocol.FormatTime(rows[i].ModifiedAt), uri}, row: &rows[i]}
+		v.keys[i] = entry{Key: Key{ModifiedAt: protocol.FormatTime(rows[i].ModifiedAt), Resource: uri},
+			row: session.NewListRow(summary(&rows[i])), ext: true}
 		v.byURI[uri] = true
 	}
 	// The catalogue's order is nearly the listing's, but it compares times

@@ -102,8 +102,9 @@ type Catalogue interface {
 	ForgetOwn(keys []catalogue.Key)
 	// Shown reports whether the listing shows k as an external session.
 	Shown(k catalogue.Key) bool
-	// Reorder moves s in the listing's order by its new modification time.
-	Reorder(s *Session, modifiedAt string)
+	// Relist files s's newest listing row (Session.Row) in the listing's
+	// order, where its modification time puts it.
+	Relist(s *Session)
 }
 
 // Git is the host's git work that outlives one session's: pushing and

@@ -78,7 +78,7 @@ func (s *Session) build(config protocol.SessionConfigState, rc *Recovered) {
 		entry.Changes = cr.Changes
 		s.state.Chats = append(s.state.Chats, entry)
 	}
-	s.summary = s.computeSummaryLocked()
+	s.setSummaryLocked(s.computeSummaryLocked())
 }
 
 func chatSummary(cs *protocol.ChatState) protocol.ChatSummary {

@@ -213,9 +213,7 @@ func (s *Session) AnnounceHome(ne *ChatEntry) {
 	defer s.unlock()
 	// A default chat is not movable: whoever watches the chat is told.
 	s.emitChatLocked(ne.chat, &protocol.ChatMovableChangedAction{Movable: false}, nil)
-	s.summary = s.computeSummaryLocked()
-	at := s.summary.ModifiedAt
-	s.out.Later(func() { s.h.Reorder(s, at) })
+	s.setSummaryLocked(s.computeSummaryLocked())
 	s.noteOwnLocked()
 	s.announceLocked()
 	s.persistLocked()
@@ -243,6 +241,6 @@ func (s *Session) homeLocked(rec *ChatRecord, state *protocol.ChatState) *ChatEn
 	s.rec.DefaultChat, s.rec.Title, s.rec.TitleFrom = rec.URI, state.Title, titleFromAgent
 	s.rec.Lifecycle = string(protocol.SessionLifecycleReady)
 	s.provisional = false
-	s.summary = s.computeSummaryLocked()
+	s.setSummaryLocked(s.computeSummaryLocked())
 	return ne
 }

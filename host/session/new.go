@@ -69,6 +69,7 @@ func New(env *Env, spec Spec) *Session {
 		Owner: spec.Owner, Scope: spec.Scope,
 	}
 	s.build(spec.Config, nil)
+	s.firstRowLocked()
 	return s
 }
 
@@ -92,10 +93,11 @@ func Restore(env *Env, id string, rec *Record, rc *Recovered, backend plugins.Ba
 	if rec.External {
 		s.announced = false
 		s.state.Meta = protocol.Object{ExternalMeta: jsontext.Value("true")}
-		s.summary = s.computeSummaryLocked()
+		s.setSummaryLocked(s.computeSummaryLocked())
 	}
 	if rec.CreationError != "" {
 		s.state.CreationError = &protocol.ErrorInfo{ErrorType: "backendStartFailed", Message: rec.CreationError}
 	}
+	s.firstRowLocked()
 	return s
 }

@@ -26,8 +26,12 @@ func (s *Session) lockWithRoom() {
 	}
 }
 
-// unlock lets the session's lock go and hands on what its changes queued.
-func (s *Session) unlock() { outbox.Release(&s.mu, s.out, s.h.Sink) }
+// unlock lets the session's lock go and hands on what its changes queued,
+// its listing row first made anew if what it lists changed.
+func (s *Session) unlock() {
+	s.relistLocked()
+	outbox.Release(&s.mu, s.out, s.h.Sink)
+}
 
 // unlockForClient is unlock for a client's action: its changes are
 // handed on in the background (outbox.ReleaseAsync).

@@ -60,8 +60,10 @@ type Session struct {
 	restarts    restartLog // its restart points (restart.go)
 	state       *protocol.SessionState
 	summary     protocol.SessionSummary
-	chats       map[string]*ChatEntry // by chat URI
-	order       []string              // chat URIs, in the order they were made
+	summaryGen  uint64                  // counts the summaries set (setSummaryLocked)
+	row         atomic.Pointer[ListRow] // its newest listing row (listing.go)
+	chats       map[string]*ChatEntry   // by chat URI
+	order       []string                // chat URIs, in the order they were made
 	rec         Record
 	provisional bool   // made, its first turn not yet at the backend
 	creatorID   string // the client that made a provisional session

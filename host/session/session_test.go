@@ -43,7 +43,7 @@ type fakeHost struct {
 	own       []catalogue.Key
 	active    []int64
 	started   []string // providers whose agents started, with how
-	reordered int
+	relisted  int
 	took      []time.Duration // each turn's run, as told at its end
 	first     []time.Duration // each turn's wait for its first output
 	ended     chan protocol.TurnState
@@ -114,10 +114,10 @@ func (f *fakeHost) NoteOwn(keys []catalogue.Key) {
 }
 func (f *fakeHost) ForgetOwn([]catalogue.Key) {}
 func (f *fakeHost) Shown(catalogue.Key) bool  { return false }
-func (f *fakeHost) Reorder(*session.Session, string) {
+func (f *fakeHost) Relist(*session.Session) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.reordered++
+	f.relisted++
 }
 
 // Git: no remote to push checkpoints to.
@@ -268,7 +268,7 @@ func TestSessionTurn(t *testing.T) {
 	if len(f.took) != 1 || f.took[0] < 0 {
 		t.Errorf("the turn's run was told as %v: want one, of a known length", f.took)
 	}
-	if f.reordered == 0 {
-		t.Error("the session never moved in the listing's order though its turn modified it")
+	if f.relisted == 0 {
+		t.Error("the session never told the listing of a new row though its turn modified it")
 	}
 }

@@ -82,11 +82,13 @@ func (s *Session) refreshSummaryLocked() {
 		next.ModifiedAt = s.summary.ModifiedAt
 	}
 	changes, changed := SummaryChanges(s.summary, next)
-	if next.ModifiedAt != s.summary.ModifiedAt {
-		at := next.ModifiedAt
-		s.out.Later(func() { s.h.Reorder(s, at) })
+	if changed || (s.summary.Annotations != next.Annotations && !SameJSON(s.summary.Annotations, next.Annotations)) {
+		// The listing's row follows (relistLocked); a turn's deltas,
+		// which change nothing it lists, make it no new row.
+		s.setSummaryLocked(next)
+	} else {
+		s.summary = next
 	}
-	s.summary = next
 	s.rec.ModifiedAt = next.ModifiedAt
 	if s.state.Status != next.Status {
 		// No action carries a session's activity, which comes from its
