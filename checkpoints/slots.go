@@ -57,7 +57,13 @@ type slotWaiter struct {
 	ready    chan struct{} // closed once the slot is the waiter's
 	priority func() Priority
 	granted  bool
+	passed   int // slots given to later waiters of a higher priority meanwhile
 }
+
+// maxPassed is how many later waiters a waiter lets go first before it
+// goes ahead of all but those somebody waits for (Now): under a steady
+// stream of staging, the records still get written.
+const maxPassed = 8
 
 // Priority orders the waiters for a slot.
 type Priority int
@@ -170,12 +176,19 @@ func (s *semaphore) release() {
 	}
 	pick, best := 0, Later-1
 	for i, w := range s.waiters {
-		if p := w.priority(); p > best {
+		p := w.priority()
+		if w.passed >= maxPassed && p < Now {
+			p = Now - 1 // its turn has come, behind those somebody waits for
+		}
+		if p > best {
 			pick, best = i, p
 			if p == Now {
 				break
 			}
 		}
+	}
+	for _, w := range s.waiters[:pick] {
+		w.passed++
 	}
 	w := s.waiters[pick]
 	s.waiters = append(s.waiters[:pick], s.waiters[pick+1:]...)

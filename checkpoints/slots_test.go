@@ -53,6 +53,38 @@ func TestSlotsOrder(t *testing.T) {
 	}
 }
 
+// TestSlotsAge: a waiter passed over by later ones of a higher priority
+// maxPassed times goes next, ahead of all but those somebody waits for.
+func TestSlotsAge(t *testing.T) {
+	queued := make(chan struct{}, 64)
+	s := &semaphore{free: 1, queued: func() { queued <- struct{}{} }}
+	if err := s.acquire(t.Context(), At(Later)); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 64)
+	wait := func(name string, p Priority) {
+		go func() {
+			if err := s.acquire(t.Context(), At(p)); err == nil {
+				got <- name
+			}
+		}()
+		<-queued
+	}
+	wait("record", Later)
+	for range maxPassed + 2 {
+		wait("stage", Soon)
+	}
+	var order []string
+	for range maxPassed + 3 {
+		s.release()
+		order = append(order, <-got)
+	}
+	s.release()
+	if order[maxPassed] != "record" {
+		t.Errorf("slots went to %q: want the record after %d stages", order, maxPassed)
+	}
+}
+
 // TestSlotsCancel: a waiter whose context ends leaves the queue, and a
 // slot given to it as it ended goes to the next.
 func TestSlotsCancel(t *testing.T) {
