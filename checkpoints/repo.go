@@ -201,6 +201,10 @@ func (st *Staged) Tree(ctx context.Context) (string, error) {
 	return tree, nil
 }
 
+// Written returns the staged tree's id once Tree has written it, else "";
+// it runs no git.
+func (st *Staged) Written() string { return st.tree }
+
 // Diff counts the changes from a tree-ish to the staged tree, as Repo.Diff
 // does between two trees, without writing the staged one first.
 func (st *Staged) Diff(ctx context.Context, from string) (Stats, error) {

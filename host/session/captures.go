@@ -3,6 +3,7 @@ package session
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 
 	"github.com/ahpd/ahpd/checkpoints"
@@ -71,10 +72,11 @@ type captureQueue struct {
 	start    *turnStart        // the open start: the next checkpoint's turn started from it
 	alone    bool              // at its last turn's start the session was alone in its tree (Repos)
 	ends     int               // turn ends seen in this run: a capture covers those up to its own
-	// baseTree is turn/0's tree while every checkpoint queued in this run
-	// follows the one before (no start/<N> between): the session's own
-	// changes are then the diff from it to the newest, one git process.
-	baseTree string
+	// base is turn/0's tree while every checkpoint queued in this run
+	// follows the one before (no start/<N> between; nil otherwise): the
+	// session's own changes are then the diff from it to the newest, one
+	// git process.
+	base *lazyTree
 
 	// Touched by records only, which run one at a time (inGit).
 	own      *checkpoints.Own // the session's own changes; nil: read them from its refs
@@ -138,14 +140,14 @@ func (s *Session) nextCheckpointLocked() int {
 	return max(s.rec.Checkpoints, s.captures.next)
 }
 
-// queueCaptureLocked queues the capture of turn/n. tree, when not "", is
-// its tree, already written by repo; otherwise the capture snapshots the
-// working tree as soon as a git slot is free: at once when one is, so
+// queueCaptureLocked queues the capture of turn/n. staged, when not nil,
+// is its files, already staged by repo; otherwise the capture stages the
+// working tree's as soon as a git slot is free: at once when one is, so
 // that a quiet host captures each turn as it ended. The caller holds s.mu.
 //
 // Turn n's checkpoint takes the open start as its turn's; turn/0 opens
 // one, which turn 1 starts from.
-func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string) {
+func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, staged *checkpoints.Staged) {
 	q := &s.captures
 	prev := q.recorded
 	c := &capture{n: n, covers: q.ends, state: captureSnapped, wake: make(chan struct{}, 1), snapped: make(chan struct{})}
@@ -155,11 +157,16 @@ func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 	q.start = nil
 	if n == 0 {
 		q.start = &turnStart{snapped: closedChan}
+		q.base = nil
 	}
-	if tree != "" {
-		q.lastTree = tree
+	if staged != nil {
 		if n == 0 {
-			q.baseTree = tree
+			q.base = &lazyTree{staged: staged}
+			if tree := staged.Written(); tree != "" {
+				q.base.once.Do(func() { q.base.tree = tree })
+				q.base.done.Store(true)
+				q.lastTree = tree
+			}
 		}
 		close(c.snapped)
 	} else {
@@ -175,11 +182,17 @@ func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 		}
 	}
 	covers := c.covers // a snapshot to write takes it again once written
+	var base *lazyTree // turn/0's staged tree: written through it
+	if n == 0 {
+		base = q.base
+	}
 	go func() {
 		defer close(recorded)
-		sh := &shot{tree: tree, covers: covers}
-		if tree == "" {
+		sh := &shot{staged: staged, covers: covers, base: base}
+		if staged == nil {
 			repo, sh = s.snapshotCapture(c, recorded)
+		} else if base != nil {
+			s.writeBase(base, sh)
 		}
 		defer sh.close()
 		if prev != nil {
@@ -189,13 +202,62 @@ func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string)
 	}()
 }
 
+// lazyTree is turn/0's tree, written once by whoever needs it first:
+// its own capture, ahead of the records, or a later capture whose counts
+// are read against it.
+type lazyTree struct {
+	once   sync.Once
+	done   atomic.Bool
+	staged *checkpoints.Staged // not to be touched but through get
+	tree   string
+	err    error
+}
+
+// get writes the tree, the first time, under ctx (which holds a slot).
+func (l *lazyTree) get(ctx context.Context) (string, error) {
+	l.once.Do(func() {
+		l.tree, l.err = l.staged.Tree(ctx)
+		l.done.Store(true)
+	})
+	return l.tree, l.err
+}
+
+// writeBase writes turn/0's staged tree ahead of the records, whose git
+// may queue behind every other session's: while the session's turns
+// follow each other, the counts of each are read against it as soon as
+// its files are staged.
+func (s *Session) writeBase(base *lazyTree, sh *shot) {
+	if !base.done.Load() {
+		ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
+		defer cancel()
+		ctx, release, err := checkpoints.Acquire(ctx, checkpoints.At(checkpoints.Soon))
+		if err != nil {
+			return // the record tries
+		}
+		defer release()
+		base.get(ctx)
+	}
+	tree, err := base.get(s.h.Ctx) // written: no git
+	if err != nil {
+		return // the record tries, and says why
+	}
+	sh.tree = tree
+	q := &s.captures
+	s.mu.Lock()
+	if q.lastTree == "" {
+		q.lastTree = tree
+	}
+	s.unlock()
+}
+
 // shot is what a capture's snapshot left for its record.
 type shot struct {
 	tree    string              // the tree, once written
 	staged  *checkpoints.Staged // the files staged, when the tree is not written yet
 	stats   checkpoints.Stats   // the session's counts as of it, when counted
 	counted bool
-	covers  int // the turn ends it covers (capture.covers)
+	covers  int       // the turn ends it covers (capture.covers)
+	base    *lazyTree // turn/0's: its staged files' tree is written through it
 }
 
 func (sh *shot) close() {
@@ -226,10 +288,10 @@ func (s *Session) snapshotCapture(c *capture, self chan struct{}) (*checkpoints.
 		if q.lastEnd == self && sh.tree != "" {
 			q.lastTree = sh.tree // what the next start compares with
 		}
-		base, wt := q.baseTree, s.rec.Tree
+		base, wt := q.base, s.rec.Tree
 		s.unlock()
 		close(c.snapped)
-		if base == "" || wt != nil || sh.staged == nil {
+		if base == nil || wt != nil || sh.staged == nil {
 			return
 		}
 		s.mu.Lock()
@@ -238,7 +300,11 @@ func (s *Session) snapshotCapture(c *capture, self chan struct{}) (*checkpoints.
 		if !latest {
 			return // the capture queued behind counts
 		}
-		st, err := sh.staged.Diff(c.slot, base)
+		from, err := base.get(c.slot) // under this slot, if not yet written
+		if err != nil {
+			return // the record counts, and says why
+		}
+		st, err := sh.staged.Diff(c.slot, from)
 		if err != nil {
 			s.h.Log.Warn("could not count a session's changes", "session", s.uri, "err", err)
 			return
@@ -355,7 +421,7 @@ func (s *Session) turnEndedLocked(a protocol.Action) {
 		return
 	}
 	if n := s.nextCheckpointLocked(); n > 0 && !s.rec.Untracked && !s.disposed {
-		s.queueCaptureLocked(nil, n, "")
+		s.queueCaptureLocked(nil, n, nil)
 	}
 }
 
@@ -393,8 +459,12 @@ func (s *Session) RepoFor(ctx context.Context) (*checkpoints.Repo, error) {
 	s.mu.Lock()
 	q, wt := &s.captures, s.rec.Tree
 	if q.repo != nil && q.repoDir == dir {
-		defer s.unlock()
-		return q.repo, nil
+		repo, disposed := q.repo, s.disposed
+		s.unlock()
+		if !disposed {
+			s.h.Repos.join(s, dir)
+		}
+		return repo, nil
 	}
 	s.unlock()
 	repo, err := openRepo(ctx, dir)
@@ -418,6 +488,36 @@ func (s *Session) RepoFor(ctx context.Context) (*checkpoints.Repo, error) {
 		s.h.Repos.join(s, dir)
 	}
 	return repo, nil
+}
+
+// warmRepo opens the repository of a session just made, in the
+// background and after the git somebody waits for, so that its first
+// send, which the agent waits on, runs no git to find it. It changes
+// nothing else: a provisional session works nowhere yet (Repos).
+func (s *Session) warmRepo() {
+	dir := s.WorkDir()
+	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
+	defer cancel()
+	ctx, release, err := checkpoints.Acquire(ctx, checkpoints.At(checkpoints.Later))
+	if err != nil {
+		return
+	}
+	defer release()
+	s.mu.Lock()
+	q, wt, opened := &s.captures, s.rec.Tree, s.captures.repo != nil
+	s.unlock()
+	if opened || wt != nil {
+		return
+	}
+	repo, err := openRepo(ctx, dir)
+	if err != nil {
+		return // the first send finds out, and notes a folder that is none
+	}
+	s.mu.Lock()
+	if q.repo == nil && s.WorkDir() == dir {
+		q.repo, q.repoDir = repo, dir
+	}
+	s.unlock()
 }
 
 // snapshot stages the files turn n left, under ctx (which holds the

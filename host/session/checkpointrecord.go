@@ -27,7 +27,7 @@ func (s *Session) record(repo *checkpoints.Repo, n int, sh *shot, start *turnSta
 func (s *Session) recordNow(repo *checkpoints.Repo, n int, sh *shot, start *turnStart, self chan struct{}) {
 	q := &s.captures
 	s.mu.Lock()
-	disposed, wt, last, had, linear := s.disposed, s.rec.Tree, q.last, s.rec.Checkpoints, q.baseTree != ""
+	disposed, wt, last, had, linear := s.disposed, s.rec.Tree, q.last, s.rec.Checkpoints, q.base != nil
 	parent := last
 	if start != nil && start.commit != "" {
 		parent = start.commit
@@ -52,10 +52,13 @@ func (s *Session) recordNow(repo *checkpoints.Repo, n int, sh *shot, start *turn
 	}
 	defer release()
 	tree := sh.tree
-	if tree == "" && sh.staged != nil {
-		if tree, err = sh.staged.Yielding().Tree(ctx); err != nil {
-			s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
-		}
+	if tree == "" && sh.base != nil {
+		tree, err = sh.base.get(ctx)
+	} else if tree == "" && sh.staged != nil {
+		tree, err = sh.staged.Yielding().Tree(ctx)
+	}
+	if err != nil {
+		s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
 	}
 	var commit string
 	if tree != "" {
@@ -76,6 +79,9 @@ func (s *Session) recordNow(repo *checkpoints.Repo, n int, sh *shot, start *turn
 		}
 	}
 	s.mu.Lock()
+	if tree != "" && q.lastEnd == self {
+		q.lastTree = tree // what the next start compares with
+	}
 	if commit != "" {
 		q.last = commit
 		s.rec.Checkpoints = max(s.rec.Checkpoints, n+1)
@@ -83,7 +89,7 @@ func (s *Session) recordNow(repo *checkpoints.Repo, n int, sh *shot, start *turn
 			s.rec.Owed = false // written below, or by the record behind
 		}
 	}
-	latest, last, base := q.lastEnd == self, q.last, q.baseTree
+	latest, last, base := q.lastEnd == self, q.last, q.base
 	s.unlock()
 	if !latest {
 		return // the capture queued behind this one counts, and stores, for both
@@ -93,7 +99,11 @@ func (s *Session) recordNow(repo *checkpoints.Repo, n int, sh *shot, start *turn
 	case n > 0 && commit != "" && sh.counted:
 		ch = changesOf(sh.stats.Files, sh.stats.Additions, sh.stats.Deletions)
 	case n > 0 && last != "":
-		stats, err := s.count(ctx, repo, wt, last, base)
+		from := ""
+		if base != nil {
+			from, _ = base.get(ctx) // "" if it failed: Own counts
+		}
+		stats, err := s.count(ctx, repo, wt, last, from)
 		if err != nil {
 			s.h.Log.Warn("could not count a session's changes", "session", s.uri, "err", err)
 		} else {
@@ -155,13 +165,26 @@ func (s *Session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktre
 func (s *Session) startCheckpoint(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
+	ctx, release, err := checkpoints.Acquire(ctx, checkpoints.At(checkpoints.Now))
+	if err != nil {
+		return // the next send tries again
+	}
+	defer release()
 	repo, err := s.RepoFor(ctx)
 	if errors.Is(err, checkpoints.ErrNotRepository) {
 		return
 	}
-	var tree string
+	// The files staged are all the agent must not change first; their
+	// tree, which every count of the session's turns is read against, is
+	// written under the same slot, or would queue behind every capture.
+	var staged *checkpoints.Staged
 	if err == nil {
-		tree, err = repo.Snapshot(ctx)
+		staged, err = repo.Stage(ctx)
+	}
+	if err == nil {
+		if _, err = staged.Tree(ctx); err != nil {
+			staged.Close()
+		}
 	}
 	if err != nil {
 		// The next send tries again.
@@ -169,8 +192,10 @@ func (s *Session) startCheckpoint(ctx context.Context) {
 		return
 	}
 	s.mu.Lock()
-	if !s.disposed {
-		s.queueCaptureLocked(repo, 0, tree)
+	if s.disposed {
+		staged.Close()
+	} else {
+		s.queueCaptureLocked(repo, 0, staged)
 	}
 	s.unlock()
 }

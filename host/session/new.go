@@ -69,6 +69,7 @@ func New(env *Env, spec Spec) *Session {
 		Owner: spec.Owner, Scope: spec.Scope,
 	}
 	s.build(spec.Config, nil)
+	go s.warmRepo()
 	return s
 }
 

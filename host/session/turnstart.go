@@ -88,7 +88,7 @@ func (s *Session) openStart(ctx context.Context, fresh bool) error {
 func (s *Session) queueStartLocked(repo *checkpoints.Repo, n int, st *turnStart) {
 	q := &s.captures
 	// The turns no longer follow each other: count them as Own does.
-	q.baseTree = ""
+	q.base = nil
 	prev, recorded := q.recorded, make(chan struct{})
 	q.recorded = recorded
 	go func() {
