@@ -34,7 +34,15 @@
 // is all that must happen before the files move on, then Record, which
 // commits it and points the turn's ref at it. A caller that must not keep
 // the next turn waiting can call the two apart: the next turn waits for
-// the snapshot only.
+// the snapshot only. Snapshot is itself two steps, Stage (git add into a
+// scratch index: the files are written down, one process) and
+// Staged.Tree (write-tree); Staged.Diff counts against an older tree
+// from the staged index, without the tree.
+//
+// The package's git processes run a few at a time host-wide (slots.go:
+// DefaultProcesses, GOMAXPROCS and no fewer than two), the work somebody
+// waits for first; a caller running several in a row takes one slot for
+// all of them (Acquire, TryAcquire). Pushes and fetches take none.
 //
 // Push, PushRemoval and Fetch share a session's checkpoint refs through a
 // remote of the repository, under the same names, so that another machine

@@ -157,6 +157,17 @@ func (c gitCmd) runFile(ctx context.Context) (*os.File, error) {
 	}
 	defer stderr.Close()
 
+	if !holding(ctx) && !remoteCommand(c.args) {
+		// What nobody waits for (yield) queues behind what somebody does.
+		p := Now
+		if c.yield {
+			p = Later
+		}
+		if err := slots.acquire(ctx, At(p)); err != nil {
+			return nil, fmt.Errorf("git %s: waiting for its turn: %w", subcommand(c.args), err)
+		}
+		defer slots.release()
+	}
 	cmd := exec.CommandContext(ctx, "git", c.args...)
 	cmd.Dir = c.dir
 	cmd.Env = append(baseEnv(), c.env...)
@@ -196,6 +207,16 @@ func (c gitCmd) runFile(ctx context.Context) (*os.File, error) {
 	}
 	ok = true
 	return stdout, nil
+}
+
+// remoteCommand reports whether args talk to a remote, which waits on
+// the network rather than the CPU and takes no slot (slots.go).
+func remoteCommand(args []string) bool {
+	switch subcommand(args) {
+	case "push", "fetch", "ls-remote":
+		return true
+	}
+	return false
 }
 
 // scratch returns an anonymous file (removed from its folder at once, so

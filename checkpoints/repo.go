@@ -121,17 +121,41 @@ func (r *Repo) Root() string { return r.root }
 // database and returns the id of its tree. Nothing else changes: no index,
 // ref or file of the user's is written.
 func (r *Repo) Snapshot(ctx context.Context) (string, error) {
+	snap, err := r.Stage(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer snap.Close()
+	return snap.Tree(ctx)
+}
+
+// Staged is the working tree as Stage found it, held in an index of its
+// own: its files are in the object database, the tree that lists them
+// not yet. It is all a caller that must let the files move on next needs
+// (one git process); the tree, and the counts against an older tree,
+// can follow later from the index, which nothing else changes.
+//
+// A Staged is not safe for concurrent use; Close removes its index.
+type Staged struct {
+	r     *Repo
+	tmp   string // the folder holding its index
+	index string
+	tree  string // once written
+}
+
+// Stage writes the working tree's files as Snapshot does, into a scratch
+// index seeded from the user's, and leaves the tree to Staged.Tree.
+func (r *Repo) Stage(ctx context.Context) (*Staged, error) {
 	tmp, err := os.MkdirTemp("", "ahpd-checkpoint-")
 	if err != nil {
-		return "", fmt.Errorf("checkpoints: snapshot: %w", err)
+		return nil, fmt.Errorf("checkpoints: snapshot: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	index := filepath.Join(tmp, "index")
-	if err := seedIndex(r.index, index); err != nil {
-		return "", fmt.Errorf("checkpoints: snapshot: %w", err)
+	st := &Staged{r: r, tmp: tmp, index: filepath.Join(tmp, "index")}
+	if err := seedIndex(r.index, st.index); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("checkpoints: snapshot: %w", err)
 	}
-	env := []string{"GIT_INDEX_FILE=" + index}
-	add := gitCmd{dir: r.root, env: env, yield: r.yielding, args: []string{
+	add := gitCmd{dir: r.root, env: st.env(), yield: r.yielding, args: []string{
 		// A split index would make git write a new shared index file
 		// into the repository's git directory; keep ours whole instead.
 		"-c", "core.splitIndex=false",
@@ -142,9 +166,30 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 		add.args = append(add.args, ":(exclude,literal)"+p)
 	}
 	if _, err := add.run(ctx); err != nil {
-		return "", fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
+		st.Close()
+		return nil, fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
 	}
-	out, err := gitCmd{dir: r.root, env: env, yield: r.yielding, args: []string{"write-tree"}}.run(ctx)
+	return st, nil
+}
+
+// Yielding returns st with its git run at a lower CPU priority, as
+// Repo.Yielding; they share the index.
+func (st *Staged) Yielding() *Staged {
+	out := *st
+	out.r = st.r.Yielding()
+	return &out
+}
+
+func (st *Staged) env() []string { return []string{"GIT_INDEX_FILE=" + st.index} }
+
+// Tree writes the staged tree and returns its id; once written, it is
+// answered again without git.
+func (st *Staged) Tree(ctx context.Context) (string, error) {
+	if st.tree != "" {
+		return st.tree, nil
+	}
+	r := st.r
+	out, err := gitCmd{dir: r.root, env: st.env(), yield: r.yielding, args: []string{"write-tree"}}.run(ctx)
 	if err != nil {
 		return "", fmt.Errorf("checkpoints: snapshot %s: %w", r.root, err)
 	}
@@ -152,7 +197,42 @@ func (r *Repo) Snapshot(ctx context.Context) (string, error) {
 	if !isObjectID(tree) {
 		return "", fmt.Errorf("checkpoints: snapshot %s: unexpected output from git write-tree: %q", r.root, out)
 	}
+	st.tree = tree
 	return tree, nil
+}
+
+// Written returns the staged tree's id once Tree has written it, else "";
+// it runs no git.
+func (st *Staged) Written() string { return st.tree }
+
+// Diff counts the changes from a tree-ish to the staged tree, as Repo.Diff
+// does between two trees, without writing the staged one first.
+func (st *Staged) Diff(ctx context.Context, from string) (Stats, error) {
+	if err := checkRev(from); err != nil {
+		return Stats{}, fmt.Errorf("checkpoints: diff: %w", err)
+	}
+	r := st.r
+	// diff-index --cached compares the tree with the index alone, never
+	// the files; plumbing, as diff-tree is, so the user's settings do
+	// not change the counts.
+	out, err := gitCmd{dir: r.root, env: st.env(), yield: r.yielding,
+		args: []string{"diff-index", "--cached", "-r", "-z", "--numstat", "-M", from, "--"}}.run(ctx)
+	if err != nil {
+		return Stats{}, fmt.Errorf("checkpoints: diff %s: %w", from, err)
+	}
+	files, err := parseNumstat(out)
+	if err != nil {
+		return Stats{}, fmt.Errorf("checkpoints: diff %s: %w", from, err)
+	}
+	return Sum(files), nil
+}
+
+// Close removes the staged index. The objects stay.
+func (st *Staged) Close() {
+	if st.tmp != "" {
+		os.RemoveAll(st.tmp)
+		st.tmp = ""
+	}
 }
 
 // seedIndex copies the user's index to dst so git add only re-hashes files

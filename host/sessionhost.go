@@ -35,6 +35,7 @@ func (h *Host) sessionEnv() *session.Env {
 		Events:       h.opts.Events,
 		Bus:          h.bus,
 		Trees:        h.trees,
+		Repos:        session.NewRepos(),
 		Sink:         h.outboxes(),
 	}
 }

@@ -42,22 +42,28 @@ import (
 //   - s/counted: from the first send until every session's row shows the
 //     five files its turns wrote (git only): the checkpoints' work,
 //     however it is scheduled, is all done by then.
+//   - s/counted-after-end: from the last turn's end until then (git
+//     only): how long the last counts trail the turns.
+//   - s/counted-lag-max: the longest any session's counts came after its
+//     own last turn ended (git only).
 func BenchmarkConcurrentTurns(b *testing.B) {
 	const sessions, turns = 200, 5
 	for _, kind := range []string{"git", "plain", "plain-journal"} {
 		b.Run(kind, func(b *testing.B) {
 			template := turnsTemplate(b, kind == "git")
-			var all, first, counted time.Duration
+			var all, first, counted, lag time.Duration
 			n := 0
 			for b.Loop() {
 				n++
-				a, f, c := concurrentTurns(b, template, sessions, turns, kind == "git", kind == "plain-journal")
-				all, first, counted = all+a, first+f, counted+c
+				a, f, c, l := concurrentTurns(b, template, sessions, turns, kind == "git", kind == "plain-journal")
+				all, first, counted, lag = all+a, first+f, counted+c, max(lag, l)
 			}
 			b.ReportMetric(float64(sessions*turns*n)/all.Seconds(), "turns/s")
 			b.ReportMetric(float64(sessions*n)/first.Seconds(), "turns/s-first")
 			if kind == "git" {
 				b.ReportMetric(counted.Seconds()/float64(n), "s/counted")
+				b.ReportMetric((counted-all).Seconds()/float64(n), "s/counted-after-end")
+				b.ReportMetric(lag.Seconds(), "s/counted-lag-max")
 			}
 		})
 	}
@@ -65,8 +71,9 @@ func BenchmarkConcurrentTurns(b *testing.B) {
 
 // concurrentTurns runs the turns on a host of its own, closed before it
 // returns, and times them: until the last turn ended, until the last
-// first turn ended, and until the last counts came.
-func concurrentTurns(b *testing.B, template string, sessions, turns int, git, journaled bool) (all, first, counted time.Duration) {
+// first turn ended, until the last counts came, and the longest a
+// session's counts came after its last turn ended.
+func concurrentTurns(b *testing.B, template string, sessions, turns int, git, journaled bool) (all, first, counted, lag time.Duration) {
 	state := b.TempDir()
 	backends := plugins.NewRegistry()
 	if err := backends.Register(script.New(filepath.Join(state, "transcripts", "script"))); err != nil {
@@ -96,7 +103,7 @@ func concurrentTurns(b *testing.B, template string, sessions, turns int, git, jo
 		srv.Close()
 	}()
 	c := &turnsClient{rawClient: dialRaw(b, "ws"+strings.TrimPrefix(srv.URL, "http"), protocol.RootURI),
-		ended: map[string]int{}, files: map[string]int64{}}
+		ended: map[string]int{}, files: map[string]int64{}, lastEnd: map[string]time.Time{}, want: int64(turns)}
 	defer c.ws.CloseNow()
 	chats := make([]string, sessions)
 	for i := range chats {
@@ -114,6 +121,9 @@ func concurrentTurns(b *testing.B, template string, sessions, turns int, git, jo
 	start := time.Now()
 	firsts := 0
 	c.next = func(chat string, turn int) {
+		if turn == turns {
+			c.lastEnd[chat] = time.Now()
+		}
 		if turn == 1 {
 			if firsts++; firsts == sessions {
 				first = time.Since(start)
@@ -138,8 +148,9 @@ func concurrentTurns(b *testing.B, template string, sessions, turns int, git, jo
 			return len(c.files) == sessions
 		})
 		counted = time.Since(start)
+		lag = c.lag
 	}
-	return all, first, counted
+	return all, first, counted, lag
 }
 
 // turnsClient reads a benchmark's frames: the turns ended in each chat
@@ -151,6 +162,10 @@ type turnsClient struct {
 	files map[string]int64 // by session
 	next  func(chat string, ended int)
 	seq   atomic.Int64 // the clientSeqs used: one numbering for all its chats
+
+	lastEnd map[string]time.Time // by chat: when its last turn was seen to end
+	want    int64                // the files a session's row shows once all is counted
+	lag     time.Duration        // the longest from a chat's last end to its session's full counts
 }
 
 // send starts turn n of a chat.
@@ -204,6 +219,9 @@ func (c *turnsClient) until(b *testing.B, what string, done func() bool) {
 			}
 			if ch := m.Params.Changes.Changes; ch != nil && ch.Files != nil {
 				c.files[m.Params.Session] = *ch.Files
+				if end, ok := c.lastEnd[protocol.DefaultChatURI(m.Params.Session)]; ok && *ch.Files == c.want {
+					c.lag = max(c.lag, time.Since(end))
+				}
 			}
 		}
 	}

@@ -3,10 +3,11 @@ package session
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ahpd/ahpd/checkpoints"
 	"github.com/ahpd/ahpd/protocol"
-	"github.com/ahpd/ahpd/worktree"
 )
 
 // Checkpoints off the turn's path.
@@ -39,6 +40,18 @@ import (
 // after a restart. A worktree session needs none of it: its branch is
 // its own.
 //
+// Git is bounded host-wide (checkpoints' slots). A capture takes a slot
+// as its turn ends when one is free, so a quiet host captures every turn
+// as it ended; otherwise it waits for one. The next turn waits for the
+// snapshot git is writing, and for one still waiting for a slot only
+// when the session shares its tree (the capture then goes ahead of the
+// rest): a session alone in it (Repos) with git behind defers the
+// capture to the end of the turn now starting, whose files it records
+// for both, and a turn ending while its session's capture waits folds
+// into it too. The record notes which turn ends a checkpoint covers
+// (Record.Owed), so that after a stop the next turn's checkpoint covers
+// a turn a given-up capture left without one.
+//
 // Close waits for the captures in flight once the turns have ended, until
 // its context ends; then they are cancelled, and waited for again. The
 // captures of a session are chained, so its newest capture's end is all
@@ -49,6 +62,7 @@ type captureQueue struct {
 	next     int           // the turn the next checkpoint records, once turn/0 is queued
 	snapped  chan struct{} // closed once the newest capture's tree is written (or it gave up)
 	recorded chan struct{} // closed once the newest capture (or start, queueStartLocked) is over
+	newest   *capture      // the newest capture, until its tree is written
 
 	lastEnd  chan struct{}     // the newest turn checkpoint's recorded: the capture that counts
 	repo     *checkpoints.Repo // the repository the session works in, once opened
@@ -56,11 +70,55 @@ type captureQueue struct {
 	last     string            // the newest checkpoint's commit, once known
 	lastTree string            // the newest checkpoint's tree, once snapshotted in this run
 	start    *turnStart        // the open start: the next checkpoint's turn started from it
+	alone    bool              // at its last turn's start the session was alone in its tree (Repos)
+	ends     int               // turn ends seen in this run: a capture covers those up to its own
+	// base is turn/0's tree while every checkpoint queued in this run
+	// follows the one before (no start/<N> between; nil otherwise): the
+	// session's own changes are then the diff from it to the newest, one
+	// git process.
+	base *lazyTree
 
 	// Touched by records only, which run one at a time (inGit).
 	own      *checkpoints.Own // the session's own changes; nil: read them from its refs
 	unfolded []string         // checkpoints recorded since own took its last
 }
+
+// capture is a turn checkpoint's snapshot, from its turn's end until its
+// tree is written; its state is guarded by s.mu.
+type capture struct {
+	n       int
+	covers  int // the turn ends (captureQueue.ends) it writes the tree of
+	state   captureState
+	wake    chan struct{} // a deferred capture is let go: its turn ended
+	snapped chan struct{} // closed once the tree is written, or given up
+	urgent  atomic.Bool   // a turn waits for the tree (read by the git slots)
+	alone   bool          // the session was alone in its tree as its turn started
+	slot    context.Context
+	release func() // the git slot taken as it was queued, if one was free
+}
+
+// priority is the capture's place among the waiters for git: ahead of
+// the records when nobody waits for it, ahead of all when a turn does.
+func (c *capture) priority() checkpoints.Priority {
+	if c.urgent.Load() {
+		return checkpoints.Now
+	}
+	return checkpoints.Soon
+}
+
+type captureState int
+
+const (
+	// captureWaiting: waiting for a git slot (checkpoints.Acquire).
+	captureWaiting captureState = iota
+	// captureDeferred: the session's next turn started before the
+	// snapshot did, and its files move on: the capture waits for that
+	// turn's end, and records the tree it leaves for both.
+	captureDeferred
+	// captureSnapping: git is writing the tree; a turn starting waits.
+	captureSnapping
+	captureSnapped
+)
 
 // turnStart is where a turn started, guarded by s.mu.
 type turnStart struct {
@@ -82,148 +140,250 @@ func (s *Session) nextCheckpointLocked() int {
 	return max(s.rec.Checkpoints, s.captures.next)
 }
 
-// queueCaptureLocked queues the capture of turn/n. tree, when not "", is
-// its tree, already written by repo; otherwise the capture snapshots the
-// working tree at once. The caller holds s.mu.
+// queueCaptureLocked queues the capture of turn/n. staged, when not nil,
+// is its files, already staged by repo; otherwise the capture stages the
+// working tree's as soon as a git slot is free: at once when one is, so
+// that a quiet host captures each turn as it ended. The caller holds s.mu.
 //
 // Turn n's checkpoint takes the open start as its turn's; turn/0 opens
 // one, which turn 1 starts from.
-func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, tree string) {
+func (s *Session) queueCaptureLocked(repo *checkpoints.Repo, n int, staged *checkpoints.Staged) {
 	q := &s.captures
 	prev := q.recorded
-	snapped, recorded := make(chan struct{}), make(chan struct{})
-	q.next, q.snapped, q.recorded, q.lastEnd = n+1, snapped, recorded, recorded
+	c := &capture{n: n, covers: q.ends, state: captureSnapped, wake: make(chan struct{}, 1), snapped: make(chan struct{})}
+	recorded := make(chan struct{})
+	q.next, q.snapped, q.recorded, q.lastEnd = n+1, c.snapped, recorded, recorded
 	start := q.start
 	q.start = nil
 	if n == 0 {
 		q.start = &turnStart{snapped: closedChan}
+		q.base = nil
 	}
-	if tree != "" {
-		q.lastTree = tree
+	if staged != nil {
+		if n == 0 {
+			q.base = &lazyTree{staged: staged}
+			if tree := staged.Written(); tree != "" {
+				q.base.once.Do(func() { q.base.tree = tree })
+				q.base.done.Store(true)
+				q.lastTree = tree
+			}
+		}
+		close(c.snapped)
+	} else {
+		q.newest = c
+		// A session sharing its tree is told apart from what the others
+		// do next only by how soon its tree is written: it goes first.
+		c.urgent.Store(!q.alone)
+		c.alone = q.alone
+		if slot, release, ok := checkpoints.TryAcquire(s.h.Ctx); ok {
+			c.state, c.slot, c.release = captureSnapping, slot, release
+		} else {
+			c.state = captureWaiting
+		}
+	}
+	covers := c.covers // a snapshot to write takes it again once written
+	var base *lazyTree // turn/0's staged tree: written through it
+	if n == 0 {
+		base = q.base
 	}
 	go func() {
 		defer close(recorded)
-		if tree == "" {
-			repo, tree = s.snapshot(n)
+		sh := &shot{staged: staged, covers: covers, base: base}
+		if staged == nil {
+			repo, sh = s.snapshotCapture(c, recorded)
+		} else if base != nil {
+			s.writeBase(base, sh)
+		}
+		defer sh.close()
+		if prev != nil {
+			<-prev
+		}
+		s.record(repo, n, sh, start, recorded)
+	}()
+}
+
+// lazyTree is turn/0's tree, written once by whoever needs it first:
+// its own capture, ahead of the records, or a later capture whose counts
+// are read against it.
+type lazyTree struct {
+	once   sync.Once
+	done   atomic.Bool
+	staged *checkpoints.Staged // not to be touched but through get
+	tree   string
+	err    error
+}
+
+// get writes the tree, the first time, under ctx (which holds a slot).
+func (l *lazyTree) get(ctx context.Context) (string, error) {
+	l.once.Do(func() {
+		l.tree, l.err = l.staged.Tree(ctx)
+		l.done.Store(true)
+	})
+	return l.tree, l.err
+}
+
+// writeBase writes turn/0's staged tree ahead of the records, whose git
+// may queue behind every other session's: while the session's turns
+// follow each other, the counts of each are read against it as soon as
+// its files are staged.
+func (s *Session) writeBase(base *lazyTree, sh *shot) {
+	if !base.done.Load() {
+		ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
+		defer cancel()
+		ctx, release, err := checkpoints.Acquire(ctx, checkpoints.At(checkpoints.Soon))
+		if err != nil {
+			return // the record tries
+		}
+		defer release()
+		base.get(ctx)
+	}
+	tree, err := base.get(s.h.Ctx) // written: no git
+	if err != nil {
+		return // the record tries, and says why
+	}
+	sh.tree = tree
+	q := &s.captures
+	s.mu.Lock()
+	if q.lastTree == "" {
+		q.lastTree = tree
+	}
+	s.unlock()
+}
+
+// shot is what a capture's snapshot left for its record.
+type shot struct {
+	tree    string              // the tree, once written
+	staged  *checkpoints.Staged // the files staged, when the tree is not written yet
+	stats   checkpoints.Stats   // the session's counts as of it, when counted
+	counted bool
+	covers  int       // the turn ends it covers (capture.covers)
+	base    *lazyTree // turn/0's: its staged files' tree is written through it
+}
+
+func (sh *shot) close() {
+	if sh.staged != nil {
+		sh.staged.Close()
+	}
+}
+
+// snapshotCapture writes down the files of capture c once it has a git
+// slot and is not deferred: nil if it could not, or the host stopped
+// first (the next capture then covers its turns). Once they are, the
+// next turn may go on; the tree follows now when a start may be compared
+// with it (the session shares its tree), else in the record. While the
+// session's checkpoints follow each other, its counts are the diff from
+// turn/0's tree, read from the staged files under the same slot when no
+// capture is queued behind this one (self); the record publishes them
+// once the checkpoint's ref is written.
+func (s *Session) snapshotCapture(c *capture, self chan struct{}) (*checkpoints.Repo, *shot) {
+	q := &s.captures
+	sh := &shot{}
+	snapped := func() {
+		s.mu.Lock()
+		c.state = captureSnapped
+		sh.covers = c.covers
+		if q.newest == c {
+			q.newest = nil
+		}
+		if q.lastEnd == self && sh.tree != "" {
+			q.lastTree = sh.tree // what the next start compares with
+		}
+		base, wt := q.base, s.rec.Tree
+		s.unlock()
+		close(c.snapped)
+		if base == nil || wt != nil || sh.staged == nil {
+			return
+		}
+		s.mu.Lock()
+		latest := q.lastEnd == self
+		s.unlock()
+		if !latest {
+			return // the capture queued behind counts
+		}
+		from, err := base.get(c.slot) // under this slot, if not yet written
+		if err != nil {
+			return // the record counts, and says why
+		}
+		st, err := sh.staged.Diff(c.slot, from)
+		if err != nil {
+			s.h.Log.Warn("could not count a session's changes", "session", s.uri, "err", err)
+			return
+		}
+		sh.stats, sh.counted = st, true
+		if checkpoints.Backlogged() {
+			// The record queues behind all that: the counts are what
+			// the client waits for, and they are read.
 			s.mu.Lock()
-			if q.lastEnd == recorded {
-				q.lastTree = tree // what the next start compares with
+			if q.lastEnd == self {
+				s.setChangesLocked(changesOf(st.Files, st.Additions, st.Deletions))
 			}
 			s.unlock()
 		}
-		close(snapped)
-		if prev != nil {
-			<-prev
-		}
-		s.record(repo, n, tree, start, recorded)
-	}()
-}
-
-// openStart writes down the tree a folder session's turn starts from,
-// before the turn reaches the agent (see the top of this file). fresh
-// says the last checkpoint's tree was being written as the turn came:
-// it is the turn's start. An error writing it is logged, and the turn
-// starts from the last checkpoint; one of ctx fails the turn.
-func (s *Session) openStart(ctx context.Context, fresh bool) error {
-	q := &s.captures
-	s.mu.Lock()
-	if s.rec.Tree != nil || s.rec.Untracked || s.disposed || s.nextCheckpointLocked() == 0 {
-		s.unlock()
-		return nil
 	}
-	if st := q.start; st != nil {
+	for c.release == nil {
+		ctx, rel, err := checkpoints.Acquire(s.h.Ctx, c.priority)
+		if err != nil {
+			snapped()
+			return nil, sh
+		}
+		s.mu.Lock()
+		deferred := c.state == captureDeferred
+		if !deferred {
+			c.state = captureSnapping
+		}
 		s.unlock()
-		select { // another chat's turn may be writing it
-		case <-st.snapped:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+		if !deferred {
+			c.slot, c.release = ctx, rel
+			break
+		}
+		rel()
+		select {
+		case <-c.wake:
+		case <-s.h.Ctx.Done():
+			snapped()
+			return nil, sh
 		}
 	}
-	st := &turnStart{snapped: closedChan}
-	q.start = st
-	if fresh {
-		s.unlock()
-		return nil
-	}
-	st.snapped = make(chan struct{})
-	n, lastTree := s.nextCheckpointLocked(), q.lastTree
-	s.unlock()
-	defer close(st.snapped)
-	gctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer c.release()
+	ctx, cancel := context.WithTimeout(c.slot, gitTimeout)
 	defer cancel()
-	repo, err := s.RepoFor(gctx)
-	var tree string
-	if err == nil {
-		tree, err = repo.Snapshot(gctx)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	c.slot = ctx
+	repo, staged := s.snapshot(ctx, c.n)
+	if staged != nil {
+		sh.staged = staged
+		if !c.alone {
+			if tree, err := staged.Tree(c.slot); err != nil {
+				s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", c.n, "err", err)
+			} else {
+				sh.tree = tree
+			}
 		}
-		if !errors.Is(err, checkpoints.ErrNotRepository) {
-			s.h.Log.Warn("could not write down the tree a turn starts from", "session", s.uri, "turn", n, "err", err)
-		}
-		return nil
 	}
-	if tree == lastTree {
-		return nil // nothing changed since the last checkpoint: it is the start
-	}
-	s.mu.Lock()
-	defer s.unlock()
-	st.tree = tree
-	// A checkpoint queued meanwhile (another chat's turn ended) took this
-	// start while its tree was unknown, and counts from the one before:
-	// the turn now starts from that checkpoint, and turn n is taken.
-	if q.start == st && !s.disposed {
-		s.queueStartLocked(repo, n, st)
-	}
-	return nil
+	snapped()
+	return repo, sh
 }
 
-// queueStartLocked queues the record of turn n's start, st, whose tree is
-// written: on the capture queue, so that it follows the checkpoint before
-// it and turn n's follows it. It counts nothing. The caller holds s.mu.
-func (s *Session) queueStartLocked(repo *checkpoints.Repo, n int, st *turnStart) {
-	q := &s.captures
-	prev, recorded := q.recorded, make(chan struct{})
-	q.recorded = recorded
-	go func() {
-		defer close(recorded)
-		if prev != nil {
-			<-prev
+// wakeDeferredLocked lets a deferred capture go: the turn it waited for
+// ended. It reports whether the newest capture has yet to write its tree,
+// and so will write what this turn left. The caller holds s.mu.
+func (s *Session) wakeDeferredLocked() bool {
+	c := s.captures.newest
+	if c == nil {
+		return false
+	}
+	switch c.state {
+	case captureDeferred:
+		c.state = captureWaiting
+		select {
+		case c.wake <- struct{}{}:
+		default:
 		}
-		s.inGit(func() { s.recordStart(repo, n, st) })
-	}()
-}
-
-// recordStart records turn n's start as start/<n>, after the newest
-// checkpoint.
-func (s *Session) recordStart(repo *checkpoints.Repo, n int, st *turnStart) {
-	q := &s.captures
-	s.mu.Lock()
-	disposed, parent, had := s.disposed, q.last, s.rec.Checkpoints
-	s.unlock()
-	if disposed {
-		return
+	case captureWaiting:
+	default:
+		return false
 	}
-	repo = repo.Yielding()
-	if parent == "" {
-		// After a restart, or on another host: as for a checkpoint.
-		s.h.FetchMissing(s.h.Ctx, s, repo, had-1)
-	}
-	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
-	defer cancel()
-	commit, err := repo.RecordStart(ctx, s.id, n, st.tree, parent)
-	if err != nil {
-		// The turn's checkpoint follows the one before: its count holds
-		// what changed in the folder between them.
-		s.h.Log.Warn("could not record the tree a turn started from", "session", s.uri, "turn", n, "err", err)
-		return
-	}
-	s.mu.Lock()
-	st.commit = commit
-	s.unlock()
+	c.covers = s.captures.ends
+	return true
 }
 
 // turnEndedLocked queues the checkpoint of a turn that completed or
@@ -231,6 +391,15 @@ func (s *Session) recordStart(repo *checkpoints.Repo, n int, st *turnStart) {
 // It runs as the turn's end is applied, before the chat can take another
 // turn, so the next turn finds it queued. The caller holds s.mu.
 func (s *Session) turnEndedLocked(a protocol.Action) {
+	if s.nextCheckpointLocked() > 0 && !s.rec.Untracked && !s.disposed {
+		// Until a checkpoint covers this end (owedLocked); the record
+		// is written as the turn's end is.
+		s.captures.ends++
+		s.rec.Owed = true
+	}
+	// A capture deferred for this turn, or still waiting for git, writes
+	// what it left: this turn's end, whatever its kind, folds into it.
+	covered := s.wakeDeferredLocked()
 	switch a := a.(type) {
 	case *protocol.ChatTurnCompleteAction:
 	case *protocol.ChatErrorAction:
@@ -248,31 +417,11 @@ func (s *Session) turnEndedLocked(a protocol.Action) {
 	default:
 		return
 	}
+	if covered {
+		return
+	}
 	if n := s.nextCheckpointLocked(); n > 0 && !s.rec.Untracked && !s.disposed {
-		s.queueCaptureLocked(nil, n, "")
-	}
-}
-
-// awaitSnapshot waits until the tree the session's last turn left is
-// written down, so a turn about to start cannot change it first, and
-// reports whether it had to wait.
-func (s *Session) awaitSnapshot(ctx context.Context) (waited bool, err error) {
-	s.mu.Lock()
-	snapped := s.captures.snapped
-	s.unlock()
-	if snapped == nil {
-		return false, nil
-	}
-	select {
-	case <-snapped:
-		return false, nil
-	default:
-	}
-	select {
-	case <-snapped:
-		return true, nil
-	case <-ctx.Done():
-		return true, ctx.Err()
+		s.queueCaptureLocked(nil, n, nil)
 	}
 }
 
@@ -284,6 +433,11 @@ func (s *Session) awaitCaptures() { s.AwaitCapturesCtx(context.Background()) }
 func (s *Session) AwaitCapturesCtx(ctx context.Context) bool {
 	s.mu.Lock()
 	recorded := s.captures.recorded
+	if !s.running {
+		// A capture deferred for a turn that never got going (its start
+		// failed before the chat ran it) would wait for no end.
+		s.wakeDeferredLocked()
+	}
 	s.unlock()
 	if recorded == nil {
 		return true
@@ -305,8 +459,12 @@ func (s *Session) RepoFor(ctx context.Context) (*checkpoints.Repo, error) {
 	s.mu.Lock()
 	q, wt := &s.captures, s.rec.Tree
 	if q.repo != nil && q.repoDir == dir {
-		defer s.unlock()
-		return q.repo, nil
+		repo, disposed := q.repo, s.disposed
+		s.unlock()
+		if !disposed {
+			s.h.Repos.join(s, dir)
+		}
+		return repo, nil
 	}
 	s.unlock()
 	repo, err := openRepo(ctx, dir)
@@ -324,165 +482,60 @@ func (s *Session) RepoFor(ctx context.Context) (*checkpoints.Repo, error) {
 	}
 	s.mu.Lock()
 	q.repo, q.repoDir = repo, dir
+	disposed := s.disposed
 	s.unlock()
+	if !disposed {
+		s.h.Repos.join(s, dir)
+	}
 	return repo, nil
 }
 
-// snapshot writes down the tree turn n left; "" if it could not.
-func (s *Session) snapshot(n int) (*checkpoints.Repo, string) {
+// warmRepo opens the repository of a session just made, in the
+// background and after the git somebody waits for, so that its first
+// send, which the agent waits on, runs no git to find it. It changes
+// nothing else: a provisional session works nowhere yet (Repos).
+func (s *Session) warmRepo() {
+	dir := s.WorkDir()
+	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
+	defer cancel()
+	ctx, release, err := checkpoints.Acquire(ctx, checkpoints.At(checkpoints.Later))
+	if err != nil {
+		return
+	}
+	defer release()
+	s.mu.Lock()
+	q, wt, opened := &s.captures, s.rec.Tree, s.captures.repo != nil
+	s.unlock()
+	if opened || wt != nil {
+		return
+	}
+	repo, err := openRepo(ctx, dir)
+	if err != nil {
+		return // the first send finds out, and notes a folder that is none
+	}
+	s.mu.Lock()
+	if q.repo == nil && s.WorkDir() == dir {
+		q.repo, q.repoDir = repo, dir
+	}
+	s.unlock()
+}
+
+// snapshot stages the files turn n left, under ctx (which holds the
+// capture's git slot); nil if it could not.
+func (s *Session) snapshot(ctx context.Context, n int) (*checkpoints.Repo, *checkpoints.Staged) {
 	s.mu.Lock()
 	disposed := s.disposed
 	s.unlock()
 	if disposed {
-		return nil, "" // its refs are gone, or going
+		return nil, nil // its refs are gone, or going
 	}
-	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
-	defer cancel()
 	repo, err := s.RepoFor(ctx)
-	var tree string
+	var staged *checkpoints.Staged
 	if err == nil {
-		tree, err = repo.Snapshot(ctx)
+		staged, err = repo.Stage(ctx)
 	}
 	if err != nil && !errors.Is(err, checkpoints.ErrNotRepository) {
 		s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
 	}
-	return repo, tree
-}
-
-// record commits turn n's tree, when it was written, as its checkpoint,
-// after its turn's start when it has one; then, unless another checkpoint
-// is queued behind it (which will), it reads the session's counts and
-// stores its record. self is the capture's channel in the queue.
-//
-// Nobody waits for any of this, so its git yields the CPU to turns and
-// snapshots; and under load, when captures queue up, the counts are read
-// once for all of them.
-func (s *Session) record(repo *checkpoints.Repo, n int, tree string, start *turnStart, self chan struct{}) {
-	s.inGit(func() { s.recordNow(repo, n, tree, start, self) })
-}
-
-func (s *Session) recordNow(repo *checkpoints.Repo, n int, tree string, start *turnStart, self chan struct{}) {
-	q := &s.captures
-	s.mu.Lock()
-	disposed, wt, last, had := s.disposed, s.rec.Tree, q.last, s.rec.Checkpoints
-	parent := last
-	if start != nil && start.commit != "" {
-		parent = start.commit
-	}
-	s.unlock()
-	if disposed || repo == nil {
-		return
-	}
-	repo = repo.Yielding()
-	if tree != "" && n > 0 && last == "" {
-		// After a restart, or on another host than the one before: the
-		// checkpoints it looks for may be on the remote only.
-		s.h.FetchMissing(s.h.Ctx, s, repo, had-1)
-	}
-	ctx, cancel := context.WithTimeout(s.h.Ctx, gitTimeout)
-	defer cancel()
-	var commit string
-	if tree != "" {
-		var err error
-		if n == 0 || parent != "" {
-			commit, err = repo.RecordAfter(ctx, s.id, n, tree, parent)
-		} else {
-			commit, err = repo.Record(ctx, s.id, n, tree) // after a restart: it looks
-		}
-		if err != nil {
-			s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", n, "err", err)
-		}
-	}
-	if commit != "" {
-		s.h.Push(s, repo)
-		if n > 0 && wt == nil {
-			q.unfolded = append(q.unfolded, commit)
-		}
-	}
-	s.mu.Lock()
-	if commit != "" {
-		q.last = commit
-		s.rec.Checkpoints = max(s.rec.Checkpoints, n+1)
-	}
-	latest, last := q.lastEnd == self, q.last
-	s.unlock()
-	if !latest {
-		return // the capture queued behind this one counts, and stores, for both
-	}
-	var ch *protocol.ChangesSummary
-	if n > 0 && last != "" {
-		stats, err := s.count(ctx, repo, wt, last)
-		if err != nil {
-			s.h.Log.Warn("could not count a session's changes", "session", s.uri, "err", err)
-		} else {
-			ch = changesOf(stats.Files, stats.Additions, stats.Deletions)
-		}
-	}
-	s.mu.Lock()
-	defer s.unlock()
-	if ch != nil && !SameJSON(s.rec.Changes, ch) {
-		s.setChangesLocked(ch) // which stores the record
-	} else {
-		s.persistLocked()
-	}
-}
-
-// count reads the session's counts as of its newest checkpoint, last: a
-// worktree session's Branch Changes, a folder session's Session Changes,
-// its own turns' changes combined. Those it keeps, adding the turns
-// recorded since it last counted (one git process for them all); after a
-// restart, or when that fails, it reads them from the session's refs
-// (two, for all its turns). It runs as a record, one at a time.
-func (s *Session) count(ctx context.Context, repo *checkpoints.Repo, wt *worktree.Tree, last string) (checkpoints.Stats, error) {
-	if wt != nil {
-		return repo.BranchChangesTo(ctx, last, wt.Base)
-	}
-	q := &s.captures
-	var err error
-	switch {
-	case q.own == nil:
-		q.own, err = repo.OwnChanges(ctx, s.id)
-	case len(q.unfolded) > 0:
-		var turns [][]checkpoints.FileChange
-		if turns, err = repo.TurnChanges(ctx, q.unfolded); err == nil {
-			for _, t := range turns {
-				q.own.Add(t)
-			}
-		}
-	}
-	q.unfolded = nil
-	var st checkpoints.Stats
-	if err == nil {
-		st, err = repo.Count(ctx, q.own)
-	}
-	if err != nil {
-		q.own = nil // read them all again next time
-	}
-	return st, err
-}
-
-// startCheckpoint snapshots the tree the session starts from, before its
-// first turn reaches the agent, and queues its record as turn/0. It runs
-// as a git job.
-func (s *Session) startCheckpoint(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
-	defer cancel()
-	repo, err := s.RepoFor(ctx)
-	if errors.Is(err, checkpoints.ErrNotRepository) {
-		return
-	}
-	var tree string
-	if err == nil {
-		tree, err = repo.Snapshot(ctx)
-	}
-	if err != nil {
-		// The next send tries again.
-		s.h.Log.Warn("could not record a checkpoint", "session", s.uri, "turn", 0, "err", err)
-		return
-	}
-	s.mu.Lock()
-	if !s.disposed {
-		s.queueCaptureLocked(repo, 0, tree)
-	}
-	s.unlock()
+	return repo, staged
 }

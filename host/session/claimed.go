@@ -28,6 +28,7 @@ func (s *Session) UnusedRecord() (data []byte, unused bool, err error) {
 // MarkDisposed marks the session disposed of, so that whoever still has it
 // does nothing with it.
 func (s *Session) MarkDisposed() {
+	defer s.h.Repos.leave(s) // after the session's lock goes
 	s.mu.Lock()
 	defer s.unlock()
 	s.disposed = true

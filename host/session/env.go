@@ -43,6 +43,7 @@ type Env struct {
 
 	Bus   *fanout.Bus
 	Trees *worktree.Manager
+	Repos *Repos      // which sessions work in which git working tree; nil: none is alone in one
 	Sink  outbox.Sink // where the sessions' outboxes hand on
 }
 

@@ -203,6 +203,7 @@ func (s *Session) CancelChats() (done []<-chan struct{}, list []*ChatEntry, gone
 // NoteDisposed marks the session disposed of once its turns have stopped,
 // and reports whether clients were told of it, so must be told it is gone.
 func (s *Session) NoteDisposed() (announced bool) {
+	defer s.h.Repos.leave(s) // after the session's lock goes
 	s.mu.Lock()
 	defer s.unlock()
 	s.disposed = true

@@ -70,6 +70,7 @@ func New(env *Env, spec Spec) *Session {
 	}
 	s.build(spec.Config, nil)
 	s.firstRowLocked()
+	s.h.Sink.Go(s.warmRepo) // waited for by the host's Close: it runs git
 	return s
 }
 
@@ -81,6 +82,11 @@ func Restore(env *Env, id string, rec *Record, rc *Recovered, backend plugins.Ba
 	s := newSession(env, rec.URI, id, rec.Provider, backend)
 	s.rec, s.announced, s.stored, s.asleep = *rec, true, true, true
 	s.setWorkDir(rec.WorkingDirectories[0])
+	if rec.Checkpoints > 0 && !rec.Untracked {
+		// What it wrote before the restart may lie between another
+		// session's checkpoints in its tree: it is there (repos.go).
+		env.Repos.join(s, s.WorkDir())
+	}
 	if rc != nil {
 		rc.into(&s.rec)
 	}

@@ -26,6 +26,7 @@ func (s *Session) ListedSummary() (sum protocol.SessionSummary, external bool) {
 // so whoever still has it does nothing with it, and returns its URI and
 // its chats' for their subscribers to be dropped.
 func (s *Session) MarkRemoved() (uri string, chats []string) {
+	defer s.h.Repos.leave(s) // after the session's lock goes
 	s.mu.Lock()
 	defer s.unlock()
 	s.disposed = true

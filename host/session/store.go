@@ -69,6 +69,12 @@ type Record struct {
 	// repository, so it has none and counts what its tools wrote.
 	Checkpoints int  `json:"checkpoints,omitempty"`
 	Untracked   bool `json:"untracked,omitempty"`
+	// Owed says a turn ended after the newest checkpoint and none
+	// records it yet (its capture waits for git, was folded into the
+	// next turn's, or the turn was cancelled): after a restart the next
+	// turn starts from the newest checkpoint, so that its checkpoint
+	// covers that turn too, rather than from a snapshot holding it.
+	Owed bool `json:"checkpointOwed,omitempty"`
 	// Changes are the counts read when the last turn ended.
 	Changes *protocol.ChangesSummary `json:"changes,omitempty"`
 	// External marks a session found in a backend's transcripts that a

@@ -39,7 +39,7 @@ const gitTimeout = 2 * time.Minute
 // stores the session, makes the worktree the session asked for and
 // records the tree it starts from.
 func (s *Session) prepare(ctx context.Context) error {
-	fresh, err := s.awaitSnapshot(ctx)
+	fresh, err := s.awaitEnd(ctx, s.h.Repos.alone(s))
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,10 @@ func (s *Session) prepare(ctx context.Context) error {
 		return s.openStart(ctx, fresh)
 	}
 	s.inGit(func() { err = s.firstSend(ctx) })
+	alone := s.h.Repos.alone(s) // it is in its tree now
+	s.mu.Lock()
+	s.captures.alone = alone || s.rec.Tree != nil
+	s.unlock()
 	return err
 }
 
