@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,37 +112,104 @@ func statusMB(tb testing.TB, pid int, field string) float64 {
 	return 0
 }
 
-// BenchmarkSleepingSessionsRSS runs a turn in each of 200 script sessions,
+// BenchmarkSleepingSessionsRSS runs a turn in each of 1,000 script sessions
+// (AHPD_BENCH_SLEEPERS=n another number),
 // then puts them all to sleep, and reports the daemon's resident memory
 // (VmRSS) at three points: before they ran (after ten sessions did the
-// same, so that what any first turn sets up is counted in it), while the
-// 200 are resident, and once they sleep. A sleeping session holds its
+// same, so that what any first turn sets up is counted in it), while they
+// are resident, and once they sleep. A sleeping session holds its
 // record and its chats without their turns, which are in its transcript:
 // MB-kept, what sleep leaves of the run, should be a few MB at most;
 // MB-heap-kept is the live heap's part of it (go_memstats_heap_alloc_bytes
 // on the daemon's /metrics). Each sleeping reading is taken once the
 // daemon has returned the heap the sessions left
-// (ahpd_memory_released_total moved), as it does a moment after sessions
-// fall asleep.
+// (ahpd_memory_released_total moved releasesPerWave times), as it does a
+// moment after sessions fall asleep and again once its journal's caches
+// expire; ms-cpu-releasing is the daemon's CPU from its next to last
+// release to its last: what the last costs, with the daemon's idle ticks
+// and the scrapes that wait for it, ten a second. %-kept is MB-kept against MB-before, and %-returned how
+// much of what the run grew the daemon by (MB-running - MB-before) sleep
+// gave back. AHPD_BENCH_AHPD names another daemon binary to measure (one
+// built from another commit, for figures against it in the same run).
 func BenchmarkSleepingSessionsRSS(b *testing.B) {
-	const warm, sessions = 10, 200
+	const warm = 10
+	sessions := 1000
+	if n, err := strconv.Atoi(os.Getenv("AHPD_BENCH_SLEEPERS")); err == nil && n > 0 {
+		sessions = n
+	}
+	if bin := os.Getenv("AHPD_BENCH_AHPD"); bin != "" {
+		ahpdBin = bin
+	}
+	// AHPD_BENCH_PROFILE=dir writes the daemon's heap and goroutine
+	// profiles there once the sessions sleep.
+	profiles := os.Getenv("AHPD_BENCH_PROFILE")
 	for b.Loop() {
 		e := newEnv(b)
-		p := serveDaemon(b, e, "--log-level", "warn", "--session-residency-limit", "0")
+		args := []string{"--log-level", "warn", "--session-residency-limit", "0"}
+		pprofAddr := ""
+		if profiles != "" {
+			pprofAddr = freeAddr(b)
+			args = append(args, "--pprof", "--metrics-listen", pprofAddr)
+		}
+		p := serveDaemon(b, e, args...)
 		token := e.token(b)
 		runAndSleep(b, p, e, token, 0, warm)
-		heapBefore := awaitRelease(b, p, token, 0)["go_memstats_heap_alloc_bytes"]
+		// A wave is given back twice: a moment after it, and once the
+		// journal's caches of it expire (host/memory.go).
+		releases := float64(releasesPerWave)
+		if os.Getenv("AHPD_BENCH_AHPD") != "" {
+			releases = 1 // a daemon from before the second release
+		}
+		heapBefore := awaitRelease(b, p, token, releases-1)["go_memstats_heap_alloc_bytes"]
 		before := settledRSS(b, p.cmd.Process.Pid)
+		if profiles != "" {
+			saveProfile(b, "http://"+pprofAddr+"/debug/pprof/heap?tkn="+token, filepath.Join(profiles, "heap-before.pprof"))
+		}
 		running := runAndSleep(b, p, e, token, warm, warm+sessions)
-		heapAsleep := awaitRelease(b, p, token, 1)["go_memstats_heap_alloc_bytes"]
+		awaitRelease(b, p, token, 2*releases-2)
+		cpu := cpuSeconds(b, p.cmd.Process.Pid)
+		heapAsleep := awaitRelease(b, p, token, 2*releases-1)["go_memstats_heap_alloc_bytes"]
+		cpu = cpuSeconds(b, p.cmd.Process.Pid) - cpu
 		asleep := settledRSS(b, p.cmd.Process.Pid)
+		if profiles != "" {
+			for _, name := range []string{"heap", "goroutine"} {
+				saveProfile(b, "http://"+pprofAddr+"/debug/pprof/"+name+"?tkn="+token, filepath.Join(profiles, name+".pprof"))
+			}
+		}
 		b.ReportMetric(before, "MB-before")
 		b.ReportMetric(running, "MB-running")
 		b.ReportMetric(asleep, "MB-asleep")
 		b.ReportMetric(asleep-before, "MB-kept")
+		b.ReportMetric(100*(asleep-before)/before, "%-kept")
+		b.ReportMetric(100*(running-asleep)/(running-before), "%-returned")
 		b.ReportMetric((heapAsleep-heapBefore)/(1<<20), "MB-heap-kept")
+		b.ReportMetric(cpu*1000, "ms-cpu-releasing")
 		p.stop()
 	}
+}
+
+// releasesPerWave is how many times a daemon with a journal gives memory
+// back after a burst of work.
+const releasesPerWave = 2
+
+// cpuSeconds is the CPU a process has used, user and system, from
+// /proc/<pid>/stat.
+func cpuSeconds(tb testing.TB, pid int) float64 {
+	tb.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The fields after the command's name, which is in parentheses:
+	// utime and stime are the 14th and 15th of the line.
+	_, rest, _ := strings.Cut(string(data), ") ")
+	fields := strings.Fields(rest)
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		tb.Fatalf("/proc/%d/stat: %q", pid, data)
+	}
+	return (utime + stime) / 100 // USER_HZ
 }
 
 // runAndSleep runs a turn in sessions from to to (exclusive), each of a
@@ -198,7 +267,7 @@ func awaitRelease(tb testing.TB, p *proc, token string, released float64) map[st
 		if time.Now().After(deadline) {
 			tb.Fatalf("the daemon did not release memory after %v times", released)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -229,4 +298,35 @@ func metrics(tb testing.TB, p *proc, token string) map[string]float64 {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// freeAddr is a loopback address no listener has now.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// saveProfile writes what url answers to path.
+func saveProfile(tb testing.TB, url, path string) {
+	tb.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("%s: %s", url, resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		tb.Fatal(err)
+	}
 }
